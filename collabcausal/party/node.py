@@ -1,0 +1,91 @@
+"""The party role: one data holder's node, independent of any transport.
+
+A :class:`Party` owns its private table and answers :class:`~collabcausal.messages.Message`
+requests through the operation registry. Whatever carries the request (an in-process call in a
+simulation, a gRPC stream in a deployment) ends in :meth:`Party.handle`, so policy, ledger and
+audit log apply identically in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from collabcausal.messages import Message
+from collabcausal.party.operations import Operation, lookup
+from collabcausal.party.table import PartyTable
+
+
+class Policy(Protocol):
+    """What a party allows; see :mod:`collabcausal.party.policy`."""
+
+    def authorize(self, party: Party, op: Operation, request: Message) -> None:
+        """Return if ``request`` is allowed, raise :class:`~collabcausal.errors.PolicyError` if not."""
+
+
+class AuditLog(Protocol):
+    """Where a party records its releases; see :mod:`collabcausal.party.audit`."""
+
+    def record(self, party: Party, op: Operation, request: Message, reply: Message) -> None:
+        """Append one release to the log (before the reply leaves the party)."""
+
+
+class Party:
+    """A data holder answering an analyst's requests on its own private table.
+
+    Parameters
+    ----------
+    name : str
+        The party's identity on the study roster, e.g. ``"hospital-a"`` or ``"p1-1"``.
+    table : PartyTable
+        The validated private table.
+    policy : Policy, optional
+        What the party allows; ``None`` allows every registered operation (simulations).
+    ledger : optional
+        The party's privacy ledger (:class:`collabcausal.party.ledger.PrivacyLedger`), charged by
+        differentially private operations; ``None`` refuses them.
+    audit : AuditLog, optional
+        Where every release is recorded; ``None`` records nothing (simulations).
+    reducer_factory : callable, optional
+        ``reducer_factory(n_components) -> transformer`` with sklearn's ``fit``/``transform``;
+        defaults to :class:`collabcausal.party.reducer.StandardizedPCA`. The fitted reducer
+        never leaves the party.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        table: PartyTable,
+        *,
+        policy: Policy | None = None,
+        ledger: Any = None,
+        audit: AuditLog | None = None,
+        reducer_factory: Callable[[int | float], Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.table = table
+        self.policy = policy
+        self.ledger = ledger
+        self.audit = audit
+        self.reducer_factory = reducer_factory
+
+    def handle(self, request: Message) -> Message:
+        """Authorize, run and audit one request; return the reply.
+
+        Raises
+        ------
+        ProtocolError
+            Unknown operation or malformed request.
+        PolicyError, BudgetExceededError
+            The party's policy or ledger refuses the request.
+        """
+        op = lookup(request.operation)
+        if self.policy is not None:
+            self.policy.authorize(self, op, request)
+        reply = op.handler(self, request)
+        if self.audit is not None and op.private_data:
+            self.audit.record(self, op, request, reply)
+        return reply
+
+    def __repr__(self) -> str:
+        return f"Party({self.name!r}, n={self.table.n_subjects}, columns={list(self.table.covariate_names)})"
