@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from collabcausal import __version__
 from collabcausal.errors import CollabCausalError
 
-COMMAND_MODULES: tuple[str, ...] = ("simulate",)
+COMMAND_MODULES: tuple[str, ...] = ("simulate", "party")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,9 +21,7 @@ class Grid(ABC):
         """Names of the parties currently connected, sorted."""
 
     @abstractmethod
-    def send_and_receive(
-        self, requests: Mapping[str, Message], *, timeout: float | None = None
-    ) -> dict[str, Message]:
+    def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
         """Send one request to each named party and return their replies by name.
 
         Parameters

@@ -1,1 +1,1 @@
-"""commands"""
+"""Subcommands of the ``collabcausal`` CLI, one module each (see :mod:`collabcausal.cli`)."""

@@ -66,9 +66,7 @@ def lookup(name: str) -> Operation:
         return _REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
-        raise ProtocolError(
-            f"unknown party operation {name!r}", f"use one of: {known}"
-        ) from None
+        raise ProtocolError(f"unknown party operation {name!r}", f"use one of: {known}") from None
 
 
 def registered() -> tuple[str, ...]:

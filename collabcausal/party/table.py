@@ -147,7 +147,9 @@ class PartyTable:
             X, names = X[:, keep], tuple(covariates[i] for i in keep)
         t = y = None
         if treatment is not None and outcome is not None:
-            t = check_treatment(_numeric(frame[treatment], treatment, where), f"{where}: treatment column {treatment!r}")
+            t = check_treatment(
+                _numeric(frame[treatment], treatment, where), f"{where}: treatment column {treatment!r}"
+            )
             y = _numeric(frame[outcome], outcome, where)
         ids = None
         if subject_id is not None:
@@ -185,11 +187,14 @@ def _numeric(series: pd.Series, name: str, where: str) -> NDArray[np.float64]:
     values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.isnan(values) & series.notna().to_numpy()
     if bad.any():
+        row = int(np.argmax(bad))
         raise InputError(
-            f"{where}: column {name!r} is not numeric (row {int(np.argmax(bad)) + 1}: {series.iloc[int(np.argmax(bad))]!r})",
+            f"{where}: column {name!r} is not numeric (row {row + 1}: {series.iloc[row]!r})",
             "encode it as numbers (e.g. one-hot) before loading",
         )
     if not np.isfinite(values).all():
         row = int(np.argmax(~np.isfinite(values))) + 1
-        raise InputError(f"{where}: column {name!r} has a NaN or infinite value (row {row})", "impute or drop those rows")
+        raise InputError(
+            f"{where}: column {name!r} has a NaN or infinite value (row {row})", "impute or drop those rows"
+        )
     return values

@@ -33,9 +33,7 @@ class InProcessGrid(Grid):
     def party_names(self) -> list[str]:
         return sorted(self._parties)
 
-    def send_and_receive(
-        self, requests: Mapping[str, Message], *, timeout: float | None = None
-    ) -> dict[str, Message]:
+    def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
         unknown = [name for name in requests if name not in self._parties]
         if unknown:
             raise StudyFailedError(f"party {unknown[0]!r} is not connected", "check the study roster")

@@ -1,0 +1,20 @@
+"""``collabcausal party ...``: the commands a data holder runs.
+
+Each action is a module in :mod:`collabcausal.commands` named ``party_<action>`` with
+``register(subparsers)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+PARTY_ACTIONS: tuple[str, ...] = ()
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``party`` and its actions."""
+    parser = subparsers.add_parser("party", help="run a party node (data holder)", description=__doc__)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name in PARTY_ACTIONS:
+        importlib.import_module(f"collabcausal.commands.party_{name}").register(actions)
