@@ -1,0 +1,103 @@
+"""Collaborative representations from intermediate ones (paper 003, eqs. 31-35; DESIGN.md 4-7).
+
+Per row group i the analyst places the parties' intermediate representations side by side:
+X~_i = [X~_i1 ... X~_id], A~_i = [A~_i1 ... A~_id]. The anchor representations of all row groups
+form A~ = [A~_1, ..., A~_c] (r x sum_i m~_i); its truncated SVD A~ ~ U1 S1 V1^T keeps m^ left
+singular vectors. G_i = pinv(A~_i) U1 solves min ||U1 - A~_i G_i|| and the collaborative
+representation is X^_i = X~_i G_i, stacked over row groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError, NumericalError
+
+RANK_RTOL = 1e-10
+
+
+@dataclass(frozen=True, eq=False)
+class CollaborativeRepresentation:
+    """The analyst's collaborative representation.
+
+    Attributes
+    ----------
+    X_hat : ndarray of shape (n, m^)
+        Row groups stacked in order.
+    blocks : tuple of ndarray
+        X^_i per row group (views into ``X_hat``).
+    G : tuple of ndarray
+        The maps G_i (m~_i x m^).
+    singular_values : ndarray
+        All singular values of A~ (for diagnostics and choosing m^).
+    """
+
+    X_hat: NDArray[np.float64]
+    blocks: tuple[NDArray[np.float64], ...]
+    G: tuple[NDArray[np.float64], ...]
+    singular_values: NDArray[np.float64]
+
+
+def collaborative_representation(
+    x_tilde: Sequence[NDArray[np.float64]],
+    a_tilde: Sequence[NDArray[np.float64]],
+    n_components: int | None = None,
+) -> CollaborativeRepresentation:
+    """Build X^ from per-row-group intermediate representations.
+
+    Parameters
+    ----------
+    x_tilde : sequence of ndarray
+        X~_i (n_i x m~_i), the row group's parties' representations side by side.
+    a_tilde : sequence of ndarray
+        A~_i (r x m~_i), in the same column order.
+    n_components : int, optional
+        m^; defaults to the smallest m~_i (each row group can reproduce at most that many
+        independent directions).
+
+    Raises
+    ------
+    NumericalError
+        m^ exceeds the rank of A~ or of some A~_i.
+    """
+    if len(x_tilde) != len(a_tilde) or not x_tilde:
+        raise InputError("x_tilde and a_tilde must list the same row groups", "pass one block per row group")
+    r = a_tilde[0].shape[0]
+    for i, (x, a) in enumerate(zip(x_tilde, a_tilde, strict=True)):
+        if a.shape[0] != r or x.shape[1] != a.shape[1]:
+            raise InputError(
+                f"row group {i}: representation shapes {x.shape} and {a.shape} do not fit anchors of {r} rows",
+                "send X~ and A~ from the same reducers and the same anchor",
+            )
+    A = np.hstack(a_tilde)
+    k = min(a.shape[1] for a in a_tilde) if n_components is None else int(n_components)
+    # Thin SVD through R of a QR factorization: A = QR, R = U_R S V^T, so A's left singular
+    # vectors are A V S^-1. Costs O(r m^2) and never forms an r x r matrix (r may be 10^6).
+    _, s, Vt = np.linalg.svd(np.linalg.qr(A, mode="r"), full_matrices=False)
+    rank = int((s > RANK_RTOL * s[0]).sum()) if s.size and s[0] > 0 else 0
+    if not 1 <= k <= rank:
+        raise NumericalError(
+            f"m^ = {k} collaborative components requested but the anchor representations have rank {rank}",
+            f"choose n_components between 1 and {rank}",
+        )
+    U1 = (A @ Vt[:k].T) / s[:k]
+    maps = []
+    for i, a in enumerate(a_tilde):
+        R = np.linalg.qr(a, mode="r")
+        d = np.abs(np.diag(R))
+        rank_i = int((d > RANK_RTOL * d.max()).sum()) if d.size and d.max() > 0 else 0
+        if rank_i < a.shape[1]:
+            raise NumericalError(
+                f"row group {i}: anchor representation A~_{i} has rank {rank_i} < {a.shape[1]} columns",
+                "lower the parties' n_components or use more anchor rows",
+            )
+        # Least squares min ||U1 - A~_i G||: G = R^-1 R^-T A~_i^T U1 (semi-normal equations).
+        maps.append(np.linalg.solve(R, np.linalg.solve(R.T, a.T @ U1)))
+    X_hat = np.vstack([x @ G for x, G in zip(x_tilde, maps, strict=True)])
+    bounds = np.cumsum([0] + [x.shape[0] for x in x_tilde])
+    blocks = tuple(X_hat[bounds[i] : bounds[i + 1]] for i in range(len(x_tilde)))
+    return CollaborativeRepresentation(X_hat, blocks, tuple(maps), s)

@@ -1,0 +1,212 @@
+"""The analyst's DC-QE study (paper 003, Algorithm 2), written against a :class:`Grid`.
+
+One call to :func:`run_dcqe` asks every party of the plan for its intermediate representations,
+builds the collaborative representation, estimates propensities and effects, and computes
+federated balance diagnostics. The same code runs in a simulation (in-process grid) and in a
+deployment (gRPC grid); a bootstrap replicate is the same call with resampled ``rows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.analyst.balance import federated_smd
+from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
+from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, check_estimators, estimate_effects
+from collabcausal.analyst.grid import Grid
+from collabcausal.errors import InputError, StudyFailedError
+from collabcausal.estimators.validation import check_estimand
+from collabcausal.messages import Message
+
+
+@dataclass(frozen=True)
+class DCQEPlan:
+    """Who takes part in a DC-QE study and how.
+
+    Parameters
+    ----------
+    row_groups : sequence of sequence of str
+        Party names per row group i (disjoint subjects), each listed in column-group order.
+    anchor_ranges : mapping of str to (low, high)
+        Public range of every covariate, for the uniform anchor (DESIGN.md step 1).
+    n_anchors : int
+        Anchor rows r (paper 003 used r = n).
+    party_components : int or float or mapping
+        m~_ij for every party (int or explained-variance fraction), or a mapping per party name.
+    n_components : int, optional
+        m^; default: the smallest row group's total m~_i.
+    label_holders : sequence of str, optional
+        The party holding T and Y in each row group; default: the first party of the group.
+    seed : int
+        Study seed: anchor and bootstrap streams derive from it.
+    estimand : {"ate", "att"}
+    estimators : sequence of {"psm", "ipw", "aipw"}
+    study : str
+        Study identifier, recorded in the parties' audit logs.
+    balance_parties : sequence of sequence of str, optional
+        Parties per row group asked for federated balance moments; default: ``row_groups``.
+    """
+
+    row_groups: Sequence[Sequence[str]]
+    anchor_ranges: Mapping[str, Sequence[float]]
+    n_anchors: int
+    party_components: int | float | Mapping[str, int | float] = 1.0
+    n_components: int | None = None
+    label_holders: Sequence[str] | None = None
+    seed: int = 0
+    estimand: str = "ate"
+    estimators: Sequence[str] = ESTIMATORS
+    study: str = "study"
+    balance_parties: Sequence[Sequence[str]] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        groups = tuple(tuple(g) for g in self.row_groups)
+        if not groups or any(not g for g in groups):
+            raise InputError("a study needs at least one row group with one party", "list parties per row group")
+        names = [p for g in groups for p in g]
+        if len(set(names)) != len(names):
+            raise InputError("a party appears twice in the plan", "list each party once")
+        holders = tuple(g[0] for g in groups) if self.label_holders is None else tuple(self.label_holders)
+        if len(holders) != len(groups) or any(h not in g for h, g in zip(holders, groups, strict=False)):
+            raise InputError("each row group needs one label holder among its parties", "fix label_holders")
+        object.__setattr__(self, "row_groups", groups)
+        object.__setattr__(self, "label_holders", holders)
+        object.__setattr__(self, "estimand", check_estimand(self.estimand))
+        object.__setattr__(self, "estimators", check_estimators(self.estimators))
+        balance = groups if self.balance_parties is None else tuple(tuple(g) for g in self.balance_parties)
+        if len(balance) != len(groups):
+            raise InputError("balance_parties must list parties for every row group", "fix balance_parties")
+        object.__setattr__(self, "balance_parties", balance)
+
+    def components_of(self, party: str) -> int | float:
+        """m~ for one party."""
+        if isinstance(self.party_components, Mapping):
+            return self.party_components[party]
+        return self.party_components
+
+
+@dataclass(frozen=True, eq=False)
+class DCQEResult:
+    """One DC-QE run (full sample or one bootstrap replicate).
+
+    Attributes
+    ----------
+    representation : CollaborativeRepresentation
+    treatment, outcome : ndarray
+        Stacked over row groups in plan order.
+    effects : EffectBundle
+        Propensity scores and one EffectEstimate per estimator.
+    smd : dict of str to ndarray
+        Per estimator with balance weights: SMD per covariate (federated, eqs. 42-44).
+    covariates : tuple of str
+        Covariate names in the order of the SMD arrays.
+    """
+
+    representation: CollaborativeRepresentation
+    treatment: NDArray[np.int8]
+    outcome: NDArray[np.float64]
+    effects: EffectBundle
+    smd: dict[str, NDArray[np.float64]]
+    covariates: tuple[str, ...]
+
+    def masmd(self, estimator: str) -> float | None:
+        """max_k |SMD_k| (eq. 45), or None where the estimator defines no balanced sample."""
+        s = self.smd.get(estimator)
+        return None if s is None else float(np.max(np.abs(s)))
+
+
+def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None) -> list[int]:
+    """Ask every party for its metadata; return subject counts per row group.
+
+    Raises
+    ------
+    StudyFailedError
+        Parties of one row group disagree on their subject count or subject ids (order included),
+        or a label holder has no labels.
+    """
+    parties = sorted({p for g in (*plan.row_groups, *plan.balance_parties) for p in g})
+    replies = grid.send_and_receive({p: Message("describe", {"study": plan.study}) for p in parties}, timeout=timeout)
+    sizes = []
+    for i, group in enumerate(plan.row_groups):
+        counts = {p: int(replies[p].params["n_subjects"]) for p in (*group, *plan.balance_parties[i])}
+        if len(set(counts.values())) != 1:
+            listing = ", ".join(f"{p}: {n}" for p, n in counts.items())
+            raise StudyFailedError(
+                f"row group {i} parties disagree on subject count ({listing})",
+                "align subjects across the row group's parties first",
+            )
+        if not replies[plan.label_holders[i]].params["has_labels"]:
+            raise StudyFailedError(
+                f"label holder {plan.label_holders[i]!r} has no treatment/outcome",
+                "declare treatment and outcome on the label holder",
+            )
+        digests = {replies[p].params.get("ids_sha256") for p in (*group, *plan.balance_parties[i])}
+        if len(digests) > 1:
+            raise StudyFailedError(
+                f"row group {i} parties hold different subject ids or orders",
+                "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
+            )
+        sizes.append(next(iter(counts.values())))
+    return sizes
+
+
+def run_dcqe(
+    grid: Grid,
+    plan: DCQEPlan,
+    rows: Sequence[NDArray[np.int64]] | None = None,
+    *,
+    timeout: float | None = None,
+) -> DCQEResult:
+    """Run the DC-QE pipeline once.
+
+    Parameters
+    ----------
+    grid : Grid
+        Transport to the parties.
+    plan : DCQEPlan
+    rows : sequence of int arrays, optional
+        Subject positions per row group (a bootstrap resample); default all subjects.
+    timeout : float, optional
+        Seconds to wait for each round of replies.
+    """
+    requests: dict[str, Message] = {}
+    for i, group in enumerate(plan.row_groups):
+        arrays = {} if rows is None else {"rows": np.asarray(rows[i], dtype=np.int64)}
+        for party in group:
+            params = {
+                "study": plan.study,
+                "seed": plan.seed,
+                "n_anchors": plan.n_anchors,
+                "anchor_ranges": {k: [float(v[0]), float(v[1])] for k, v in plan.anchor_ranges.items()},
+                "n_components": plan.components_of(party),
+                "labels": party == plan.label_holders[i],
+            }
+            requests[party] = Message("dc_representation", params, arrays)
+    replies = grid.send_and_receive(requests, timeout=timeout)
+    for i, group in enumerate(plan.row_groups):
+        counts = {p: replies[p].array("x_tilde").shape[0] for p in group}
+        if len(set(counts.values())) != 1:
+            raise StudyFailedError(
+                f"row group {i} parties returned different subject counts {counts}",
+                "align subjects across the row group's parties first",
+            )
+    x_tilde = [np.hstack([replies[p].array("x_tilde") for p in g]) for g in plan.row_groups]
+    a_tilde = [np.hstack([replies[p].array("a_tilde") for p in g]) for g in plan.row_groups]
+    t = np.concatenate([replies[h].array("treatment") for h in plan.label_holders]).astype(np.int8)
+    y = np.concatenate([replies[h].array("outcome") for h in plan.label_holders]).astype(np.float64)
+    representation = collaborative_representation(x_tilde, a_tilde, plan.n_components)
+    effects = estimate_effects(representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators)
+    if rows is None:
+        rows = [np.arange(x.shape[0]) for x in x_tilde]
+    smd, names = {}, ()
+    for name in plan.estimators:
+        weights = effects.balance_weights(name)
+        if weights is not None:
+            names, smd[name] = federated_smd(
+                grid, plan.balance_parties, rows, t, weights, study=plan.study, timeout=timeout
+            )
+    return DCQEResult(representation, t, y, effects, smd, names)

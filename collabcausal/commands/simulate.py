@@ -1,0 +1,151 @@
+"""``collabcausal simulate``: split a data set into a grid of parties and run DC-QE settings.
+
+Examples
+--------
+The paper 003 LaLonde table (Experiment II) with 1000 bootstrap replicates::
+
+    collabcausal simulate --dataset lalonde --bootstrap 1000 --out results/lalonde
+
+Experiment I (synthetic, true ATE 1)::
+
+    collabcausal simulate --dataset dcqe-synthetic --settings L-IA,L,T,W,CA --out results/synthetic
+
+Your own CSV, three hospitals by age and two column holders::
+
+    collabcausal simulate --data cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
+        --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from collabcausal.errors import InputError
+from collabcausal.simulations.datasets import CausalDataset, load_csv_dataset, load_lalonde, make_dcqe_synthetic
+from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
+from collabcausal.simulations.partition import partition_grid
+from collabcausal.simulations.report import format_table, write_results
+from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
+
+DATASETS = ("lalonde", "dcqe-synthetic")
+# Defaults chosen with the sensitivity sweep in docs/dcqe.md (paper 003's values were lost).
+DEFAULT_PARTY_COMPONENTS = 3
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``simulate`` parser."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="split a data set into a grid of parties and compare DC-QE settings (paper 003)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", choices=DATASETS, default="lalonde", help="bundled data set (default: lalonde)")
+    data.add_argument("--data", metavar="FILE", help="a CSV or Parquet file instead of --dataset")
+    data.add_argument("--covariates", metavar="A,B,...", help="covariate columns of --data")
+    data.add_argument("--treatment", metavar="COL", help="0/1 treatment column of --data")
+    data.add_argument("--outcome", metavar="COL", help="outcome column of --data")
+    data.add_argument("--benchmark", type=float, help="known effect to compute gaps against (--data)")
+    grid = p.add_argument_group("grid")
+    grid.add_argument("--rows", type=int, default=2, help="row groups: parties with different subjects (default 2)")
+    grid.add_argument(
+        "--row-rule", default="random", help="'random' (default) or 'column:NAME' (split by a column's order)"
+    )
+    grid.add_argument(
+        "--columns",
+        metavar="A,B;C,D",
+        help="column groups separated by ';' (default: the data set's own, or one group for --data)",
+    )
+    study = p.add_argument_group("analysis")
+    study.add_argument(
+        "--settings",
+        help="comma-separated: CA, IA:p11, W, p11+p22, and on 2x2 L, R, T, B, L-IA, R-IA "
+        f"(default on 2x2: {','.join(DEFAULT_2X2)}; otherwise W,CA)",
+    )
+    study.add_argument("--estimators", default="psm,ipw,aipw", help="any of psm,ipw,aipw (default all)")
+    study.add_argument("--estimand", choices=("ate", "att"), help="default: the data set's (lalonde: att)")
+    study.add_argument(
+        "--party-components",
+        default=str(DEFAULT_PARTY_COMPONENTS),
+        metavar="K",
+        help="m~: PCA components per party, an int (capped at the party's covariates) or a variance "
+        f"fraction like 0.9 (default {DEFAULT_PARTY_COMPONENTS})",
+    )
+    study.add_argument(
+        "--components", metavar="SETTING=K,...", default="", help="m^ per collaboration, e.g. W-clb=4 (default: rank)"
+    )
+    study.add_argument("--anchors", type=int, help="anchor rows r (default: number of subjects, as in paper 003)")
+    run = p.add_argument_group("run")
+    run.add_argument("--bootstrap", type=int, default=200, metavar="B", help="bootstrap replicates (paper: 1000)")
+    run.add_argument("--seed", type=int, default=0, help="study seed (default 0)")
+    run.add_argument("--jobs", type=int, default=1, help="parallel bootstrap workers (default 1)")
+    run.add_argument("--out", default="results", help="output folder (default results/)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Validate everything, run, print the table and write the results."""
+    dataset = _dataset(args)
+    groups = (
+        [tuple(c.strip() for c in g.split(",") if c.strip()) for g in args.columns.split(";")] if args.columns else None
+    )
+    partition = partition_grid(dataset, args.rows, column_groups=groups, row_rule=args.row_rule, seed=args.seed)
+    tokens = args.settings.split(",") if args.settings else (DEFAULT_2X2 if partition.shape == (2, 2) else ("W", "CA"))
+    settings = parse_settings(tokens, partition, _components(args.components))
+    config = ExperimentConfig(
+        dataset=dataset,
+        partition=partition,
+        settings=settings,
+        estimators=tuple(e.strip() for e in args.estimators.split(",")),
+        estimand=args.estimand,
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        party_components=_party_components(args.party_components),
+        n_anchors=args.anchors,
+        n_jobs=args.jobs,
+    )
+    result = run_experiment(config, progress=not args.quiet)
+    title = f"{dataset.name}: {partition.shape[0]}x{partition.shape[1]} grid, B = {config.n_boot}, seed {config.seed}"
+    print(format_table(result.rows(), title))
+    for path in write_results(result, args.out):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _dataset(args: argparse.Namespace) -> CausalDataset:
+    if args.data is None:
+        return load_lalonde() if args.dataset == "lalonde" else make_dcqe_synthetic(seed=args.seed)
+    missing = [f"--{k}" for k in ("covariates", "treatment", "outcome") if getattr(args, k) is None]
+    if missing:
+        raise InputError(f"--data needs {', '.join(missing)}", "name the covariate, treatment and outcome columns")
+    return load_csv_dataset(
+        args.data,
+        [c.strip() for c in args.covariates.split(",") if c.strip()],
+        args.treatment,
+        args.outcome,
+        estimand=args.estimand or "ate",
+        benchmark=args.benchmark,
+    )
+
+
+def _party_components(text: str) -> int | float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(
+            f"--party-components {text!r} is not a number", "pass an int like 3 or a fraction like 0.9"
+        ) from None
+    return int(value) if value >= 1 and value.is_integer() else value
+
+
+def _components(text: str) -> dict[str, int]:
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, _, value = item.partition("=")
+        if not value.strip().isdigit():
+            raise InputError(f"--components item {item!r} is not SETTING=K", "write e.g. W-clb=4,T-clb=4")
+        out[name.strip()] = int(value)
+    return out

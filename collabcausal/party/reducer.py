@@ -1,0 +1,83 @@
+"""The party's private dimensionality reduction f_ij (paper 003, eq. 30; DESIGN.md step 2).
+
+:class:`StandardizedPCA` standardizes with the party's own mean and standard deviation, then
+projects on the leading principal components. It is fitted on the party's rows only, and the
+fitted object never leaves the party: only its outputs X~ = f(X) and A~ = f(X_anc) do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.validation import check_matrix
+
+
+class StandardizedPCA:
+    """Standardize, then PCA to ``n_components`` (an int, or a fraction of explained variance).
+
+    Parameters
+    ----------
+    n_components : int or float
+        An int ``k >= 1`` keeps ``k`` components (at most the number of columns); a float in
+        ``(0, 1]`` keeps the fewest components explaining at least that share of the variance.
+
+    Attributes
+    ----------
+    mean_, scale_ : ndarray
+        Column means and standard deviations (a zero deviation is replaced by 1).
+    components_ : ndarray of shape (n_components_, n_features)
+        Principal axes, signs fixed so each axis's largest loading is positive.
+    explained_variance_ratio_ : ndarray
+    n_components_ : int
+    """
+
+    def __init__(self, n_components: int | float = 1.0) -> None:
+        self.n_components = n_components
+
+    def fit(self, X: ArrayLike, y: object = None) -> StandardizedPCA:
+        """Fit on the party's rows."""
+        X = check_matrix(X, "X")
+        if X.shape[0] < 2:
+            raise InputError("PCA needs at least 2 subjects", "add subjects")
+        self.mean_ = X.mean(axis=0)
+        scale = X.std(axis=0)
+        self.scale_ = np.where(scale > 0, scale, 1.0)
+        Z = (X - self.mean_) / self.scale_
+        eigval, eigvec = np.linalg.eigh(Z.T @ Z / (X.shape[0] - 1))
+        order = np.argsort(eigval)[::-1]
+        eigval, eigvec = np.clip(eigval[order], 0.0, None), eigvec[:, order]
+        total = eigval.sum()
+        ratio = eigval / total if total > 0 else np.zeros_like(eigval)
+        k = self._n_kept(ratio, X.shape[1])
+        axes = eigvec[:, :k].T
+        signs = np.sign(axes[np.arange(k), np.argmax(np.abs(axes), axis=1)])
+        self.components_ = axes * signs[:, None]
+        self.explained_variance_ratio_ = ratio[:k]
+        self.n_components_ = k
+        return self
+
+    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Project rows (the party's own or the anchor's) with the fitted map."""
+        X = check_matrix(X, "X")
+        if X.shape[1] != self.mean_.size:
+            raise InputError(f"X has {X.shape[1]} columns, the reducer was fitted on {self.mean_.size}", "pass those")
+        return ((X - self.mean_) / self.scale_) @ self.components_.T
+
+    def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
+        """Fit, then transform the same rows."""
+        return self.fit(X).transform(X)
+
+    def _n_kept(self, ratio: NDArray[np.float64], n_features: int) -> int:
+        k = self.n_components
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            if not 1 <= k <= n_features:
+                raise InputError(
+                    f"n_components={k} is outside 1..{n_features} (the party's covariates)",
+                    f"choose at most {n_features} components",
+                )
+            return int(k)
+        if isinstance(k, float) and 0.0 < k <= 1.0:
+            return int(min(np.searchsorted(np.cumsum(ratio), k - 1e-12) + 1, n_features))
+        raise InputError(f"n_components must be an int >= 1 or a float in (0, 1], got {k!r}", "fix n_components")

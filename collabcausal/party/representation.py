@@ -1,0 +1,108 @@
+"""Party side of DC-QE: describe the table, build intermediate representations.
+
+Operations (paper 003, Algorithm 2 lines 2-6; DESIGN.md "DC-QE" steps 1-3):
+
+``describe``
+    Public metadata: subject count, shared covariate names, whether the party holds labels.
+``dc_representation``
+    Fit the private reducer f_ij on the party's rows (optionally a bootstrap resample of them,
+    given as ``rows``), and return X~_ij = f_ij(X_ij) and A~_ij = f_ij(X_anc_j); the label holder
+    adds treatment and outcome of the same rows. These representations are NOT differentially
+    private: their protection is that f_ij stays with the party (paper 003, section 4.2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError, ProtocolError
+from collabcausal.messages import Message
+from collabcausal.party.anchor import anchor_columns
+from collabcausal.party.node import Party
+from collabcausal.party.operations import operation
+from collabcausal.party.reducer import StandardizedPCA
+
+
+@operation("describe", private_data=False)
+def describe(party: Party, request: Message) -> Message:
+    """Public metadata about the party's table (no values).
+
+    ``ids_sha256`` is the SHA-256 of the party's ordered subject ids (when it has an id column):
+    parties of one row group must hold the same subjects in the same order, and equal digests
+    show it without revealing an id.
+    """
+    ids = party.table.subject_ids
+    digest = None if ids is None else hashlib.sha256("\x1f".join(ids.tolist()).encode()).hexdigest()
+    return Message(
+        "describe",
+        {
+            "party": party.name,
+            "n_subjects": party.table.n_subjects,
+            "covariates": list(party.table.covariate_names),
+            "has_labels": party.table.has_labels,
+            "ids_sha256": digest,
+        },
+    )
+
+
+@operation("dc_representation")
+def dc_representation(party: Party, request: Message) -> Message:
+    """Intermediate representations X~_ij and A~_ij of the party's (resampled) rows.
+
+    Request params: ``seed`` (study seed), ``n_anchors``, ``anchor_ranges`` ({column: [lo, hi]}),
+    ``n_components`` (m~_ij: an int, capped at the party's covariates, or a variance fraction),
+    ``labels`` (bool: include treatment and outcome).
+    Request arrays: optional ``rows`` (int64 positions into the party's table).
+    Reply arrays: ``x_tilde`` (n x m~), ``a_tilde`` (r x m~), and ``treatment``/``outcome``.
+    """
+    p = request.params
+    try:
+        seed, n_anchors, n_components = int(p["seed"]), int(p["n_anchors"]), p["n_components"]
+        ranges: Mapping[str, list[float]] = p["anchor_ranges"]
+    except KeyError as exc:
+        raise ProtocolError(f"dc_representation request lacks {exc.args[0]!r}", "send a complete request") from None
+    rows = selected_rows(party, request)
+    X = party.table.covariates if rows is None else party.table.covariates[rows]
+    if isinstance(n_components, int):
+        n_components = min(n_components, X.shape[1])
+    reducer = (party.reducer_factory or StandardizedPCA)(n_components)
+    x_tilde = reducer.fit_transform(X)
+    columns = party.table.covariate_names
+    anchor = _anchor(seed, columns, tuple((c, *map(float, ranges[c])) for c in columns if c in ranges), n_anchors)
+    arrays = {"x_tilde": np.asarray(x_tilde, dtype=np.float64), "a_tilde": np.asarray(reducer.transform(anchor))}
+    if p.get("labels", False):
+        if not party.table.has_labels:
+            raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
+        t, y = party.table.treatment, party.table.outcome
+        arrays["treatment"] = t if rows is None else t[rows]
+        arrays["outcome"] = y if rows is None else y[rows]
+    return Message("dc_representation", {"n_components": int(arrays["x_tilde"].shape[1])}, arrays)
+
+
+def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
+    """The request's optional ``rows`` array, checked against the table size."""
+    if "rows" not in request.arrays:
+        return None
+    rows = np.asarray(request.arrays["rows"])
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+        raise ProtocolError("'rows' must be a 1-D integer array", "send subject positions as int64")
+    if rows.size and (rows.min() < 0 or rows.max() >= party.table.n_subjects):
+        raise ProtocolError(
+            f"'rows' points outside the party's {party.table.n_subjects} subjects",
+            "align subjects before resampling",
+        )
+    return rows.astype(np.int64, copy=False)
+
+
+@lru_cache(maxsize=8)
+def _anchor(
+    seed: int, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
+) -> NDArray[np.float64]:
+    out = anchor_columns(seed, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+    out.setflags(write=False)
+    return out

@@ -1,0 +1,136 @@
+"""Write a DC-QE experiment's results: printed table, table.csv, results.json, bootstrap figure.
+
+Files are written to a temporary folder and moved into place only when all are complete, so a
+failed run leaves no half-written results behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from collabcausal.errors import InputError
+from collabcausal.simulations.dcqe_experiment import ExperimentResult
+
+TABLE_COLUMNS = (
+    "estimator",
+    "setting",
+    "estimate",
+    "se",
+    "gap",
+    "inconsistency_true",
+    "inconsistency_ca",
+    "masmd",
+)
+
+
+def format_table(rows: Sequence[dict[str, object]], title: str = "") -> str:
+    """The paper 003 Table 2/3 layout: value (bootstrap SE) per column."""
+
+    def cell(row: dict[str, object], key: str) -> str:
+        value = row.get(key)
+        if value is None:
+            return "-"
+        se_key = "se" if key == "estimate" else f"{key}_se"
+        se = row.get(se_key)
+        return f"{value:.4f}" + (f" ({se:.4f})" if isinstance(se, float) else "")
+
+    header = [
+        "Estimator",
+        "Setting",
+        f"{str(rows[0]['estimand']).upper()} (SE)",
+        "Gap",
+        "Incons. true",
+        "Incons. CA",
+        "MASMD",
+    ]
+    body = [
+        [str(r["estimator"]), str(r["setting"])] + [cell(r, k) for k in TABLE_COLUMNS[2:] if k != "se"] for r in rows
+    ]
+    widths = [max(len(x) for x in col) for col in zip(header, *body, strict=True)]
+    lines = [title] if title else []
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in body]
+    return "\n".join(lines)
+
+
+def write_results(result: ExperimentResult, out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Write table.csv, results.json and bootstrap.png into ``out_dir`` atomically.
+
+    Returns the written paths. Existing files of the same names are replaced only once every new
+    file is complete.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a folder", "choose another --out")
+    rows = result.rows()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.tmp-") as tmp:
+        staging = Path(tmp)
+        pd.DataFrame(rows).to_csv(staging / "table.csv", index=False)
+        meta = _metadata(result)
+        (staging / "results.json").write_text(json.dumps({"config": meta, "rows": rows}, indent=2))
+        plot_bootstrap(result, staging / "bootstrap.png")
+        out.mkdir(exist_ok=True)
+        written = []
+        for f in sorted(staging.iterdir()):
+            os.replace(f, out / f.name)
+            written.append(out / f.name)
+    return written
+
+
+def plot_bootstrap(result: ExperimentResult, path: Path) -> None:
+    """Bootstrap distributions per setting, one panel per estimator (paper 003, Figs. 3-4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg = result.config
+    fig, axes = plt.subplots(1, len(cfg.estimators), figsize=(5 * len(cfg.estimators), 4), squeeze=False)
+    for ax, estimator in zip(axes[0], cfg.estimators, strict=True):
+        data, labels = [], []
+        for setting in cfg.settings:
+            reps = result.replicates[(setting.name, estimator)]["estimate"]
+            data.append(
+                reps[np.isfinite(reps)]
+                if reps.size
+                else np.array([result.point[(setting.name, estimator)]["estimate"]])
+            )
+            labels.append(setting.name)
+        ax.boxplot(data, showfliers=False)
+        ax.set_xticks(range(1, len(labels) + 1), labels, rotation=45)
+        if cfg.dataset.benchmark is not None:
+            ax.axhline(cfg.dataset.benchmark, color="tab:red", ls="--", lw=1, label="benchmark")
+            ax.legend(loc="best")
+        ax.set_title(f"{estimator.upper()}: {cfg.estimand.upper()} over {cfg.n_boot} bootstrap replicates")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _metadata(result: ExperimentResult) -> dict[str, object]:
+    cfg = result.config
+    return {
+        "dataset": cfg.dataset.name,
+        "grid": list(cfg.partition.shape),
+        "column_groups": [list(g) for g in cfg.partition.column_groups],
+        "settings": [
+            {"name": s.name, "kind": s.kind, "parties": list(s.parties), "n_components": s.n_components}
+            for s in cfg.settings
+        ],
+        "estimators": list(cfg.estimators),
+        "estimand": cfg.estimand,
+        "n_boot": cfg.n_boot,
+        "seed": cfg.seed,
+        "party_components": cfg.party_components,
+        "n_anchors": cfg.n_anchors or cfg.dataset.n_subjects,
+        "benchmark": cfg.dataset.benchmark,
+    }
