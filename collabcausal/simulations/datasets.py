@@ -112,9 +112,9 @@ def load_lalonde() -> CausalDataset:
 # documented in docs/dcqe-synthetic.md: X ~ N(0, S) with unit variances and equal correlation
 # RHO, logit P(T=1|x) = ALPHA * sum_k x_k, Y = T + BETA * sum_k x_k + N(0, 1), so every covariate
 # is positively related to treatment and outcome and the true ATE is 1.
-SYNTHETIC_RHO = 0.5
-SYNTHETIC_ALPHA = 0.35
-SYNTHETIC_BETA = 1.0
+SYNTHETIC_RHO = 0.3
+SYNTHETIC_ALPHA = 0.3
+SYNTHETIC_BETA = 0.6
 
 
 def make_dcqe_synthetic(

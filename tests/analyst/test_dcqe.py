@@ -1,0 +1,93 @@
+"""The analyst's DC-QE study over a grid of in-process parties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
+from collabcausal.analyst.effects import estimate_effects
+from collabcausal.errors import InputError, StudyFailedError
+from collabcausal.estimators.balance import smd
+from collabcausal.party import Party, PartyTable
+from collabcausal.protocol.inprocess import InProcessGrid
+from collabcausal.simulations.datasets import load_lalonde
+from collabcausal.simulations.partition import build_parties, partition_grid
+
+
+def lalonde_grid() -> tuple[InProcessGrid, DCQEPlan, object]:
+    data = load_lalonde()
+    part = partition_grid(data, 2, seed=0)
+    ranges = {c: (float(data.frame[c].min()), float(data.frame[c].max())) for c in data.covariates}
+    plan = DCQEPlan(part.names(), ranges, n_anchors=data.n_subjects, party_components=4, estimand="att")
+    return InProcessGrid(build_parties(data, part)), plan, (data, part)
+
+
+def test_full_rank_single_party_dcqe_propensities_equal_centralized() -> None:
+    data = load_lalonde()
+    party = Party("solo", PartyTable.from_frame(data.frame, data.covariates, treatment="treat", outcome="re78"))
+    ranges = {c: (float(data.frame[c].min()), float(data.frame[c].max())) for c in data.covariates}
+    plan = DCQEPlan([["solo"]], ranges, n_anchors=data.n_subjects, party_components=8, n_components=8)
+    result = run_dcqe(InProcessGrid([party]), plan)
+    X = data.frame[list(data.covariates)].to_numpy(float)
+    central = estimate_effects(X, data.frame["treat"].to_numpy(), data.frame["re78"].to_numpy(), estimators=["ipw"])
+    assert np.max(np.abs(result.effects.propensity - central.propensity)) < 1e-6
+
+
+def test_federated_smd_equals_smd_on_pooled_raw_covariates() -> None:
+    grid, plan, (data, part) = lalonde_grid()
+    rows = [np.arange(len(g))[::-1].copy() for g in part.row_groups]  # any resample order
+    result = run_dcqe(grid, plan, rows)
+    subjects = np.concatenate([g[r] for g, r in zip(part.row_groups, rows, strict=True)])
+    cols = [c for g in part.column_groups for c in g]
+    X = data.frame[cols].to_numpy(float)[subjects]
+    for name in ("psm", "ipw"):
+        expected = smd(X, result.treatment, result.effects.balance_weights(name))
+        np.testing.assert_allclose(result.smd[name], expected, rtol=1e-9, atol=1e-12)
+    assert result.covariates[:2] == ("p11:age", "p11:married")
+    assert result.masmd("aipw") is None
+
+
+def test_w_collaboration_recovers_the_centralized_att_closely() -> None:
+    grid, plan, _ = lalonde_grid()
+    result = run_dcqe(grid, plan)
+    assert result.representation.X_hat.shape == (2675, 8)
+    assert abs(result.effects.estimates["ipw"].estimate - 1.7) < 0.6
+
+
+def test_parties_of_a_row_group_with_different_counts_fail_the_study() -> None:
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=30), "b": rng.normal(size=30), "t": np.arange(30) % 2, "y": 0.0})
+    p1 = Party("p11", PartyTable.from_frame(df, ["a"], treatment="t", outcome="y"))
+    p2 = Party("p12", PartyTable.from_frame(df.iloc[:25], ["b"]))
+    plan = DCQEPlan([["p11", "p12"]], {"a": (-3, 3), "b": (-3, 3)}, n_anchors=20)
+    with pytest.raises(StudyFailedError, match="disagree on subject count \\(p11: 30, p12: 25\\)"):
+        describe_parties(InProcessGrid([p1, p2]), plan)
+
+
+def test_parties_of_a_row_group_with_different_ids_fail_the_study() -> None:
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=30), "t": np.arange(30) % 2, "y": 0.0, "id": [f"s{i}" for i in range(30)]})
+    p1 = Party("p11", PartyTable.from_frame(df, ["a"], treatment="t", outcome="y", subject_id="id"))
+    shuffled = df.assign(id=df["id"][::-1].to_numpy())
+    p2 = Party("p12", PartyTable.from_frame(shuffled.rename(columns={"a": "b"}), ["b"], subject_id="id"))
+    plan = DCQEPlan([["p11", "p12"]], {"a": (-3, 3), "b": (-3, 3)}, n_anchors=20)
+    with pytest.raises(StudyFailedError, match="different subject ids or orders"):
+        describe_parties(InProcessGrid([p1, p2]), plan)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"row_groups": []}, "at least one row group"),
+        ({"row_groups": [["a", "b"], ["a"]]}, "appears twice"),
+        ({"label_holders": ["zz"]}, "label holder"),
+        ({"estimand": "atc"}, "unknown estimand"),
+        ({"estimators": ["psm", "tmle"]}, "unknown estimator 'tmle'"),
+    ],
+)
+def test_invalid_plans_are_refused(kwargs, message) -> None:
+    args = {"row_groups": [["a", "b"]], "anchor_ranges": {}, "n_anchors": 10} | kwargs
+    with pytest.raises(InputError, match=message):
+        DCQEPlan(**args)

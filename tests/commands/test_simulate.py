@@ -1,0 +1,66 @@
+"""``collabcausal simulate``: outputs, and bad input refused with nothing written."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from collabcausal.cli import main
+from collabcausal.simulations.datasets import make_dcqe_synthetic
+
+
+def test_simulate_writes_table_json_and_figure(tmp_path, capsys) -> None:
+    out = tmp_path / "res"
+    code = main(
+        ["simulate", "--dataset", "lalonde", "--bootstrap", "5", "--settings", "W,CA", "--quiet", "--out", str(out)]
+    )
+    assert code == 0
+    assert re.search(r"DC-QE\(PSM\)\s+W-clb\s+-?\d", capsys.readouterr().out)
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    keys = {"setting", "estimator", "estimand", "estimate", "se", "ci_low", "ci_high", "gap"}
+    assert keys | {"inconsistency_true", "inconsistency_ca", "masmd"} <= set(rows[0])
+    assert rows[0]["inconsistency_true"] is None and rows[0]["estimand"] == "att"
+    assert len(pd.read_csv(out / "table.csv")) == 6
+    assert (out / "bootstrap.png").stat().st_size > 1000
+
+
+def test_simulate_on_a_csv_with_three_row_groups(tmp_path, capsys) -> None:
+    make_dcqe_synthetic(300, 0).frame.to_csv(tmp_path / "d.csv", index=False)
+    args = ["simulate", "--data", str(tmp_path / "d.csv"), "--covariates", "x1,x2,x3,x4", "--treatment", "treat"]
+    args += ["--outcome", "y", "--rows", "3", "--columns", "x1,x2;x3,x4", "--bootstrap", "3", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "o")]) == 0
+    assert "W-clb" in capsys.readouterr().out
+
+
+BAD = [
+    (["--data", "{tmp}/missing.csv", "--covariates", "x1", "--treatment", "treat", "--outcome", "y"], "no such file"),
+    (
+        ["--data", "{tmp}/d.csv", "--covariates", "x1,zz", "--treatment", "treat", "--outcome", "y"],
+        "unknown column 'zz'",
+    ),
+    (["--data", "{tmp}/d.csv", "--covariates", "x1"], "--data needs --treatment, --outcome"),
+    (["--data", "{tmp}/nan.csv", "--covariates", "x1,x2", "--treatment", "treat", "--outcome", "y"], "NaN or infinite"),
+    (["--data", "{tmp}/arm.csv", "--covariates", "x1,x2", "--treatment", "treat", "--outcome", "y"], "coded 0/1"),
+    (["--settings", "Z"], "unknown setting 'Z'"),
+    (["--party-components", "many"], "is not a number"),
+    (["--components", "W-clb=x"], "is not SETTING=K"),
+    (["--components", "W-clb=20", "--settings", "W"], "m^ = 20"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_exits_nonzero_with_one_line_and_writes_nothing(tmp_path, capsys, args, message) -> None:
+    d = make_dcqe_synthetic(100, 0).frame
+    d.to_csv(tmp_path / "d.csv", index=False)
+    d.assign(x2=d["x2"].where(d.index != 3)).to_csv(tmp_path / "nan.csv", index=False)
+    d.assign(treat=d["treat"].replace({1: 2})).to_csv(tmp_path / "arm.csv", index=False)
+    out = tmp_path / "out"
+    argv = ["simulate", *[a.format(tmp=tmp_path) for a in args], "--bootstrap", "2", "--quiet", "--out", str(out)]
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert len(err) == 1 and message in err[0] and "fix:" in err[0]
+    assert not out.exists()

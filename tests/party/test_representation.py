@@ -1,0 +1,84 @@
+"""Party operations of DC-QE: describe and dc_representation, through Party.handle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.errors import InputError, ProtocolError
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import anchor_columns
+from collabcausal.party.reducer import StandardizedPCA
+
+RANGES = {"a": [-4.0, 4.0], "b": [-4.0, 4.0], "c": [-4.0, 4.0]}
+
+
+def party(labels: bool = True, ids: bool = False) -> Party:
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame(rng.normal(size=(50, 3)), columns=["a", "b", "c"])
+    df["t"], df["y"], df["id"] = np.arange(50) % 2, rng.normal(size=50), [f"u{i}" for i in range(50)]
+    kw = {"treatment": "t", "outcome": "y"} if labels else {}
+    return Party("p11", PartyTable.from_frame(df, ["a", "b", "c"], subject_id="id" if ids else None, **kw))
+
+
+def request(**params: object) -> Message:
+    base = {"seed": 5, "n_anchors": 40, "anchor_ranges": RANGES, "n_components": 2, "labels": True}
+    arrays = params.pop("arrays", {})
+    return Message("dc_representation", base | params, arrays)
+
+
+def test_representation_is_the_private_reducer_applied_to_rows_and_anchor() -> None:
+    p = party()
+    reply = p.handle(request())
+    reducer = StandardizedPCA(2).fit(p.table.covariates)
+    np.testing.assert_allclose(reply.arrays["x_tilde"], reducer.transform(p.table.covariates))
+    anchor = anchor_columns(5, ["a", "b", "c"], RANGES, 40)
+    np.testing.assert_allclose(reply.arrays["a_tilde"], reducer.transform(anchor))
+    np.testing.assert_array_equal(reply.arrays["treatment"], p.table.treatment)
+    assert set(reply.arrays) == {"x_tilde", "a_tilde", "treatment", "outcome"}
+
+
+def test_rows_refit_the_reducer_on_the_resample() -> None:
+    p = party()
+    rows = np.array([0, 0, 3, 7, 9, 9, 9, 20, 31, 49])
+    reply = p.handle(request(arrays={"rows": rows}))
+    expected = StandardizedPCA(2).fit_transform(p.table.covariates[rows])
+    np.testing.assert_allclose(reply.arrays["x_tilde"], expected)
+    np.testing.assert_array_equal(reply.arrays["outcome"], p.table.outcome[rows])
+
+
+def test_integer_components_are_capped_at_the_party_covariates() -> None:
+    assert party().handle(request(n_components=10)).arrays["x_tilde"].shape == (50, 3)
+
+
+def test_reducer_factory_is_pluggable() -> None:
+    p = party()
+    p.reducer_factory = lambda k: StandardizedPCA(1)
+    assert p.handle(request()).arrays["x_tilde"].shape == (50, 1)
+
+
+@pytest.mark.parametrize(
+    ("req", "error", "message"),
+    [
+        (Message("dc_representation", {"seed": 1}), ProtocolError, "lacks 'n_anchors'"),
+        (request(arrays={"rows": np.array([0, 50])}), ProtocolError, "outside the party's 50 subjects"),
+        (request(arrays={"rows": np.array([0.5])}), ProtocolError, "integer array"),
+        (Message("steal_rows"), ProtocolError, "unknown party operation 'steal_rows'"),
+    ],
+)
+def test_malformed_requests_are_refused(req, error, message) -> None:
+    with pytest.raises(error, match=message):
+        party().handle(req)
+
+
+def test_labels_requested_from_a_party_without_them_is_an_error() -> None:
+    with pytest.raises(InputError, match="holds no treatment/outcome"):
+        party(labels=False).handle(request())
+
+
+def test_describe_reveals_metadata_and_an_id_digest_only() -> None:
+    reply = party(ids=True).handle(Message("describe"))
+    assert reply.params["n_subjects"] == 50 and reply.params["covariates"] == ["a", "b", "c"]
+    assert len(reply.params["ids_sha256"]) == 64 and not reply.arrays
