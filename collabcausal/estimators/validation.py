@@ -54,7 +54,7 @@ def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDAr
 def check_treatment(t: ArrayLike, name: str = "treatment", *, n: int | None = None) -> NDArray[np.int8]:
     """A binary treatment vector coded 0/1 with both arms present."""
     arr = check_vector(t, name, n=n)
-    bad = ~np.isin(arr, (0.0, 1.0))
+    bad = (arr != 0.0) & (arr != 1.0)
     if bad.any():
         seen = np.unique(arr[bad])[:5]
         raise InputError(
