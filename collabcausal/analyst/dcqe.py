@@ -160,6 +160,7 @@ def run_dcqe(
     rows: Sequence[NDArray[np.int64]] | None = None,
     *,
     timeout: float | None = None,
+    analytic_se: bool = True,
 ) -> DCQEResult:
     """Run the DC-QE pipeline once.
 
@@ -172,6 +173,8 @@ def run_dcqe(
         Subject positions per row group (a bootstrap resample); default all subjects.
     timeout : float, optional
         Seconds to wait for each round of replies.
+    analytic_se : bool
+        Compute analytic standard errors (off inside a bootstrap, where they go unused).
     """
     requests: dict[str, Message] = {}
     for i, group in enumerate(plan.row_groups):
@@ -199,7 +202,9 @@ def run_dcqe(
     t = np.concatenate([replies[h].array("treatment") for h in plan.label_holders]).astype(np.int8)
     y = np.concatenate([replies[h].array("outcome") for h in plan.label_holders]).astype(np.float64)
     representation = collaborative_representation(x_tilde, a_tilde, plan.n_components)
-    effects = estimate_effects(representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators)
+    effects = estimate_effects(
+        representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators, analytic_se=analytic_se
+    )
     if rows is None:
         rows = [np.arange(x.shape[0]) for x in x_tilde]
     smd, names = {}, ()

@@ -58,6 +58,7 @@ def estimate_effects(
     estimand: str = "ate",
     estimators: Sequence[str] = ESTIMATORS,
     clip: tuple[float, float] | None = None,
+    analytic_se: bool = True,
 ) -> EffectBundle:
     """Fit the propensity model on ``features`` and run the requested estimators.
 
@@ -72,10 +73,12 @@ def estimate_effects(
         same features (a doubly robust step beyond paper 003).
     clip : (low, high), optional
         Clip propensities (none by default, as in the paper).
+    analytic_se : bool
+        Compute PSM's Abadie-Imbens standard error (skip it inside a bootstrap).
     """
     e = LogisticPropensity(clip=clip).fit(features, treatment).predict_proba(features)
     run = {
-        "psm": lambda: psm(outcome, treatment, e, estimand=estimand),
+        "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se),
         "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True),
         "aipw": lambda: aipw(outcome, treatment, e, features, estimand=estimand),
     }

@@ -61,8 +61,10 @@ class LogisticPropensity:
     -----
     Fitted probabilities are invariant to invertible affine maps of X (unpenalized, with an
     intercept), which is what makes single-party DC-QE equal centralized analysis. An unpenalized
-    fit whose linear predictor exceeds 30 in absolute value for some subject is reported as
-    (quasi-)complete separation: the maximum-likelihood estimate does not exist there.
+    fit that puts every subject within 1e-6 of its own arm is reported as complete separation
+    (the maximum-likelihood estimate does not exist). Extreme propensities of some subjects only
+    (quasi-complete separation, or legitimately extreme covariates such as LaLonde's PSID
+    controls) are not an error: use ``clip`` and the balance diagnostics.
     """
 
     def __init__(
@@ -89,7 +91,7 @@ class LogisticPropensity:
         Xc = X - center
         scale = np.sqrt(np.mean(Xc * Xc, axis=0))
         scale[scale == 0.0] = 1.0
-        W = self._whitening(Xc / scale) / scale[:, None]  # original (centred) scale -> whitened
+        W = self._whitening(Xc, scale) / scale[:, None]  # original (centred) scale -> whitened
         Z = Xc @ W
         P = self.penalty * (W.T @ W)  # the penalty ||coef||^2 = gamma' W'W gamma
         theta, n_iter = _newton(Z, t, P, self.fit_intercept, self.max_iter, self.tol)
@@ -144,15 +146,16 @@ class LogisticPropensity:
             if lo <= 0.0 or hi >= 1.0:
                 raise InputError(f"clip must lie inside (0, 1), got {self.clip!r}", "pass e.g. clip=(0.01, 0.99)")
 
-    def _whitening(self, Xs: NDArray[np.float64]) -> NDArray[np.float64]:
-        """A matrix W with ``Xs W`` of identity covariance; identity for rank-deficient penalized fits."""
-        n, m = Xs.shape
+    def _whitening(self, Xc: NDArray[np.float64], scale: NDArray[np.float64]) -> NDArray[np.float64]:
+        """W with ``(Xc / scale) W`` of identity covariance; identity for rank-deficient penalized fits."""
+        n, m = Xc.shape
         if m == 0:
             return np.zeros((0, 0))
-        lam, V = np.linalg.eigh(Xs.T @ Xs / n)  # fast path: the Gram matrix is well conditioned
+        gram = (Xc.T @ Xc / n) / np.outer(scale, scale)
+        lam, V = np.linalg.eigh(gram)  # fast path: the Gram matrix is well conditioned
         if lam[0] > _GRAM_TOL * lam[-1]:
             return V / np.sqrt(lam)
-        _, s, Vt = np.linalg.svd(Xs, full_matrices=False)  # accurate rank decision
+        _, s, Vt = np.linalg.svd(Xc / scale, full_matrices=False)  # accurate rank decision
         rank_ok = s.size == m and s[-1] > _RANK_TOL * s[0]
         if rank_ok:
             return Vt.T * (np.sqrt(n) / s)
@@ -179,13 +182,12 @@ def _newton(
         p1 = t.mean()
         theta[0] = np.log(p1 / (1.0 - p1))
 
-    def loss(th: NDArray[np.float64]) -> float:
-        eta = D @ th
+    def loss(th: NDArray[np.float64], eta: NDArray[np.float64]) -> float:
         return float(np.mean(np.logaddexp(0.0, eta) - t * eta) + 0.5 * th @ Pfull @ th / n)
 
-    f = loss(theta)
+    eta = D @ theta
+    f = loss(theta, eta)
     for it in range(1, int(max_iter) + 1):
-        eta = D @ theta
         p = expit(eta)
         grad = (D.T @ (p - t) + Pfull @ theta) / n
         hess = D.T @ (D * (p * (1.0 - p))[:, None]) / n + Pfull / n
@@ -201,10 +203,11 @@ def _newton(
             )
         if decrement / 2.0 <= tol:
             return theta + step, it
+        eta_step = D @ step
         size = 1.0
         while True:
-            candidate = theta + size * step
-            f_new = loss(candidate)
+            candidate, eta_new = theta + size * step, eta + size * eta_step
+            f_new = loss(candidate, eta_new)
             if f_new <= f - 0.25 * size * decrement:
                 break
             size *= 0.5
@@ -213,7 +216,7 @@ def _newton(
                     "the logistic-regression line search failed (no decrease along the Newton step)",
                     "check the covariates for extreme values or separation, or set penalty > 0",
                 )
-        theta, f = candidate, f_new
+        theta, eta, f = candidate, eta_new, f_new
     raise NumericalError(
         f"the logistic regression did not converge in {max_iter} Newton iterations",
         "increase max_iter, drop covariates that separate the arms, or set penalty > 0",

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, estimate_effects
@@ -173,7 +173,7 @@ def _replicate(config: ExperimentConfig, grid: Grid, b: int) -> dict[tuple[str, 
     t_all = frame[data.treatment].to_numpy()
     y_all = frame[data.outcome].to_numpy(dtype=np.float64)
     X_all = frame[list(data.covariates)].to_numpy(dtype=np.float64)
-    ca = _raw_effects(config, X_all, t_all, y_all, np.concatenate(subjects), list(data.covariates))
+    ca = _raw_effects(config, X_all, t_all, y_all, np.concatenate(subjects), list(data.covariates), b < 0)
     ca_e = dict(zip(range(len(sizes)), np.split(ca.propensity, np.cumsum(sizes)[:-1]), strict=True))
     out: dict[tuple[str, str], dict[str, float]] = {}
     names = part.names()
@@ -197,11 +197,13 @@ def _replicate(config: ExperimentConfig, grid: Grid, b: int) -> dict[tuple[str, 
                 )
                 if b < 0:
                     describe_parties(grid, plan)
-                result = run_dcqe(grid, plan, [rows[i] for i in groups])
+                result = run_dcqe(grid, plan, [rows[i] for i in groups], analytic_se=b < 0)
                 bundle, masmd = result.effects, {k: result.masmd(k) for k in config.estimators}
             else:
                 cols = balance_cols if setting.kind == "central" else _columns_of(config, setting.parties[0])
-                bundle = _raw_effects(config, X_all, t_all, y_all, idx, cols) if setting.kind != "central" else ca
+                bundle = (
+                    ca if setting.kind == "central" else _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0)
+                )
                 masmd = _local_masmd(
                     bundle, X_all[idx][:, [data.covariates.index(c) for c in balance_cols]], t_all[idx]
                 )
@@ -230,10 +232,12 @@ def _columns_of(config: ExperimentConfig, party: str) -> list[str]:
 
 
 def _raw_effects(
-    config: ExperimentConfig, X: NDArray, t: NDArray, y: NDArray, idx: NDArray, columns: list[str]
+    config: ExperimentConfig, X: NDArray, t: NDArray, y: NDArray, idx: NDArray, columns: list[str], analytic_se: bool
 ) -> EffectBundle:
     cols = [config.dataset.covariates.index(c) for c in columns]
-    return estimate_effects(X[idx][:, cols], t[idx], y[idx], estimand=config.estimand, estimators=config.estimators)
+    return estimate_effects(
+        X[idx][:, cols], t[idx], y[idx], estimand=config.estimand, estimators=config.estimators, analytic_se=analytic_se
+    )
 
 
 def _local_masmd(bundle: EffectBundle, X: NDArray, t: NDArray) -> dict[str, float | None]:

@@ -1,0 +1,132 @@
+"""Covariate balance (paper 003, eqs. 42–45) and propensity inconsistency (eqs. 40–41).
+
+Balance is computed from additive per-arm sufficient statistics (:class:`ArmMoments`), so the
+moments of different row groups or parties add up exactly to those of the pooled sample and
+one formula (:func:`smd_from_moments`) serves every caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector
+
+
+@dataclass(frozen=True)
+class ArmMoments:
+    """Weighted sufficient statistics per arm (row 0 control, row 1 treated) and covariate.
+
+    Attributes
+    ----------
+    sum_w : ndarray of shape (2,)
+        Sum of weights per arm.
+    sum_w2 : ndarray of shape (2,)
+        Sum of squared weights per arm.
+    sum_wx : ndarray of shape (2, m)
+        Sum of w * x per arm and covariate.
+    sum_wx2 : ndarray of shape (2, m)
+        Sum of w * x^2 per arm and covariate.
+
+    Moments of disjoint sets of subjects combine with ``+``.
+    """
+
+    sum_w: NDArray[np.float64]
+    sum_w2: NDArray[np.float64]
+    sum_wx: NDArray[np.float64]
+    sum_wx2: NDArray[np.float64]
+
+    def __add__(self, other: ArmMoments) -> ArmMoments:
+        if not isinstance(other, ArmMoments):
+            return NotImplemented
+        if other.sum_wx.shape != self.sum_wx.shape:
+            raise InputError(
+                f"cannot add moments of {self.sum_wx.shape[1]} and {other.sum_wx.shape[1]} covariates",
+                "combine moments of the same covariates, in the same order",
+            )
+        return ArmMoments(
+            self.sum_w + other.sum_w,
+            self.sum_w2 + other.sum_w2,
+            self.sum_wx + other.sum_wx,
+            self.sum_wx2 + other.sum_wx2,
+        )
+
+
+def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> ArmMoments:
+    """The :class:`ArmMoments` of covariates ``X`` (n x m) by arm, with per-subject weights.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, m)
+    t : array-like of shape (n,)
+        Treatment, coded 0/1. (A row group may hold one arm only, so both arms are not required.)
+    weights : array-like of shape (n,) or None
+        Non-negative weights (IPW weights, match weights); None means all ones.
+    """
+    X = check_matrix(X, "X")
+    n = X.shape[0]
+    t = check_vector(t, "treatment", n=n)
+    if not np.isin(t, (0.0, 1.0)).all():
+        raise InputError("treatment must be coded 0/1", "recode the treatment column to 0 (control) and 1 (treated)")
+    w = np.ones(n) if weights is None else check_vector(weights, "weights", n=n)
+    if (w < 0.0).any():
+        raise InputError("weights contain negative values", "pass non-negative weights")
+    A = np.stack([w * (t == 0), w * (t == 1)])  # (2, n): the weight of each subject in each arm
+    return ArmMoments(A.sum(axis=1), (A * A).sum(axis=1), A @ X, A @ (X * X))
+
+
+def smd_from_moments(m: ArmMoments) -> NDArray[np.float64]:
+    """Standardized mean differences from arm moments (paper 003, eqs. 42–44).
+
+    ``SMD_k = (mean1_k - mean0_k) / sqrt((var1_k + var0_k) / 2)`` (eq. 42) with weighted means
+    ``sum_w x / sum_w`` (eq. 43) and the unbiased reliability-weights variance (eq. 44)::
+
+        var = sum_w / (sum_w^2 - sum_w2) * sum_k w_k (x_k - mean)^2
+
+    which is the usual ``ddof=1`` variance for unit weights and does not change when all weights
+    are multiplied by a constant. ``sum w (x - mean)^2`` is computed as ``sum_wx2 - sum_wx^2 /
+    sum_w``. A covariate constant in both arms gets SMD 0 (equal means) or +/-inf.
+    """
+    if ((m.sum_w**2 - m.sum_w2) <= 0.0).any():
+        arm = "treated" if (m.sum_w[1] ** 2 - m.sum_w2[1]) <= 0.0 else "control"
+        raise NumericalError(
+            f"the {arm} arm has fewer than two subjects with positive weight: its variance is undefined",
+            "check the weights or the matching (at least two distinct subjects are needed per arm)",
+        )
+    sw = m.sum_w[:, None]
+    mean = m.sum_wx / sw
+    ss = np.maximum(m.sum_wx2 - m.sum_wx * mean, 0.0)
+    var = ss * (sw / (sw**2 - m.sum_w2[:, None]))
+    diff = mean[1] - mean[0]
+    pooled = np.sqrt((var[1] + var[0]) / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(pooled > 0.0, diff / np.where(pooled > 0.0, pooled, 1.0), np.sign(diff) * np.inf)
+    out[(pooled == 0.0) & (diff == 0.0)] = 0.0
+    return out
+
+
+def smd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64]:
+    """Standardized mean difference of each covariate (paper 003, eq. 42; weighted: eqs. 43–44).
+
+    For PSM pass the ``match_weights`` diagnostic of :func:`~collabcausal.estimators.matching.psm`
+    (the matched sample); for IPW the ``weights`` of :func:`~collabcausal.estimators.weighting.ipw`.
+    """
+    return smd_from_moments(weighted_moments(X, check_treatment(t), weights))
+
+
+def masmd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> float:
+    """Maximum absolute standardized mean difference ``max_k |SMD_k|`` (paper 003, eq. 45)."""
+    return float(np.max(np.abs(smd(X, t, weights))))
+
+
+def propensity_inconsistency(e: ArrayLike, e_ref: ArrayLike) -> float:
+    """Mean absolute difference of propensities, ``(1/n) sum_k |e_k - e_ref_k|`` (paper 003, eqs. 40–41).
+
+    ``e_ref`` is the true propensity (eq. 40) or the centralized-analysis propensity (eq. 41).
+    """
+    e = check_vector(e, "propensity")
+    ref = check_vector(e_ref, "reference propensity", n=e.size)
+    return float(np.mean(np.abs(e - ref)))

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+
+from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators.balance import (
+    masmd,
+    propensity_inconsistency,
+    smd,
+    smd_from_moments,
+    weighted_moments,
+)
+from collabcausal.estimators.matching import psm
+from collabcausal.estimators.weighting import ipw_weights
+
+X = np.array([[1.0, 0.0], [2.0, 1.0], [3.0, 1.0], [5.0, 1.0]])
+T = np.array([1, 1, 0, 0])
+
+
+def test_unweighted_smd_known_answer():
+    # treated mean 1.5 var 0.5, control mean 4 var 2 -> (1.5 - 4) / sqrt(1.25)
+    out = smd(X, T)
+    assert out[0] == pytest.approx(-2.5 / np.sqrt(1.25))
+    assert out[1] == pytest.approx(-0.5 / np.sqrt(0.25))  # treated mean .5 var .5, control mean 1 var 0
+
+
+def test_weighted_smd_uses_the_reliability_weights_unbiased_variance():
+    # treated w (1, 3): mean 1.75, sum w(x-m)^2 = 0.75, var = 4 / (16 - 10) * 0.75 = 0.5
+    # control w (2, 2): mean 4, sum w(x-m)^2 = 4, var = 4 / (16 - 8) * 4 = 2
+    out = smd(X, T, weights=[1.0, 3.0, 2.0, 2.0])
+    assert out[0] == pytest.approx((1.75 - 4.0) / np.sqrt(1.25))
+
+
+def test_smd_is_invariant_to_rescaling_the_weights():
+    w = np.array([0.5, 2.0, 1.0, 3.0])
+    np.testing.assert_allclose(smd(X, T, w), smd(X, T, 7.5 * w), rtol=1e-12)
+
+
+def test_moments_of_row_groups_add_up_to_the_pooled_moments():
+    rng = np.random.default_rng(0)
+    Xr = rng.normal(size=(60, 3))
+    t = rng.integers(0, 2, 60)
+    t[:10] = 1  # first group holds treated subjects only
+    w = rng.random(60)
+    parts = weighted_moments(Xr[:10], t[:10], w[:10]) + weighted_moments(Xr[10:], t[10:], w[10:])
+    np.testing.assert_allclose(smd_from_moments(parts), smd(Xr, t, w), rtol=1e-12)
+
+
+def test_masmd_is_the_largest_absolute_smd():
+    assert masmd(X, T) == pytest.approx(np.abs(smd(X, T)).max())
+
+
+def test_a_covariate_constant_in_both_arms_has_smd_zero():
+    Xc = np.column_stack([X[:, 0], np.ones(4)])
+    assert smd(Xc, T)[1] == 0.0
+
+
+def test_matching_and_weighting_improve_balance_on_confounded_data():
+    rng = np.random.default_rng(1)
+    n = 3000
+    Xr = rng.normal(size=(n, 3))
+    e = 1.0 / (1.0 + np.exp(-(Xr @ np.array([1.0, -0.5, 0.25]))))
+    t = (rng.random(n) < e).astype(int)
+    y = rng.normal(size=n)
+    raw = masmd(Xr, t)
+    assert masmd(Xr, t, ipw_weights(t, e, "ate")) < raw / 4
+    assert masmd(Xr, t, psm(y, t, e, "att").diagnostics["match_weights"]) < raw / 4
+
+
+def test_propensity_inconsistency_known_answer():
+    assert propensity_inconsistency([0.2, 0.5, 0.9], [0.1, 0.5, 0.6]) == pytest.approx(0.4 / 3)
+
+
+def test_balance_validates_its_inputs():
+    with pytest.raises(InputError, match="negative"):
+        smd(X, T, weights=[1.0, -1.0, 1.0, 1.0])
+    with pytest.raises(InputError, match="entries"):
+        smd(X, T[:3])
+    with pytest.raises(InputError, match="entries"):
+        smd(X, T, weights=[1.0, 1.0])
+    with pytest.raises(InputError, match="only one arm"):
+        smd(X, np.ones(4))
+    with pytest.raises(NumericalError, match="treated arm"):
+        smd(X, T, weights=[0.0, 2.0, 1.0, 1.0])
+    with pytest.raises(InputError, match="entries"):
+        propensity_inconsistency([0.2, 0.3], [0.2])
+    with pytest.raises(InputError, match="covariates"):
+        weighted_moments(X, T) + weighted_moments(X[:, :1], T)

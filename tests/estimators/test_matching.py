@@ -1,0 +1,142 @@
+import numpy as np
+import pytest
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.matching import nearest_neighbor_match, psm
+
+# Hand-computed example: treated 0 (e .3) -> control 2 (e .2); treated 1 (e .6) -> control 4 (e .65);
+# control 2 -> treated 0; controls 3 (e .5) and 4 (e .65) -> treated 1.
+Y = np.array([5.0, 8.0, 1.0, 4.0, 6.0])
+T = np.array([1, 1, 0, 0, 0])
+E = np.array([0.3, 0.6, 0.2, 0.5, 0.65])
+
+
+def _brute_force(q, pool):
+    out = []
+    for x in q:
+        d = np.abs(pool - x)
+        cand = np.flatnonzero(d == d.min())
+        cand = cand[pool[cand] == pool[cand].min()]
+        out.append(cand.min())
+    return np.array(out)
+
+
+def test_psm_ate_known_answer():
+    est = psm(Y, T, E, "ate")
+    assert est.estimate == pytest.approx((4 + 2 + 4 + 4 + 2) / 5)
+    np.testing.assert_array_equal(est.diagnostics["match_weights"], [2, 3, 2, 1, 2])
+    np.testing.assert_array_equal(est.diagnostics["matched_index"], [2, 4, 0, 1, 1])
+    assert est.method == "psm" and (est.n_treated, est.n_control) == (2, 3)
+    assert est.diagnostics["n_unmatched"] == 0
+
+
+def test_psm_att_known_answer():
+    est = psm(Y, T, E, "att")
+    assert est.estimate == pytest.approx(((5 - 1) + (8 - 6)) / 2)
+    np.testing.assert_array_equal(est.diagnostics["match_weights"], [1, 1, 1, 0, 1])
+    assert est.diagnostics["n_matched_controls"] == 2
+
+
+def test_abadie_imbens_se_known_answers():
+    # ATE: sum (diff - 3.2)^2 = 4.8; K = (1, 2, 1, 0, 1); within-arm sigma^2 = (4.5, 4.5, 4.5, 2, 2)
+    # -> sum (K^2 + K) sigma^2 = 9 + 27 + 9 + 0 + 4 = 49; V = (4.8 + 49) / 25
+    ate = psm(Y, T, E, "ate")
+    assert ate.se == pytest.approx(np.sqrt(53.8 / 25))
+    assert ate.ci_low < ate.estimate < ate.ci_high
+    # ATT: sum (diff - 3)^2 = 2; every control used at most once -> K (K - 1) = 0; V = 2 / 4
+    assert psm(Y, T, E, "att").se == pytest.approx(np.sqrt(0.5))
+
+
+def test_abadie_imbens_se_is_none_when_an_arm_has_one_subject():
+    est = psm([3.0, 0.0, 10.0], [1, 0, 0], [0.5, 0.25, 0.75], "ate")
+    assert est.se is None and est.ci_low is None
+    assert psm(Y, T, E, compute_se=False).se is None
+
+
+@pytest.mark.parametrize("estimand", ["ate", "att"])
+def test_abadie_imbens_se_matches_the_monte_carlo_spread_with_known_propensity(estimand):
+    rng = np.random.default_rng(5)
+    estimates, ses = [], []
+    for _ in range(300):
+        n = 400
+        e = rng.uniform(0.2, 0.8, n)
+        t = (rng.random(n) < e).astype(int)
+        y = t * (1.0 + e) + 2.0 * e + rng.normal(size=n)
+        est = psm(y, t, e, estimand)
+        estimates.append(est.estimate)
+        ses.append(est.se)
+    assert np.mean(ses) == pytest.approx(np.std(estimates), rel=0.15)
+
+
+def test_equal_distance_tie_goes_to_the_smaller_score():
+    # treated at .5 is equidistant from controls at .25 (y 0) and .75 (y 10)
+    est = psm([3.0, 0.0, 10.0], [1, 0, 0], [0.5, 0.25, 0.75], "att")
+    assert est.estimate == 3.0
+    np.testing.assert_array_equal(nearest_neighbor_match([0.5], [0.75, 0.25]), [1])
+
+
+def test_equal_pool_scores_tie_goes_to_the_lowest_index():
+    np.testing.assert_array_equal(nearest_neighbor_match([0.4, 0.1, 0.9], [0.5, 0.25, 0.5, 0.25]), [0, 1, 0])
+    est = psm([3.0, 1.0, 2.0], [1, 0, 0], [0.5, 0.25, 0.25], "att")
+    assert est.estimate == 2.0  # matched to subject 1 (y 1), not 2
+    np.testing.assert_array_equal(est.diagnostics["match_weights"], [1, 1, 0])
+
+
+def test_caliper_drops_subjects_without_a_close_match():
+    y, t, e = [3.0, 7.0, 1.0, 2.0], [1, 1, 0, 0], [0.25, 0.75, 0.3125, 0.5]
+    est = psm(y, t, e, "att", caliper=0.1)
+    assert est.estimate == 2.0
+    assert est.diagnostics["n_unmatched"] == 1
+    np.testing.assert_array_equal(est.diagnostics["match_weights"], [1, 0, 1, 0])
+    ate = psm(y, t, e, "ate", caliper=0.1)  # subjects 1 (.75) and 3 (.5) have no partner within .1
+    assert ate.diagnostics["n_unmatched"] == 2
+    assert ate.estimate == 2.0
+    np.testing.assert_array_equal(ate.diagnostics["match_weights"], [2, 0, 2, 0])
+
+
+def test_caliper_dropping_everybody_raises():
+    with pytest.raises(InputError, match="caliper"):
+        psm([1.0, 2.0], [1, 0], [0.2, 0.8], caliper=0.1)
+
+
+def test_nearest_neighbor_match_agrees_with_brute_force_on_tie_heavy_data():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        pool = rng.integers(0, 8, size=rng.integers(1, 12)) / 4
+        q = rng.integers(-2, 12, size=15) / 4
+        np.testing.assert_array_equal(nearest_neighbor_match(q, pool), _brute_force(q, pool))
+
+
+def test_nearest_neighbor_match_agrees_with_brute_force_on_continuous_scores():
+    rng = np.random.default_rng(1)
+    pool, q = rng.random(300), rng.random(200) * 1.2 - 0.1
+    np.testing.assert_array_equal(nearest_neighbor_match(q, pool), _brute_force(q, pool))
+
+
+def test_psm_att_without_confounding_recovers_the_effect():
+    rng = np.random.default_rng(2)
+    n = 4000
+    e = rng.uniform(0.2, 0.8, n)
+    t = (rng.random(n) < e).astype(int)
+    y = 2.0 * t + 3.0 * e + rng.normal(scale=0.1, size=n)
+    assert psm(y, t, e, "att").estimate == pytest.approx(2.0, abs=0.05)
+    assert psm(y, t, e, "ate").estimate == pytest.approx(2.0, abs=0.05)
+
+
+def test_psm_validates_its_inputs():
+    with pytest.raises(InputError, match="0/1"):
+        psm(Y, T * 2, E)
+    with pytest.raises(InputError, match="only one arm"):
+        psm(Y, np.ones(5), E)
+    with pytest.raises(InputError, match=r"\(0, 1\)"):
+        psm(Y, T, E + 0.5)
+    with pytest.raises(InputError, match="NaN"):
+        psm(np.r_[Y[:4], np.nan], T, E)
+    with pytest.raises(InputError, match="entries"):
+        psm(Y[:4], T, E)
+    with pytest.raises(InputError, match="estimand"):
+        psm(Y, T, E, "atc")
+    with pytest.raises(InputError, match="caliper"):
+        psm(Y, T, E, caliper=-1.0)
+    with pytest.raises(InputError, match="empty"):
+        nearest_neighbor_match([0.5], [])

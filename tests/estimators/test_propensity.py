@@ -1,0 +1,136 @@
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators.propensity import LogisticPropensity
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    n = 1500
+    X = rng.normal(size=(n, 4)) + np.array([0.0, 1.0, -2.0, 0.5])
+    logit = 0.3 + X @ np.array([0.8, -0.5, 0.3, 0.0])
+    t = (rng.random(n) < 1.0 / (1.0 + np.exp(-logit))).astype(int)
+    return X, t
+
+
+def test_unpenalized_fit_matches_sklearn_to_1e_6(data):
+    X, t = data
+    ours = LogisticPropensity().fit(X, t)
+    ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(X, t)
+    assert ours.converged_
+    np.testing.assert_allclose(ours.coef_, ref.coef_[0], atol=1e-6)
+    assert ours.intercept_ == pytest.approx(ref.intercept_[0], abs=1e-6)
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X)[:, 1], atol=1e-6)
+
+
+def test_l2_penalty_equals_sklearn_with_c_the_inverse_penalty(data):
+    X, t = data
+    ours = LogisticPropensity(penalty=5.0).fit(X, t)
+    ref = LogisticRegression(C=0.2, tol=1e-12, max_iter=10000).fit(X, t)
+    np.testing.assert_allclose(ours.coef_, ref.coef_[0], atol=1e-6)
+    assert ours.intercept_ == pytest.approx(ref.intercept_[0], abs=1e-6)
+
+
+def test_without_intercept_matches_sklearn(data):
+    X, t = data
+    ours = LogisticPropensity(fit_intercept=False).fit(X, t)
+    ref = LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, t)
+    np.testing.assert_allclose(ours.coef_, ref.coef_[0], atol=1e-6)
+    assert ours.intercept_ == 0.0
+
+
+def test_propensities_are_invariant_to_invertible_affine_maps(data):
+    X, t = data
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(4, 4)) * np.array([1e3, 1.0, 1e-2, 50.0])
+    base = LogisticPropensity().fit(X, t).predict_proba(X)
+    Xa = X @ A + rng.normal(size=4) * 100
+    np.testing.assert_allclose(LogisticPropensity().fit(Xa, t).predict_proba(Xa), base, atol=1e-8)
+
+
+def test_one_column_scaled_by_1e6_gives_the_same_fit(data):
+    X, t = data
+    Xs = X.copy()
+    Xs[:, 2] *= 1e6
+    base = LogisticPropensity().fit(X, t)
+    scaled = LogisticPropensity().fit(Xs, t)
+    np.testing.assert_allclose(scaled.predict_proba(Xs), base.predict_proba(X), atol=1e-8)
+    assert scaled.coef_[2] * 1e6 == pytest.approx(base.coef_[2], rel=1e-7)
+
+
+def test_converges_on_collaborative_representation_like_scaling():
+    rng = np.random.default_rng(2)
+    n = 800
+    Z = rng.normal(size=(n, 3))
+    t = (rng.random(n) < 1.0 / (1.0 + np.exp(-(Z @ np.array([1.0, -1.0, 0.5]))))).astype(int)
+    mixing = np.diag([1e3, 1.0, 1e-3]) @ np.linalg.qr(rng.normal(size=(3, 3)))[0]  # singular values 1e3..1e-3
+    model = LogisticPropensity().fit(Z @ mixing, t)
+    ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(Z, t)
+    np.testing.assert_allclose(model.predict_proba(Z @ mixing), ref.predict_proba(Z)[:, 1], atol=1e-6)
+    assert model.n_iter_ < 20
+
+
+def test_clip_bounds_the_predicted_propensities(data):
+    X, t = data
+    e_raw = LogisticPropensity().fit(X, t).predict_proba(X)
+    e = LogisticPropensity(clip=(0.2, 0.8)).fit(X, t).predict_proba(X)
+    assert e.min() == 0.2 and e.max() == 0.8
+    inside = (e_raw > 0.2) & (e_raw < 0.8)
+    np.testing.assert_array_equal(e[inside], e_raw[inside])
+
+
+def test_complete_separation_raises_numerical_error_naming_it():
+    x = np.linspace(-2, 2, 40)[:, None]
+    t = (x[:, 0] > 0).astype(int)
+    with pytest.raises(NumericalError, match="separated"):
+        LogisticPropensity().fit(x, t)
+
+
+def test_penalty_makes_a_separated_problem_solvable():
+    x = np.linspace(-2, 2, 40)[:, None]
+    t = (x[:, 0] > 0).astype(int)
+    e = LogisticPropensity(penalty=1.0).fit(x, t).predict_proba(x)
+    assert np.all((e > 0) & (e < 1)) and e[-1] > 0.9
+
+
+def test_collinear_columns_raise_numerical_error():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(100, 2))
+    X = np.column_stack([X, X[:, 0] - 2 * X[:, 1]])
+    t = rng.integers(0, 2, 100)
+    with pytest.raises(NumericalError, match="collinear"):
+        LogisticPropensity().fit(X, t)
+
+
+def test_too_few_iterations_raise_non_convergence(data):
+    X, t = data
+    with pytest.raises(NumericalError, match="did not converge"):
+        LogisticPropensity(max_iter=1, tol=1e-300).fit(X, t)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [({"penalty": -1.0}, "penalty"), ({"clip": (0.0, 0.9)}, "clip"), ({"clip": (0.9, 0.1)}, "clip"),
+     ({"max_iter": 0}, "max_iter"), ({"tol": 0.0}, "tol")],
+)
+def test_bad_parameters_raise_input_error(data, params, match):
+    X, t = data
+    with pytest.raises(InputError, match=match):
+        LogisticPropensity(**params).fit(X, t)
+
+
+def test_bad_inputs_raise_input_error(data):
+    X, t = data
+    with pytest.raises(InputError, match="0/1"):
+        LogisticPropensity().fit(X, t + 1)
+    with pytest.raises(InputError, match="NaN"):
+        LogisticPropensity().fit(np.where(X > 3, np.nan, X), t)
+    with pytest.raises(InputError, match="entries"):
+        LogisticPropensity().fit(X, t[:-1])
+    with pytest.raises(InputError, match="not fitted"):
+        LogisticPropensity().predict_proba(X)
+    with pytest.raises(InputError, match="columns"):
+        LogisticPropensity().fit(X, t).predict_proba(X[:, :2])
