@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-PARTY_ACTIONS: tuple[str, ...] = ()
+PARTY_ACTIONS: tuple[str, ...] = ("budget", "join")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ import importlib
 from collabcausal.party.node import Party
 from collabcausal.party.table import PartyTable
 
-OPERATION_MODULES: tuple[str, ...] = ("representation", "balance", "dp_queries", "alignment")
+OPERATION_MODULES: tuple[str, ...] = ("representation", "balance", "dp_queries", "alignment", "discovery")
 
 for _module in OPERATION_MODULES:
     importlib.import_module(f"collabcausal.party.{_module}")

@@ -1,0 +1,104 @@
+"""``collabcausal party budget``: a party's privacy budget, what is spent and left, and the audit trail.
+
+Reads the ledger named on the command line (``--ledger``) or in the ``[privacy]`` section of the
+party's config (``--config party.toml``, key ``ledger``, relative to the config's folder). Opens it
+read-only in spirit: nothing is charged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from collabcausal.errors import ConfigError, InputError
+from collabcausal.party.ledger import PrivacyLedger, ledger_budgets
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+def register(actions: argparse._SubParsersAction) -> None:
+    """Add the ``budget`` action to the ``party`` group."""
+    parser = actions.add_parser("budget", help="show spent and remaining privacy budget", description=__doc__)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--ledger", type=Path, help="the ledger file")
+    source.add_argument("--config", type=Path, help="party.toml whose [privacy] section names the ledger")
+    parser.add_argument("--dataset", help="only this dataset (default: every dataset in the ledger)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the budget report; return 0."""
+    path = args.ledger if args.ledger is not None else ledger_path_from_config(args.config)
+    if not Path(path).is_file():
+        raise InputError(f"ledger {path} does not exist", "check the path (a ledger is created by the first charge)")
+    names = [args.dataset] if args.dataset else sorted(ledger_budgets(path))
+    report = [_dataset_report(PrivacyLedger.from_file(path, name)) for name in names]
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    else:
+        for entry in report:
+            print(_format(entry))
+    return 0
+
+
+def ledger_path_from_config(config: Path) -> Path:
+    """The ``[privacy] ledger`` path of a party config, resolved against the config's folder."""
+    try:
+        data = tomllib.loads(Path(config).read_text())
+    except FileNotFoundError:
+        raise InputError(f"{config}: no such file", "check the path") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{config} is not readable TOML ({exc})", "fix the file") from exc
+    ledger = data.get("privacy", {}).get("ledger")
+    if not isinstance(ledger, str):
+        raise ConfigError(f"{config} has no [privacy] ledger = \"...\" entry", "add the ledger path to [privacy]")
+    return (Path(config).parent / ledger).resolve()
+
+
+def _dataset_report(ledger: PrivacyLedger) -> dict:
+    spent, remaining = ledger.spent(), ledger.remaining()
+    return {
+        "dataset": ledger.dataset,
+        "budget": {"epsilon": ledger.epsilon, "delta": ledger.delta},
+        "spent": {"epsilon": spent[0], "delta": spent[1]},
+        "remaining": {"epsilon": remaining[0], "delta": remaining[1]},
+        "charges": [
+            {
+                "id": c.id,
+                "time": c.time,
+                "study": c.study,
+                "operation": c.operation,
+                "epsilon": c.epsilon,
+                "delta": c.delta,
+                "partition": c.partition,
+                "subset": c.subset,
+                "details": dict(c.details),
+            }
+            for c in ledger.history()
+        ],
+    }
+
+
+def _format(entry: dict) -> str:
+    b, s, r = entry["budget"], entry["spent"], entry["remaining"]
+    lines = [
+        f"dataset {entry['dataset']}",
+        f"  budget     epsilon={b['epsilon']:.6g}  delta={b['delta']:.3g}",
+        f"  spent      epsilon={s['epsilon']:.6g}  delta={s['delta']:.3g}",
+        f"  remaining  epsilon={r['epsilon']:.6g}  delta={r['delta']:.3g}",
+        f"  audit trail ({len(entry['charges'])} charges):",
+    ]
+    for c in entry["charges"]:
+        parallel = f" parallel {c['partition']}/{c['subset']}" if c["partition"] is not None else ""
+        lines.append(
+            f"    #{c['id']} {c['time']} study={c['study'] or '-'} {c['operation']} "
+            f"epsilon={c['epsilon']:.6g} delta={c['delta']:.3g}{parallel} {json.dumps(c['details'], sort_keys=True)}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""`collabcausal party budget`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collabcausal.cli import main
+from collabcausal.party.ledger import PrivacyLedger
+
+
+@pytest.fixture()
+def ledger_path(tmp_path):
+    path = tmp_path / "budget.sqlite"
+    ledger = PrivacyLedger(path, epsilon=2.0, delta=1e-6, dataset="hospital.csv")
+    charge = ledger.charge("dp_histogram", 0.5, study="s1", details={"columns": ["age"]})
+    ledger.annotate(charge.id, {"n_clipped": {"age": 2}})
+    ledger.charge("dp_count", 0.25, study="s2", partition="splits", subset="a")
+    return path
+
+
+def test_budget_shows_spent_remaining_and_the_audit_trail(ledger_path, capsys):
+    assert main(["party", "budget", "--ledger", str(ledger_path)]) == 0
+    out = capsys.readouterr().out
+    assert "dataset hospital.csv" in out
+    assert "spent      epsilon=0.75" in out
+    assert "remaining  epsilon=1.25" in out
+    assert "dp_histogram" in out and "study=s1" in out and '"n_clipped"' in out
+    assert "parallel splits/a" in out
+
+
+def test_budget_json_and_config_file(ledger_path, tmp_path, capsys):
+    config = tmp_path / "party.toml"
+    config.write_text('[privacy]\nepsilon = 2.0\ndelta = 1e-6\nledger = "budget.sqlite"\n')
+    assert main(["party", "budget", "--config", str(config), "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["remaining"]["epsilon"] == pytest.approx(1.25)
+    assert [c["operation"] for c in report["charges"]] == ["dp_histogram", "dp_count"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "message"),
+    [
+        (lambda p: ["--ledger", str(p / "missing.sqlite")], 2, "does not exist"),
+        (lambda p: (p / "bad.sqlite").write_bytes(b"x" * 2048) and ["--ledger", str(p / "bad.sqlite")], 3, "corrupt"),
+        (lambda p: (p / "c.toml").write_text("[privacy]\n") and ["--config", str(p / "c.toml")], 3, "ledger"),
+        (lambda p: (p / "d.toml").write_text("not = = toml") and ["--config", str(p / "d.toml")], 3, "TOML"),
+    ],
+)
+def test_budget_errors_are_one_line_with_exit_codes(tmp_path, capsys, setup, code, message):
+    assert main(["party", "budget", *setup(tmp_path)]) == code
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_unknown_dataset_is_a_config_error(ledger_path, capsys):
+    assert main(["party", "budget", "--ledger", str(ledger_path), "--dataset", "other"]) == 3
+    assert "no dataset 'other'" in capsys.readouterr().err

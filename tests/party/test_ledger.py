@@ -1,0 +1,197 @@
+"""PrivacyLedger: composition, refusal before recording, persistence, crash safety, bad files."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from collabcausal.errors import BudgetExceededError, ConfigError, InputError
+from collabcausal.party.ledger import PrivacyLedger, composed_cost, ledger_budgets
+
+
+@pytest.fixture()
+def ledger(tmp_path):
+    return PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=1.0, delta=1e-5, dataset="data.csv")
+
+
+def test_basic_composition_adds_epsilon_and_delta(ledger):
+    ledger.charge("a", 0.25, 2e-6)
+    ledger.charge("b", 0.5, 3e-6, study="s")
+    assert ledger.spent() == pytest.approx((0.75, 5e-6))
+    assert ledger.remaining() == pytest.approx((0.25, 5e-6))
+    assert [c.operation for c in ledger.history()] == ["a", "b"]
+    assert ledger.history()[-1].spent_epsilon == pytest.approx(0.75)
+
+
+def test_parallel_composition_costs_the_max_over_disjoint_subsets(ledger):
+    ledger.charge("stage1", 0.4, study="s", partition="splits", subset="a")
+    ledger.charge("stage2", 0.3, study="s", partition="splits", subset="b")
+    ledger.charge("stage3", 0.2, study="s", partition="splits", subset="c")
+    assert ledger.spent()[0] == pytest.approx(0.4)
+    ledger.charge("stage2-again", 0.3, study="s", partition="splits", subset="b")  # same subset: adds
+    assert ledger.spent()[0] == pytest.approx(0.6)
+
+
+def test_parallel_composition_is_not_applied_across_partitions_or_studies(ledger):
+    ledger.charge("x", 0.2, study="s1", partition="cells", subset="a")
+    ledger.charge("y", 0.2, study="s1", partition="other", subset="b")
+    ledger.charge("z", 0.2, study="s2", partition="cells", subset="b")
+    ledger.charge("w", 0.2)
+    assert ledger.spent()[0] == pytest.approx(0.8)
+
+
+def test_over_budget_charge_is_refused_and_nothing_is_recorded(ledger):
+    ledger.charge("a", 0.9)
+    with pytest.raises(BudgetExceededError, match="left"):
+        ledger.charge("b", 0.2)
+    with pytest.raises(BudgetExceededError):
+        ledger.charge("c", 0.05, 2e-5)
+    assert len(ledger.history()) == 1
+    assert ledger.spent()[0] == pytest.approx(0.9)
+    ledger.charge("d", 0.1)  # exactly the rest is allowed
+    assert ledger.remaining()[0] == pytest.approx(0.0)
+
+
+def test_concurrent_writers_cannot_both_spend_the_last_budget(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    PrivacyLedger(path, epsilon=1.0)
+    outcomes = []
+
+    def spend():
+        try:
+            PrivacyLedger(path, epsilon=1.0).charge("q", 0.3)
+            outcomes.append("ok")
+        except BudgetExceededError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=spend) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(outcomes) == ["ok"] * 3 + ["refused"] * 3
+    assert PrivacyLedger(path, epsilon=1.0).spent()[0] == pytest.approx(0.9)
+
+
+def test_charges_persist_across_ledger_objects_and_budget_follows_the_config(tmp_path):
+    path = tmp_path / "l.sqlite"
+    PrivacyLedger(path, epsilon=1.0, dataset="d").charge("a", 0.6, details={"columns": ["age"]})
+    again = PrivacyLedger(path, epsilon=2.0, dataset="d")
+    assert again.spent()[0] == pytest.approx(0.6)
+    assert again.history()[0].details["columns"] == ["age"]
+    assert ledger_budgets(path) == {"d": (2.0, 0.0)}
+    assert PrivacyLedger(path, epsilon=1.0, dataset="other").spent() == (0.0, 0.0)
+
+
+def test_annotate_adds_local_notes_to_a_charge(ledger):
+    charge = ledger.charge("a", 0.1, details={"columns": ["y"]})
+    ledger.annotate(charge.id, {"n_clipped": {"y": 3}})
+    assert dict(ledger.history()[0].details) == {"columns": ["y"], "n_clipped": {"y": 3}}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"epsilon": 0.1, "delta": 1.0}, "delta"),
+        ({"epsilon": 0.1, "partition": "cells"}, "subset"),
+        ({"epsilon": 0.1, "subset": "a"}, "subset"),
+        ({"epsilon": 0.1, "details": {"x": object()}}, "JSON"),
+    ],
+)
+def test_bad_charges_are_input_errors(ledger, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        ledger.charge("op", **kwargs)
+    assert ledger.history() == []
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(0.0, 0.0), (float("nan"), 0.0), (1.0, -0.1), (1.0, 1.0)])
+def test_bad_budgets_are_input_errors(tmp_path, epsilon, delta):
+    with pytest.raises(InputError):
+        PrivacyLedger(tmp_path / "l.sqlite", epsilon=epsilon, delta=delta)
+
+
+def test_corrupt_foreign_or_unreachable_files_are_config_errors(tmp_path):
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(os.urandom(4096))
+    with pytest.raises(ConfigError, match="corrupt"):
+        PrivacyLedger(garbage, epsilon=1.0)
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE patients (id INTEGER)")
+    with pytest.raises(ConfigError, match="not a collabcausal privacy ledger"):
+        PrivacyLedger(foreign, epsilon=1.0)
+    with pytest.raises(ConfigError, match="does not exist"):
+        PrivacyLedger(tmp_path / "missing" / "l.sqlite", epsilon=1.0)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_ledger_is_a_config_error(tmp_path):
+    path = tmp_path / "l.sqlite"
+    PrivacyLedger(path, epsilon=1.0).charge("a", 0.1)
+    path.chmod(0)
+    try:
+        with pytest.raises(ConfigError):
+            PrivacyLedger(path, epsilon=1.0).spent()
+    finally:
+        path.chmod(0o600)
+
+
+def test_composed_cost_of_nothing_is_zero():
+    assert composed_cost([]) == (0.0, 0.0)
+
+
+def _writer(path, fd: int) -> None:
+    """Charge forever, writing each acknowledged charge id to ``fd`` (runs in a forked child)."""
+    try:
+        ledger = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d")
+        i = 0
+        while True:
+            parallel = i % 3 == 0
+            charge = ledger.charge(
+                "op",
+                0.001,
+                1e-9,
+                study="s",
+                partition="p" if parallel else None,
+                subset=str(i % 2) if parallel else None,
+                details={"i": i},
+            )
+            os.write(fd, f"{charge.id}\n".encode())
+            i += 1
+    finally:
+        os._exit(1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("kills", [6, pytest.param(60, marks=pytest.mark.slow)])
+def test_sigkill_of_the_writer_never_corrupts_the_ledger_nor_loses_a_charge(tmp_path, kills):
+    path = tmp_path / "crash.sqlite"
+    rng = random.Random(kills)
+    acknowledged: set[int] = set()
+    for _ in range(kills):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            _writer(path, write_fd)
+        os.close(write_fd)
+        with os.fdopen(read_fd) as pipe:
+            first = pipe.readline()  # the child is charging
+            time.sleep(rng.uniform(0.0, 0.2))
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            acknowledged |= {int(line) for line in (first + pipe.read()).split()}
+        with sqlite3.connect(path) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        history = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d").history()
+        assert acknowledged <= {c.id for c in history}
+        assert history[-1].spent_epsilon == pytest.approx(composed_cost(history)[0])
+    assert len(acknowledged) > kills
