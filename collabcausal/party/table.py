@@ -138,7 +138,7 @@ class PartyTable:
             if on_constant == "error":
                 raise InputError(
                     f"{where}: covariate {constant[0]!r} is constant",
-                    "remove it from the covariates, or allow dropping (on_constant='drop', CLI --drop-constant)",
+                    "remove it from the declared covariates (or load with on_constant='drop')",
                 )
             warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=2)
             keep = [i for i, c in enumerate(covariates) if c not in constant]

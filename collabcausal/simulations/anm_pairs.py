@@ -27,9 +27,8 @@ from numpy.typing import NDArray
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement, pass_probability
 from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X, AdditiveNoiseModel, DirectionScores
-from collabcausal.estimators.discovery.private_scores import IQR_LOOKS, release, score_sensitivity_for
+from collabcausal.estimators.discovery.private_scores import iqr_look_budget, laplace_noise_scale, release
 from collabcausal.estimators.discovery.propose_test_release import iqr_distances, iqr_threshold
-from collabcausal.estimators.discovery.sensitivity import hsic_train_sensitivity
 from collabcausal.randomness import child_rng
 
 FUNCTIONS: dict[str, Callable[[NDArray[np.float64]], NDArray[np.float64]]] = {
@@ -140,27 +139,30 @@ def load_pair_folder(folder: str | Path) -> list[LabelledPair]:
     return pairs
 
 
-def private_accuracy(model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilon: float) -> float:
-    """Exact probability that the test-set-private decision is correct (no answer counts as wrong).
+def private_accuracy(
+    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float]
+) -> NDArray[np.float64]:
+    """Exact probability, per epsilon, that the test-set-private decision is correct (no answer is wrong).
 
     Laplace scores: Theorem 2 with ``sigma = 2 Delta / eps``. IQR: product over the four looks of
     the chance that a Dwork-Lei test passes, times Theorem 4 with ``sigma = 12 / eps``.
     """
-    correct = exact.direction == truth
+    eps = np.asarray(epsilons, dtype=np.float64)
     if exact.score == "iqr":
-        eps_one, delta_one = epsilon / (3.0 * IQR_LOOKS), IQR_DELTA / IQR_LOOKS
-        threshold = iqr_threshold(eps_one, delta_one)
-        answered = 1.0
+        eps_one, delta_one = iqr_look_budget(eps, IQR_DELTA)
+        thresholds = np.array([iqr_threshold(e, delta_one) for e in eps_one])
+        answered = np.ones_like(eps)
         for values in (model.x_test_, model.residual_y_, model.y_test_, model.residual_x_):
-            p1, p2 = (float(pass_probability(d, threshold, eps_one)) for d in iqr_distances(values)[1])
+            first, second = iqr_distances(values)[1]
+            p1, p2 = (pass_probability(d, thresholds, eps_one) for d in (first, second))
             answered *= p1 + (1.0 - p1) * p2
-        agree = float(iqr_agreement(exact.margin, 1.0 / eps_one))
+        agree = np.array([iqr_agreement(exact.margin, 1.0 / e) for e in eps_one])
     else:
-        answered = 1.0
-        agree = float(
-            laplace_agreement(exact.margin, 2.0 * score_sensitivity_for(exact.score, "test", model) / epsilon)
+        answered = np.ones_like(eps)
+        agree = np.array(
+            [laplace_agreement(exact.margin, laplace_noise_scale(exact.score, "test", e, model)) for e in eps]
         )
-    return answered * (agree if correct else 1.0 - agree)
+    return answered * (agree if exact.direction == truth else 1.0 - agree)
 
 
 def monte_carlo_accuracy(
@@ -193,10 +195,8 @@ def evaluate_pairs(
             base = {"pair": pair.name, "weight": pair.weight, "m": model.m_test_, "score": score}
             rows.append({**base, "epsilon": np.inf, "accuracy": float(exact.direction == pair.direction)})
             if score in PRIVATE_SCORES:
-                rows += [
-                    {**base, "epsilon": eps, "accuracy": private_accuracy(model, exact, pair.direction, eps)}
-                    for eps in epsilons
-                ]
+                accuracy = private_accuracy(model, exact, pair.direction, epsilons)
+                rows += [{**base, "epsilon": e, "accuracy": float(a)} for e, a in zip(epsilons, accuracy, strict=True)]
     return pd.DataFrame(rows)
 
 
@@ -246,10 +246,9 @@ def training_privacy_curve(
         for lam in regularizations:
             model = AdditiveNoiseModel(regularization=lam, random_state=child_rng(seed, "split", pair.name), **bounds)
             exact = model.fit(pair.x, pair.y).scores("hsic")
-            sensitivity = hsic_train_sensitivity(model.m_test_, model.n_train_, lam, model.hsic_widths[1])
             correct = exact.direction == pair.direction
             for eps in epsilons:
-                agree = float(laplace_agreement(exact.margin, 2.0 * sensitivity / eps))
+                agree = float(laplace_agreement(exact.margin, laplace_noise_scale("hsic", "train", eps, model)))
                 rows.append(
                     {
                         "pair": pair.name,

@@ -63,7 +63,7 @@ def test_training_privacy_with_theorem_7_needs_huge_epsilon_at_small_sizes(quick
 def test_closed_form_accuracy_matches_simulated_releases(score, epsilon):
     pair = make_anm_pair("tanh", "uniform", 300, np.random.default_rng(0))
     model = AdditiveNoiseModel(random_state=0).fit(pair.x, pair.y)
-    exact = private_accuracy(model, model.scores(score), pair.direction, epsilon)
+    exact = float(private_accuracy(model, model.scores(score), pair.direction, [epsilon])[0])
     draws = 400 if score == "iqr" else 3000
     observed = monte_carlo_accuracy(model, score, pair.direction, epsilon, draws, np.random.default_rng(1))
     assert 0.05 < exact < 0.98

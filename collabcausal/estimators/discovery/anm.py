@@ -1,0 +1,180 @@
+"""The additive-noise-model direction test (paper 002, Algorithm 1; Mooij et al. 2016).
+
+Split the pairs into a training and a test set, scale both variables into [-1, 1], fit kernel ridge
+regressions ``f: x -> y`` and ``g: y -> x`` on the training set, compute test residuals
+``r_Y = y' - f(x')`` and ``r_X = x' - g(y')``, and score the dependence of ``(x', r_Y)`` and
+``(y', r_X)``. The direction with the smaller score wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.krr import GaussianKRR
+from collabcausal.estimators.discovery.scaling import UnitScaler
+from collabcausal.estimators.discovery.scores import (
+    hsic_score,
+    iqr_score,
+    kendall_score,
+    spearman_score,
+    variance_score,
+)
+from collabcausal.estimators.validation import check_vector
+from collabcausal.randomness import SeedLike, as_generator
+
+SCORES: tuple[str, ...] = ("spearman", "kendall", "hsic", "iqr", "variance")
+MIN_TEST_POINTS = 10
+X_TO_Y, Y_TO_X = "x->y", "y->x"
+
+
+def check_score(score: str) -> str:
+    """One of :data:`SCORES` (case-insensitive)."""
+    key = str(score).lower()
+    if key not in SCORES:
+        raise InputError(f"unknown dependence score {score!r}", f"use one of {list(SCORES)}")
+    return key
+
+
+def decide(score_xy: float, score_yx: float) -> str:
+    """``x->y`` if ``s_{X->Y} < s_{Y->X}``, else ``y->x`` (paper 002, Algorithm 1, line 9; ties go to ``y->x``)."""
+    return X_TO_Y if score_xy < score_yx else Y_TO_X
+
+
+def check_pair(x: ArrayLike, y: ArrayLike, test_size: float) -> tuple[NDArray[np.float64], NDArray[np.float64], int]:
+    """Validate a cause-effect pair and the split; return ``x``, ``y`` and the test size ``m``."""
+    x_arr = check_vector(x, "x")
+    y_arr = check_vector(y, "y", n=x_arr.size)
+    for name, values in (("x", x_arr), ("y", y_arr)):
+        if values.size and np.ptp(values) == 0.0:
+            raise InputError(f"column {name} is constant", "a cause-effect pair needs two varying columns")
+    if not 0.0 < test_size < 1.0:
+        raise InputError(f"test_size must lie in (0, 1), got {test_size!r}", "pass e.g. test_size=0.5")
+    m = round(test_size * x_arr.size)
+    if m < MIN_TEST_POINTS or x_arr.size - m < 2:
+        raise InputError(
+            f"{x_arr.size} pairs give {m} test points, fewer than the minimum {MIN_TEST_POINTS}",
+            "use more pairs or a larger test_size",
+        )
+    return x_arr, y_arr, int(m)
+
+
+@dataclass(frozen=True)
+class DirectionScores:
+    """Exact (non-private) scores of both directions.
+
+    Attributes
+    ----------
+    score : str
+    score_xy, score_yx : float
+        ``s(x', r_Y)`` and ``s(y', r_X)``.
+    direction : str
+        ``"x->y"`` or ``"y->x"``.
+    """
+
+    score: str
+    score_xy: float
+    score_yx: float
+    direction: str
+
+    @property
+    def margin(self) -> float:
+        """``s_{Y->X} - s_{X->Y}``: positive favours ``x->y``."""
+        return self.score_yx - self.score_xy
+
+
+class AdditiveNoiseModel:
+    """Fit the two regressions of paper 002, Algorithm 1, and score their test residuals.
+
+    Parameters
+    ----------
+    regularization : float
+        ``lam`` of the kernel ridge regression, eq. 5, in (0, 1].
+    kernel_width : float
+        Bandwidth of the regression kernel on the scaled [-1, 1] inputs.
+    hsic_widths : (float, float)
+        Fixed Gaussian bandwidths of the HSIC kernels on the input and on the residual. Fixed
+        (not data-driven) so that the HSIC sensitivities hold.
+    test_size : float
+        Fraction of the pairs in the test set.
+    x_bounds, y_bounds : (float, float), optional
+        Public bounds of each variable, used to scale into [-1, 1] (values outside are clipped).
+        Without them the training split's range is used, which is fine for test-set privacy only.
+    random_state : int or Generator, optional
+        Seeds the train/test split.
+
+    Attributes
+    ----------
+    x_test_, y_test_ : ndarray of shape (m,)
+        Scaled test inputs.
+    residual_y_, residual_x_ : ndarray of shape (m,)
+        ``y' - f(x')`` and ``x' - g(y')``.
+    n_train_, m_test_ : int
+    """
+
+    def __init__(
+        self,
+        *,
+        regularization: float = 1e-3,
+        kernel_width: float = 0.3,
+        hsic_widths: tuple[float, float] = (0.3, 0.1),
+        test_size: float = 0.5,
+        x_bounds: tuple[float, float] | None = None,
+        y_bounds: tuple[float, float] | None = None,
+        random_state: SeedLike = None,
+    ) -> None:
+        self.regularization = regularization
+        self.kernel_width = kernel_width
+        self.hsic_widths = hsic_widths
+        self.test_size = test_size
+        self.x_bounds = x_bounds
+        self.y_bounds = y_bounds
+        self.random_state = random_state
+
+    def fit(self, x: ArrayLike, y: ArrayLike) -> AdditiveNoiseModel:
+        """Split, scale, regress both ways and store the test residuals."""
+        x_arr, y_arr, m = check_pair(x, y, self.test_size)
+        n_total = x_arr.size
+        order = as_generator(self.random_state).permutation(n_total)
+        test, train = order[:m], order[m:]
+        x_scaler = self._scaler(self.x_bounds, x_arr[train], "x_bounds")
+        y_scaler = self._scaler(self.y_bounds, y_arr[train], "y_bounds")
+        x_s, y_s = x_scaler.transform(x_arr), y_scaler.transform(y_arr)
+        f = GaussianKRR(self.regularization, self.kernel_width).fit(x_s[train], y_s[train])
+        g = GaussianKRR(self.regularization, self.kernel_width).fit(y_s[train], x_s[train])
+        self.x_test_, self.y_test_ = x_s[test], y_s[test]
+        self.residual_y_ = self.y_test_ - f.predict(self.x_test_)
+        self.residual_x_ = self.x_test_ - g.predict(self.y_test_)
+        self.n_train_, self.m_test_ = int(train.size), int(m)
+        self._exact: dict[str, DirectionScores] = {}
+        return self
+
+    @staticmethod
+    def _scaler(bounds: tuple[float, float] | None, train_values: NDArray[np.float64], name: str) -> UnitScaler:
+        if bounds is not None:
+            return UnitScaler.from_bounds(bounds, name)
+        lo, hi = float(train_values.min()), float(train_values.max())
+        if lo == hi:
+            raise InputError(f"the training split is constant (no {name})", "declare public bounds or use more pairs")
+        return UnitScaler(lo, hi)
+
+    def pair_score(self, score: str, a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+        """``s(a, b)`` for an input ``a`` and its residual ``b``."""
+        key = check_score(score)
+        if key == "hsic":
+            return hsic_score(a, b, width_a=self.hsic_widths[0], width_b=self.hsic_widths[1])
+        return {"spearman": spearman_score, "kendall": kendall_score, "iqr": iqr_score, "variance": variance_score}[
+            key
+        ](a, b)
+
+    def scores(self, score: str = "hsic") -> DirectionScores:
+        """Exact scores ``s(x', r_Y)``, ``s(y', r_X)`` and the non-private decision (computed once per score)."""
+        key = check_score(score)
+        if key not in self._exact:
+            s_xy = self.pair_score(key, self.x_test_, self.residual_y_)
+            s_yx = self.pair_score(key, self.y_test_, self.residual_x_)
+            self._exact[key] = DirectionScores(key, s_xy, s_yx, decide(s_xy, s_yx))
+        return self._exact[key]

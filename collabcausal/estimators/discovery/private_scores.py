@@ -1,0 +1,206 @@
+"""Differentially private release of the ANM scores and direction (paper 002, sections 4 and 5).
+
+What is protected (``protect``), and how, for each score:
+
+=========  ========  ==========================================================================
+score      protect   mechanism (total budget ``(eps, delta)``; both scores released)
+=========  ========  ==========================================================================
+spearman   test      ``Lap(2 Delta / eps)`` on each score, ``Delta = 30/m`` (Theorem 1)
+kendall    test      same with ``Delta = 4/m`` (Theorem 1)
+hsic       test      same with ``Delta = (12m - 11)/(m - 1)^2`` (section 4.2)
+hsic       train     same with Theorem 7's ``Delta = 8 / lam^{3/2} * 32 L sqrt(m) / n``
+hsic       both      same with the larger of the two (a row is in one split only)
+iqr        test      four Dwork-Lei log-IQRs, each ``(eps/4, delta/4)``-DP (section 4.3)
+spearman   train     distance-to-instability release of each exact score at ``(eps/2, delta/2)``
+kendall    train     (Theorem 6 with the lower bound of section 5.1)
+=========  ========  ==========================================================================
+
+One subject is one ``(x, y)`` row, which enters both scores (and all four IQRs), hence the
+factor 2 (and 4): basic composition. Rows outside the protected split have no guarantee.
+``variance`` is non-private only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement
+from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_score, decide
+from collabcausal.estimators.discovery.propose_test_release import private_log_iqr, stability_release
+from collabcausal.estimators.discovery.sensitivity import (
+    hsic_train_sensitivity,
+    rank_stability_distance,
+    score_sensitivity,
+)
+from collabcausal.estimators.dp.mechanisms import laplace, laplace_scale
+from collabcausal.estimators.validation import check_delta, check_epsilon
+
+PROTECTIONS: dict[str, tuple[str, ...]] = {
+    "spearman": ("test", "train"),
+    "kendall": ("test", "train"),
+    "hsic": ("test", "train", "both"),
+    "iqr": ("test",),
+    "variance": (),
+}
+IQR_LOOKS = 4
+
+
+@dataclass(frozen=True)
+class PrivateDiscovery:
+    """One private ANM release.
+
+    Attributes
+    ----------
+    score, protect : str
+    epsilon, delta : float
+        The total privacy cost of the release.
+    answered : bool
+        False when propose-test-release refused (then direction and scores are None).
+    direction : str or None
+        ``"x->y"`` or ``"y->x"`` from the private scores.
+    score_xy, score_yx : float or None
+        Private ``s_{X->Y}``, ``s_{Y->X}``.
+    agreement : float or None
+        Probability that the private decision equals the non-private one, at the released
+        (private) margin: Theorem 2 (Laplace scores), Theorem 4 (IQR), 1 for a
+        distance-to-instability release. A plug-in estimate, hence itself private.
+    noise_scale : float or None
+        Laplace scale on each released score (on each log-IQR for ``iqr``); None for exact releases.
+    m_test, n_train : int
+    """
+
+    score: str
+    protect: str
+    epsilon: float
+    delta: float
+    answered: bool
+    direction: str | None
+    score_xy: float | None
+    score_yx: float | None
+    agreement: float | None
+    noise_scale: float | None
+    m_test: int
+    n_train: int
+
+
+def check_protection(score: str, protect: str, epsilon: float, delta: float) -> tuple[str, str, float, float]:
+    """Validate a private request before anything is computed; returns the cleaned values."""
+    key = check_score(score)
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    allowed = PROTECTIONS[key]
+    if protect not in allowed:
+        fix = f"use protect in {list(allowed)}" if allowed else "use spearman, kendall, hsic or iqr"
+        raise InputError(f"score {key!r} has no private release protecting {protect!r}", fix)
+    if (key == "iqr" or (protect == "train" and key != "hsic")) and dlt == 0.0:
+        raise InputError(
+            f"the {key} release ({protect}) is propose-test-release and needs delta > 0", "pass delta=1e-6"
+        )
+    return key, protect, eps, dlt
+
+
+def score_sensitivity_for(score: str, protect: str, model: AdditiveNoiseModel) -> float:
+    """Sensitivity ``Delta`` of one score to one substituted row of the protected split(s)."""
+    m, n = model.m_test_, model.n_train_
+    test = score_sensitivity(score, m)
+    if protect == "test":
+        return test
+    train = hsic_train_sensitivity(m, n, model.regularization, model.hsic_widths[1])
+    return train if protect == "train" else max(test, train)
+
+
+def laplace_noise_scale(score: str, protect: str, epsilon: float, model: AdditiveNoiseModel) -> float:
+    """Laplace scale on each of the two scores: ``2 Delta / eps`` (one row enters both scores)."""
+    return laplace_scale(2.0 * score_sensitivity_for(score, protect, model), epsilon)
+
+
+def iqr_look_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """Per-look ``(eps_0, delta_0) = (eps/12, delta/4)``: four ``(3 eps_0, delta_0)`` Dwork-Lei releases."""
+    return epsilon / (3.0 * IQR_LOOKS), delta / IQR_LOOKS
+
+
+def release(
+    model: AdditiveNoiseModel,
+    score: str,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    protect: str = "test",
+    rng: np.random.Generator | None = None,
+) -> PrivateDiscovery:
+    """Privately release both scores and the direction from a fitted :class:`AdditiveNoiseModel`.
+
+    ``rng=None`` draws every noise variable with OpenDP (what a party does); a numpy Generator
+    gives reproducible, NOT private draws for simulations.
+    """
+    key, protect, eps, dlt = check_protection(score, protect, epsilon, delta)
+    if protect != "test" and (model.x_bounds is None or model.y_bounds is None):
+        raise InputError(
+            f"protecting the training split needs public bounds for x and y (got {model.x_bounds}, {model.y_bounds})",
+            "declare x_bounds and y_bounds; scaling by the data's own range is not private",
+        )
+    if key == "iqr":
+        s_xy, s_yx, agree, scale = _release_iqr(model, eps, dlt, rng)
+    elif protect == "train" and key != "hsic":
+        s_xy, s_yx, agree, scale = _release_stable(model, key, eps, dlt, rng)
+    else:
+        s_xy, s_yx, agree, scale = _release_laplace(model, key, protect, eps, rng)
+    answered = s_xy is not None and s_yx is not None
+    return PrivateDiscovery(
+        score=key,
+        protect=protect,
+        epsilon=eps,
+        delta=dlt,
+        answered=answered,
+        direction=decide(s_xy, s_yx) if answered else None,
+        score_xy=s_xy,
+        score_yx=s_yx,
+        agreement=agree,
+        noise_scale=scale,
+        m_test=model.m_test_,
+        n_train=model.n_train_,
+    )
+
+
+_Released = tuple[float | None, float | None, float | None, float | None]
+
+
+def _release_laplace(
+    model: AdditiveNoiseModel, key: str, protect: str, eps: float, rng: np.random.Generator | None
+) -> _Released:
+    exact = model.scores(key)
+    sensitivity = 2.0 * score_sensitivity_for(key, protect, model)  # L1 over the two scores
+    noisy = laplace(np.array([exact.score_xy, exact.score_yx]), sensitivity, eps, rng=rng)
+    sigma = laplace_scale(sensitivity, eps)
+    s_xy, s_yx = float(noisy[0]), float(noisy[1])
+    return s_xy, s_yx, float(laplace_agreement(s_yx - s_xy, sigma)), sigma
+
+
+def _release_iqr(model: AdditiveNoiseModel, eps: float, dlt: float, rng: np.random.Generator | None) -> _Released:
+    eps_one, delta_one = iqr_look_budget(eps, dlt)
+    sigma = 1.0 / eps_one
+    looks = (model.x_test_, model.residual_y_, model.y_test_, model.residual_x_)
+    parts = [private_log_iqr(values, eps_one, delta_one, rng=rng) for values in looks]
+    if any(p is None for p in parts):
+        return None, None, None, sigma
+    s_xy, s_yx = parts[0] + parts[1], parts[2] + parts[3]
+    return s_xy, s_yx, float(iqr_agreement(s_yx - s_xy, sigma)), sigma
+
+
+def _release_stable(
+    model: AdditiveNoiseModel, key: str, eps: float, dlt: float, rng: np.random.Generator | None
+) -> _Released:
+    exact = model.scores(key)
+    pairs = ((exact.score_xy, model.residual_y_), (exact.score_yx, model.residual_x_))
+    released = [
+        stability_release(
+            s, rank_stability_distance(r, model.n_train_, model.regularization), eps / 2, dlt / 2, rng=rng
+        )
+        for s, r in pairs
+    ]
+    if released[0] is None or released[1] is None:
+        return None, None, None, None
+    return released[0], released[1], 1.0, None

@@ -1,0 +1,156 @@
+"""Private causal discovery on two of a party's own columns (paper 002): ``dp_discover``.
+
+The request names two covariates (``columns = [x, y]``) and the private release to make. The
+party validates the request (names, bounds, score/protection: no private data), charges its ledger,
+and only then splits its rows (with its own fresh randomness), fits the two regressions and
+releases the scores with OpenDP noise.
+
+A party releases only scores whose guarantee covers every one of its rows: ``protect="both"``,
+which only HSIC supports (Laplace noise calibrated to the larger of the test-set and the
+training-set sensitivity, paper 002, section 4.2 and Theorem 7), with public bounds for both
+columns. Test-only or training-only releases (available locally through ``collabcausal
+discover``) leave the other split unprotected and are refused here.
+
+Request ``params``: ``columns`` [x, y], ``epsilon``, ``x_bounds``, ``y_bounds``, and optionally
+``score`` ("hsic"), ``protect`` ("both"), ``delta`` (0), ``regularization`` (1.0),
+``kernel_width``, ``hsic_widths``, ``test_size``, ``study``. Reply ``params``: the fields of
+:class:`~collabcausal.estimators.discovery.private_scores.PrivateDiscovery`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError, NoAnswerError, PolicyError
+from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_pair
+from collabcausal.estimators.discovery.private_scores import PrivateDiscovery, check_protection, release
+from collabcausal.estimators.validation import check_bounds
+from collabcausal.messages import Message
+from collabcausal.party.operations import operation
+
+if TYPE_CHECKING:
+    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.party.node import Party
+
+OPERATION = "dp_discover"
+
+
+@dataclass(frozen=True)
+class DiscoveryRequest:
+    """What to release; every field is public (no private data).
+
+    Attributes mirror :class:`AdditiveNoiseModel` and :func:`release`. ``x_bounds`` and
+    ``y_bounds`` are needed whenever the training split is protected.
+    """
+
+    epsilon: float
+    score: str = "hsic"
+    protect: str = "both"
+    delta: float = 0.0
+    x_bounds: tuple[float, float] | None = None
+    y_bounds: tuple[float, float] | None = None
+    regularization: float = 1.0
+    kernel_width: float = 0.3
+    hsic_widths: tuple[float, float] = field(default=(0.3, 0.1))
+    test_size: float = 0.5
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DiscoveryRequest:
+        """Build from a request's params (unknown keys are ignored; missing ones take defaults)."""
+        if "epsilon" not in params:
+            raise InputError(f"{OPERATION} request has no epsilon", "pass params={'epsilon': ..., ...}")
+        names = {f for f in cls.__dataclass_fields__ if f in params}
+        values = {name: params[name] for name in names}
+        for name in ("x_bounds", "y_bounds", "hsic_widths"):
+            if values.get(name) is not None:
+                values[name] = tuple(float(v) for v in values[name])
+        return cls(**values)
+
+    def checked(self) -> DiscoveryRequest:
+        """Validate everything that can be checked before any private data is read."""
+        score, protect, eps, delta = check_protection(self.score, self.protect, self.epsilon, self.delta)
+        bounds = {
+            name: None if value is None else check_bounds(value, name)
+            for name, value in (("x_bounds", self.x_bounds), ("y_bounds", self.y_bounds))
+        }
+        if protect != "test" and None in bounds.values():
+            raise InputError(
+                f"protect={protect!r} needs public bounds for both columns",
+                "declare x_bounds and y_bounds (CLI: --x-bounds LO HI --y-bounds LO HI)",
+            )
+        return replace(
+            self,
+            epsilon=eps,
+            score=score,
+            protect=protect,
+            delta=delta,
+            x_bounds=bounds["x_bounds"],
+            y_bounds=bounds["y_bounds"],
+        )
+
+
+def discover(
+    ledger: PrivacyLedger,
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    request: DiscoveryRequest,
+    *,
+    study: str = "",
+    columns: tuple[str, str] = ("x", "y"),
+) -> PrivateDiscovery:
+    """Charge ``ledger`` for ``request``, then compute the private release.
+
+    Raises
+    ------
+    BudgetExceededError
+        Over budget; nothing computed.
+    NoAnswerError
+        Propose-test-release refused (the budget is spent all the same).
+    """
+    req = request.checked()
+    x, y, _ = check_pair(x, y, req.test_size)
+    details = {"columns": list(columns), "score": req.score, "protect": req.protect, "neighbours": "substitution"}
+    ledger.charge(OPERATION, req.epsilon, req.delta, study=study, details=details)
+    model = AdditiveNoiseModel(
+        regularization=req.regularization,
+        kernel_width=req.kernel_width,
+        hsic_widths=req.hsic_widths,
+        test_size=req.test_size,
+        x_bounds=req.x_bounds,
+        y_bounds=req.y_bounds,
+        random_state=None,
+    ).fit(x, y)
+    result = release(model, req.score, epsilon=req.epsilon, delta=req.delta, protect=req.protect)
+    if not result.answered:
+        raise NoAnswerError(
+            f"propose-test-release declined to answer for the {req.score} score ({columns[0]}, {columns[1]}); "
+            f"epsilon={req.epsilon:g}, delta={req.delta:g} were spent",
+            "the data are not stable enough at this budget: use more rows, a larger epsilon, or another score",
+        )
+    return result
+
+
+@operation(OPERATION, differentially_private=True)
+def dp_discover(party: Party, request: Message) -> Message:
+    """Release the ANM direction between two of the party's covariates (fully protected only)."""
+    columns = request.params.get("columns")
+    if not isinstance(columns, (list, tuple)) or len(columns) != 2 or columns[0] == columns[1]:
+        raise InputError(f"{OPERATION} needs columns=[x, y] (two different covariates), got {columns!r}", "fix it")
+    req = DiscoveryRequest.from_params(request.params).checked()
+    if req.protect != "both":
+        raise PolicyError(
+            f"party {party.name!r} releases only discovery scores that protect every row; "
+            f"protect={req.protect!r} leaves the other split unprotected",
+            "ask for score='hsic' with protect='both' and public bounds",
+        )
+    if party.ledger is None:
+        raise PolicyError(f"party {party.name!r} has no privacy ledger for {OPERATION}", "configure [privacy]")
+    x_name, y_name = (str(c) for c in columns)
+    x, y = party.table.column(x_name), party.table.column(y_name)
+    result = discover(party.ledger, x, y, req, study=str(request.params.get("study", "")), columns=(x_name, y_name))
+    return Message(OPERATION, asdict(result))

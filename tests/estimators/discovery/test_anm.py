@@ -1,0 +1,76 @@
+"""The ANM direction test (paper 002, Algorithm 1) and its input checks."""
+
+import numpy as np
+import pytest
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, decide
+
+
+def pair(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return x, np.tanh(2 * x) + 0.2 * rng.uniform(-1, 1, n)
+
+
+@pytest.mark.parametrize("score", ["hsic", "variance", "kendall"])
+def test_clear_nonlinear_pair_is_oriented_both_ways(score):
+    x, y = pair()
+    assert AdditiveNoiseModel(random_state=0).fit(x, y).scores(score).direction == "x->y"
+    assert AdditiveNoiseModel(random_state=0).fit(y, x).scores(score).direction == "y->x"
+
+
+def test_split_sizes_and_scaled_ranges():
+    x, y = pair(101)
+    model = AdditiveNoiseModel(test_size=0.3, random_state=1).fit(x, y)
+    assert (model.m_test_, model.n_train_) == (30, 71)
+    assert np.abs(model.x_test_).max() <= 1.0 and np.abs(model.y_test_).max() <= 1.0
+
+
+def test_public_bounds_clip_and_scale_the_data():
+    x, y = pair(100)
+    model = AdditiveNoiseModel(x_bounds=(-0.5, 0.5), y_bounds=(-10, 10), random_state=0).fit(x, y)
+    assert np.abs(model.x_test_).max() == 1.0 and (np.abs(model.x_test_) == 1.0).sum() > 5  # clipped
+    assert np.abs(model.y_test_).max() <= 1.2 / 10 + 1e-12  # |y| <= 1.2 mapped from [-10, 10]
+
+
+def test_same_seed_gives_same_scores():
+    x, y = pair()
+    first = AdditiveNoiseModel(random_state=5).fit(x, y).scores("spearman")
+    assert AdditiveNoiseModel(random_state=5).fit(x, y).scores("spearman") == first
+
+
+def test_decide_prefers_the_smaller_score():
+    assert decide(0.1, 0.2) == "x->y"
+    assert decide(0.3, 0.2) == "y->x"
+
+
+def test_constant_column_is_refused():
+    x, _ = pair(100)
+    with pytest.raises(InputError, match="column y is constant"):
+        AdditiveNoiseModel().fit(x, np.ones(100))
+
+
+def test_fewer_than_ten_test_points_is_refused():
+    x, y = pair(18)
+    with pytest.raises(InputError, match="9 test points, fewer than the minimum 10"):
+        AdditiveNoiseModel().fit(x, y)
+
+
+def test_non_finite_values_are_refused():
+    x, y = pair(100)
+    x[3] = np.nan
+    with pytest.raises(InputError, match="NaN or infinite"):
+        AdditiveNoiseModel().fit(x, y)
+
+
+def test_unknown_score_is_refused():
+    x, y = pair(100)
+    with pytest.raises(InputError, match="unknown dependence score 'pearson'"):
+        AdditiveNoiseModel().fit(x, y).scores("pearson")
+
+
+def test_bad_bounds_are_refused():
+    x, y = pair(100)
+    with pytest.raises(InputError, match="x_bounds"):
+        AdditiveNoiseModel(x_bounds=(1.0, -1.0)).fit(x, y)

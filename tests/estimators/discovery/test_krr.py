@@ -1,0 +1,59 @@
+"""Kernel ridge regression of paper 002, eq. 5, and its residual bound (Theorem 5)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.krr import GaussianKRR, gaussian_kernel, residual_bound
+
+
+def test_dual_coefficients_solve_the_first_order_condition_of_eq_5():
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(-1, 1, 30), rng.uniform(-1, 1, 30)
+    lam, n = 0.05, 30
+    model = GaussianKRR(lam, 0.4).fit(x, y)
+    K = gaussian_kernel(x, x, 0.4)
+    # gradient of (lam/2)||w||^2 + (1/n) sum (f(x_i) - y_i)^2 with w = sum alpha_i phi(x_i), times K^-1
+    assert np.allclose(lam * model.dual_coef_ + (2.0 / n) * (K @ model.dual_coef_ - y), 0.0, atol=1e-10)
+    assert np.allclose(model.predict(x), K @ model.dual_coef_)
+
+
+def test_krr_fits_a_smooth_function():
+    x = np.linspace(-1, 1, 200)
+    model = GaussianKRR(1e-4, 0.3).fit(x, np.sin(2 * x))
+    assert np.max(np.abs(model.predict(x) - np.sin(2 * x))) < 0.05
+
+
+@pytest.mark.parametrize("lam", [0.0, -1.0, 1.5])
+def test_regularization_outside_zero_one_is_refused(lam):
+    with pytest.raises(InputError, match="regularization"):
+        GaussianKRR(lam).fit([0.0, 1.0], [0.0, 1.0])
+
+
+def test_nonpositive_kernel_width_is_refused():
+    with pytest.raises(InputError, match="width"):
+        GaussianKRR(0.1, 0.0).fit([0.0, 1.0], [0.0, 1.0])
+
+
+unit = st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(5, 30),
+    st.sampled_from([0.01, 0.1, 1.0]),
+    st.sampled_from([0.1, 0.5]),
+    st.integers(0, 2**32 - 1),
+    unit,
+    unit,
+)
+def test_one_changed_training_row_moves_each_test_residual_by_at_most_theorem_5(n, lam, width, seed, xk, yk):
+    rng = np.random.default_rng(seed)
+    x, y = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+    x2, y2 = x.copy(), y.copy()
+    x2[0], y2[0] = xk, yk
+    grid = np.linspace(-1, 1, 41)
+    change = np.abs(GaussianKRR(lam, width).fit(x, y).predict(grid) - GaussianKRR(lam, width).fit(x2, y2).predict(grid))
+    assert change.max() <= residual_bound(n, lam) + 1e-12

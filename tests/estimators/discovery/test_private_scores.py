@@ -1,0 +1,94 @@
+"""Private ANM releases (paper 002, sections 4-5): calibration, no-answer path and bad requests."""
+
+import numpy as np
+import pytest
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.agreement import laplace_agreement
+from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
+from collabcausal.estimators.discovery.private_scores import check_protection, release
+from collabcausal.estimators.discovery.sensitivity import score_sensitivity
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400)
+    y = np.tanh(2 * x) + 0.2 * rng.uniform(-1, 1, 400)
+    return AdditiveNoiseModel(random_state=0).fit(x, y)
+
+
+@pytest.fixture(scope="module")
+def bounded_model():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 400)
+    y = np.tanh(2 * x) + 0.2 * rng.uniform(-1, 1, 400)
+    return AdditiveNoiseModel(regularization=1.0, x_bounds=(-2, 2), y_bounds=(-1.2, 1.2), random_state=0).fit(x, y)
+
+
+def test_laplace_scale_is_twice_the_sensitivity_over_epsilon(model):
+    out = release(model, "kendall", epsilon=0.5, rng=np.random.default_rng(0))
+    assert out.noise_scale == pytest.approx(2 * score_sensitivity("kendall", 200) / 0.5)
+    assert out.answered and out.direction in ("x->y", "y->x") and 0.5 <= out.agreement <= 1.0
+
+
+@pytest.mark.parametrize("score", ["spearman", "hsic"])
+def test_frequency_of_agreeing_decisions_matches_theorem_2(model, score):
+    exact = model.scores(score)
+    rng = np.random.default_rng(1)
+    epsilon = 2.0 if score == "spearman" else 15.0
+    draws = [release(model, score, epsilon=epsilon, rng=rng) for _ in range(4000)]
+    sigma = draws[0].noise_scale
+    expected = float(laplace_agreement(exact.margin, sigma))
+    observed = np.mean([d.direction == exact.direction for d in draws])
+    assert 0.55 < expected < 0.97  # the test is informative
+    assert observed == pytest.approx(expected, abs=4 * np.sqrt(expected * (1 - expected) / 4000))
+
+
+def test_opendp_release_path_agrees_with_theorem_2_too(model):
+    exact = model.scores("kendall")
+    draws = [release(model, "kendall", epsilon=1.0) for _ in range(1500)]
+    expected = float(laplace_agreement(exact.margin, draws[0].noise_scale))
+    observed = np.mean([d.direction == exact.direction for d in draws])
+    assert observed == pytest.approx(expected, abs=5 * np.sqrt(expected * (1 - expected) / 1500))
+
+
+def test_iqr_release_is_refused_at_small_budgets_and_answers_at_large_ones(model):
+    assert not release(model, "iqr", epsilon=0.5, delta=1e-6, rng=np.random.default_rng(0)).answered
+    big = release(model, "iqr", epsilon=200.0, delta=1e-6, rng=np.random.default_rng(0))
+    assert big.answered and big.direction == model.scores("iqr").direction
+    assert big.noise_scale == pytest.approx(12 / 200.0)
+
+
+def test_hsic_protecting_both_splits_uses_the_larger_sensitivity(bounded_model):
+    out = release(bounded_model, "hsic", epsilon=1.0, protect="both", rng=np.random.default_rng(0))
+    train = release(bounded_model, "hsic", epsilon=1.0, protect="train", rng=np.random.default_rng(0))
+    assert out.noise_scale == pytest.approx(train.noise_scale)
+    assert out.noise_scale > 2 * score_sensitivity("hsic", 200)
+
+
+def test_rank_training_release_is_exact_or_absent(bounded_model):
+    out = release(bounded_model, "spearman", epsilon=1.0, delta=1e-6, protect="train", rng=np.random.default_rng(0))
+    assert not out.answered and out.score_xy is None  # residual gaps are far too small for n = 200
+
+
+def test_training_protection_without_public_bounds_is_refused(model):
+    with pytest.raises(InputError, match="public bounds"):
+        release(model, "hsic", epsilon=1.0, protect="both")
+
+
+@pytest.mark.parametrize(
+    ("score", "protect", "epsilon", "delta", "message"),
+    [
+        ("hsic", "test", 0.0, 0.0, "epsilon must be a finite number > 0"),
+        ("hsic", "test", -1.0, 0.0, "epsilon must be a finite number > 0"),
+        ("variance", "test", 1.0, 0.0, "no private release"),
+        ("spearman", "both", 1.0, 0.0, "no private release protecting 'both'"),
+        ("iqr", "test", 1.0, 0.0, "needs delta > 0"),
+        ("kendall", "train", 1.0, 0.0, "needs delta > 0"),
+        ("hsic", "test", 1.0, 1.5, "delta must lie in"),
+    ],
+)
+def test_bad_private_requests_are_refused(score, protect, epsilon, delta, message):
+    with pytest.raises(InputError, match=message):
+        check_protection(score, protect, epsilon, delta)
