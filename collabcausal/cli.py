@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from collabcausal import __version__
 from collabcausal.errors import CollabCausalError
 
-COMMAND_MODULES: tuple[str, ...] = ("simulate", "party")
+COMMAND_MODULES: tuple[str, ...] = ("simulate", "party", "certs", "analyst", "discover")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from functools import partial
 
 from collabcausal.errors import InputError
+from collabcausal.protocol.launcher import local_grpc_grid
 from collabcausal.simulations.datasets import CausalDataset, load_csv_dataset, load_lalonde, make_dcqe_synthetic
 from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
 from collabcausal.simulations.partition import partition_grid
@@ -82,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=int, default=0, help="study seed (default 0)")
     run.add_argument("--jobs", type=int, default=1, help="parallel bootstrap workers (default 1)")
     run.add_argument("--out", default="results", help="output folder (default results/)")
+    run.add_argument(
+        "--transport",
+        choices=("inprocess", "grpc"),
+        default="inprocess",
+        help="inprocess (default), or grpc: every party its own OS process on loopback behind mutual TLS",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_command)
 
@@ -107,7 +116,12 @@ def run_command(args: argparse.Namespace) -> int:
         n_anchors=args.anchors,
         n_jobs=args.jobs,
     )
-    result = run_experiment(config, progress=not args.quiet)
+    if args.transport == "grpc":
+        with tempfile.TemporaryDirectory(prefix="collabcausal-grpc-") as workdir:
+            factory = partial(local_grpc_grid, workdir=workdir, tls=True, study=f"simulate-{dataset.name}")
+            result = run_experiment(config, grid_factory=factory, progress=not args.quiet)
+    else:
+        result = run_experiment(config, progress=not args.quiet)
     title = f"{dataset.name}: {partition.shape[0]}x{partition.shape[1]} grid, B = {config.n_boot}, seed {config.seed}"
     print(format_table(result.rows(), title))
     for path in write_results(result, args.out):

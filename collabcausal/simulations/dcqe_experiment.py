@@ -14,6 +14,7 @@ computed directly on the raw slices as the paper's baselines.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -128,7 +129,7 @@ class ExperimentResult:
 def run_experiment(
     config: ExperimentConfig,
     *,
-    grid_factory: Callable[[list[Party]], Grid] = InProcessGrid,
+    grid_factory: Callable[[list[Party]], AbstractContextManager[Grid]] | None = None,
     progress: bool = False,
 ) -> ExperimentResult:
     """Run every setting on the full sample and on ``config.n_boot`` bootstrap replicates.
@@ -136,22 +137,24 @@ def run_experiment(
     Parameters
     ----------
     config : ExperimentConfig
-    grid_factory : callable
-        Builds the Grid over the simulated parties (in-process by default; the gRPC launcher
-        provides one that starts each party as its own process).
+    grid_factory : callable, optional
+        ``grid_factory(parties)`` returns a context manager yielding the Grid over the simulated
+        parties: in-process by default; :func:`collabcausal.protocol.launcher.local_grpc_grid`
+        starts each party as its own OS process behind mutual TLS.
     progress : bool
         Show a progress bar on stderr.
     """
     parties = build_parties(config.dataset, config.partition)
-    grid = grid_factory(parties)
-    point = _replicate(config, grid, -1)
-    in_process = isinstance(grid, InProcessGrid)
-    fn = partial(_replicate_in_process, config, parties) if in_process else partial(_replicate, config, grid)
-    n_jobs = config.n_jobs if in_process else 1
-    # Replicates are small linear-algebra problems: multithreaded BLAS only adds overhead there
-    # (up to 40x on 2 busy cores); parallelism comes from n_jobs worker processes instead.
-    with threadpool_limits(limits=1):
-        reps = run_replicates(fn, config.n_boot, n_jobs=n_jobs, progress=progress) if config.n_boot else []
+    context = nullcontext(InProcessGrid(parties)) if grid_factory is None else grid_factory(parties)
+    with context as grid:
+        point = _replicate(config, grid, -1)
+        in_process = isinstance(grid, InProcessGrid)
+        fn = partial(_replicate_in_process, config, parties) if in_process else partial(_replicate, config, grid)
+        n_jobs = config.n_jobs if in_process else 1
+        # Replicates are small linear-algebra problems: multithreaded BLAS only adds overhead
+        # there (up to 40x on 2 busy cores); parallelism comes from n_jobs worker processes.
+        with threadpool_limits(limits=1):
+            reps = run_replicates(fn, config.n_boot, n_jobs=n_jobs, progress=progress) if config.n_boot else []
     keys = list(point)
     replicates = {key: {m: np.array([r[key][m] for r in reps], dtype=np.float64) for m in METRICS} for key in keys}
     return ExperimentResult(config, point, replicates)

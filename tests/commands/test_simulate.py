@@ -64,3 +64,12 @@ def test_bad_input_exits_nonzero_with_one_line_and_writes_nothing(tmp_path, caps
     assert code != 0
     assert len(err) == 1 and message in err[0] and "fix:" in err[0]
     assert not out.exists()
+
+
+def test_grpc_transport_gives_the_in_process_numbers_bit_for_bit(tmp_path) -> None:
+    common = ["simulate", "--dataset", "lalonde", "--settings", "W,CA", "--bootstrap", "2", "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "local")]) == 0
+    assert main([*common, "--transport", "grpc", "--out", str(tmp_path / "grpc")]) == 0
+    local = json.loads((tmp_path / "local" / "results.json").read_text())["rows"]
+    remote = json.loads((tmp_path / "grpc" / "results.json").read_text())["rows"]
+    assert local == remote

@@ -1,0 +1,114 @@
+"""``collabcausal analyst serve --study study.toml``: run a study as its coordinator.
+
+The analyst listens (mutual TLS by default), waits for the roster's parties to dial in, optionally
+aligns subjects of vertically split row groups, runs DC-QE (paper 003) over the parties, writes
+``report.json`` to the study's ``out`` folder, prints the estimates and tells the parties the study
+is over. Progress per party goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from collabcausal.analyst.alignment import align_row_group
+from collabcausal.analyst.config import StudyConfig, load_study_config
+from collabcausal.analyst.dcqe import run_dcqe
+from collabcausal.analyst.grid import Grid
+from collabcausal.errors import CollabCausalError
+from collabcausal.protocol.server import GrpcGrid
+from collabcausal.protocol.tls import TlsFiles
+
+REPORT = "report.json"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``analyst serve``."""
+    parser = subparsers.add_parser("analyst", help="run the analyst node (study coordinator)", description=__doc__)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = actions.add_parser("serve", help="serve a study from study.toml", description=__doc__)
+    serve.add_argument("--study", required=True, metavar="STUDY.TOML", help="the study's configuration")
+    serve.add_argument("--insecure", action="store_true", help="plaintext, loopback only (overrides study.toml)")
+    serve.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the study until it completes or fails."""
+    config = load_study_config(args.study)
+    server = config.server
+    insecure = args.insecure or server.insecure
+    tls = None if insecure else TlsFiles(server.ca, server.cert, server.key)  # type: ignore[arg-type]
+    start = time.monotonic()
+
+    def progress(party: str, event: str) -> None:
+        print(f"[{time.monotonic() - start:7.1f}s] {party}: {event}", file=sys.stderr, flush=True)
+
+    grid = GrpcGrid(
+        config.roster,
+        address=server.address,
+        tls=tls,
+        study=config.study,
+        task_timeout=config.task_timeout,
+        progress=progress,
+    )
+    progress("analyst", f"study {config.study!r} listening on {grid.address}; roster {', '.join(config.roster)}")
+    try:
+        joined = grid.wait_for_parties(config.join_deadline, on_missing=config.on_missing_party)
+        report = run_study(grid, config, joined)
+    except CollabCausalError as exc:
+        grid.finish(failed=str(exc), linger=5.0)
+        raise
+    path = write_report(report, config.out)
+    grid.finish()
+    for name, row in report["estimates"].items():
+        se = "" if row["se"] is None else f" (se {row['se']:.4g})"
+        masmd = "" if row["masmd"] is None else f", MASMD {row['masmd']:.4g}"
+        print(f"{report['estimand'].upper()} {name}: {row['estimate']:.6g}{se}{masmd}")
+    print(f"report: {path}")
+    return 0
+
+
+def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) -> dict[str, Any]:
+    """Align (if configured) and run DC-QE on ``grid``; return the report as a JSON-ready dict."""
+    plan = config.plan(joined)
+    alignment = {}
+    if config.align:
+        for group in plan.row_groups:
+            if len(group) > 1:
+                outcome = align_row_group(grid, group, timeout=config.task_timeout)
+                alignment[",".join(group)] = {"n_matched": outcome.n_matched, "unmatched": outcome.unmatched}
+    result = run_dcqe(grid, plan, timeout=config.task_timeout)
+    estimates = {
+        name: {
+            "estimate": e.estimate,
+            "se": e.se,
+            "ci_low": e.ci_low,
+            "ci_high": e.ci_high,
+            "method": e.method,
+            "n_treated": e.n_treated,
+            "n_control": e.n_control,
+            "masmd": result.masmd(name),
+        }
+        for name, e in result.effects.estimates.items()
+    }
+    return {
+        "study": config.study,
+        "estimand": plan.estimand,
+        "row_groups": [list(g) for g in plan.row_groups],
+        "missing_parties": sorted(set(config.roster) - {p for g in plan.row_groups for p in g}),
+        "alignment": alignment,
+        "estimates": estimates,
+        "smd": {name: dict(zip(result.covariates, map(float, smd), strict=True)) for name, smd in result.smd.items()},
+    }
+
+
+def write_report(report: dict[str, Any], folder: Path) -> Path:
+    """Write ``report.json`` into ``folder``; return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / REPORT
+    path.write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
+    return path

@@ -1,0 +1,94 @@
+"""``collabcausal certs``: the study CA and the certificates of parties and analyst.
+
+Examples
+--------
+The coordinator makes the study CA and the analyst's certificate::
+
+    collabcausal certs init --dir certs
+    collabcausal certs issue --analyst --host coordinator.example.org --dir certs
+
+and one certificate per party, sent to it with ``certs/ca.pem`` (never ``ca.key``)::
+
+    collabcausal certs issue --party hospital-a --dir certs
+
+or, so that a party's private key never leaves it, the party makes its key and a request::
+
+    collabcausal certs request --party hospital-a --dir certs     # at the hospital
+    collabcausal certs sign --csr hospital-a.csr --dir certs      # at the coordinator
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from collabcausal.protocol.certs import ANALYST, DEFAULT_HOSTS, init_ca, issue, request_certificate, sign_request
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``certs init`` and ``certs issue``."""
+    parser = subparsers.add_parser(
+        "certs",
+        help="make the study CA and certificates",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    init = actions.add_parser("init", help="make the study CA (ca.pem, ca.key)")
+    init.add_argument("--dir", default="certs", help="folder for the CA files (default: certs)")
+    init.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing CA")
+    init.set_defaults(func=run_init)
+    iss = actions.add_parser("issue", help="issue a party or analyst key and certificate")
+    who = iss.add_mutually_exclusive_group(required=True)
+    who.add_argument("--party", metavar="NAME", help="a party's roster name")
+    who.add_argument("--analyst", action="store_true", help="the analyst's server certificate")
+    iss.add_argument(
+        "--host",
+        action="append",
+        metavar="NAME",
+        help=f"a host name or address parties dial (analyst; repeatable; default {', '.join(DEFAULT_HOSTS)})",
+    )
+    iss.add_argument("--dir", default="certs", help="folder holding the CA (default: certs)")
+    iss.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    iss.add_argument("--force", action="store_true", help="overwrite existing files")
+    iss.set_defaults(func=run_issue)
+    req = actions.add_parser("request", help="make a party key and a signing request (at the party)")
+    req.add_argument("--party", required=True, metavar="NAME", help="the party's roster name")
+    req.add_argument("--dir", default="certs", help="folder for NAME.key and NAME.csr (default: certs)")
+    req.add_argument("--force", action="store_true", help="overwrite an existing key")
+    req.set_defaults(func=run_request)
+    sign = actions.add_parser("sign", help="sign a party's request with the study CA (at the coordinator)")
+    sign.add_argument("--csr", required=True, metavar="FILE", help="the party's NAME.csr")
+    sign.add_argument("--dir", default="certs", help="folder holding the CA (default: certs)")
+    sign.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    sign.set_defaults(func=run_sign)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """Make the CA."""
+    cert = init_ca(args.dir, days=args.days, force=args.force)
+    print(f"study CA: {cert} (keep {cert.with_name('ca.key')} private; give ca.pem to every party)")
+    return 0
+
+
+def run_issue(args: argparse.Namespace) -> int:
+    """Issue one certificate."""
+    hosts = [*DEFAULT_HOSTS, *(args.host or [])]
+    name = ANALYST if args.analyst else args.party
+    issued = issue(args.dir, name, server=args.analyst, hosts=hosts, days=args.days, force=args.force)
+    print(f"{name}: certificate {issued.cert}, private key {issued.key}")
+    return 0
+
+
+def run_request(args: argparse.Namespace) -> int:
+    """Make a key and a signing request."""
+    key, csr = request_certificate(args.dir, args.party, force=args.force)
+    print(f"{args.party}: private key {key} (keep it here), request {csr} (send it to the coordinator)")
+    return 0
+
+
+def run_sign(args: argparse.Namespace) -> int:
+    """Sign a request."""
+    issued = sign_request(args.dir, args.csr, days=args.days)
+    print(f"{issued.name}: certificate {issued.cert} (send it back with ca.pem)")
+    return 0

@@ -1,0 +1,212 @@
+"""A :class:`~collabcausal.messages.Message` as a stream of frames, and back.
+
+A message travels as one ``MessageHeader`` frame (operation, params as JSON, and for every array
+its dtype, byte order, shape, byte count and SHA-256) followed by the arrays' bytes in order, in
+``Chunk`` frames of at most :data:`CHUNK_BYTES` (1 MiB, well under gRPC's 4 MiB message limit),
+so arrays of any size travel. :func:`read_message` checks everything it is told against what
+arrives: a missing header, an unknown dtype, a shape that disagrees with the byte count, a chunk
+out of order or above 1 MiB, more bytes than declared, a stream that ends early, a declared size
+above the receiver's limit and a checksum mismatch are each a :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from collabcausal.errors import CollabCausalError, ProtocolError
+from collabcausal.messages import Message
+from collabcausal.protocol.generated import collabcausal_pb2 as pb
+
+CHUNK_BYTES = 1 << 20
+DEFAULT_MAX_MESSAGE_BYTES = 4 << 30
+NUMERIC_KINDS = "biufc"
+_UPGRADE = "make sure both sides run the same collabcausal version and retry"
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A decoded frame stream: the header's routing fields and the message (if any)."""
+
+    state: int
+    task_id: str
+    message: Message | None
+    error: pb.Error | None
+    detail: str
+
+
+def message_frames(
+    message: Message | None,
+    *,
+    state: int = pb.TASK,
+    task_id: str = "",
+    error: CollabCausalError | None = None,
+    detail: str = "",
+    chunk_bytes: int = CHUNK_BYTES,
+) -> FrameStream:
+    """Frames carrying ``message`` (header first, then chunks); see the module docstring.
+
+    The header is built at once, so a message that cannot travel (non-JSON params, non-numeric
+    arrays) raises :class:`ProtocolError` here rather than inside a gRPC stream.
+    """
+    header = pb.MessageHeader(state=state, task_id=task_id, detail=detail)
+    if error is not None:
+        header.error.CopyFrom(pb.Error(kind=type(error).__name__, problem=error.problem, fix=error.fix or ""))
+    flats: list[memoryview] = []
+    if message is not None:
+        header.operation = message.operation
+        try:
+            header.params_json = json.dumps(dict(message.params), sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ProtocolError(
+                f"params of {message.operation!r} cannot travel as JSON ({exc})",
+                "use plain int, float (finite), str, bool, list and dict values",
+            ) from None
+        for name, value in message.arrays.items():
+            array = np.require(np.asarray(value), requirements="C")
+            if array.dtype.kind not in NUMERIC_KINDS:
+                raise ProtocolError(
+                    f"array {name!r} of {message.operation!r} has dtype {array.dtype}, not numeric",
+                    "send numbers only (encode strings as integer codes or bytes as uint8)",
+                )
+            flat = memoryview(array.reshape(-1).view(np.uint8))
+            flats.append(flat)
+            header.arrays.append(
+                pb.ArrayHeader(
+                    name=name,
+                    dtype=f"{array.dtype.kind}{array.dtype.itemsize}",
+                    byte_order=array.dtype.byteorder if array.dtype.byteorder != "=" else _native(),
+                    shape=list(array.shape),
+                    nbytes=flat.nbytes,
+                    sha256=hashlib.sha256(flat).digest(),
+                )
+            )
+    return FrameStream(header, flats, chunk_bytes)
+
+
+@dataclass(frozen=True)
+class FrameStream:
+    """An encoded message: iterate it (as often as needed, e.g. to resend) for its frames."""
+
+    header: pb.MessageHeader
+    flats: list[memoryview]
+    chunk_bytes: int = CHUNK_BYTES
+
+    def __iter__(self) -> Iterator[pb.Frame]:
+        yield pb.Frame(header=self.header)
+        for index, flat in enumerate(self.flats):
+            for start in range(0, flat.nbytes, self.chunk_bytes):
+                yield pb.Frame(chunk=pb.Chunk(array=index, data=bytes(flat[start : start + self.chunk_bytes])))
+
+
+def read_message(frames: Iterable[pb.Frame], *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Envelope:
+    """Assemble and verify a frame stream written by :func:`message_frames`.
+
+    Parameters
+    ----------
+    frames : iterable of Frame
+    max_bytes : int
+        Refuse messages whose arrays declare more bytes in total.
+
+    Raises
+    ------
+    ProtocolError
+        Malformed, truncated, oversized or corrupted stream (the message names which).
+    """
+    stream = iter(frames)
+    first = next(stream, None)
+    if first is None or first.WhichOneof("kind") != "header":
+        raise ProtocolError("a message stream did not start with its header", _UPGRADE)
+    header = first.header
+    specs = [_array_spec(a, header.operation) for a in header.arrays]
+    total = sum(nbytes for _, _, _, nbytes in specs)
+    if total > max_bytes:
+        raise ProtocolError(
+            f"message {header.operation!r} declares {total} bytes of arrays, above the limit of {max_bytes}",
+            "split the request or raise max_message_bytes on the receiving side",
+        )
+    buffers = [np.empty(nbytes, dtype=np.uint8) for _, _, _, nbytes in specs]
+    views = [memoryview(buffer) for buffer in buffers]
+    hashers = [hashlib.sha256() for _ in specs]
+    filled = [0] * len(specs)
+    current = 0
+    for frame in stream:
+        if frame.WhichOneof("kind") != "chunk":
+            raise ProtocolError(f"message {header.operation!r} has a second header", _UPGRADE)
+        chunk = frame.chunk
+        data = chunk.data  # each access to a protobuf bytes field copies it: read it once
+        while current < len(specs) and filled[current] == specs[current][3]:
+            current += 1
+        if chunk.array != current or current >= len(specs):
+            raise ProtocolError(
+                f"message {header.operation!r}: a chunk for array {chunk.array} arrived out of order "
+                "or beyond the declared bytes",
+                _UPGRADE,
+            )
+        size = len(data)
+        if size == 0 or size > CHUNK_BYTES:
+            raise ProtocolError(
+                f"message {header.operation!r}: a chunk of {size} bytes (allowed 1..{CHUNK_BYTES})", _UPGRADE
+            )
+        end = filled[current] + size
+        if end > specs[current][3]:
+            raise ProtocolError(
+                f"message {header.operation!r}: array {specs[current][0]!r} got more bytes than its declared "
+                f"{specs[current][3]}",
+                _UPGRADE,
+            )
+        views[current][filled[current] : end] = data
+        hashers[current].update(data)
+        filled[current] = end
+    arrays = {}
+    for (name, dtype, shape, nbytes), buffer, got, hasher, spec in zip(
+        specs, buffers, filled, hashers, header.arrays, strict=True
+    ):
+        if got != nbytes:
+            raise ProtocolError(
+                f"message {header.operation!r} was truncated: array {name!r} has {got} of {nbytes} bytes",
+                "the sender stopped early; it will resend the message",
+            )
+        if hasher.digest() != spec.sha256:
+            raise ProtocolError(
+                f"message {header.operation!r}: array {name!r} fails its SHA-256 check",
+                "the data was corrupted on the way; resend",
+            )
+        arrays[name] = buffer.view(dtype).reshape(shape)
+    message = None
+    if header.operation:
+        try:
+            params = json.loads(header.params_json or "{}")
+        except json.JSONDecodeError as exc:
+            raise ProtocolError(f"message {header.operation!r} has unreadable params ({exc.msg})", _UPGRADE) from None
+        if not isinstance(params, dict):
+            raise ProtocolError(f"message {header.operation!r}: params are not a JSON object", _UPGRADE)
+        message = Message(header.operation, params, arrays)
+    error = header.error if header.HasField("error") else None
+    return Envelope(header.state, header.task_id, message, error, header.detail)
+
+
+def _array_spec(spec: pb.ArrayHeader, operation: str) -> tuple[str, np.dtype, tuple[int, ...], int]:
+    where = f"message {operation!r}, array {spec.name!r}"
+    if spec.byte_order not in ("<", ">", "|") or not spec.dtype or spec.dtype[0] not in NUMERIC_KINDS:
+        raise ProtocolError(f"{where}: unsupported dtype {spec.byte_order}{spec.dtype}", _UPGRADE)
+    try:
+        dtype = np.dtype(spec.byte_order + spec.dtype)
+    except TypeError:
+        raise ProtocolError(f"{where}: unsupported dtype {spec.dtype!r}", _UPGRADE) from None
+    shape = tuple(int(s) for s in spec.shape)
+    if math.prod(shape) * dtype.itemsize != spec.nbytes or len(spec.sha256) != 32:
+        raise ProtocolError(
+            f"{where}: shape {shape} of {dtype} does not match {spec.nbytes} bytes or the checksum is missing",
+            _UPGRADE,
+        )
+    return spec.name, dtype, shape, int(spec.nbytes)
+
+
+def _native() -> str:
+    return "<" if np.little_endian else ">"

@@ -1,0 +1,284 @@
+"""The study's certificate authority: make it, issue party and analyst certificates.
+
+``collabcausal certs init`` makes a self-signed study CA (``ca.pem`` + ``ca.key``) that the
+coordinator keeps; ``collabcausal certs issue --party NAME`` / ``--analyst`` make an EC P-256 key
+and a certificate signed by it. A certificate's common name is the holder's identity: the analyst
+admits a party whose certificate CN is on the study roster. Party certificates are for TLS clients
+(extended key usage clientAuth), the analyst's for a TLS server (serverAuth) with the host names and
+addresses parties dial as subject alternative names. Private keys are written with mode 0600.
+
+A party that wants its private key never to leave its machine runs ``certs request`` (key + CSR)
+and sends only the ``.csr``; the coordinator signs it with ``certs sign``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from collabcausal.errors import IdentityError, InputError
+
+CA_CERT = "ca.pem"
+CA_KEY = "ca.key"
+ANALYST = "analyst"
+DEFAULT_HOSTS = ("localhost", "127.0.0.1")
+
+
+@dataclass(frozen=True)
+class IssuedCertificate:
+    """Paths of an issued key pair."""
+
+    name: str
+    cert: Path
+    key: Path
+
+
+def init_ca(
+    directory: str | Path, *, days: int = 365, name: str = "collabcausal study CA", force: bool = False
+) -> Path:
+    """Make the study CA in ``directory``; return the certificate's path.
+
+    Raises
+    ------
+    InputError
+        A CA already exists there (and ``force`` is False), or ``days`` is not positive.
+    """
+    folder = Path(directory)
+    _check_days(days)
+    _refuse_overwrite(folder / CA_KEY, force, "certs init")
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_key(folder / CA_KEY, key)
+    (folder / CA_CERT).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return folder / CA_CERT
+
+
+def issue(
+    directory: str | Path,
+    name: str,
+    *,
+    server: bool = False,
+    hosts: Sequence[str] = DEFAULT_HOSTS,
+    days: int = 365,
+    not_before: dt.datetime | None = None,
+    force: bool = False,
+) -> IssuedCertificate:
+    """Issue ``<name>.key`` and ``<name>.pem`` in ``directory`` signed by its study CA.
+
+    Parameters
+    ----------
+    directory : path
+        Holds ``ca.pem`` and ``ca.key`` (from :func:`init_ca`); the new files go there too.
+    name : str
+        The identity (certificate common name): a party's roster name, or ``"analyst"``.
+    server : bool
+        An analyst (TLS server) certificate valid for ``hosts``; otherwise a party (client) one.
+    days : int
+        Validity in days from ``not_before`` (default: now).
+    """
+    folder = Path(directory)
+    _check_name(name)
+    _refuse_overwrite(folder / f"{name}.key", force, "certs issue")
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _sign(folder, name, key.public_key(), server=server, hosts=hosts, days=days, not_before=not_before)
+    _write_key(folder / f"{name}.key", key)
+    return IssuedCertificate(name, cert, folder / f"{name}.key")
+
+
+def request_certificate(directory: str | Path, name: str, *, force: bool = False) -> tuple[Path, Path]:
+    """Make a party's key and certificate signing request on the party's own machine.
+
+    Writes ``<name>.key`` (stays with the party) and ``<name>.csr`` (sent to the coordinator, who
+    signs it with :func:`sign_request`); return both paths.
+    """
+    folder = Path(directory)
+    _check_name(name)
+    _refuse_overwrite(folder / f"{name}.key", force, "certs request")
+    key = ec.generate_private_key(ec.SECP256R1())
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_key(folder / f"{name}.key", key)
+    (folder / f"{name}.csr").write_bytes(csr.public_bytes(serialization.Encoding.PEM))
+    return folder / f"{name}.key", folder / f"{name}.csr"
+
+
+def sign_request(directory: str | Path, csr_path: str | Path, *, days: int = 365) -> IssuedCertificate:
+    """Sign a party's request with the study CA in ``directory``; write ``<name>.pem`` there.
+
+    Raises
+    ------
+    IdentityError
+        The request is unreadable, its signature is invalid, or it has no usable common name.
+    """
+    folder = Path(directory)
+    try:
+        csr = x509.load_pem_x509_csr(Path(csr_path).read_bytes())
+    except (OSError, ValueError):
+        raise IdentityError(
+            f"{csr_path} is not a readable PEM certificate request", "make it with `certs request`"
+        ) from None
+    if not csr.is_signature_valid:
+        raise IdentityError(f"{csr_path} has an invalid signature", "ask the party to make a new request")
+    names = csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    name = str(names[0].value) if names else ""
+    _check_name(name)
+    cert = _sign(folder, name, csr.public_key(), server=False, hosts=(), days=days, not_before=None)
+    return IssuedCertificate(name, cert, Path(csr_path).with_suffix(".key"))
+
+
+def _sign(
+    folder: Path,
+    name: str,
+    public_key: ec.EllipticCurvePublicKey,
+    *,
+    server: bool,
+    hosts: Sequence[str],
+    days: int,
+    not_before: dt.datetime | None,
+) -> Path:
+    _check_days(days)
+    if not (folder / CA_KEY).is_file():
+        raise InputError(f"no study CA in {folder} ({CA_KEY} missing)", "run `collabcausal certs init` first")
+    ca_key = serialization.load_pem_private_key((folder / CA_KEY).read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate((folder / CA_CERT).read_bytes())
+    start = not_before or _now() - dt.timedelta(minutes=5)
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+            critical=False,
+        )
+        .add_extension(x509.SubjectAlternativeName(_alt_names(hosts if server else [name])), critical=False)
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    path = folder / f"{name}.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def certificate_identity(cert_path: str | Path) -> str:
+    """The common name of the certificate at ``cert_path``."""
+    cert = load_certificate(cert_path)
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if not names:
+        raise IdentityError(f"{cert_path}: certificate has no common name", "issue it with `collabcausal certs issue`")
+    return str(names[0].value)
+
+
+def check_certificate(cert_path: str | Path, ca_path: str | Path, *, now: dt.datetime | None = None) -> str:
+    """Check that a certificate is in date and signed by the study CA; return its identity.
+
+    Raises
+    ------
+    IdentityError
+        Expired, not yet valid, or signed by another CA (the message says which).
+    """
+    cert = load_certificate(cert_path)
+    ca = load_certificate(ca_path)
+    moment = now or _now()
+    if moment > cert.not_valid_after_utc:
+        raise IdentityError(
+            f"certificate {cert_path} expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC",
+            "ask the study coordinator for a new one (`collabcausal certs issue`)",
+        )
+    if moment < cert.not_valid_before_utc:
+        raise IdentityError(
+            f"certificate {cert_path} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC",
+            "check this machine's clock",
+        )
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (InvalidSignature, ValueError, TypeError) as exc:
+        raise IdentityError(
+            f"certificate {cert_path} was not issued by the study CA {ca_path} ({type(exc).__name__})",
+            "use the certificate and ca.pem the study coordinator gave you",
+        ) from None
+    return certificate_identity(cert_path)
+
+
+def load_certificate(path: str | Path) -> x509.Certificate:
+    """Read a PEM certificate with a one-line error."""
+    p = Path(path)
+    try:
+        return x509.load_pem_x509_certificate(p.read_bytes())
+    except FileNotFoundError:
+        raise IdentityError(f"{p}: no such certificate file", "check the path in the configuration") from None
+    except ValueError:
+        raise IdentityError(f"{p} is not a PEM certificate", "point to the .pem file from `certs issue`") from None
+
+
+def _alt_names(hosts: Sequence[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    data = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _refuse_overwrite(path: Path, force: bool, command: str) -> None:
+    if path.exists() and not force:
+        raise InputError(f"{path} already exists", f"keep it, or pass --force to `collabcausal {command}`")
+
+
+def _check_name(name: str) -> None:
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise InputError(f"invalid identity {name!r}", "use letters, digits, '-', '_' or '.' (e.g. hospital-a)")
+
+
+def _check_days(days: int) -> None:
+    if days <= 0:
+        raise InputError(f"--days must be positive, got {days}", "give the validity in days, e.g. --days 365")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)

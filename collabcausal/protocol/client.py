@@ -1,0 +1,224 @@
+"""The party's side of the wire: dial out to the analyst, pull tasks, answer them, upload.
+
+:class:`PartyClient` needs no inbound port: it registers, long-polls ``PullTask`` for the next
+request, runs it through :meth:`collabcausal.party.node.Party.handle` (policy, ledger and audit
+apply there) and uploads the reply, until the analyst says the study is done. A lost connection
+(an analyst restart, a network blip) is retried with backoff for up to ``reconnect_timeout``
+seconds, re-registering when the analyst lost its state. Refusals that retrying cannot fix (a
+certificate the analyst rejects, a party off the roster) end the loop with :class:`IdentityError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import grpc
+
+from collabcausal import __version__
+from collabcausal.errors import CollabCausalError, IdentityError, ProtocolError, StudyFailedError
+from collabcausal.messages import Message
+from collabcausal.party.node import Party
+from collabcausal.protocol.arrays import DEFAULT_MAX_MESSAGE_BYTES, Envelope, message_frames, read_message
+from collabcausal.protocol.generated import collabcausal_pb2 as pb
+from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
+from collabcausal.protocol.server import PROTOCOL_VERSION, grpc_options
+from collabcausal.protocol.tls import (
+    PARTY_METADATA,
+    TlsFiles,
+    channel_credentials,
+    diagnose_refusal,
+    require_loopback,
+)
+
+
+class PartyClient:
+    """A party's connection to the analyst.
+
+    Parameters
+    ----------
+    party : Party
+        The node answering requests.
+    address : str
+        The analyst's ``host:port``.
+    tls : TlsFiles or None
+        CA, this party's certificate and key; ``None`` for plaintext (loopback only, warns).
+    study : str
+        The study id this party agreed to join ("" accepts any).
+    reconnect_timeout : float
+        Seconds to keep trying while the analyst is unreachable (also the initial join wait).
+    poll_seconds : float
+        Long-poll length of one ``PullTask``.
+    upload_timeout : float
+        Deadline of one upload.
+    progress : callable, optional
+        ``progress(event)`` for status lines.
+    """
+
+    def __init__(
+        self,
+        party: Party,
+        address: str,
+        *,
+        tls: TlsFiles | None,
+        study: str = "",
+        reconnect_timeout: float = 300.0,
+        poll_seconds: float = 10.0,
+        upload_timeout: float = 600.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.party = party
+        self.address = address
+        self.tls = tls
+        self.study = study
+        self.reconnect_timeout = reconnect_timeout
+        self.poll_seconds = poll_seconds
+        self.upload_timeout = upload_timeout
+        self.max_message_bytes = max_message_bytes
+        self._progress = progress or (lambda event: None)
+        self._metadata = ((PARTY_METADATA, party.name),)
+        self.tasks_done = 0
+
+    def run(self) -> str:
+        """Serve the study until the analyst ends it; return the analyst's closing note.
+
+        Raises
+        ------
+        IdentityError
+            The analyst refused this party's certificate or identity.
+        StudyFailedError
+            The analyst failed the study, or stayed unreachable for ``reconnect_timeout`` s.
+        """
+        if self.tls is None:
+            require_loopback(self.address)
+            credentials = None
+        else:
+            identity = self.tls.check()
+            if identity != self.party.name:
+                raise IdentityError(
+                    f"certificate {self.tls.cert} is issued to {identity!r}, but this party is {self.party.name!r}",
+                    "set [party] name to the certificate's name or use the right certificate",
+                )
+            credentials = channel_credentials(self.tls)
+        channel = (
+            grpc.secure_channel(self.address, credentials, options=grpc_options())
+            if credentials is not None
+            else grpc.insecure_channel(self.address, options=grpc_options())
+        )
+        with channel:
+            return self._loop(pb_grpc.StudyStub(channel))
+
+    def _loop(self, stub: pb_grpc.StudyStub) -> str:
+        run_id = ""
+        unreachable_since: float | None = None
+        backoff = 0.1
+        while True:
+            try:
+                if not run_id:
+                    run_id = self._register(stub)
+                envelope = self._pull(stub, run_id)
+                unreachable_since, backoff = None, 0.1
+                if envelope.state == pb.DONE:
+                    self._progress(f"study finished: {envelope.detail}")
+                    return envelope.detail
+                if envelope.state == pb.FAILED:
+                    raise StudyFailedError(f"the analyst stopped the study: {envelope.detail}", "see the analyst's log")
+                if envelope.state == pb.TASK:
+                    self._answer(stub, envelope)
+            except grpc.RpcError as err:
+                code, details = err.code(), err.details() or ""
+                if code == grpc.StatusCode.FAILED_PRECONDITION and "register again" in details:
+                    run_id = ""
+                    continue
+                if code == grpc.StatusCode.PERMISSION_DENIED:
+                    raise IdentityError(f"the analyst refused this party: {details}", None) from None
+                if code == grpc.StatusCode.FAILED_PRECONDITION:
+                    raise StudyFailedError(f"the analyst refused to register this party: {details}") from None
+                if code not in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    grpc.StatusCode.CANCELLED,
+                    grpc.StatusCode.INTERNAL,
+                ):
+                    raise ProtocolError(
+                        f"the analyst answered {code.name}: {details}", "see the analyst's log"
+                    ) from None
+                self._refused_connection(code, details)
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since > self.reconnect_timeout:
+                    raise StudyFailedError(
+                        f"the analyst at {self.address} was unreachable for {self.reconnect_timeout:g} s ({details})",
+                        "check the address and that `collabcausal analyst serve` is running",
+                    ) from None
+                self._progress(f"analyst unreachable ({code.name}); retrying")
+                time.sleep(backoff)
+                backoff = min(2 * backoff, 5.0)
+
+    def _register(self, stub: pb_grpc.StudyStub) -> str:
+        reply = stub.Register(
+            pb.RegisterRequest(
+                protocol_version=PROTOCOL_VERSION,
+                party=self.party.name,
+                study=self.study,
+                software_version=__version__,
+            ),
+            timeout=30.0,
+            metadata=self._metadata,
+        )
+        self._progress(f"joined study {reply.study!r} as {reply.party!r}")
+        return reply.run_id
+
+    def _pull(self, stub: pb_grpc.StudyStub, run_id: str) -> Envelope:
+        frames = stub.PullTask(
+            pb.PullRequest(party=self.party.name, run_id=run_id, wait_ms=int(self.poll_seconds * 1000)),
+            timeout=self.poll_seconds + self.upload_timeout,
+            metadata=self._metadata,
+        )
+        return read_message(frames, max_bytes=self.max_message_bytes)
+
+    def _answer(self, stub: pb_grpc.StudyStub, envelope: Envelope) -> None:
+        request = envelope.message
+        if request is None:
+            raise ProtocolError("the analyst sent a task without a request", "upgrade both sides to one version")
+        self._progress(f"{request.operation}: received")
+        start = time.monotonic()
+        reply: Message | None = None
+        error: CollabCausalError | None = None
+        try:
+            reply = self.party.handle(request)
+        except CollabCausalError as exc:
+            error = exc
+        except Exception as exc:  # a bug in an operation must reach the analyst, not kill the party
+            error = CollabCausalError(f"{request.operation} failed: {type(exc).__name__}: {exc}")
+        computed = time.monotonic()
+        try:
+            frames = message_frames(reply, task_id=envelope.task_id, error=error)
+        except ProtocolError as exc:  # a reply that cannot travel is reported, not retried forever
+            error = exc
+            frames = message_frames(None, task_id=envelope.task_id, error=exc)
+        ack = stub.UploadResult(iter(frames), timeout=self.upload_timeout, metadata=self._metadata)
+        self.tasks_done += 1
+        outcome = f"refused ({error})" if error else "reply uploaded"
+        late = "" if ack.accepted else ", the analyst no longer waited for it"
+        self._progress(
+            f"{request.operation}: {outcome} (compute {computed - start:.2f} s, upload "
+            f"{time.monotonic() - computed:.2f} s{late})"
+        )
+
+    def _refused_connection(self, code: grpc.StatusCode, details: str) -> None:
+        if code != grpc.StatusCode.UNAVAILABLE or "refused" in details.lower():
+            return
+        reason = diagnose_refusal(self.address, self.tls)
+        if reason is None:
+            return
+        if self.tls is None:
+            raise IdentityError(
+                f"the analyst at {self.address} refused a plaintext connection: {reason}",
+                "drop --insecure and configure ca, cert and key in party.toml",
+            )
+        raise IdentityError(
+            f"the TLS handshake with the analyst at {self.address} failed: {reason}",
+            "use the certificate, key and ca.pem issued for this study (same study CA, not expired)",
+        )

@@ -1,0 +1,1 @@
+"""Stubs generated from collabcausal.proto by collabcausal.protocol.codegen; do not edit."""

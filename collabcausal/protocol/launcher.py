@@ -1,0 +1,212 @@
+"""Local gRPC studies: every party its own OS process on loopback (``simulate --transport grpc``).
+
+:func:`local_grpc_grid` turns in-memory :class:`~collabcausal.party.node.Party` objects into a real
+deployment on this machine: each party's table is written to ``workdir/<name>/table.parquet`` with a
+``party.toml``, a study CA and certificates are issued under ``workdir/certs``, the analyst's
+:class:`~collabcausal.protocol.server.GrpcGrid` listens on 127.0.0.1 (a free port, mutual TLS by
+default), and each party runs ``collabcausal party join`` as a child process. The grid it yields
+replaces an :class:`~collabcausal.protocol.inprocess.InProcessGrid`: the same study code gives the
+same numbers, bit for bit (tables travel as float64 Parquet, arrays as raw bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+from collabcausal.errors import InputError, StudyFailedError
+from collabcausal.party.node import Party
+from collabcausal.party.operations import registered
+from collabcausal.party.policy import PartyPolicy
+from collabcausal.protocol.certs import ANALYST, init_ca, issue
+from collabcausal.protocol.server import GrpcGrid
+from collabcausal.protocol.tls import TlsFiles
+
+TREATMENT, OUTCOME, SUBJECT_ID = "__treatment__", "__outcome__", "__subject_id__"
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class LocalStudy:
+    """An analyst grid in this process and party processes on loopback.
+
+    Parameters
+    ----------
+    parties : sequence of Party
+        In-memory parties (no custom ``reducer_factory`` or ``ledger``: they cannot cross a
+        process boundary). A :class:`PartyPolicy` is carried over; otherwise every registered
+        operation and every column is allowed, as in process.
+    workdir : path
+        Where tables, configurations, certificates, audit and party logs go.
+    tls : bool
+        Mutual TLS (default) or plaintext on loopback.
+    study : str
+        Study id.
+    task_timeout : float
+        Default seconds per round of replies.
+    """
+
+    def __init__(
+        self,
+        parties: Sequence[Party],
+        *,
+        workdir: str | Path,
+        tls: bool = True,
+        study: str = "simulation",
+        task_timeout: float = 600.0,
+    ) -> None:
+        for party in parties:
+            if party.reducer_factory is not None or party.ledger is not None:
+                raise InputError(
+                    f"party {party.name!r} has a custom reducer_factory or a ledger, which cannot cross a process",
+                    "use the in-process transport for it, or configure it through party.toml",
+                )
+        self.workdir = Path(workdir)
+        self.tls = tls
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.configs: dict[str, Path] = {}
+        certs = self.workdir / "certs"
+        analyst_files = None
+        if tls:
+            init_ca(certs, force=True)
+            issue(certs, ANALYST, server=True, force=True)
+            analyst_files = TlsFiles(certs / "ca.pem", certs / f"{ANALYST}.pem", certs / f"{ANALYST}.key")
+        self.grid = GrpcGrid(
+            [p.name for p in parties], address="127.0.0.1:0", tls=analyst_files, study=study, task_timeout=task_timeout
+        )
+        for party in parties:
+            if tls:
+                issue(certs, party.name, force=True)
+            self.configs[party.name] = write_party_files(
+                party, self.workdir / party.name, self.grid.address, study, tls
+            )
+
+    def start_party(self, name: str, *extra_args: str) -> subprocess.Popen:
+        """Start (or restart) the process of party ``name``; its output goes to ``<name>/party.log``."""
+        log = (self.workdir / name / "party.log").open("ab")
+        command = [sys.executable, "-m", "collabcausal.cli", "party", "join", "--config", str(self.configs[name])]
+        # One machine's cores shared by every party: no oversubscription by each party's BLAS threads.
+        threads = str(max(1, (os.cpu_count() or 1) // len(self.configs)))
+        env = {
+            **{k: threads for k in _THREAD_VARIABLES},
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "GRPC_VERBOSITY": "ERROR",
+        }
+        process = subprocess.Popen(
+            [*command, *extra_args], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir / name
+        )
+        log.close()
+        self.processes[name] = process
+        return process
+
+    def wait_joined(self, timeout: float) -> None:
+        """Wait until every party has joined; fail naming a party whose process died or is late."""
+        deadline = time.monotonic() + timeout
+        while set(self.grid.party_names()) != set(self.configs):
+            for name, process in self.processes.items():
+                if process.poll() is not None and name not in self.grid.party_names():
+                    raise StudyFailedError(
+                        f"party process {name!r} exited with code {process.returncode} before joining: "
+                        f"{self.log_tail(name)}",
+                        f"see {self.workdir / name / 'party.log'}",
+                    )
+            if time.monotonic() > deadline:
+                missing = sorted(set(self.configs) - set(self.grid.party_names()))
+                raise StudyFailedError(f"parties {missing} did not join within {timeout:g} s", "see their party.log")
+            time.sleep(0.05)
+
+    def log_tail(self, name: str, lines: int = 3) -> str:
+        """The last lines of a party's log, for error messages."""
+        text = (self.workdir / name / "party.log").read_text(errors="replace").strip().splitlines()
+        return " | ".join(text[-lines:])
+
+    def close(self, *, failed: str | None = None, timeout: float = 10.0) -> None:
+        """Finish the study, let the parties exit, stop any that do not."""
+        self.grid.finish(failed=failed, linger=min(timeout, 5.0))
+        deadline = time.monotonic() + timeout
+        for process in self.processes.values():
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5.0)
+
+
+@contextmanager
+def local_grpc_grid(
+    parties: Sequence[Party],
+    *,
+    workdir: str | Path,
+    tls: bool = True,
+    study: str = "simulation",
+    join_timeout: float = 120.0,
+    task_timeout: float = 600.0,
+) -> Iterator[GrpcGrid]:
+    """A :class:`GrpcGrid` whose parties run as local processes (see the module docstring).
+
+    Yields once every party has joined; on exit the study is finished and the processes stopped.
+    """
+    local = LocalStudy(parties, workdir=workdir, tls=tls, study=study, task_timeout=task_timeout)
+    failed = None
+    try:
+        for name in local.configs:
+            local.start_party(name)
+        local.wait_joined(join_timeout)
+        yield local.grid
+    except BaseException as exc:
+        failed = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        local.close(failed=failed)
+
+
+def write_party_files(party: Party, folder: Path, address: str, study: str, tls: bool) -> Path:
+    """Write ``table.parquet`` and ``party.toml`` for ``party`` into ``folder``; return the toml path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = party.table
+    frame = pd.DataFrame(table.covariates, columns=list(table.covariate_names))
+    data = {"path": "table.parquet"}
+    if table.has_labels:
+        frame[TREATMENT], frame[OUTCOME] = table.treatment, table.outcome
+        data.update(treatment=TREATMENT, outcome=OUTCOME)
+    if table.subject_ids is not None:
+        frame[SUBJECT_ID] = table.subject_ids
+        data["subject_id"] = SUBJECT_ID
+    frame.to_parquet(folder / "table.parquet", index=False)
+    policy = party.policy if isinstance(party.policy, PartyPolicy) else None
+    certs = "../certs"
+    sections = {
+        "party": {"name": party.name, "study": study},
+        "analyst": {"address": address, "insecure": not tls, "reconnect_timeout": 60}
+        | (
+            {"ca": f"{certs}/ca.pem", "cert": f"{certs}/{party.name}.pem", "key": f"{certs}/{party.name}.key"}
+            if tls
+            else {}
+        ),
+        "data": data,
+        "policy": {
+            "columns": list(table.covariate_names),
+            "operations": sorted(policy.operations) if policy else list(registered()),
+            "min_subjects": policy.min_subjects if policy else 1,
+        },
+        "audit": {"path": "audit.jsonl"},
+    }
+    if policy is not None and policy.alignment_key is not None:
+        (folder / "alignment.key").write_text(policy.alignment_key.hex() + "\n")
+        sections["alignment"] = {"key_file": "alignment.key"}
+    path = folder / "party.toml"
+    path.write_text("\n".join(_toml_section(name, values) for name, values in sections.items()))
+    return path
+
+
+def _toml_section(name: str, values: dict) -> str:
+    lines = [f"[{name}]"] + [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    return "\n".join(lines) + "\n"

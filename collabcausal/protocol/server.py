@@ -1,0 +1,343 @@
+"""The analyst's gRPC server: :class:`GrpcGrid`, the :class:`~collabcausal.analyst.grid.Grid` over the wire.
+
+The analyst serves; parties dial out and long-poll for tasks (see docs/protocol.md for why pull).
+:meth:`GrpcGrid.send_and_receive` queues one task per party and waits for the uploads; a task
+stays queued until its reply is uploaded, so a party that loses its connection or is restarted
+mid-task is sent the same task again when it pulls. Identity is the client certificate's common
+name (mutual TLS); only parties on the roster are admitted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+
+from collabcausal import errors
+from collabcausal.analyst.grid import Grid
+from collabcausal.errors import ProtocolError, StudyFailedError
+from collabcausal.messages import Message
+from collabcausal.protocol.arrays import (
+    CHUNK_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Envelope,
+    FrameStream,
+    message_frames,
+    read_message,
+)
+from collabcausal.protocol.generated import collabcausal_pb2 as pb
+from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
+from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, require_loopback, server_credentials
+
+PROTOCOL_VERSION = 1
+MAX_FRAME_BYTES = CHUNK_BYTES + (256 << 10)
+MAX_POLL_SECONDS = 30.0
+Progress = Callable[[str, str], None]
+
+
+def grpc_options() -> list[tuple[str, int]]:
+    """Channel/server options shared by both ends: frames above ``MAX_FRAME_BYTES`` are refused."""
+    return [
+        ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+        ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+    ]
+
+
+@dataclass
+class _Task:
+    task_id: str
+    party: str
+    request: Message
+    frames: FrameStream
+    reply: Envelope | None = None
+
+
+class GrpcGrid(Grid):
+    """Parties connected to this analyst over gRPC.
+
+    Parameters
+    ----------
+    roster : sequence of str
+        Party identities admitted (certificate common names).
+    address : str
+        ``host:port`` to listen on; port 0 picks a free port (see :attr:`address` after start).
+    tls : TlsFiles or None
+        The analyst's certificate, key and the study CA; ``None`` serves plaintext, allowed only
+        on a loopback address (with a warning).
+    study : str
+        Study identifier; a party registering for another study is refused.
+    task_timeout : float
+        Default seconds :meth:`send_and_receive` waits for all replies.
+    max_message_bytes : int
+        Largest upload accepted (sum of its arrays' bytes).
+    progress : callable, optional
+        ``progress(party, event)`` called on joins, tasks sent and replies received.
+    """
+
+    def __init__(
+        self,
+        roster: Sequence[str],
+        *,
+        address: str = "127.0.0.1:0",
+        tls: TlsFiles | None,
+        study: str = "study",
+        task_timeout: float = 600.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        progress: Progress | None = None,
+    ) -> None:
+        if len(set(roster)) != len(roster) or not roster:
+            raise StudyFailedError(f"invalid roster {list(roster)}", "list every party once, at least one")
+        self.roster = tuple(roster)
+        self.study = study
+        self.task_timeout = task_timeout
+        self.max_message_bytes = max_message_bytes
+        self._tls = tls
+        self._progress = progress or (lambda party, event: None)
+        self._cond = threading.Condition()
+        self._joined: dict[str, float] = {}
+        self._told_done: set[str] = set()
+        self._pending: dict[str, _Task] = {}
+        self._state = pb.IDLE
+        self._detail = ""
+        self.run_id = uuid.uuid4().hex
+        if tls is None:
+            require_loopback(address)
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=2 * len(roster) + 8, thread_name_prefix="collabcausal-grid"),
+            options=[*grpc_options(), ("grpc.so_reuseport", 0)],  # a second analyst on the port must fail
+        )
+        pb_grpc.add_StudyServicer_to_server(_Servicer(self), self._server)
+        host = address.rsplit(":", 1)[0]
+        try:
+            if tls is None:
+                port = self._server.add_insecure_port(address)
+            else:
+                port = self._server.add_secure_port(address, server_credentials(tls))
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise StudyFailedError(f"cannot listen on {address}", "choose a free port or another address")
+        self.address = f"{host}:{port}"
+        self._server.start()
+
+    # ---- Grid -------------------------------------------------------------------------------
+    def party_names(self) -> list[str]:
+        with self._cond:
+            return sorted(self._joined)
+
+    def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
+        limit = self.task_timeout if timeout is None else timeout
+        unknown = [name for name in requests if name not in self.roster]
+        if unknown:
+            raise StudyFailedError(f"party {unknown[0]!r} is not on the study roster", "check the study roster")
+        tasks = {}
+        for name, message in requests.items():
+            task_id = uuid.uuid4().hex
+            tasks[name] = _Task(task_id, name, message, message_frames(message, task_id=task_id))
+        deadline = time.monotonic() + limit
+        with self._cond:
+            busy = [name for name in tasks if name in self._pending]
+            if busy:
+                raise StudyFailedError(f"party {busy[0]!r} already has a task outstanding", "send one task at a time")
+            self._pending.update(tasks)
+            self._cond.notify_all()
+            try:
+                while any(task.reply is None for task in tasks.values()):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        missing = sorted(name for name, task in tasks.items() if task.reply is None)
+                        raise StudyFailedError(
+                            f"no reply from {', '.join(missing)} to {next(iter(requests.values())).operation!r} "
+                            f"within {limit:g} s",
+                            "check that those parties are running (collabcausal party join) and can reach the "
+                            "analyst, or raise task_timeout in study.toml",
+                        )
+                    self._cond.wait(remaining)
+            finally:
+                for name in tasks:
+                    self._pending.pop(name, None)
+        return {name: _reply_message(name, task) for name, task in tasks.items()}
+
+    # ---- study lifecycle --------------------------------------------------------------------
+    def wait_for_parties(self, timeout: float, *, on_missing: str = "fail") -> list[str]:
+        """Wait until every roster party has joined; return the parties that joined.
+
+        Parameters
+        ----------
+        timeout : float
+            The join deadline in seconds.
+        on_missing : {"fail", "continue"}
+            What to do when some parties have not joined by the deadline: raise
+            :class:`StudyFailedError` naming them, or go on without them (if any joined).
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._joined) < len(self.roster) and (remaining := deadline - time.monotonic()) > 0:
+                self._cond.wait(remaining)
+            joined = sorted(self._joined)
+        missing = [name for name in self.roster if name not in joined]
+        if missing and (on_missing == "fail" or not joined):
+            raise StudyFailedError(
+                f"part{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)} did not join study "
+                f"{self.study!r} within {timeout:g} s",
+                "start them with `collabcausal party join` and check their output for certificate or roster "
+                'errors, or set on_missing_party = "continue" in study.toml',
+            )
+        for name in missing:
+            self._progress(name, f"did not join within {timeout:g} s; continuing without it")
+        return joined
+
+    def finish(self, *, failed: str | None = None, linger: float = 10.0) -> None:
+        """End the study (DONE, or FAILED with a reason), tell the parties, stop serving.
+
+        Waits up to ``linger`` seconds for every joined party to learn the outcome on its next poll.
+        """
+        deadline = time.monotonic() + linger
+        with self._cond:
+            self._state = pb.FAILED if failed else pb.DONE
+            self._detail = failed or "study complete"
+            self._cond.notify_all()
+            while not self._told_done >= set(self._joined) and (remaining := deadline - time.monotonic()) > 0:
+                self._cond.wait(remaining)
+        self.stop()
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving now (in-flight calls get ``grace`` seconds)."""
+        self._server.stop(grace).wait(grace + 1.0)
+
+    def __enter__(self) -> GrpcGrid:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- used by the servicer ---------------------------------------------------------------
+    def _identify(self, context: grpc.ServicerContext) -> str:
+        claimed = dict(context.invocation_metadata()).get(PARTY_METADATA, "")
+        name = claimed
+        if self._tls is not None:
+            name = peer_identity(context) or ""
+            if claimed and claimed != name:
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"certificate identity {name!r} does not match the party name {claimed!r}; "
+                    "fix: set [party] name to the name on your certificate",
+                )
+        if name not in self.roster:
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"party {name!r} is not on the roster of study {self.study!r} ({', '.join(self.roster)}); "
+                "fix: ask the study coordinator to add you to study.toml",
+            )
+        return name
+
+    def _register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
+        name = self._identify(context)
+        if request.protocol_version != PROTOCOL_VERSION:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"party {name!r} speaks protocol v{request.protocol_version}, this analyst v{PROTOCOL_VERSION}; "
+                "fix: install the same collabcausal version on both sides",
+            )
+        if request.study and request.study != self.study:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"party {name!r} asked to join study {request.study!r} but this analyst runs {self.study!r}; "
+                "fix: set [party] study in party.toml to the coordinator's study id",
+            )
+        with self._cond:
+            rejoined = name in self._joined
+            self._joined[name] = time.time()
+            self._cond.notify_all()
+        self._progress(name, "rejoined" if rejoined else "joined")
+        return pb.RegisterReply(protocol_version=PROTOCOL_VERSION, study=self.study, party=name, run_id=self.run_id)
+
+    def _pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> Iterator[pb.Frame]:
+        name = self._identify(context)
+        if request.run_id != self.run_id or name not in self._joined:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "unknown run: register again")
+        deadline = time.monotonic() + min(request.wait_ms / 1000.0, MAX_POLL_SECONDS)
+        with self._cond:
+            while True:
+                task = self._pending.get(name)
+                if self._state != pb.IDLE or (task is not None and task.reply is None):
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not context.is_active():
+                    break
+                self._cond.wait(remaining)
+            state, detail = self._state, self._detail
+            if state != pb.IDLE:
+                self._told_done.add(name)
+                self._cond.notify_all()
+                task = None
+        if task is None or task.reply is not None:
+            yield pb.Frame(header=pb.MessageHeader(state=state, detail=detail))
+            return
+        self._progress(name, f"{task.request.operation}: sent")
+        yield from task.frames
+
+    def _upload(self, frames: Iterable[pb.Frame], context: grpc.ServicerContext) -> pb.UploadAck:
+        name = self._identify(context)
+        try:
+            envelope = read_message(frames, max_bytes=self.max_message_bytes)
+        except ProtocolError as exc:
+            self._progress(name, f"upload refused: {exc}")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except grpc.RpcError:
+            self._progress(name, "upload interrupted; the task stays queued")
+            context.abort(grpc.StatusCode.CANCELLED, "upload interrupted")
+        with self._cond:
+            task = self._pending.get(name)
+            if task is None or task.task_id != envelope.task_id or task.reply is not None:
+                return pb.UploadAck(task_id=envelope.task_id, accepted=False, detail="no such task outstanding")
+            task.reply = envelope
+            self._cond.notify_all()
+        outcome = "refused" if envelope.error is not None else "received"
+        self._progress(name, f"{task.request.operation}: reply {outcome}")
+        return pb.UploadAck(task_id=envelope.task_id, accepted=True)
+
+    def _status(self) -> pb.StatusReply:
+        with self._cond:
+            return pb.StatusReply(
+                study=self.study,
+                state=self._state,
+                roster=self.roster,
+                connected=sorted(self._joined),
+                detail=self._detail,
+            )
+
+
+class _Servicer(pb_grpc.StudyServicer):
+    def __init__(self, grid: GrpcGrid) -> None:
+        self._grid = grid
+
+    def Register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
+        return self._grid._register(request, context)
+
+    def PullTask(self, request: pb.PullRequest, context: grpc.ServicerContext) -> Iterator[pb.Frame]:
+        return self._grid._pull(request, context)
+
+    def UploadResult(self, request_iterator: Iterable[pb.Frame], context: grpc.ServicerContext) -> pb.UploadAck:
+        return self._grid._upload(request_iterator, context)
+
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:
+        return self._grid._status()
+
+
+def _reply_message(name: str, task: _Task) -> Message:
+    envelope = task.reply
+    assert envelope is not None
+    if envelope.error is not None:
+        kind = getattr(errors, envelope.error.kind, errors.CollabCausalError)
+        if not (isinstance(kind, type) and issubclass(kind, errors.CollabCausalError)):
+            kind = errors.CollabCausalError
+        raise kind(f"party {name!r}: {envelope.error.problem}", envelope.error.fix or None)
+    if envelope.message is None:
+        raise ProtocolError(f"party {name!r} replied to {task.request.operation!r} without a message", "upgrade it")
+    return envelope.message

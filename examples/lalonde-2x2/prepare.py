@@ -1,0 +1,23 @@
+"""Write the four party tables of the LaLonde 2x2 example (run from this folder).
+
+Row groups: subjects split at random in two halves (seed 0), as ``collabcausal simulate`` does;
+column groups: (age, married, education, nodegree) and (hispanic, black, re74, re75). Every party
+of a row group holds the treatment and outcome (label holder) and a subject id column.
+"""
+
+from pathlib import Path
+
+from collabcausal.simulations.datasets import load_lalonde
+from collabcausal.simulations.partition import partition_grid
+
+here = Path(__file__).resolve().parent
+dataset = load_lalonde()
+partition = partition_grid(dataset, 2, seed=0)
+for i, rows in enumerate(partition.row_groups):
+    block = dataset.frame.iloc[rows].reset_index(drop=True)
+    block.insert(0, "id", [f"S{r:05d}" for r in rows])
+    for j, columns in enumerate(partition.column_groups):
+        name = partition.name(i, j)
+        path = here / name / f"{name}.csv"
+        block[["id", *columns, dataset.treatment, dataset.outcome]].to_csv(path, index=False)
+        print(f"{path.relative_to(here)}: {len(block)} subjects, columns {list(columns)}")

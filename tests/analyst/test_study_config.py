@@ -1,0 +1,52 @@
+"""study.toml: roster, plan, and one-line errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collabcausal.analyst.config import load_study_config
+from collabcausal.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lalonde-2x2" / "study.toml"
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return path
+
+
+def test_example_study_gives_roster_and_plan():
+    config = load_study_config(EXAMPLE)
+    assert config.roster == ("p11", "p12", "p21", "p22") and config.study == "lalonde-2x2"
+    plan = config.plan()
+    assert plan.row_groups == (("p11", "p12"), ("p21", "p22")) and plan.estimand == "att"
+    assert plan.n_anchors == 2675 and plan.seed == 0 and plan.study == "lalonde-2x2"
+    assert config.server.ca == EXAMPLE.parent / "certs" / "ca.pem" and config.on_missing_party == "fail"
+
+
+def test_plan_without_a_missing_party_drops_it_and_groups_without_their_label_holder():
+    plan = load_study_config(EXAMPLE).plan(["p11", "p21", "p22"])
+    assert plan.row_groups == (("p11",), ("p21", "p22"))
+    plan = load_study_config(EXAMPLE).plan(["p12", "p21", "p22"])
+    assert plan.row_groups == (("p21", "p22"),)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        ('on_missing_party = "fail"', 'on_missing_party = "maybe"', "on_missing_party"),
+        ('id = "lalonde-2x2"', "", r"\[study\] id is missing"),
+        ('key = "certs/analyst.key"', "", r"\[server\] key is missing"),
+        ('parties = ["p21", "p22"]', 'parties = ["p21", "p11"]', "two row groups"),
+        ('parties = ["p21", "p22"]', 'parties = ["p21"]\nlabel_holder = "zz"', "label_holder 'zz'"),
+        ("[anchor_ranges]", "[anchor_rangez]", r"\[anchor_ranges\] is missing"),
+    ],
+)
+def test_bad_study_is_one_config_error(tmp_path, old, new, match):
+    text = EXAMPLE.read_text()
+    assert old in text
+    with pytest.raises(ConfigError, match=match):
+        load_study_config(_write(tmp_path, text.replace(old, new)))

@@ -1,0 +1,117 @@
+"""``collabcausal analyst serve`` and ``party join`` as OS processes: the LaLonde 2x2 example."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collabcausal.analyst.config import load_study_config
+from collabcausal.analyst.dcqe import run_dcqe
+from collabcausal.cli import main
+from collabcausal.commands.analyst import run_study
+from collabcausal.party.config import load_party_config
+from collabcausal.protocol.inprocess import InProcessGrid
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lalonde-2x2"
+PARTIES = ("p11", "p12", "p21", "p22")
+ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _example(tmp_path: Path, *, certificates: bool = True, tables: bool = True) -> Path:
+    folder = tmp_path / "lalonde-2x2"
+    shutil.copytree(EXAMPLE, folder)
+    if tables:
+        runpy.run_path(str(folder / "prepare.py"))
+    port = _free_port()
+    for toml in folder.rglob("*.toml"):
+        toml.write_text(toml.read_text().replace("127.0.0.1:50051", f"127.0.0.1:{port}"))
+    if certificates:
+        assert main(["certs", "init", "--dir", str(folder / "certs")]) == 0
+        assert main(["certs", "issue", "--analyst", "--dir", str(folder / "certs")]) == 0
+        for name in PARTIES:
+            assert main(["certs", "issue", "--party", name, "--dir", str(folder / "certs")]) == 0
+    return folder
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "collabcausal.cli", *args],
+        cwd=cwd,
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.slow
+def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
+    folder = _example(tmp_path)
+    analyst = _cli("analyst", "serve", "--study", "study.toml", cwd=folder)
+    parties = [_cli("party", "join", "--config", f"{name}/party.toml", cwd=folder) for name in PARTIES]
+    try:
+        out, err = analyst.communicate(timeout=240)
+        party_logs = [p.communicate(timeout=60)[1] for p in parties]
+    finally:
+        for process in (analyst, *parties):
+            process.kill()
+    assert analyst.returncode == 0, err
+    assert all(p.returncode == 0 for p in parties), party_logs
+    assert "p11: joined" in err and "p22: weighted_moments: reply received" in err
+    report = json.loads((folder / "report" / "report.json").read_text())
+    study = load_study_config(folder / "study.toml")
+    local = [load_party_config(folder / name / "party.toml").build_party() for name in PARTIES]
+    for party in local:
+        party.audit = None
+    expected = run_study(InProcessGrid(local), study)
+    assert report["estimates"] == json.loads(json.dumps(expected["estimates"]))
+    assert report["smd"] == expected["smd"]
+    audit = [json.loads(line) for line in (folder / "p11" / "audit.jsonl").read_text().splitlines()]
+    assert [e["operation"] for e in audit] == ["dc_representation", "weighted_moments", "weighted_moments"]
+    assert "ATT psm:" in out
+
+
+def test_study_fails_after_the_join_deadline_naming_the_missing_parties(tmp_path):
+    folder = _example(tmp_path, certificates=False, tables=False)
+    study = folder / "study.toml"
+    study.write_text(study.read_text().replace("join_deadline = 120", "join_deadline = 1"))
+    completed = subprocess.run(
+        [sys.executable, "-m", "collabcausal.cli", "analyst", "serve", "--study", "study.toml", "--insecure"],
+        cwd=folder,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 9
+    assert "parties p11, p12, p21, p22 did not join study 'lalonde-2x2' within 1 s" in completed.stderr
+
+
+def test_serve_without_certificates_names_the_missing_file(tmp_path, capsys):
+    folder = _example(tmp_path, certificates=False, tables=False)
+    assert main(["analyst", "serve", "--study", str(folder / "study.toml")]) == 7
+    assert "cannot read the CA certificate" in capsys.readouterr().err
+
+
+def test_run_study_in_process_matches_run_dcqe(tmp_path):
+    folder = _example(tmp_path, certificates=False)
+    study = load_study_config(folder / "study.toml")
+    parties = [load_party_config(folder / name / "party.toml").build_party() for name in PARTIES]
+    report = run_study(InProcessGrid(parties), study)
+    direct = run_dcqe(InProcessGrid(parties), study.plan())
+    assert report["estimates"]["psm"]["estimate"] == direct.effects.estimates["psm"].estimate
+    assert report["missing_parties"] == [] and report["estimand"] == "att"

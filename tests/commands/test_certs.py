@@ -1,0 +1,65 @@
+"""``collabcausal certs init / issue``: a study CA, party and analyst certificates."""
+
+from __future__ import annotations
+
+import stat
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from collabcausal.cli import main
+from collabcausal.protocol.certs import certificate_identity, check_certificate
+
+
+def test_init_and_issue_make_verifiable_certificates_with_private_keys(tmp_path, capsys):
+    folder = tmp_path / "certs"
+    assert main(["certs", "init", "--dir", str(folder)]) == 0
+    assert main(["certs", "issue", "--party", "hospital-a", "--dir", str(folder)]) == 0
+    assert main(["certs", "issue", "--analyst", "--host", "study.example.org", "--dir", str(folder)]) == 0
+    assert "hospital-a: certificate" in capsys.readouterr().out
+    assert check_certificate(folder / "hospital-a.pem", folder / "ca.pem") == "hospital-a"
+    assert certificate_identity(folder / "analyst.pem") == "analyst"
+    for key in ("ca.key", "hospital-a.key", "analyst.key"):
+        assert stat.S_IMODE((folder / key).stat().st_mode) == 0o600
+    server = x509.load_pem_x509_certificate((folder / "analyst.pem").read_bytes())
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "study.example.org" in names.get_values_for_type(x509.DNSName)
+    usage = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usage
+
+
+def test_existing_ca_is_not_overwritten_without_force(tmp_path, capsys):
+    assert main(["certs", "init", "--dir", str(tmp_path)]) == 0
+    before = (tmp_path / "ca.key").read_bytes()
+    assert main(["certs", "init", "--dir", str(tmp_path)]) == 2
+    assert "already exists" in capsys.readouterr().err and (tmp_path / "ca.key").read_bytes() == before
+    assert main(["certs", "init", "--dir", str(tmp_path), "--force"]) == 0
+
+
+def test_issue_without_a_ca_says_to_run_init(tmp_path, capsys):
+    assert main(["certs", "issue", "--party", "a", "--dir", str(tmp_path)]) == 2
+    assert "run `collabcausal certs init` first" in capsys.readouterr().err
+
+
+def test_invalid_name_and_days_are_refused(tmp_path, capsys):
+    main(["certs", "init", "--dir", str(tmp_path)])
+    assert main(["certs", "issue", "--party", "a b/c", "--dir", str(tmp_path)]) == 2
+    assert "invalid identity" in capsys.readouterr().err
+    assert main(["certs", "issue", "--party", "a", "--days", "0", "--dir", str(tmp_path)]) == 2
+    assert "--days must be positive" in capsys.readouterr().err
+
+
+def test_party_key_stays_with_the_party_through_request_and_sign(tmp_path, capsys):
+    coordinator, hospital = tmp_path / "coordinator", tmp_path / "hospital"
+    assert main(["certs", "init", "--dir", str(coordinator)]) == 0
+    assert main(["certs", "request", "--party", "hospital-a", "--dir", str(hospital)]) == 0
+    assert main(["certs", "sign", "--csr", str(hospital / "hospital-a.csr"), "--dir", str(coordinator)]) == 0
+    assert not (coordinator / "hospital-a.key").exists()
+    assert check_certificate(coordinator / "hospital-a.pem", coordinator / "ca.pem") == "hospital-a"
+    cert = x509.load_pem_x509_certificate((coordinator / "hospital-a.pem").read_bytes())
+    key = serialization.load_pem_private_key((hospital / "hospital-a.key").read_bytes(), password=None)
+    assert cert.public_key().public_numbers() == key.public_key().public_numbers()
+    (tmp_path / "junk.csr").write_text("not a request")
+    assert main(["certs", "sign", "--csr", str(tmp_path / "junk.csr"), "--dir", str(coordinator)]) == 7
+    assert "not a readable PEM certificate request" in capsys.readouterr().err

@@ -1,0 +1,41 @@
+"""``collabcausal party join``: configuration and identity errors exit with their documented codes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from collabcausal.cli import main
+
+TOML = """
+[party]
+name = "h"
+[analyst]
+address = "{address}"
+insecure = true
+[data]
+path = "t.csv"
+[policy]
+columns = ["a"]
+operations = ["describe"]
+min_subjects = 5
+"""
+
+
+def _config(tmp_path, address="10.1.2.3:50051"):
+    pd.DataFrame({"a": np.arange(10.0)}).to_csv(tmp_path / "t.csv", index=False)
+    path = tmp_path / "party.toml"
+    path.write_text(TOML.format(address=address))
+    return path
+
+
+def test_plaintext_off_loopback_is_refused_with_identity_exit_code(tmp_path, capsys):
+    assert main(["party", "join", "--config", str(_config(tmp_path))]) == 7
+    assert "works only on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_bad_config_exits_with_config_code(tmp_path, capsys):
+    path = _config(tmp_path)
+    path.write_text(path.read_text().replace("[policy]", "[policies]"))
+    assert main(["party", "join", "--config", str(path)]) == 3
+    assert "unknown section [policies]" in capsys.readouterr().err

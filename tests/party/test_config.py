@@ -1,0 +1,109 @@
+"""party.toml: loading, defaults, and one-line errors naming the key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.errors import ConfigError, InputError
+from collabcausal.party.audit import JsonlAuditLog
+from collabcausal.party.config import load_party_config
+from collabcausal.party.policy import PartyPolicy
+
+GOOD = """
+[party]
+name = "h1"
+study = "s"
+
+[analyst]
+address = "127.0.0.1:50051"
+ca = "certs/ca.pem"
+cert = "certs/h1.pem"
+key = "certs/h1.key"
+
+[data]
+path = "table.csv"
+treatment = "t"
+outcome = "y"
+subject_id = "id"
+
+[policy]
+columns = ["b", "a"]
+operations = ["describe"]
+min_subjects = 5
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "id": range(20),
+            "a": rng.normal(size=20),
+            "b": rng.normal(size=20),
+            "secret": rng.normal(size=20),
+            "t": np.arange(20) % 2,
+            "y": rng.normal(size=20),
+        }
+    )
+    frame.to_csv(tmp_path / "table.csv", index=False)
+    return tmp_path
+
+
+def _write(folder, text):
+    path = folder / "party.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_config_builds_a_party_with_only_the_policy_columns(folder):
+    config = load_party_config(_write(folder, GOOD))
+    party = config.build_party()
+    assert party.name == "h1" and party.table.covariate_names == ("b", "a")
+    assert party.table.has_labels and party.table.subject_ids is not None
+    assert isinstance(party.policy, PartyPolicy) and party.policy.min_subjects == 5
+    assert isinstance(party.audit, JsonlAuditLog) and party.audit.path == folder / "audit.jsonl"
+    assert config.connection.ca == folder / "certs" / "ca.pem" and not config.connection.insecure
+    assert party.ledger is None
+
+
+def test_privacy_section_opens_the_ledger(folder):
+    config = load_party_config(_write(folder, GOOD + '\n[privacy]\nepsilon = 2.0\ndelta = 1e-6\nledger = "l.sqlite"\n'))
+    party = config.build_party()
+    assert party.ledger is not None and (folder / "l.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda t: t.replace("[policy]", "[polcy]"), "unknown section"),
+        (lambda t: t.replace('name = "h1"\n', ""), r"\[party\] name is missing"),
+        (lambda t: t.replace('key = "certs/h1.key"\n', ""), "key is missing"),
+        (lambda t: t.replace('columns = ["b", "a"]', "columns = []"), "columns must list"),
+        (lambda t: t.replace("min_subjects = 5", "min_subjects = 0"), "min_subjects"),
+        (lambda t: t + "\n[privacy]\ndelta = 0.1\n", "needs epsilon"),
+        (lambda t: t + "\n[alignment]\nkey_file = 'none.key'\n", "no such alignment key"),
+        (lambda t: t.replace("[party]", "[party"), "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_config_error(folder, edit, match):
+    with pytest.raises(ConfigError, match=match):
+        load_party_config(_write(folder, edit(GOOD)))
+
+
+def test_insecure_config_needs_no_certificates(folder):
+    text = GOOD.replace('ca = "certs/ca.pem"\ncert = "certs/h1.pem"\nkey = "certs/h1.key"\n', "insecure = true\n")
+    assert load_party_config(_write(folder, text)).connection.insecure
+
+
+def test_policy_column_missing_from_the_table_is_an_input_error(folder):
+    config = load_party_config(_write(folder, GOOD.replace('["b", "a"]', '["b", "zz"]')))
+    with pytest.raises(InputError, match="unknown column 'zz'"):
+        config.build_party()
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_party_config(tmp_path / "absent.toml")
