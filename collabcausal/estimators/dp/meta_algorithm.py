@@ -1,0 +1,246 @@
+"""Differentially private CATE learners: paper 000's meta-algorithm with DP-EBM base learners.
+
+Paper 000, Algorithm 1 (and Algorithm 2 for the DR-learner): the sample is split uniformly at
+random into disjoint parts, one per first-stage module and one for the second stage (default
+(0.25, 0.25, 0.5) for DR and R); each module is (eps, delta)-DP on its own part, the data
+transformation between the stages is 1-stable, so by parallel composition (Theorem 3.3,
+Remark 3.4) the whole release (e^, mu^, tau^) is (eps, delta)-DP. The S-learner has one module on
+the whole sample.
+
+Base learners are interpret's DP-EBMs (Nori et al. 2021). Their privacy needs public bounds:
+every feature's range (``privacy_bounds``) and, for regressions, the target's range
+(``privacy_target_min`` / ``privacy_target_max``); without them interpret would read the ranges
+off the private data. The adapters here always pass declared bounds and clip inputs and targets to
+them (clipping is per-record post-processing of the data, so it does not change the DP argument).
+
+Target bounds of the second stage follow from the declared outcome range [lo, hi] and the
+propensity clip c: |psi_DR| <= (hi - lo)(1 + 1/c) and |Y~/T~|_R <= (hi - lo)/c. Users may declare
+tighter pseudo-outcome bounds (values are clipped to them: biased where clipped, still DP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
+from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_matrix
+from collabcausal.randomness import SeedLike
+
+Learner = Literal["dr", "r", "s"]
+DEFAULT_SPLIT = (0.25, 0.25, 0.5)
+DEFAULT_DP_CLIP = 0.1
+
+
+def _interpret_kwargs(epsilon: float, delta: float, bounds: Sequence[tuple[float, float]], n_jobs: int) -> dict:
+    return {
+        "epsilon": epsilon,
+        "delta": delta,
+        "feature_types": ["continuous"] * len(bounds),
+        "privacy_bounds": {j: (float(lo), float(hi)) for j, (lo, hi) in enumerate(bounds)},
+        "n_jobs": n_jobs,
+    }
+
+
+def _clip_features(X: ArrayLike, bounds: Sequence[tuple[float, float]]) -> NDArray[np.float64]:
+    Xa = check_matrix(X, "X")
+    if Xa.shape[1] != len(bounds):
+        raise InputError(
+            f"X has {Xa.shape[1]} columns but {len(bounds)} feature bounds were declared",
+            "declare one (low, high) pair per covariate",
+        )
+    lo, hi = np.asarray(bounds, dtype=float).T
+    return np.clip(Xa, lo, hi)
+
+
+class DPEBMRegressor(RegressorMixin, BaseEstimator):
+    """interpret's DPExplainableBoostingRegressor with declared, enforced bounds.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The module's privacy parameters.
+    feature_bounds : sequence of (low, high)
+        Public range of every column of X (values outside are clipped).
+    target_bounds : (low, high)
+        Public range of the target (clipped; passed as privacy_target_min / max). Predictions are
+        clipped to it as well (post-processing).
+    n_jobs : int
+        interpret's worker count (1 keeps shared machines responsive).
+    """
+
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, feature_bounds=(), target_bounds=(0.0, 1.0),
+                 n_jobs: int = 1) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.feature_bounds = feature_bounds
+        self.target_bounds = target_bounds
+        self.n_jobs = n_jobs
+
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> DPEBMRegressor:
+        from interpret.privacy import DPExplainableBoostingRegressor
+
+        lo, hi = check_bounds(self.target_bounds, "target_bounds")
+        model = DPExplainableBoostingRegressor(
+            **_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds, self.n_jobs),
+            privacy_target_min=lo,
+            privacy_target_max=hi,
+        )
+        self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.clip(y, lo, hi), sample_weight=sample_weight)
+        return self
+
+    def predict(self, X: ArrayLike) -> NDArray[np.float64]:
+        lo, hi = self.target_bounds
+        return np.clip(self.model_.predict(_clip_features(X, self.feature_bounds)), lo, hi)
+
+
+class DPEBMClassifier(ClassifierMixin, BaseEstimator):
+    """interpret's DPExplainableBoostingClassifier with declared, enforced feature bounds."""
+
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, feature_bounds=(), n_jobs: int = 1) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.feature_bounds = feature_bounds
+        self.n_jobs = n_jobs
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> DPEBMClassifier:
+        from interpret.privacy import DPExplainableBoostingClassifier
+
+        model = DPExplainableBoostingClassifier(**_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds,
+                                                                    self.n_jobs))
+        self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.asarray(y).astype(int))
+        self.classes_ = self.model_.classes_
+        return self
+
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
+        return self.model_.predict_proba(_clip_features(X, self.feature_bounds))
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        return self.model_.predict(_clip_features(X, self.feature_bounds))
+
+
+def _check_feature_bounds(feature_bounds) -> list[tuple[float, float]]:
+    if feature_bounds is None or len(feature_bounds) == 0:
+        raise InputError("feature_bounds were not declared", "declare a public (low, high) range for every covariate")
+    return [check_bounds(b, f"feature_bounds[{j}]") for j, b in enumerate(feature_bounds)]
+
+
+def pseudo_outcome_bound(learner: Learner, outcome_bounds: tuple[float, float], clip: float) -> float:
+    """Worst-case |second-stage target| from the outcome range and the propensity clip c.
+
+    DR: |mu1 - mu0| + |Y - mu|/c <= (hi - lo)(1 + 1/c); R: |Y~ / T~| <= (hi - lo)/c.
+    """
+    span = outcome_bounds[1] - outcome_bounds[0]
+    return span * (1 + 1 / clip) if learner == "dr" else span / clip
+
+
+class DPCATELearner:
+    """Paper 000's (eps, delta)-DP CATE learner with DP-EBM base learners (Algorithms 1-2).
+
+    Parameters
+    ----------
+    learner : {"dr", "r", "s"}
+    epsilon, delta : float
+        Privacy of the whole release (each module gets the same (eps, delta); parallel composition).
+    feature_bounds : sequence of (low, high)
+        Public range of every covariate.
+    outcome_bounds : (low, high)
+        Public range of Y (required: the sensitivity is undefined without it).
+    split : (float, float, float)
+        Disjoint split fractions (propensity, outcome, final) for DR and R.
+    clip : float
+        Propensity clip c.
+    pseudo_outcome_bounds : (low, high), optional
+        Declared range of the second-stage target; default the worst case of
+        :func:`pseudo_outcome_bound`.
+    ledger : optional
+        A :class:`collabcausal.party.ledger.PrivacyLedger`; charged (eps, delta) once, before fitting.
+    random_state : int or Generator, optional
+        Seed of the sample split (the split is not a release; DP-EBM's own noise is unseeded).
+    n_jobs : int
+        interpret's worker count per model.
+    """
+
+    def __init__(
+        self,
+        learner: Learner = "dr",
+        *,
+        epsilon: float,
+        delta: float = 1e-5,
+        feature_bounds: Sequence[tuple[float, float]] | None = None,
+        outcome_bounds: tuple[float, float] | None = None,
+        split: Sequence[float] = DEFAULT_SPLIT,
+        clip: float = DEFAULT_DP_CLIP,
+        pseudo_outcome_bounds: tuple[float, float] | None = None,
+        ledger=None,
+        random_state: SeedLike = None,
+        n_jobs: int = 1,
+    ) -> None:
+        self.learner = learner
+        self.epsilon = epsilon
+        self.delta = delta
+        self.feature_bounds = feature_bounds
+        self.outcome_bounds = outcome_bounds
+        self.split = split
+        self.clip = clip
+        self.pseudo_outcome_bounds = pseudo_outcome_bounds
+        self.ledger = ledger
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _build(self, eps: float, delta: float, fb: list, ob: tuple[float, float]):
+        kw = {"epsilon": eps, "delta": delta, "n_jobs": self.n_jobs}
+        if self.learner == "s":
+            return SLearner(DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, **kw))
+        if self.pseudo_outcome_bounds is None:
+            bound = pseudo_outcome_bound(self.learner, ob, self.clip)
+            pb = (-bound, bound)
+        else:
+            pb = check_bounds(self.pseudo_outcome_bounds, "pseudo_outcome_bounds")
+        propensity = DPEBMClassifier(feature_bounds=fb, **kw)
+        final = DPEBMRegressor(feature_bounds=fb, target_bounds=pb, **kw)
+        common = {"split": tuple(self.split), "clip": self.clip, "random_state": self.random_state}
+        if self.learner == "dr":
+            outcome = DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, **kw)
+            return DRLearner(propensity, outcome, final, **common)
+        return RLearner(DPEBMRegressor(feature_bounds=fb, target_bounds=ob, **kw), propensity, final, **common)
+
+    def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> DPCATELearner:
+        """Charge the ledger (eps, delta) once, then run the split learner."""
+        if self.learner not in ("dr", "r", "s"):
+            raise InputError(f"unknown learner {self.learner!r}", "use 'dr', 'r' or 's'")
+        eps, delta = check_epsilon(self.epsilon), check_delta(self.delta)
+        fb = _check_feature_bounds(self.feature_bounds)
+        if self.outcome_bounds is None:
+            raise InputError(
+                "outcome_bounds were not declared: the sensitivity of every outcome model is undefined",
+                "declare a public (low, high) range for Y, e.g. outcome_bounds=(0, 1)",
+            )
+        ob = check_bounds(self.outcome_bounds, "outcome_bounds")
+        model = self._build(eps, delta, fb, ob)
+        if self.learner != "s":
+            model.plan(check_matrix(X, "X").shape[0])
+        if self.ledger is not None:
+            self.ledger.charge(
+                f"dp_cate_meta_{self.learner}",
+                eps,
+                delta,
+                details={"paper": "000", "split": list(self.split) if self.learner != "s" else [1.0]},
+            )
+        self.model_ = model.fit(Y, T, X=X)
+        return self
+
+    def effect(self, X: ArrayLike) -> NDArray[np.float64]:
+        """tau^(x) (post-processing of the DP release)."""
+        if not hasattr(self, "model_"):
+            raise InputError("DPCATELearner is not fitted", "call fit(Y, T, X=...) first")
+        return self.model_.effect(X)
+
+    def ate(self, X: ArrayLike) -> float:
+        """Mean of tau^ over the given (public or already released) covariates."""
+        return float(np.mean(self.effect(X)))

@@ -1,0 +1,91 @@
+"""Sample-splitting plans for two-stage CATE learners: cross-fitting and disjoint splits.
+
+A plan is a tuple of :class:`Round` objects. In each round every nuisance model is trained on its
+own index set and predicts on the round's evaluation set; the final (second-stage) model is then
+trained on the union of the evaluation sets. Cross-fitting (Chernozhukov et al. 2018) uses k
+rounds, each training every nuisance on the complement of one fold; the disjoint split of paper 000
+(Algorithm 1) uses one round whose nuisance sets and evaluation set partition the sample, which
+is what makes parallel composition of differential privacy apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError
+from collabcausal.randomness import SeedLike, as_generator
+
+MIN_SPLIT_SIZE = 10
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of a plan.
+
+    Attributes
+    ----------
+    train : dict of str to ndarray
+        Row indices each nuisance model (by name) is trained on.
+    evaluate : ndarray
+        Row indices the nuisances predict on (the second stage's training rows).
+    """
+
+    train: dict[str, NDArray[np.intp]]
+    evaluate: NDArray[np.intp]
+
+
+def _check_size(size: int, what: str) -> None:
+    if size < MIN_SPLIT_SIZE:
+        raise InputError(
+            f"the {what} would hold {size} subjects (fewer than {MIN_SPLIT_SIZE})",
+            "pass more subjects or use fewer folds / larger split fractions",
+        )
+
+
+def cross_fit_plan(n: int, nuisances: Sequence[str], folds: int, seed: SeedLike = None) -> tuple[Round, ...]:
+    """k-fold cross-fitting: nuisances trained on k-1 folds predict on the remaining fold.
+
+    ``folds=1`` means no split: nuisances are trained and evaluated on the whole sample.
+    """
+    if int(folds) != folds or folds < 1:
+        raise InputError(f"folds must be a positive integer, got {folds!r}", "pass e.g. folds=2")
+    if folds == 1:
+        everyone = np.arange(n)
+        _check_size(n, "sample")
+        return (Round({name: everyone for name in nuisances}, everyone),)
+    order = as_generator(seed).permutation(n)
+    parts = np.array_split(order, folds)
+    for part in parts:
+        _check_size(part.size, f"fold of a {folds}-fold cross-fit over {n} subjects")
+    rounds = []
+    for k, held in enumerate(parts):
+        rest = np.sort(np.concatenate([p for j, p in enumerate(parts) if j != k]))
+        rounds.append(Round({name: rest for name in nuisances}, np.sort(held)))
+    return tuple(rounds)
+
+
+def disjoint_plan(
+    n: int, nuisances: Sequence[str], fractions: Sequence[float], seed: SeedLike = None
+) -> tuple[Round, ...]:
+    """A uniformly random partition into one set per nuisance plus the second-stage set.
+
+    Paper 000, Algorithm 2 step 1: sizes ``fractions[i] * n`` (the last fraction is the second
+    stage's share lambda_2); every subject lands in exactly one set.
+    """
+    fr = np.asarray(fractions, dtype=float)
+    if fr.size != len(nuisances) + 1 or (fr <= 0).any() or not np.isclose(fr.sum(), 1.0):
+        raise InputError(
+            f"split fractions {tuple(fractions)} must be {len(nuisances) + 1} positive numbers summing to 1",
+            f"pass one fraction per nuisance ({', '.join(nuisances)}) and one for the final stage",
+        )
+    order = as_generator(seed).permutation(n)
+    cuts = np.round(np.cumsum(fr)[:-1] * n).astype(int)
+    parts = np.split(order, cuts)
+    names = [*nuisances, "final stage"]
+    for name, part in zip(names, parts, strict=True):
+        _check_size(part.size, f"{name} split ({part.size} of {n} subjects)")
+    return (Round({name: np.sort(p) for name, p in zip(nuisances, parts, strict=False)}, np.sort(parts[-1])),)

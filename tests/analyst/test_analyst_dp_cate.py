@@ -1,0 +1,78 @@
+"""DP CATE on a DC-QE collaborative representation: releases, ledger charges, refusals."""
+
+import numpy as np
+import pytest
+
+from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
+from collabcausal.analyst.dp_cate import dp_cate_on_representation
+from collabcausal.errors import InputError
+from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.protocol.inprocess import InProcessGrid
+from collabcausal.simulations.datasets import make_dcqe_synthetic
+from collabcausal.simulations.partition import build_parties, partition_grid
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def study():
+    data = make_dcqe_synthetic(600, seed=0)
+    part = partition_grid(data, 2, seed=0)
+    ranges = {c: (-4.0, 4.0) for c in data.covariates}
+    plan = DCQEPlan(part.names(), ranges, n_anchors=600, party_components=3, n_components=6)
+    return run_dcqe(InProcessGrid(build_parties(data, part)), plan)
+
+
+def bounds(result):
+    return [(-0.2, 0.2)] * result.representation.X_hat.shape[1]  # X^ of this study spans about +-0.06
+
+
+def test_functional_release_on_x_hat_estimates_the_constant_effect_and_charges_the_ledger(study, tmp_path):
+    ledger = PrivacyLedger(tmp_path / "study.db", epsilon=30.0, delta=1e-3)
+    f = dp_cate_on_representation(study, feature_bounds=bounds(study), outcome_bounds=(-8, 8), epsilon=20.0,
+                                  ledger=ledger, seed=0)
+    assert ledger.spent()[0] == pytest.approx(20.0)
+    values = f(np.zeros((5, 6)))
+    assert np.all(np.abs(values - 1.0) < 1.0)  # true effect 1 everywhere; noise sd 0.3 at eps = 20
+    again = f(np.zeros((1, 6)))
+    assert again[0] == pytest.approx(values[0], rel=1e-12)
+    assert ledger.spent()[0] == pytest.approx(20.0)
+
+
+def test_finite_release_at_query_points(study, tmp_path):
+    ledger = PrivacyLedger(tmp_path / "study.db", epsilon=20.0, delta=1e-3)
+    rel = dp_cate_on_representation(study, feature_bounds=bounds(study), outcome_bounds=(-8, 8), epsilon=8.0,
+                                    ledger=ledger, second_stage="linear", query_points=np.zeros((3, 6)), seed=0)
+    assert rel.estimates.shape == (3,)
+    assert rel.epsilon == 8.0
+    assert ledger.spent()[0] == pytest.approx(8.0)
+
+
+def test_refusals_happen_before_any_charge(study, tmp_path):
+    ledger = PrivacyLedger(tmp_path / "study.db", epsilon=20.0, delta=1e-3)
+    common = {"feature_bounds": bounds(study), "outcome_bounds": (-8, 8), "epsilon": 1.0}
+    with pytest.raises(InputError, match="outside the declared domain"):
+        dp_cate_on_representation(study, ledger=ledger, second_stage="krr", query_points=[[5.0, 0, 0, 0, 0, 0]],
+                                  **common)
+    with pytest.raises(InputError, match="no ledger"):
+        dp_cate_on_representation(study, ledger=None, **common)
+    with pytest.raises(InputError, match="needs query_points"):
+        dp_cate_on_representation(study, ledger=ledger, second_stage="krr", **common)
+    assert ledger.history() == []
+
+
+def test_release_over_grpc_uses_the_same_representation_as_in_process(study, tmp_path):
+    from collabcausal.protocol.launcher import local_grpc_grid
+
+    data = make_dcqe_synthetic(600, seed=0)
+    part = partition_grid(data, 2, seed=0)
+    plan = DCQEPlan(part.names(), {c: (-4.0, 4.0) for c in data.covariates}, n_anchors=600, party_components=3,
+                    n_components=6)
+    with local_grpc_grid(build_parties(data, part), workdir=tmp_path, tls=False) as grid:
+        over_grpc = run_dcqe(grid, plan)
+    assert np.array_equal(over_grpc.representation.X_hat, study.representation.X_hat)
+    ledger = PrivacyLedger(tmp_path / "study.db", epsilon=20.0, delta=1e-3)
+    f = dp_cate_on_representation(over_grpc, feature_bounds=bounds(over_grpc), outcome_bounds=(-8, 8),
+                                  epsilon=20.0, ledger=ledger, seed=0)
+    assert np.isfinite(f(np.zeros((2, 6)))).all()
+    assert ledger.spent()[0] == pytest.approx(20.0)

@@ -1,0 +1,140 @@
+"""DP-CATE (paper 004): calibration constants, influence functions, GP batch vs iterative, ledger, bad input."""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.dp.dp_cate import DPCATE, c_factor, gaussian_kernel
+from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
+from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.simulations.cate_setups import paper004_dataset
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return paper004_dataset(1, 500, seed=0)
+
+
+def fitted(data, stage, **kw):
+    return DPCATE("r", stage, epsilon=kw.pop("epsilon", 2.0), feature_bounds=data.feature_bounds,
+                  outcome_bounds=data.outcome_bounds, random_state=0,
+                  model_propensity=GradientBoostingClassifier(max_depth=2, n_estimators=30, random_state=0),
+                  model_outcome=GradientBoostingRegressor(max_depth=2, n_estimators=30, random_state=0), **kw).fit(
+        data.Y, data.T, X=data.X)
+
+
+def test_c_factor_matches_theorem_1():
+    assert c_factor(1.0, 1e-5, 1000) == pytest.approx(5 * np.sqrt(2 * np.log(1000) * np.log(2e5)) / 1000)
+
+
+@pytest.mark.parametrize("stage", ["krr", "linear"])
+def test_influence_direction_matches_numerical_derivative_of_the_weighted_fit(data, stage):
+    """IF(z) = h rho (phi - g) up to a z-free term (the ridge's), which cancels between neighbours."""
+    m = fitted(data, stage)
+    Xq = np.array([[0.2, 0.3], [0.7, 0.9]])
+    n, t = m.X_.shape[0], 1e-6
+
+    def moved(z_x, z_rho, z_phi):
+        X_aug = np.vstack([m.X_, z_x])
+        v = np.concatenate([m.rho_ * (1 - t) / n, [z_rho * t]])
+        phi = np.concatenate([m.phi_, [z_phi]])
+        if stage == "krr":
+            K = gaussian_kernel(X_aug, X_aug, m.bandwidth_)
+            alpha = np.linalg.solve(v[:, None] * K + m.ridge * np.eye(n + 1), v * phi)
+            return gaussian_kernel(Xq, X_aug, m.bandwidth_) @ alpha
+        B = np.column_stack([np.ones(n + 1), X_aug])
+        theta = np.linalg.solve((B.T * v) @ B + m.ridge * np.eye(3), B.T @ (v * phi))
+        return np.column_stack([np.ones(2), Xq]) @ theta
+
+    def analytic(z_x, z_rho, z_phi):
+        return m._influence_directions(Xq, z_x)[:, 0] * z_rho * (z_phi - m._predict(z_x)[0])
+
+    z1, z2 = (np.array([[0.4, 0.6]]), 0.3, 5.0), (np.array([[0.9, 0.1]]), 0.8, -2.0)
+    numeric = (moved(*z1) - moved(*z2)) / t
+    assert numeric == pytest.approx(analytic(*z1) - analytic(*z2), rel=1e-3, abs=1e-6)
+
+
+def test_finite_release_noise_is_gamma_times_c(data):
+    m = fitted(data, "linear", noise_rng=np.random.default_rng(0))
+    Xq = np.array([[0.1, 0.1], [0.5, 0.5], [0.9, 0.2]])
+    rel = m.release(Xq)
+    assert m.noise_scale_ == pytest.approx(m.sensitivity_ * c_factor(2.0, 1e-5, m.X_.shape[0]))
+    grid = np.stack(np.meshgrid(np.linspace(0, 1, 41), np.linspace(0, 1, 41)), -1).reshape(-1, 2)
+    dense = np.linalg.norm(m._influence_directions(Xq, grid), axis=0) * m._worst_residual(grid)
+    assert m.sensitivity_ >= dense.max() * 0.999
+    assert rel.estimates.shape == (3,)
+
+
+def test_iterative_gp_answers_follow_the_batch_distribution():
+    pts = np.array([[0.1, 0.2], [0.3, 0.1], [0.9, 0.9]])
+
+    def kernel(A, B):
+        return gaussian_kernel(A, B, 0.3)
+
+    rng = np.random.default_rng(0)
+    reps = 4000
+    batch = np.array([GaussianProcessPath(kernel, rng)(pts) for _ in range(reps)])
+    iterative = np.empty_like(batch)
+    for k in range(reps):
+        path = GaussianProcessPath(kernel, rng)
+        iterative[k] = [path(p[None, :])[0] for p in pts]
+    target = kernel(pts, pts)
+    for sample in (batch, iterative):
+        assert np.abs(np.cov(sample.T) - target).max() < 0.06
+        assert np.abs(sample.mean(axis=0)).max() < 0.06
+
+
+def test_gp_path_returns_the_same_value_for_a_repeated_point():
+    path = GaussianProcessPath(lambda A, B: gaussian_kernel(A, B, 0.5), np.random.default_rng(1))
+    first = path(np.array([[0.2, 0.2], [0.6, 0.1]]))
+    again = path(np.array([[0.6, 0.1], [0.5, 0.5], [0.2, 0.2]]))
+    assert again[0] == first[1] and again[2] == first[0]
+
+
+def test_functional_release_noise_shrinks_with_epsilon_and_uses_the_conservative_scale(data):
+    m1 = fitted(data, "functional", epsilon=1.0)
+    m8 = fitted(data, "functional", epsilon=8.0)
+    used1, paper1 = m1.function_noise_scale()
+    used8, _ = m8.function_noise_scale()
+    assert used1 == pytest.approx(8 * used8)
+    assert used1 >= paper1
+    f = m1.release_function()
+    assert np.isfinite(f(np.array([[0.5, 0.5]]))).all()
+
+
+def test_ledger_composes_nuisances_and_releases_in_parallel_then_sequentially(data, tmp_path):
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-3)
+    m = DPCATE("r", "linear", epsilon=1.0, feature_bounds=data.feature_bounds, outcome_bounds=data.outcome_bounds,
+               random_state=0, ledger=ledger).fit(data.Y, data.T, X=data.X)
+    assert ledger.spent()[0] == pytest.approx(1.0)
+    m.release(np.array([[0.5, 0.5]]))
+    assert ledger.spent()[0] == pytest.approx(1.0)
+    m.release(np.array([[0.4, 0.5]]))
+    assert ledger.spent()[0] == pytest.approx(2.0)
+
+
+def test_bad_input_is_refused(data):
+    m = fitted(data, "krr")
+    with pytest.raises(InputError, match="outside the declared domain"):
+        m.release(np.array([[1.5, 0.5]]))
+    with pytest.raises(InputError, match="release_function"):
+        m.release_function()
+    with pytest.raises(InputError, match="epsilon"):
+        fitted(data, "krr", epsilon=-1.0)
+    with pytest.raises(InputError, match="outcome_bounds were not declared"):
+        DPCATE("r", epsilon=1.0, feature_bounds=data.feature_bounds).fit(data.Y, data.T, X=data.X)
+    with pytest.raises(InputError, match="fewer than"):
+        fitted(data, "krr", nuisance_split=0.99)
+
+
+def test_dr_learner_needs_more_noise_than_the_r_learner(data):
+    """Supplement B: the DR-learner's IF carries 1/(pi (1 - pi)), so its sensitivity is larger."""
+    Xq = np.array([[0.5, 0.5]])
+    common = {"epsilon": 2.0, "feature_bounds": data.feature_bounds, "outcome_bounds": data.outcome_bounds,
+              "random_state": 0, "model_propensity": GradientBoostingClassifier(n_estimators=20, random_state=0),
+              "model_outcome": GradientBoostingRegressor(n_estimators=20, random_state=0)}
+    gamma = {lr: DPCATE(lr, "linear", **common).fit(data.Y, data.T, X=data.X).sensitivity(Xq) for lr in ("r", "dr")}
+    assert gamma["dr"] > gamma["r"]

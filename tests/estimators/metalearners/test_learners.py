@@ -1,0 +1,98 @@
+"""Meta-learners: known answers on linear designs, splitting plans, EconML agreement, bad input."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.metalearners import (
+    DRLearner,
+    RLearner,
+    SLearner,
+    TLearner,
+    XLearner,
+)
+
+
+def linear_data(n=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    e = 1 / (1 + np.exp(-0.5 * X[:, 0]))
+    T = rng.binomial(1, e)
+    tau = 1.0 + X[:, 1]
+    Y = X @ np.array([1.0, 0.5, -1.0]) + T * tau + rng.normal(size=n)
+    return X, T, Y, tau
+
+
+def learners():
+    lin, logit = LinearRegression(), LogisticRegression()
+    return {
+        "T": TLearner(lin),
+        "X": XLearner(lin, propensity_model=logit),
+        "DR": DRLearner(logit, LinearRegression(), lin, random_state=0),
+        "R": RLearner(lin, logit, lin, random_state=0),
+    }
+
+
+@pytest.mark.parametrize("name", ["T", "X", "DR", "R"])
+def test_correctly_specified_learners_recover_linear_cate(name):
+    X, T, Y, tau = linear_data()
+    model = learners()[name].fit(Y, T, X=X)
+    assert np.mean((model.effect(X) - tau) ** 2) < 0.02
+    assert model.ate() == pytest.approx(tau.mean(), abs=0.08)
+    assert model.att() == pytest.approx(tau[T == 1].mean(), abs=0.08)
+
+
+def test_s_learner_with_linear_model_gives_the_constant_effect():
+    X, T, Y, _ = linear_data()
+    model = SLearner(LinearRegression()).fit(Y, T, X=X)
+    eff = model.effect(X)
+    assert np.ptp(eff) < 1e-9
+    assert eff[0] == pytest.approx(1.0, abs=0.08)
+
+
+def test_dr_ate_interval_covers_the_truth_and_matches_mean_pseudo_outcome():
+    X, T, Y, tau = linear_data(seed=3)
+    model = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), random_state=1).fit(Y, T, X=X)
+    res = model.ate_interval()
+    assert res.estimate == pytest.approx(model.pseudo_outcome_.mean())
+    assert res.ci[0] < tau.mean() < res.ci[1]
+    assert res.se == pytest.approx(model.pseudo_outcome_.std(ddof=1) / np.sqrt(X.shape[0]))
+
+
+def test_two_stage_learner_with_split_uses_disjoint_rows():
+    X, T, Y, _ = linear_data(n=400)
+    model = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), split=(0.25, 0.25, 0.5),
+                      random_state=0).fit(Y, T, X=X)
+    (r,) = model.plan_
+    assert model.final_rows_.size == 200
+    assert np.intersect1d(r.train["propensity"], r.train["outcome"]).size == 0
+
+
+def test_too_few_samples_for_a_split_is_refused():
+    X, T, Y, _ = linear_data(n=30)
+    with pytest.raises(InputError, match="fewer than"):
+        DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), split=(0.25, 0.25, 0.5)).fit(Y, T, X=X)
+
+
+def test_unfitted_learner_and_wrong_query_width_are_refused():
+    model = TLearner(LinearRegression())
+    with pytest.raises(InputError, match="not fitted"):
+        model.effect(np.zeros((2, 3)))
+    X, T, Y, _ = linear_data(n=200)
+    model.fit(Y, T, X=X)
+    with pytest.raises(InputError, match="columns"):
+        model.effect(np.zeros((2, 4)))
+    with pytest.raises(InputError, match="X is required"):
+        SLearner(LinearRegression()).fit(Y, T, X=None)
+
+
+def test_dr_learner_agrees_with_econml_within_monte_carlo_error():
+    econml_dr = pytest.importorskip("econml.dr")
+    X, T, Y, _ = linear_data(n=4000, seed=7)
+    ours = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), cv=2, random_state=0).fit(Y, T, X=X)
+    theirs = econml_dr.DRLearner(model_propensity=LogisticRegression(), model_regression=LinearRegression(),
+                                 model_final=LinearRegression(), cv=2, random_state=0).fit(Y, T, X=X)
+    se = ours.ate_interval().se
+    assert abs(ours.ate() - float(theirs.ate(X))) < 3 * se
+    assert np.sqrt(np.mean((ours.effect(X) - theirs.effect(X).ravel()) ** 2)) < 0.1
