@@ -2,7 +2,6 @@
 
 from collabcausal.estimators.metalearners.learners import (
     DRLearner,
-    EffectEstimate,
     RLearner,
     SLearner,
     TLearner,
@@ -12,7 +11,6 @@ from collabcausal.estimators.metalearners.splits import Round, cross_fit_plan, d
 
 __all__ = [
     "DRLearner",
-    "EffectEstimate",
     "RLearner",
     "Round",
     "SLearner",

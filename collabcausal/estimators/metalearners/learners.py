@@ -12,30 +12,18 @@ split of paper 000 (Algorithm 1) that the differentially private meta-algorithm 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 from sklearn.base import clone
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.metalearners.splits import Round, cross_fit_plan, disjoint_plan
+from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector
 from collabcausal.randomness import SeedLike
 
 DEFAULT_CLIP = 0.01
-
-
-@dataclass(frozen=True)
-class EffectEstimate:
-    """An average effect with (when available) its standard error and confidence interval."""
-
-    estimate: float
-    se: float | None
-    ci: tuple[float, float] | None
-    estimand: str
-    n: int
 
 
 def _predict_proba(model, X: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -279,8 +267,9 @@ class DRLearner(_TwoStageLearner):
         self._fitted_check()
         psi = self.pseudo_outcome_
         est, se = float(psi.mean()), float(psi.std(ddof=1) / np.sqrt(psi.size))
-        z = float(stats.norm.ppf(1 - alpha / 2))
-        return EffectEstimate(est, se, (est - z * se, est + z * se), "ate", int(psi.size))
+        lo, hi = wald_interval(est, se, alpha)
+        treated = int(self.T_train_[self.final_rows_].sum())
+        return EffectEstimate(est, se, lo, hi, "ate", "dr-learner", treated, int(psi.size) - treated)
 
 
 class RLearner(_TwoStageLearner):

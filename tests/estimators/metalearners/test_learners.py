@@ -56,7 +56,8 @@ def test_dr_ate_interval_covers_the_truth_and_matches_mean_pseudo_outcome():
     model = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), random_state=1).fit(Y, T, X=X)
     res = model.ate_interval()
     assert res.estimate == pytest.approx(model.pseudo_outcome_.mean())
-    assert res.ci[0] < tau.mean() < res.ci[1]
+    assert res.ci_low < tau.mean() < res.ci_high
+    assert res.n_treated + res.n_control == X.shape[0] and res.method == "dr-learner"
     assert res.se == pytest.approx(model.pseudo_outcome_.std(ddof=1) / np.sqrt(X.shape[0]))
 
 
