@@ -113,8 +113,9 @@ def million_child(n: int) -> None:
     data = make_dcqe_synthetic(n, 0, n_covariates=10)
     part = partition_grid(data, 2, seed=0)
     grid = InProcessGrid(build_parties(data, part))
-    ranges = {c: (float(data.frame[c].min()), float(data.frame[c].max())) for c in data.covariates}
-    plan = DCQEPlan(part.names(), ranges, n_anchors=n, party_components=4, estimators=("psm", "ipw", "aipw"))
+    plan = DCQEPlan(
+        part.names(), data.covariate_ranges(), n_anchors=n, party_components=4, estimators=("psm", "ipw", "aipw")
+    )
     start = time.perf_counter()
     result = run_dcqe(grid, plan)
     w_time = time.perf_counter() - start

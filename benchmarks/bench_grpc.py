@@ -44,10 +44,9 @@ def study(n_subjects: int, repeats: int) -> tuple[float, float]:
     dataset = make_dcqe_synthetic(n_subjects, seed=0)
     partition = partition_grid(dataset, 2, seed=0)
     parties = build_parties(dataset, partition)
-    frame = dataset.frame
     plan = DCQEPlan(
         row_groups=partition.names(),
-        anchor_ranges={c: (float(frame[c].min()), float(frame[c].max())) for c in dataset.covariates},
+        anchor_ranges=dataset.covariate_ranges(),
         n_anchors=n_subjects,
         party_components=3,
         estimators=("psm", "ipw"),

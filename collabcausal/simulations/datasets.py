@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 
 import numpy as np
@@ -75,6 +76,20 @@ class CausalDataset:
     def n_subjects(self) -> int:
         """Number of rows."""
         return int(self.frame.shape[0])
+
+    def covariate_ranges(self) -> dict[str, tuple[float, float]]:
+        """Min and max of every covariate over the whole data set.
+
+        Paper 003 (section 5.1) draws its anchor uniformly on these. They come from all the data,
+        so they are a simulation convenience, not private; deployments declare public ranges.
+        """
+        return {c: (float(self.frame[c].min()), float(self.frame[c].max())) for c in self.covariates}
+
+    @cached_property
+    def arrays(self) -> tuple[NDArray[np.float64], NDArray[np.int8], NDArray[np.float64]]:
+        """Covariates (in ``covariates`` order), treatment and outcome as arrays, built once."""
+        X = self.frame[list(self.covariates)].to_numpy(dtype=np.float64)
+        return X, self.frame[self.treatment].to_numpy().astype(np.int8), self.frame[self.outcome].to_numpy(np.float64)
 
 
 LALONDE_LEFT = ("age", "married", "education", "nodegree")

@@ -80,11 +80,7 @@ class ExperimentConfig:
         if int(self.n_boot) < 0:
             raise InputError(f"n_boot must be >= 0, got {self.n_boot}", "pass a bootstrap count such as 1000")
         if not self.anchor_ranges:
-            # Paper 003, section 5.1: uniform on the min/max of the entire data set. Known to the
-            # simulation only; deployments take ranges from study.toml or DP range estimates.
-            frame = self.dataset.frame
-            ranges = {c: (float(frame[c].min()), float(frame[c].max())) for c in self.dataset.covariates}
-            object.__setattr__(self, "anchor_ranges", ranges)
+            object.__setattr__(self, "anchor_ranges", self.dataset.covariate_ranges())
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,10 +168,7 @@ def _replicate(config: ExperimentConfig, grid: Grid, b: int) -> dict[tuple[str, 
         [np.arange(n) for n in sizes] if b < 0 else stratified_resample(sizes, child_rng(config.seed, "bootstrap", b))
     )
     subjects = [part.row_groups[i][rows[i]] for i in range(len(sizes))]
-    frame = data.frame
-    t_all = frame[data.treatment].to_numpy()
-    y_all = frame[data.outcome].to_numpy(dtype=np.float64)
-    X_all = frame[list(data.covariates)].to_numpy(dtype=np.float64)
+    X_all, t_all, y_all = data.arrays
     ca = _raw_effects(config, X_all, t_all, y_all, np.concatenate(subjects), list(data.covariates), b < 0)
     ca_e = dict(zip(range(len(sizes)), np.split(ca.propensity, np.cumsum(sizes)[:-1]), strict=True))
     out: dict[tuple[str, str], dict[str, float]] = {}

@@ -19,7 +19,7 @@ from collabcausal.simulations.partition import build_parties, partition_grid
 def lalonde_grid() -> tuple[InProcessGrid, DCQEPlan, object]:
     data = load_lalonde()
     part = partition_grid(data, 2, seed=0)
-    ranges = {c: (float(data.frame[c].min()), float(data.frame[c].max())) for c in data.covariates}
+    ranges = data.covariate_ranges()
     plan = DCQEPlan(part.names(), ranges, n_anchors=data.n_subjects, party_components=4, estimand="att")
     return InProcessGrid(build_parties(data, part)), plan, (data, part)
 
@@ -27,7 +27,7 @@ def lalonde_grid() -> tuple[InProcessGrid, DCQEPlan, object]:
 def test_full_rank_single_party_dcqe_propensities_equal_centralized() -> None:
     data = load_lalonde()
     party = Party("solo", PartyTable.from_frame(data.frame, data.covariates, treatment="treat", outcome="re78"))
-    ranges = {c: (float(data.frame[c].min()), float(data.frame[c].max())) for c in data.covariates}
+    ranges = data.covariate_ranges()
     plan = DCQEPlan([["solo"]], ranges, n_anchors=data.n_subjects, party_components=8, n_components=8)
     result = run_dcqe(InProcessGrid([party]), plan)
     X = data.frame[list(data.covariates)].to_numpy(float)

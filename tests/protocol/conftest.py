@@ -16,10 +16,9 @@ def lalonde_2x2() -> tuple[list[Party], DCQEPlan]:
     """The four LaLonde parties of a 2x2 grid and the W-clb (all four parties) DC-QE plan."""
     dataset = load_lalonde()
     partition = partition_grid(dataset, 2, seed=0)
-    frame = dataset.frame
     plan = DCQEPlan(
         row_groups=partition.names(),
-        anchor_ranges={c: (float(frame[c].min()), float(frame[c].max())) for c in dataset.covariates},
+        anchor_ranges=dataset.covariate_ranges(),
         n_anchors=dataset.n_subjects,
         party_components=3,
         seed=0,
