@@ -29,4 +29,9 @@ def test_quick_table_reports_small_errors_for_non_private_learners_and_a_finite_
     assert table.loc["DR", "sqrt_pehe"] < 3.0  # the IPW-weighted pseudo-outcome is noisy with 139 treated
     assert table.loc["S", "ate_error"] < 0.3 and table.loc["DR", "ate_error"] < 0.3
     assert table.loc["DP-EBM S", "epsilon"] == 8.0
-    assert table.loc["DP-EBM S", "ate_error"] < 1.5
+    # DP-EBM's noise is unseeded by design, so this row varies run to run: its ATE error ranged
+    # 0.01-1.83 over 30 runs (a bound of 1.5 failed 4 of them). Check it is finite and clearly
+    # better than answering "no effect", whose error is the true ATE (about 4).
+    true_ate = float(np.mean(load_ihdp(1).tau))
+    assert np.isfinite(table.loc["DP-EBM S", "ate_error"])
+    assert table.loc["DP-EBM S", "ate_error"] < 0.75 * abs(true_ate)
