@@ -5,6 +5,13 @@ X~_i = [X~_i1 ... X~_id], A~_i = [A~_i1 ... A~_id]. The anchor representations o
 form A~ = [A~_1, ..., A~_c] (r x sum_i m~_i); its truncated SVD A~ ~ U1 S1 V1^T keeps m^ left
 singular vectors. G_i = pinv(A~_i) U1 solves min ||U1 - A~_i G_i|| and the collaborative
 representation is X^_i = X~_i G_i, stacked over row groups.
+
+Centring on the anchor (docs/dcqe.md, "Any row split"): every party standardizes on its own
+rows, so f_ij is affine with a party-specific offset and a linear G_i cannot map row groups with
+different means consistently. Before the SVD both X~_i and A~_i are shifted by the anchor mean of
+A~_i (a quantity of the shared anchor, not of any party's rows); the offsets then cancel and, with
+full-rank reducers, X^ = (X - mean(X_anc)) K with one K for all row groups, so propensities equal
+the centralized ones for any row split.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ class CollaborativeRepresentation:
     blocks : tuple of ndarray
         X^_i per row group (views into ``X_hat``).
     G : tuple of ndarray
-        The maps G_i (m~_i x m^).
+        The maps G_i (m~_i x m^), applied to the anchor-centred X~_i - mean(A~_i).
     singular_values : ndarray
         All singular values of A~ (for diagnostics and choosing m^).
     """
@@ -54,7 +61,8 @@ def collaborative_representation(
     x_tilde : sequence of ndarray
         X~_i (n_i x m~_i), the row group's parties' representations side by side.
     a_tilde : sequence of ndarray
-        A~_i (r x m~_i), in the same column order.
+        A~_i (r x m~_i), in the same column order. Both are centred on the column means of A~_i
+        before use (see the module docstring).
     n_components : int, optional
         m^; defaults to the smallest m~_i (each row group can reproduce at most that many
         independent directions).
@@ -73,6 +81,9 @@ def collaborative_representation(
                 f"row group {i}: representation shapes {x.shape} and {a.shape} do not fit anchors of {r} rows",
                 "send X~ and A~ from the same reducers and the same anchor",
             )
+    centres = [a.mean(axis=0) for a in a_tilde]
+    x_tilde = [x - c for x, c in zip(x_tilde, centres, strict=True)]
+    a_tilde = [a - c for a, c in zip(a_tilde, centres, strict=True)]
     A = np.hstack(a_tilde)
     k = min(a.shape[1] for a in a_tilde) if n_components is None else int(n_components)
     # Thin SVD through the small Gram matrix: A^T A = V S^2 V^T and U = A V S^-1. It costs

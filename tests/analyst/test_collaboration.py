@@ -19,6 +19,7 @@ def blocks(seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
 def test_g_solves_its_least_squares_problem() -> None:
     x, a = blocks()
     rep = collaborative_representation(x, a, 3)
+    a = [ai - ai.mean(axis=0) for ai in a]  # the analyst centres on the anchor
     U, s, _ = np.linalg.svd(np.hstack(a), full_matrices=False)
     np.testing.assert_allclose(rep.singular_values, s, rtol=1e-10)
     for ai, G in zip(a, rep.G, strict=True):
@@ -33,7 +34,7 @@ def test_stacked_representation_follows_row_group_order() -> None:
     x, a = blocks()
     rep = collaborative_representation(x, a, 2)
     assert rep.X_hat.shape == (70, 2)
-    np.testing.assert_allclose(rep.blocks[1], x[1] @ rep.G[1])
+    np.testing.assert_allclose(rep.blocks[1], (x[1] - a[1].mean(axis=0)) @ rep.G[1])
     np.testing.assert_allclose(rep.X_hat[40:], rep.blocks[1])
 
 
@@ -59,3 +60,34 @@ def test_mismatched_shapes_are_refused() -> None:
     x, a = blocks()
     with pytest.raises(InputError, match="do not fit anchors"):
         collaborative_representation([x[0], x[1][:, :2]], a, 2)
+
+
+def _party_reduce(x: np.ndarray, anchor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A party's full-rank reducer: standardize on its own rows, then a rotation (PCA basis)."""
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    _, _, vt = np.linalg.svd((x - mu) / sd, full_matrices=False)
+    return (x - mu) / sd @ vt.T, (anchor - mu) / sd @ vt.T
+
+
+@pytest.mark.parametrize("split", ["random", "by_column", "shifted"])
+def test_full_rank_collaboration_equals_centralized_propensity_for_any_row_split(split: str) -> None:
+    from collabcausal.estimators.propensity import LogisticPropensity
+
+    rng = np.random.default_rng(12)
+    n, m = 600, 4
+    X = rng.normal(size=(n, m))
+    t = (rng.random(n) < 1 / (1 + np.exp(-(X @ [0.8, -0.5, 0.3, 0.2])))).astype(int)
+    if split == "random":
+        groups = rng.permutation(n) % 3
+    elif split == "by_column":
+        groups = np.digitize(X[:, 0], np.quantile(X[:, 0], [1 / 3, 2 / 3]))
+    else:
+        groups = np.arange(n) % 3
+        X = X + 5.0 * groups[:, None] * np.array([1.0, -2.0, 0.5, 3.0])  # row groups far apart
+    anchor = rng.uniform(X.min(axis=0), X.max(axis=0), size=(500, m))
+    order = np.argsort(groups, kind="stable")
+    reduced = [_party_reduce(X[groups == g], anchor) for g in range(3)]
+    rep = collaborative_representation([r[0] for r in reduced], [r[1] for r in reduced], m)
+    e_collab = LogisticPropensity().fit(rep.X_hat, t[order]).predict_proba(rep.X_hat)
+    e_central = LogisticPropensity().fit(X[order], t[order]).predict_proba(X[order])
+    assert np.max(np.abs(e_collab - e_central)) < 1e-6
