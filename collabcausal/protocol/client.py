@@ -11,7 +11,7 @@ certificate the analyst rejects, a party off the roster) end the loop with :clas
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import grpc
 
@@ -119,6 +119,8 @@ class PartyClient:
                     run_id = self._register(stub)
                 envelope = self._pull(stub, run_id)
                 unreachable_since, backoff = None, 0.1
+                if envelope is None:
+                    continue
                 if envelope.state == pb.DONE:
                     self._progress(f"study finished: {envelope.detail}")
                     return envelope.detail
@@ -170,13 +172,31 @@ class PartyClient:
         self._progress(f"joined study {reply.study!r} as {reply.party!r}")
         return reply.run_id
 
-    def _pull(self, stub: pb_grpc.StudyStub, run_id: str) -> Envelope:
+    def _pull(self, stub: pb_grpc.StudyStub, run_id: str) -> Envelope | None:
+        """The next task or study state; ``None`` after refusing a malformed task (the party keeps serving)."""
         frames = stub.PullTask(
             pb.PullRequest(party=self.party.name, run_id=run_id, wait_ms=int(self.poll_seconds * 1000)),
             timeout=self.poll_seconds + self.upload_timeout,
             metadata=self._metadata,
         )
-        return read_message(frames, max_bytes=self.max_message_bytes)
+        seen: list[pb.Frame] = []
+
+        def recorded() -> Iterator[pb.Frame]:
+            for frame in frames:
+                if not seen:
+                    seen.append(frame)
+                yield frame
+
+        try:
+            return read_message(recorded(), max_bytes=self.max_message_bytes)
+        except ProtocolError as exc:
+            frames.cancel()
+            task_id = seen[0].header.task_id if seen and seen[0].WhichOneof("kind") == "header" else ""
+            self._progress(f"refused a malformed task: {exc}")
+            if task_id:
+                refusal = message_frames(None, task_id=task_id, error=exc)
+                stub.UploadResult(iter(refusal), timeout=self.upload_timeout, metadata=self._metadata)
+            return None
 
     def _answer(self, stub: pb_grpc.StudyStub, envelope: Envelope) -> None:
         request = envelope.message
