@@ -18,6 +18,7 @@ from collabcausal.analyst.balance import federated_smd
 from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, check_estimators, estimate_effects
 from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_description, check_representation
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.validation import check_estimand
 from collabcausal.messages import Message
@@ -119,18 +120,19 @@ class DCQEResult:
         return None if s is None else float(np.max(np.abs(s)))
 
 
-def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None) -> list[int]:
-    """Ask every party for its metadata; return subject counts per row group.
+def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None) -> dict[str, Message]:
+    """Ask every party for its metadata; return the checked ``describe`` replies by party.
 
     Raises
     ------
     StudyFailedError
-        Parties of one row group disagree on their subject count or subject ids (order included),
-        or a label holder has no labels.
+        A malformed reply (naming the party), parties of one row group that disagree on their
+        subject count or subject ids (order included), or a label holder without labels.
     """
     parties = sorted({p for g in (*plan.row_groups, *plan.balance_parties) for p in g})
     replies = grid.send_and_receive({p: Message("describe", {"study": plan.study}) for p in parties}, timeout=timeout)
-    sizes = []
+    for party, reply in replies.items():
+        check_description(party, reply)
     for i, group in enumerate(plan.row_groups):
         counts = {p: int(replies[p].params["n_subjects"]) for p in (*group, *plan.balance_parties[i])}
         if len(set(counts.values())) != 1:
@@ -150,8 +152,7 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
                 f"row group {i} parties hold different subject ids or orders",
                 "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
             )
-        sizes.append(next(iter(counts.values())))
-    return sizes
+    return replies
 
 
 def run_dcqe(
@@ -161,6 +162,7 @@ def run_dcqe(
     *,
     timeout: float | None = None,
     analytic_se: bool = True,
+    described: Mapping[str, Message] | None = None,
 ) -> DCQEResult:
     """Run the DC-QE pipeline once.
 
@@ -175,7 +177,12 @@ def run_dcqe(
         Seconds to wait for each round of replies.
     analytic_se : bool
         Compute analytic standard errors (off inside a bootstrap, where they go unused).
+    described : mapping of str to Message, optional
+        The parties' :func:`describe_parties` replies; asked for when not given. Every reply is
+        checked against them (:mod:`collabcausal.analyst.replies`).
     """
+    if described is None:
+        described = describe_parties(grid, plan, timeout=timeout)
     requests: dict[str, Message] = {}
     for i, group in enumerate(plan.row_groups):
         arrays = {} if rows is None else {"rows": np.asarray(rows[i], dtype=np.int64)}
@@ -191,11 +198,15 @@ def run_dcqe(
             requests[party] = Message("dc_representation", params, arrays)
     replies = grid.send_and_receive(requests, timeout=timeout)
     for i, group in enumerate(plan.row_groups):
-        counts = {p: replies[p].array("x_tilde").shape[0] for p in group}
-        if len(set(counts.values())) != 1:
-            raise StudyFailedError(
-                f"row group {i} parties returned different subject counts {counts}",
-                "align subjects across the row group's parties first",
+        n_rows = int(described[group[0]].params["n_subjects"]) if rows is None else len(rows[i])
+        for party in group:
+            check_representation(
+                party,
+                replies[party],
+                n_rows=n_rows,
+                n_anchors=plan.n_anchors,
+                n_covariates=len(described[party].params["covariates"]),
+                labels=party == plan.label_holders[i],
             )
     x_tilde = [np.hstack([replies[p].array("x_tilde") for p in g]) for g in plan.row_groups]
     a_tilde = [np.hstack([replies[p].array("a_tilde") for p in g]) for g in plan.row_groups]

@@ -126,8 +126,9 @@ def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_k
     with channel:
         stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5)
         frames = list(message_frames(Message("x", {}, {"v": np.arange(10.0)}), task_id="t"))
+        ack = stub.UploadResult(iter(frames[:-1]), timeout=5)  # no task "t" outstanding: refused unread
+        assert not ack.accepted and "no task 't' outstanding for party 'a'" in ack.detail
         cases = {
-            "truncated": frames[:-1],
             "malformed": frames[1:],
             "oversized": [pb.Frame(chunk=pb.Chunk(array=0, data=b"\0" * (2 << 20)))],
         }
