@@ -113,7 +113,9 @@ class GrpcGrid(Grid):
         if tls is None:
             require_loopback(address)
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=2 * len(roster) + 8, thread_name_prefix="collabcausal-grid"),
+            futures.ThreadPoolExecutor(
+                max_workers=MAX_STREAMS_PER_PARTY * len(roster) + 8, thread_name_prefix="collabcausal-grid"
+            ),
             options=[*grpc_options(), ("grpc.so_reuseport", 0)],  # a second analyst on the port must fail
         )
         pb_grpc.add_StudyServicer_to_server(_Servicer(self), self._server)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import grpc
 import numpy as np
 import pandas as pd
 
@@ -15,7 +16,9 @@ from collabcausal.party.operations import operation
 from collabcausal.protocol.arrays import CHUNK_BYTES, message_frames
 from collabcausal.protocol.client import PartyClient
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
-from collabcausal.protocol.tls import TlsFiles
+from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
+from collabcausal.protocol.server import grpc_options
+from collabcausal.protocol.tls import TlsFiles, channel_credentials
 
 
 def tls_of(folder, name: str) -> TlsFiles:
@@ -64,6 +67,12 @@ class PartyThread:
     def join(self, timeout: float = 20.0) -> None:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the party thread did not stop"
+
+
+def raw_stub(grid, study_ca, name: str = "a"):
+    """A channel and stub to ``grid`` with identity ``name``'s certificate (for hand-made calls)."""
+    channel = grpc.secure_channel(grid.address, channel_credentials(tls_of(study_ca, name)), options=grpc_options())
+    return channel, pb_grpc.StudyStub(channel)
 
 
 def wait_until_joined(grid, names, timeout: float = 10.0) -> None:

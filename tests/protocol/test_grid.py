@@ -8,16 +8,15 @@ import time
 import grpc
 import numpy as np
 import pytest
-from protocol_helpers import PartyThread, small_party, tls_of, wait_until_joined
+from protocol_helpers import PartyThread, raw_stub, small_party, tls_of, wait_until_joined
 
 from collabcausal.errors import IdentityError, PolicyError, ProtocolError, StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.protocol import certs
 from collabcausal.protocol.arrays import message_frames
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
-from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
-from collabcausal.protocol.server import GrpcGrid, grpc_options
-from collabcausal.protocol.tls import PARTY_METADATA, channel_credentials
+from collabcausal.protocol.server import GrpcGrid
+from collabcausal.protocol.tls import PARTY_METADATA
 
 
 @pytest.fixture
@@ -116,13 +115,8 @@ def test_silent_party_fails_a_round_after_the_task_timeout(grid):
         grid.send_and_receive({"b": Message("test_echo")}, timeout=0.3)
 
 
-def _raw_stub(grid: GrpcGrid, study_ca, name: str = "a"):
-    channel = grpc.secure_channel(grid.address, channel_credentials(tls_of(study_ca, name)), options=grpc_options())
-    return channel, pb_grpc.StudyStub(channel)
-
-
 def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_keeps_serving(grid, study_ca):
-    channel, stub = _raw_stub(grid, study_ca)
+    channel, stub = raw_stub(grid, study_ca)
     with channel:
         stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5)
         frames = list(message_frames(Message("x", {}, {"v": np.arange(10.0)}), task_id="t"))
@@ -142,7 +136,7 @@ def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_k
 
 
 def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
-    channel, stub = _raw_stub(grid, study_ca)
+    channel, stub = raw_stub(grid, study_ca)
     with channel:
         for request, match in (
             (pb.RegisterRequest(protocol_version=99), "protocol v99"),
@@ -154,7 +148,7 @@ def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
 
 
 def test_name_claim_must_match_the_certificate(grid, study_ca):
-    channel, stub = _raw_stub(grid, study_ca, "a")
+    channel, stub = raw_stub(grid, study_ca, "a")
     with channel, pytest.raises(grpc.RpcError) as info:
         stub.Register(pb.RegisterRequest(protocol_version=1), metadata=((PARTY_METADATA, "b"),), timeout=5)
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
