@@ -61,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sign.add_argument("--csr", required=True, metavar="FILE", help="the party's NAME.csr")
     sign.add_argument("--dir", default="certs", help="folder holding the CA (default: certs)")
     sign.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    sign.add_argument("--force", action="store_true", help="replace an existing party certificate of that name")
     sign.set_defaults(func=run_sign)
 
 
@@ -89,6 +90,6 @@ def run_request(args: argparse.Namespace) -> int:
 
 def run_sign(args: argparse.Namespace) -> int:
     """Sign a request."""
-    issued = sign_request(args.dir, args.csr, days=args.days)
+    issued = sign_request(args.dir, args.csr, days=args.days, force=args.force)
     print(f"{issued.name}: certificate {issued.cert} (send it back with ca.pem)")
     return 0
