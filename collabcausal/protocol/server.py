@@ -60,6 +60,11 @@ class _Task:
     reply: Envelope | None = None
     failure: str = ""
 
+    @property
+    def open(self) -> bool:
+        """Still waiting for its reply (neither answered nor failed by a malformed upload)."""
+        return self.reply is None and not self.failure
+
 
 class GrpcGrid(Grid):
     """Parties connected to this analyst over gRPC.
@@ -154,10 +159,10 @@ class GrpcGrid(Grid):
             self._pending.update(tasks)
             self._cond.notify_all()
             try:
-                while any(task.reply is None and not task.failure for task in tasks.values()):
+                while any(task.open for task in tasks.values()):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        missing = sorted(name for name, task in tasks.items() if task.reply is None)
+                        missing = sorted(name for name, task in tasks.items() if task.open)
                         raise StudyFailedError(
                             f"no reply from {', '.join(missing)} to {next(iter(requests.values())).operation!r} "
                             f"within {limit:g} s",
@@ -300,7 +305,7 @@ class GrpcGrid(Grid):
         with self._cond:
             while True:
                 task = self._pending.get(name)
-                if self._state != pb.IDLE or (task is not None and task.reply is None):
+                if self._state != pb.IDLE or (task is not None and task.open):
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not context.is_active():
@@ -311,7 +316,7 @@ class GrpcGrid(Grid):
                 self._told_done.add(name)
                 self._cond.notify_all()
                 task = None
-        if task is None or task.reply is not None:
+        if task is None or not task.open:
             yield pb.Frame(header=pb.MessageHeader(state=state, detail=detail))
             return
         self._progress(name, f"{task.request.operation}: sent")
@@ -328,7 +333,7 @@ class GrpcGrid(Grid):
         def outstanding(header: pb.MessageHeader) -> None:
             with self._cond:
                 task = self._pending.get(name)
-                if task is None or task.task_id != header.task_id or task.reply is not None:
+                if task is None or task.task_id != header.task_id or not task.open:
                     raise _NotOutstanding(f"no task {header.task_id!r} outstanding for party {name!r}")
 
         try:
@@ -339,7 +344,7 @@ class GrpcGrid(Grid):
             self._progress(name, f"upload refused: {exc}")
             with self._cond:
                 task = self._pending.get(name)
-                if task is not None and task.reply is None:
+                if task is not None and task.open:
                     task.failure = str(exc)
                     self._cond.notify_all()
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -348,7 +353,7 @@ class GrpcGrid(Grid):
             context.abort(grpc.StatusCode.CANCELLED, "upload interrupted")
         with self._cond:
             task = self._pending.get(name)
-            if task is None or task.task_id != envelope.task_id or task.reply is not None:
+            if task is None or task.task_id != envelope.task_id or not task.open:
                 return pb.UploadAck(task_id=envelope.task_id, accepted=False, detail="no such task outstanding")
             task.reply = envelope
             self._cond.notify_all()

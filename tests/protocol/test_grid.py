@@ -169,10 +169,20 @@ def test_party_rejoins_a_restarted_analyst(study_ca):
     assert party.error is None
 
 
-def test_unreachable_analyst_ends_the_party_after_its_reconnect_timeout(study_ca):
-    party = PartyThread(small_party("a"), "127.0.0.1:9", tls_of(study_ca, "a"), reconnect_timeout=0.5)
+@pytest.mark.parametrize(
+    ("address", "cause"),
+    [("127.0.0.1:9", "connection refused"), ("nonexistent.invalid:443", "host name does not resolve (DNS failure)")],
+)
+def test_unreachable_analyst_fails_the_join_fast_naming_the_cause_in_one_logged_line(study_ca, address, cause):
+    events: list[str] = []
+    party = PartyThread(
+        small_party("a"), address, tls_of(study_ca, "a"), connect_timeout=0.5, reconnect_timeout=300,
+        progress=events.append,
+    )
     party.join()
     assert isinstance(party.error, StudyFailedError) and "unreachable for 0.5 s" in str(party.error)
+    assert cause in str(party.error) and "\n" not in str(party.error)
+    assert len([e for e in events if "unreachable" in e]) == 1
 
 
 def test_second_analyst_on_a_busy_port_is_refused(grid, study_ca):
