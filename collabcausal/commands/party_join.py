@@ -11,7 +11,7 @@ import sys
 import time
 
 from collabcausal.party.config import load_party_config
-from collabcausal.protocol.client import PartyClient
+from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
 from collabcausal.protocol.tls import TlsFiles
 
 
@@ -37,7 +37,13 @@ def run(args: argparse.Namespace) -> int:
 
     progress(f"{party.table.n_subjects} subjects, columns {list(party.table.covariate_names)}; dialing {conn.address}")
     client = PartyClient(
-        party, conn.address, tls=tls, study=config.study, reconnect_timeout=conn.reconnect_timeout, progress=progress
+        party,
+        conn.address,
+        tls=tls,
+        study=config.study,
+        reconnect_timeout=conn.reconnect_timeout,
+        connect_timeout=min(CONNECT_TIMEOUT, conn.reconnect_timeout),
+        progress=progress,
     )
     client.run()
     progress(f"done: {client.tasks_done} tasks answered; audit log {config.audit_path}")

@@ -34,6 +34,8 @@ from collabcausal.protocol.tls import (
     require_loopback,
 )
 
+CONNECT_TIMEOUT = 10.0
+
 
 class PartyClient:
     """A party's connection to the analyst.
@@ -68,7 +70,7 @@ class PartyClient:
         tls: TlsFiles | None,
         study: str = "",
         reconnect_timeout: float = 300.0,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         poll_seconds: float = 10.0,
         upload_timeout: float = 600.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
