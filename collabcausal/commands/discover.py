@@ -1,22 +1,4 @@
-"""``collabcausal discover``: the private ANM direction between two columns of a local file (paper 002).
-
-Examples
---------
-HSIC score, test-set privacy at epsilon 1, charged to ``cohort.csv.ledger.sqlite`` (budget 3)::
-
-    collabcausal discover --data cohort.csv --x dose --y response --score hsic --epsilon 1 --budget 3
-
-Every row protected (HSIC only; needs public bounds)::
-
-    collabcausal discover --data cohort.csv --x dose --y response --protect both \\
-        --x-bounds 0 100 --y-bounds -5 5 --regularization 1 --epsilon 1 --budget 3
-
-The ledger (default: ``<data file>.ledger.sqlite`` next to the data, dataset = the data file's
-name) is charged BEFORE the scores are computed, so repeated runs add up and are refused once the
-budget is spent. ``--budget`` sets (or resets) the budget; without it an existing ledger's stored
-budget is used. With ``--protect test`` (the default, paper 002 section 4) only the test split's
-rows are protected; the training rows are not (see docs/causal-discovery.md).
-"""
+"""``collabcausal discover``: the private ANM direction between two columns of a local file (paper 002)."""
 
 from __future__ import annotations
 
@@ -31,6 +13,25 @@ from collabcausal.party.discovery import DiscoveryRequest, discover
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.table import PartyTable, read_table_file
 
+DESCRIPTION = """\
+Which of two columns of a local CSV or Parquet file causes the other, under an additive noise
+model (paper 002), released with differential privacy.
+
+The privacy ledger (default: <data file>.ledger.sqlite next to the data; dataset = the data file's
+name) is charged BEFORE the scores are computed, so repeated runs add up and are refused once the
+budget is spent. --budget sets (or resets) the budget; without it an existing ledger's stored
+budget is used. With --protect test (the default, paper 002 section 4) only the rows of the test
+split are protected; the training rows are not (see docs/causal-discovery.md).
+
+examples:
+  # HSIC score, test-set privacy at epsilon 1, out of a total budget of 3
+  collabcausal discover --data cohort.csv --x dose --y response --score hsic --epsilon 1 --budget 3
+
+  # every row protected (HSIC only; needs public bounds of both columns)
+  collabcausal discover --data cohort.csv --x dose --y response --protect both \\
+      --x-bounds 0 100 --y-bounds -5 5 --regularization 1 --epsilon 1 --budget 3
+"""
+
 SCORES = tuple(score for score, protections in PROTECTIONS.items() if protections)
 
 
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "discover",
         help="private cause-effect direction between two columns (additive noise model, paper 002)",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--data", required=True, type=Path, metavar="FILE", help="a CSV or Parquet file")

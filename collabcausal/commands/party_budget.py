@@ -20,10 +20,25 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
+DESCRIPTION = """\
+Show a party's privacy budget: the total, what is spent, what is left, and every charge (the
+audit trail). Reads the ledger given with --ledger, or the one named by the [privacy] ledger key
+of party.toml (relative to party.toml's folder). Nothing is charged.
+
+examples:
+  collabcausal party budget --config party.toml
+  collabcausal party budget --ledger hospital-a.ledger.sqlite --dataset hospital-a.csv --json
+"""
+
 
 def register(actions: argparse._SubParsersAction) -> None:
     """Add the ``budget`` action to the ``party`` group."""
-    parser = actions.add_parser("budget", help="show spent and remaining privacy budget", description=__doc__)
+    parser = actions.add_parser(
+        "budget",
+        help="show spent and remaining privacy budget",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--ledger", type=Path, help="the ledger file")
     source.add_argument("--config", type=Path, help="party.toml whose [privacy] section names the ledger")
