@@ -13,8 +13,11 @@ from collabcausal.analyst.dcqe import run_dcqe
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError
 from collabcausal.logs import log_progress
+from collabcausal.party.config import read_toml
 from collabcausal.protocol.server import GrpcGrid
 from collabcausal.protocol.tls import TlsFiles
+from collabcausal.reporting.document import overlap_histogram, study_document
+from collabcausal.reporting.html import REPORT_HTML, write_html
 
 REPORT = "report.json"
 
@@ -80,12 +83,13 @@ def run(args: argparse.Namespace) -> int:
         grid.finish(failed=str(exc), linger=5.0)
         raise
     path = write_report(report, config.out)
+    html = write_html(study_document(report, read_toml(config.path), seed=report["seed"]), config.out / REPORT_HTML)
     grid.finish()
     for name, row in report["estimates"].items():
         se = "" if row["se"] is None else f" (se {row['se']:.4g})"
         masmd = "" if row["masmd"] is None else f", MASMD {row['masmd']:.4g}"
         print(f"{report['estimand'].upper()} {name}: {row['estimate']:.6g}{se}{masmd}")
-    print(f"report: {path}")
+    print(f"report: {path} and {html}")
     return 0
 
 
@@ -114,12 +118,15 @@ def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) 
     }
     return {
         "study": config.study,
+        "seed": plan.seed,
         "estimand": plan.estimand,
         "row_groups": [list(g) for g in plan.row_groups],
         "missing_parties": sorted(set(config.roster) - {p for g in plan.row_groups for p in g}),
         "alignment": alignment,
         "estimates": estimates,
         "smd": {name: dict(zip(result.covariates, map(float, smd), strict=True)) for name, smd in result.smd.items()},
+        "smd_unweighted": dict(zip(result.covariates, map(float, result.smd_unweighted), strict=True)),
+        "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
     }
 
 

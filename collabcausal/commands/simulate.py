@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 import tempfile
 from functools import partial
 
@@ -32,6 +32,8 @@ examples:
   collabcausal simulate --data cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
       --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
 """
+
+log = logging.getLogger(__name__)
 
 DATASETS = ("lalonde", "dcqe-synthetic")
 # Defaults chosen with the sensitivity sweep in docs/dcqe.md (paper 003's values were lost).
@@ -127,7 +129,7 @@ def run_command(args: argparse.Namespace) -> int:
     title = f"{dataset.name}: {partition.shape[0]}x{partition.shape[1]} grid, B = {config.n_boot}, seed {config.seed}"
     print(format_table(result.rows(), title))
     for path in write_results(result, args.out):
-        print(f"wrote {path}", file=sys.stderr)
+        log.info("wrote %s", path)
     return 0
 
 
