@@ -172,7 +172,7 @@ def make_dcqe_synthetic(
         true_propensity=e,
         column_groups=(names[: m // 2], names[m // 2 :]),
         description="paper 003 Experiment I analogue: 6 equicorrelated covariates, true ATE 1",
-        outcome_unit="outcome units (unit noise SD)",
+        outcome_unit="outcome units",
     )
 
 
