@@ -114,7 +114,7 @@ def _figures(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(heading, inline svg, caption) of every figure the document has data for."""
     out = []
     balance = doc["balance"]
-    estimators = sorted({k for entry in balance.values() for k in entry["weighted"]})
+    estimators = list(dict.fromkeys(k for entry in balance.values() for k in entry["weighted"]))
     reference = "CA" if "CA" in balance else next(iter(balance), None)
     for estimator in estimators:
         ref = balance[reference]
