@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from collabcausal.errors import CollabCausalError
 from collabcausal.messages import Message
 from collabcausal.party.operations import Operation, lookup
 from collabcausal.party.table import PartyTable
@@ -78,13 +79,34 @@ class Party:
             Unknown operation or malformed request.
         PolicyError, BudgetExceededError
             The party's policy or ledger refuses the request.
+
+        A differentially private request may carry an idempotency key ``params["request_id"]``:
+        once charged, the same key returns the recorded reply (same numbers, no new charge).
         """
         op = lookup(request.operation)
         if self.policy is not None:
             self.policy.authorize(self, op, request)
-        reply = op.handler(self, request)
+        request_id = request.params.get("request_id") if op.differentially_private else None
+        if request_id is not None and self.ledger is not None:
+            reply = self._run_once(op, request, request_id)
+        else:
+            reply = op.handler(self, request)
         if self.audit is not None and op.private_data:
             self.audit.record(self, op, request, reply)
+        return reply
+
+    def _run_once(self, op: Operation, request: Message, request_id: Any) -> Message:
+        """Run a DP request with an idempotency key: a retry gets the recorded reply, uncharged."""
+        recorded = self.ledger.recorded_outcome(request_id)
+        if recorded is not None:
+            return recorded
+        with self.ledger.request(request_id):
+            try:
+                reply = op.handler(self, request)
+            except CollabCausalError as exc:
+                self.ledger.record_outcome(exc)
+                raise
+            self.ledger.record_outcome(reply)
         return reply
 
     def __repr__(self) -> str:

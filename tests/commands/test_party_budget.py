@@ -57,3 +57,26 @@ def test_budget_errors_are_one_line_with_exit_codes(tmp_path, capsys, setup, cod
 def test_unknown_dataset_is_a_config_error(ledger_path, capsys):
     assert main(["party", "budget", "--ledger", str(ledger_path), "--dataset", "other"]) == 3
     assert "no dataset 'other'" in capsys.readouterr().err
+
+
+def test_budget_names_the_relation_and_migrates_an_old_ledger_once(tmp_path, capsys):
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"
+    with sqlite3.connect(old) as db:
+        db.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE TABLE budgets (dataset TEXT PRIMARY KEY, epsilon REAL, delta REAL, updated TEXT);"
+            "CREATE TABLE charges (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT, time TEXT, operation TEXT,"
+            " study TEXT, epsilon REAL, delta REAL, partition TEXT, subset TEXT, details TEXT,"
+            " spent_epsilon REAL, spent_delta REAL);"
+            "INSERT INTO meta VALUES ('format', 'collabcausal-ledger-1');"
+            "INSERT INTO budgets VALUES ('d', 3.0, 0.0, 't');"
+            "INSERT INTO charges VALUES (1, 'd', 't', 'dp_histogram', 's', 0.5, 0.0, NULL, NULL, '{}', 0.5, 0.0);"
+        )
+    assert main(["party", "budget", "--ledger", str(old)]) == 3
+    assert "--migrate" in capsys.readouterr().err
+    assert main(["party", "budget", "--ledger", str(old), "--migrate", "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["relation"] == "substitute-one"
+    assert report["spent"]["epsilon"] == pytest.approx(1.0)
