@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from collabcausal.errors import ConfigError, InputError
-from collabcausal.party.ledger import PrivacyLedger, ledger_budgets, migrate_ledger
+from collabcausal.party.ledger import PrivacyLedger, default_ledger_location, ledger_budgets, migrate_ledger
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def ledger_path_from_config(config: Path) -> Path:
-    """The ``[privacy] ledger`` path of a party config, resolved against the config's folder."""
+    """The ledger of a party config: ``[privacy] ledger``, else the default next to ``[data] path``."""
     try:
         data = tomllib.loads(Path(config).read_text())
     except FileNotFoundError:
@@ -65,9 +65,12 @@ def ledger_path_from_config(config: Path) -> Path:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{config} is not readable TOML ({exc})", "fix the file") from exc
     ledger = data.get("privacy", {}).get("ledger")
-    if not isinstance(ledger, str):
-        raise ConfigError(f"{config} has no [privacy] ledger = \"...\" entry", "add the ledger path to [privacy]")
-    return (Path(config).parent / ledger).resolve()
+    source = data.get("data", {}).get("path")
+    if isinstance(ledger, str):
+        return (Path(config).parent / ledger).resolve()
+    if isinstance(source, str):
+        return default_ledger_location((Path(config).parent / source).resolve())[0]
+    raise ConfigError(f"{config} names neither a [privacy] ledger nor a [data] path", "add ledger = ... to [privacy]")
 
 
 def _dataset_report(ledger: PrivacyLedger) -> dict:

@@ -425,6 +425,16 @@ class PrivacyLedger:
         return f"PrivacyLedger({str(self.path)!r}, dataset={self.dataset!r}, {budget}, relation={self.relation!r})"
 
 
+def default_ledger_location(data: str | Path) -> tuple[Path, str]:
+    """``(<data file>.ledger.sqlite, <data file name>)``: the one ledger of a data file.
+
+    Used by ``collabcausal discover --data`` and by a party whose ``[privacy]`` section names no
+    ledger file, so that the same data has one budget whichever way it is queried.
+    """
+    p = Path(data)
+    return p.with_name(p.name + ".ledger.sqlite"), p.name
+
+
 def ledger_budgets(path: str | Path) -> dict[str, tuple[float, float]]:
     """The (epsilon, delta) budget stored for each dataset of a ledger file."""
     p = Path(path)

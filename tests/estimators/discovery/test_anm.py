@@ -45,10 +45,13 @@ def test_decide_prefers_the_smaller_score():
     assert decide(0.3, 0.2) == "y->x"
 
 
-def test_constant_column_is_refused():
+def test_constant_training_split_is_refused_only_when_the_data_scale_themselves():
     x, _ = pair(100)
-    with pytest.raises(InputError, match="column y is constant"):
+    with pytest.raises(InputError, match="training split is constant"):
         AdditiveNoiseModel().fit(x, np.ones(100))
+    # With public bounds nothing about the values is checked: a refusal would be an exact answer.
+    model = AdditiveNoiseModel(x_bounds=(-3, 3), y_bounds=(0, 2), random_state=0).fit(x, np.ones(100))
+    assert np.isfinite(model.scores("hsic").score_xy)
 
 
 def test_fewer_than_ten_test_points_is_refused():
