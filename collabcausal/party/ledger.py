@@ -16,9 +16,12 @@ Composition (running totals, O(1) per charge; :func:`composed_cost` is the defin
 
 * basic composition: epsilons and deltas add across charges;
 * parallel composition (McSherry 2010): charges sharing a ``(study, partition)`` key with
-  different ``subset`` labels touch disjoint subjects (cells of a data-independent partition,
-  disjoint sample splits), so together they cost the maximum over subsets; charges within one
-  subset add. The caller declares disjointness; the key is scoped by study.
+  different ``subset`` labels touch disjoint subjects, so together they cost the maximum over
+  subsets; charges within one subset add. The caller declares disjointness; the key is scoped by
+  study. Under substitution the subsets must be defined by position (sample splits drawn
+  independently of the values, n public): a substituted record then stays in its subset. Cells
+  defined by values are NOT such subsets (the record can move from one cell to another, changing
+  two releases): release them as one histogram with its substitution sensitivity instead.
 
 Idempotency: inside :meth:`PrivacyLedger.request`, charges carry the request's idempotency key;
 :meth:`PrivacyLedger.record_outcome` stores the reply (or the error) of the charged request, and
