@@ -59,21 +59,8 @@ def test_unknown_dataset_is_a_config_error(ledger_path, capsys):
     assert "no dataset 'other'" in capsys.readouterr().err
 
 
-def test_budget_names_the_relation_and_migrates_an_old_ledger_once(tmp_path, capsys):
-    import sqlite3
-
-    old = tmp_path / "old.sqlite"
-    with sqlite3.connect(old) as db:
-        db.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE budgets (dataset TEXT PRIMARY KEY, epsilon REAL, delta REAL, updated TEXT);"
-            "CREATE TABLE charges (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT, time TEXT, operation TEXT,"
-            " study TEXT, epsilon REAL, delta REAL, partition TEXT, subset TEXT, details TEXT,"
-            " spent_epsilon REAL, spent_delta REAL);"
-            "INSERT INTO meta VALUES ('format', 'collabcausal-ledger-1');"
-            "INSERT INTO budgets VALUES ('d', 3.0, 0.0, 't');"
-            "INSERT INTO charges VALUES (1, 'd', 't', 'dp_histogram', 's', 0.5, 0.0, NULL, NULL, '{}', 0.5, 0.0);"
-        )
+def test_budget_names_the_relation_and_migrates_an_old_ledger_once(tmp_path, capsys, format_1_ledger):
+    old = format_1_ledger(tmp_path / "old.sqlite", 3.0, [("dp_histogram", 0.5, None, None)])
     assert main(["party", "budget", "--ledger", str(old)]) == 3
     assert "--migrate" in capsys.readouterr().err
     assert main(["party", "budget", "--ledger", str(old), "--migrate", "--json"]) == 0

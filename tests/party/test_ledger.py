@@ -218,27 +218,11 @@ def test_a_charge_names_its_relation_and_the_ledger_refuses_any_other(ledger):
     assert ledger.spent()[0] == pytest.approx(0.1)
 
 
-def _format_1_ledger(path):
-    """A ledger file as the previous version wrote it: mixed relations, no totals tables."""
-    with sqlite3.connect(path) as db:
-        db.executescript(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-            "CREATE TABLE budgets (dataset TEXT PRIMARY KEY, epsilon REAL, delta REAL, updated TEXT);"
-            "CREATE TABLE charges (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT, time TEXT, operation TEXT,"
-            " study TEXT, epsilon REAL, delta REAL, partition TEXT, subset TEXT, details TEXT,"
-            " spent_epsilon REAL, spent_delta REAL);"
-            "INSERT INTO meta VALUES ('format', 'collabcausal-ledger-1');"
-            "INSERT INTO budgets VALUES ('d', 5.0, 1e-5, 't');"
-            "INSERT INTO charges VALUES (1, 'd', 't', 'dp_sum', 's', 0.5, 0.0, NULL, NULL, '{}', 0.5, 0.0);"
-            "INSERT INTO charges VALUES (2, 'd', 't', 'dp_discover', 's', 0.25, 0.0, NULL, NULL, '{}', 0.75, 0.0);"
-            "INSERT INTO charges VALUES (3, 'd', 't', 'cate', 's', 0.5, 0.0, 'split', 'a', '{}', 1.25, 0.0);"
-            "INSERT INTO charges VALUES (4, 'd', 't', 'cate', 's', 0.25, 0.0, 'split', 'b', '{}', 1.25, 0.0);"
-        )
-
-
-def test_an_old_format_ledger_is_refused_with_one_line_then_migrated_with_add_remove_costs_doubled(tmp_path):
-    path = tmp_path / "old.sqlite"
-    _format_1_ledger(path)
+def test_an_old_format_ledger_is_refused_with_one_line_then_migrated_with_add_remove_costs_doubled(
+    tmp_path, format_1_ledger
+):
+    charges = [("dp_sum", 0.5, None, None), ("dp_discover", 0.25, None, None), ("cate", 0.5, "split", "a")]
+    path = format_1_ledger(tmp_path / "old.sqlite", 5.0, [*charges, ("cate", 0.25, "split", "b")])
     with pytest.raises(ConfigError, match=r"old format.*--migrate") as refused:
         PrivacyLedger(path, epsilon=5.0, dataset="d")
     assert "\n" not in str(refused.value)
