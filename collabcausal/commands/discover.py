@@ -107,7 +107,7 @@ def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[flo
     lines = [
         f"direction: {arrow}",
         f"private {result.score} scores: s({x}->{y}) = {result.score_xy:.6g}, s({y}->{x}) = {result.score_yx:.6g}",
-        f"P(private decision = non-private decision | released margin) = {result.agreement:.3f}",
+        f"P(private decision = non-private decision) >= {result.agreement:.3f} (95% lower confidence bound)",
         f"privacy: epsilon={result.epsilon:g}, delta={result.delta:g}, protecting "
         f"{protected.get(result.protect, 'every row')} (m={result.m_test} test, n={result.n_train} training)",
         f"budget left: epsilon={remaining[0]:g}, delta={remaining[1]:g}",
