@@ -66,7 +66,8 @@ def evaluate_family(
     for rule in rules:
         private = epsilons if rule in PRIVATE_RULES else ()
         for split_seed in split_seeds:
-            records = evaluate_pairs(pairs, scores=scores, epsilons=private, seed=split_seed, model_params=TUNING_RULES[rule])
+            params = TUNING_RULES[rule]
+            records = evaluate_pairs(pairs, scores=scores, epsilons=private, seed=split_seed, model_params=params)
             frames.append(records.assign(rule=rule, split_seed=split_seed))
     return pd.concat(frames, ignore_index=True)
 

@@ -114,7 +114,10 @@ def family_pair(family: str, n: int, rng: np.random.Generator, *, name: str = ""
 
 def family_pairs(family: str, n_pairs: int, n: int, *, seed: int = 0) -> list[LabelledPair]:
     """``n_pairs`` pairs of ``family`` with ``n`` rows each, each from its own seeded stream."""
-    return [family_pair(family, n, child_rng(seed, "pair-family", family, n, k), name=f"{family}-{k}") for k in range(n_pairs)]
+    return [
+        family_pair(family, n, child_rng(seed, "pair-family", family, n, k), name=f"{family}-{k}")
+        for k in range(n_pairs)
+    ]
 
 
 def _standardise(values: NDArray[np.float64]) -> NDArray[np.float64]:

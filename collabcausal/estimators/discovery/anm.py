@@ -211,7 +211,9 @@ class AdditiveNoiseModel:
             if self.hsic_widths == "median":
                 return hsic_score(a, b, width_a=median_heuristic(a), width_b=median_heuristic(b))
             if isinstance(self.hsic_widths, str):
-                raise InputError(f"hsic_widths must be two numbers or 'median', got {self.hsic_widths!r}", "pass (0.3, 0.1)")
+                raise InputError(
+                    f"hsic_widths must be two numbers or 'median', got {self.hsic_widths!r}", "pass (0.3, 0.1)"
+                )
             return hsic_score(a, b, width_a=self.hsic_widths[0], width_b=self.hsic_widths[1])
         return {"spearman": spearman_score, "kendall": kendall_score, "iqr": iqr_score, "variance": variance_score}[
             key

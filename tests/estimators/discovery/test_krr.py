@@ -66,12 +66,12 @@ def test_closed_form_leave_one_out_equals_refitting_without_each_point():
     width, lam = loo_select(x, y, widths=(0.3,), regularizations=(0.01,))
     assert (width, lam) == (0.3, 0.01)
     # the selection criterion itself: brute-force LOO error for two grid points, closed form must rank them alike
-    def brute(w, l):
+    def brute(w, lam_):
         errs = []
         for i in range(25):
             keep = np.arange(25) != i
             # eq. 5 uses c = n lam / 2 with the full n; keep c fixed so the LOO identity is exact
-            model = GaussianKRR(l * 25 / 24, w).fit(x[keep], y[keep])
+            model = GaussianKRR(lam_ * 25 / 24, w).fit(x[keep], y[keep])
             errs.append((y[i] - model.predict(x[i : i + 1])[0]) ** 2)
         return np.mean(errs)
     best = loo_select(x, y, widths=(0.05, 0.5), regularizations=(1e-3,))
