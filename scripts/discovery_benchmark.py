@@ -6,7 +6,7 @@ averaged over pairs and split seeds, its 95% bootstrap interval over pairs, its 
 seeds, and the majority-direction baseline. Full run (100 pairs of 1000 rows per family, five
 split seeds): about 20 minutes on 2 cores; --quick: under a minute.
 
-    .venv/bin/python scripts/discovery_benchmark.py [--quick] [--pairs 100] [--rows 1000] [--seeds 5]
+    .venv/bin/python scripts/discovery_benchmark.py [--quick] [--pairs 100] [--rows 1000] [--max-rows 1000] [--seeds 5]
 """
 
 from __future__ import annotations
@@ -37,12 +37,16 @@ def markdown(table: pd.DataFrame) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="12 pairs of 300 rows, two split seeds, HSIC only")
+    parser.add_argument("--scores", default="hsic,kendall,spearman", help="comma-separated dependence scores")
     parser.add_argument("--pairs", type=int, default=100, help="pairs per family")
-    parser.add_argument("--rows", type=int, default=1000, help="rows per pair (and the subsampling cap)")
+    parser.add_argument("--rows", type=int, default=1000, help="rows per generated pair")
+    parser.add_argument("--max-rows", type=int, default=None, help="subsample longer pairs to this many rows")
     parser.add_argument("--seeds", type=int, default=5, help="train/test split seeds")
     parser.add_argument("--out", type=Path, default=Path("results/discovery"))
     args = parser.parse_args()
-    options = {"n_pairs": args.pairs, "n_rows": args.rows, "max_rows": args.rows, "split_seeds": range(args.seeds)}
+    max_rows = args.rows if args.max_rows is None else args.max_rows
+    options = {"n_pairs": args.pairs, "n_rows": args.rows, "max_rows": max_rows, "split_seeds": range(args.seeds),
+               "scores": tuple(args.scores.split(","))}
     if args.quick:
         options = {"n_pairs": 12, "n_rows": 300, "max_rows": 300, "split_seeds": (0, 1), "scores": ("hsic",)}
     table = run_benchmark(**options)
