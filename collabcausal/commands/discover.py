@@ -149,7 +149,7 @@ def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[flo
     lines = [
         f"direction: {arrow}",
         f"private {result.score} scores: s({x}->{y}) = {result.score_xy:.6g}, s({y}->{x}) = {result.score_yx:.6g}",
-        f"P(private decision = non-private decision | released margin) = {result.agreement:.3f}",
+        f"P(private decision = non-private decision) >= {result.agreement:.3f} (95% lower confidence bound)",
         privacy,
     ]
     if remaining is not None:

@@ -77,3 +77,27 @@ def test_bad_bounds_are_refused():
     x, y = pair(100)
     with pytest.raises(InputError, match="x_bounds"):
         AdditiveNoiseModel(x_bounds=(1.0, -1.0)).fit(x, y)
+
+
+def test_leave_one_out_tuning_is_per_direction_and_recorded():
+    x, y = pair()
+    model = AdditiveNoiseModel(kernel_width="loo", regularization="loo", random_state=0).fit(x, y)
+    (wf, lf), (wg, lg) = model.regression_params_
+    assert all(v > 0 for v in (wf, lf, wg, lg))
+    assert model.data_tuned("train") and not model.data_tuned("test")
+    assert model.scores("hsic").direction == "x->y"
+    fixed = AdditiveNoiseModel(random_state=0).fit(x, y)
+    assert fixed.regression_params_ == ((0.3, 1e-3), (0.3, 1e-3)) and not fixed.data_tuned("train")
+
+
+def test_median_heuristic_hsic_widths_are_data_tuned_on_the_test_split():
+    x, y = pair()
+    model = AdditiveNoiseModel(hsic_widths="median", random_state=0).fit(x, y)
+    assert model.data_tuned("test") and model.scores("hsic").direction == "x->y"
+
+
+@pytest.mark.parametrize("params", [{"kernel_width": "auto"}, {"regularization": "gcv"}])
+def test_unknown_tuning_rule_is_refused(params):
+    x, y = pair(100)
+    with pytest.raises(InputError, match="must be a number or 'loo'"):
+        AdditiveNoiseModel(random_state=0, **params).fit(x, y)
