@@ -78,11 +78,11 @@ CREATE TABLE IF NOT EXISTS partition_totals (
     dataset TEXT NOT NULL, study TEXT NOT NULL, partition TEXT NOT NULL,
     epsilon REAL NOT NULL, delta REAL NOT NULL, PRIMARY KEY (dataset, study, partition));
 CREATE TABLE IF NOT EXISTS requests (
-    dataset TEXT NOT NULL, request_id TEXT NOT NULL, token TEXT NOT NULL, outcome BLOB,
-    PRIMARY KEY (dataset, request_id));
+    dataset TEXT NOT NULL, request_id TEXT NOT NULL, token TEXT NOT NULL, fingerprint TEXT NOT NULL,
+    outcome BLOB, PRIMARY KEY (dataset, request_id));
 """
 
-_REQUEST: ContextVar[tuple[str, str] | None] = ContextVar("collabcausal_ledger_request", default=None)
+_REQUEST: ContextVar[tuple[str, str, str] | None] = ContextVar("collabcausal_ledger_request", default=None)
 
 
 @dataclass(frozen=True)
@@ -313,18 +313,19 @@ class PrivacyLedger:
         return new_eps, new_delta
 
     @contextmanager
-    def request(self, request_id: str | None) -> Iterator[None]:
+    def request(self, request_id: str | None, fingerprint: str = "") -> Iterator[None]:
         """Charges made inside carry ``request_id``, the idempotency key of one request.
 
-        The first charge claims the key for this execution; a concurrent or later execution of
-        the same key cannot charge it again (:class:`ProtocolError`) and must take the recorded
-        outcome (:meth:`recorded_outcome`). ``None`` makes the block an ordinary one.
+        The first charge claims the key for this execution, with the request's ``fingerprint``
+        (e.g. a hash of its operation and parameters); a concurrent or later execution of the same
+        key cannot charge it again (:class:`ProtocolError`) and must take the recorded outcome
+        (:meth:`recorded_outcome`). ``None`` makes the block an ordinary one.
         """
         if request_id is None:
             yield
             return
         key = _request_key(request_id)
-        reset = _REQUEST.set((key, uuid.uuid4().hex))
+        reset = _REQUEST.set((key, uuid.uuid4().hex, str(fingerprint)))
         try:
             yield
         finally:
@@ -343,10 +344,10 @@ class PrivacyLedger:
         with self._transaction() as db:
             db.execute(
                 "UPDATE requests SET outcome = ? WHERE dataset = ? AND request_id = ? AND token = ?",
-                (blob, self.dataset, *request),
+                (blob, self.dataset, *request[:2]),
             )
 
-    def recorded_outcome(self, request_id: str) -> Any:
+    def recorded_outcome(self, request_id: str, fingerprint: str = "") -> Any:
         """The stored reply of an already charged request, or ``None`` if the key is new.
 
         A stored error is raised again (same class, same message).
@@ -354,17 +355,23 @@ class PrivacyLedger:
         Raises
         ------
         ProtocolError
-            The key was charged but has no recorded outcome: the request is running, or its
-            process died after charging. Its noise is gone, so it can never be answered: retry
+            The key was charged for a request with another ``fingerprint`` (a key names one
+            request), or it was charged but has no recorded outcome: the request is running, or
+            its process died after charging. Its noise is gone, so it can never be answered: retry
             with a new key (charged anew).
         """
         key = _request_key(request_id)
         with self._transaction() as db:
             row = db.execute(
-                "SELECT outcome FROM requests WHERE dataset = ? AND request_id = ?", (self.dataset, key)
+                "SELECT outcome, fingerprint FROM requests WHERE dataset = ? AND request_id = ?", (self.dataset, key)
             ).fetchone()
         if row is None:
             return None
+        if row[1] != str(fingerprint):
+            raise ProtocolError(
+                f"request_id {key!r} was already used for a different request to {self.dataset!r}",
+                "send each distinct request with its own request_id",
+            )
         if row[0] is None:
             raise ProtocolError(
                 f"request {key!r} was charged to {self.dataset!r} but has no recorded reply (still running, or lost "
@@ -373,12 +380,12 @@ class PrivacyLedger:
             )
         return _decode_outcome(row[0])
 
-    def _claim(self, db: sqlite3.Connection, key: str, token: str) -> None:
+    def _claim(self, db: sqlite3.Connection, key: str, token: str, fingerprint: str) -> None:
         row = db.execute(
             "SELECT token FROM requests WHERE dataset = ? AND request_id = ?", (self.dataset, key)
         ).fetchone()
         if row is None:
-            db.execute("INSERT INTO requests VALUES (?, ?, ?, NULL)", (self.dataset, key, token))
+            db.execute("INSERT INTO requests VALUES (?, ?, ?, ?, NULL)", (self.dataset, key, token, fingerprint))
         elif row[0] != token:
             raise ProtocolError(
                 f"request {key!r} was already charged to {self.dataset!r} by another execution",

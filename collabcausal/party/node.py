@@ -8,8 +8,12 @@ audit log apply identically in both.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any, Protocol
+
+import numpy as np
 
 from collabcausal.errors import CollabCausalError
 from collabcausal.messages import Message
@@ -97,10 +101,11 @@ class Party:
 
     def _run_once(self, op: Operation, request: Message, request_id: Any) -> Message:
         """Run a DP request with an idempotency key: a retry gets the recorded reply, uncharged."""
-        recorded = self.ledger.recorded_outcome(request_id)
+        fingerprint = request_fingerprint(request)
+        recorded = self.ledger.recorded_outcome(request_id, fingerprint)
         if recorded is not None:
             return recorded
-        with self.ledger.request(request_id):
+        with self.ledger.request(request_id, fingerprint):
             try:
                 reply = op.handler(self, request)
             except CollabCausalError as exc:
@@ -111,3 +116,14 @@ class Party:
 
     def __repr__(self) -> str:
         return f"Party({self.name!r}, n={self.table.n_subjects}, columns={list(self.table.covariate_names)})"
+
+
+def request_fingerprint(request: Message) -> str:
+    """SHA-256 of a request's operation, parameters (but its ``request_id``) and arrays."""
+    params = {k: v for k, v in request.params.items() if k != "request_id"}
+    digest = hashlib.sha256(json.dumps([request.operation, params], sort_keys=True, default=str).encode())
+    for name in sorted(request.arrays):
+        array = np.ascontiguousarray(request.arrays[name])
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()

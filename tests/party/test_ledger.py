@@ -21,6 +21,7 @@ from collabcausal.party.ledger import (
     ledger_budgets,
     migrate_ledger,
 )
+from collabcausal.party.node import request_fingerprint
 
 
 @pytest.fixture()
@@ -313,6 +314,14 @@ def test_a_retried_request_returns_the_recorded_release_without_a_new_charge(tmp
     assert party.ledger.spent()[0] == pytest.approx(0.6)
 
 
+def test_a_request_id_names_one_request_and_is_refused_for_another(tmp_path):
+    party = _party(tmp_path)
+    party.handle(_sum_request("r-1", epsilon=0.3))
+    with pytest.raises(ProtocolError, match="different request"):
+        party.handle(_sum_request("r-1", epsilon=0.5))
+    assert party.ledger.spent()[0] == pytest.approx(0.3)
+
+
 def test_a_refused_request_records_nothing_and_a_retry_runs_afresh(tmp_path):
     party = _party(tmp_path)
     with pytest.raises(BudgetExceededError):
@@ -325,7 +334,7 @@ def test_a_refused_request_records_nothing_and_a_retry_runs_afresh(tmp_path):
 
 def test_a_charged_request_without_a_recorded_reply_is_never_answered_again(tmp_path):
     party = _party(tmp_path)
-    with party.ledger.request("lost"):
+    with party.ledger.request("lost", request_fingerprint(_sum_request("lost"))):
         party.ledger.charge("dp_sum", 0.1)  # the process dies here: the noise is gone
     with pytest.raises(ProtocolError, match="new request_id"):
         party.handle(_sum_request("lost"))
@@ -336,7 +345,7 @@ def test_a_charged_request_without_a_recorded_reply_is_never_answered_again(tmp_
 
 def test_an_error_after_charging_is_replayed_not_recharged(tmp_path):
     party = _party(tmp_path)
-    with party.ledger.request("e"):
+    with party.ledger.request("e", request_fingerprint(_sum_request("e"))):
         party.ledger.charge("dp_discover", 0.2)
         party.ledger.record_outcome(NoAnswerError("declined", "use more rows"))
     with pytest.raises(NoAnswerError, match="declined"):
