@@ -5,17 +5,20 @@ BIN    := $(VENV)/bin
 # two stamps: `make demo` needs the runtime dependencies only; tests, lint and benchmarks the dev extras
 RUNTIME := $(VENV)/.installed-runtime
 STAMP   := $(VENV)/.installed
+# setuptools warns on every editable install that a folder named like the package in the working
+# directory would shadow it: that folder is the package itself here, so the warning is silenced.
+PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip
 
 .PHONY: demo test test-slow lint proto bench clean
 
 $(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(PIP) install --quiet -e .
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e ".[dev]"
 	touch $(STAMP)
 
 ## demo: LaLonde 2x2 DC-QE table (paper 003, Table 3 layout) and report.html into results/
