@@ -24,11 +24,14 @@ else:
 DESCRIPTION = """\
 Show a party's privacy budget: the total, what is spent, what is left, and every charge (the
 audit trail). Reads the ledger given with --ledger, or the one named by the [privacy] ledger key
-of party.toml (relative to party.toml's folder). Nothing is charged.
+of party.toml (relative to party.toml's folder). Nothing is charged. --migrate converts, once and
+in place, a ledger written by an older version (format 1, whose totals mixed two neighbouring
+relations).
 
 examples:
   collabcausal party budget --config party.toml
   collabcausal party budget --ledger hospital-a.ledger.sqlite --dataset hospital-a.csv --json
+  collabcausal party budget --ledger old.ledger.sqlite --migrate
 """
 
 
