@@ -105,6 +105,9 @@ class DCQEResult:
         Per estimator with balance weights: SMD per covariate (federated, eqs. 42-44).
     covariates : tuple of str
         Covariate names in the order of the SMD arrays.
+    smd_unweighted : ndarray or None
+        SMD per covariate of the unweighted sample (federated, eq. 42; the "before" of a Love
+        plot), or None where not asked for.
     """
 
     representation: CollaborativeRepresentation
@@ -113,6 +116,7 @@ class DCQEResult:
     effects: EffectBundle
     smd: dict[str, NDArray[np.float64]]
     covariates: tuple[str, ...]
+    smd_unweighted: NDArray[np.float64] | None = None
 
     def masmd(self, estimator: str) -> float | None:
         """max_k |SMD_k| (eq. 45), or None where the estimator defines no balanced sample."""
@@ -162,6 +166,7 @@ def run_dcqe(
     *,
     timeout: float | None = None,
     analytic_se: bool = True,
+    unweighted_smd: bool = True,
     described: Mapping[str, Message] | None = None,
 ) -> DCQEResult:
     """Run the DC-QE pipeline once.
@@ -177,6 +182,9 @@ def run_dcqe(
         Seconds to wait for each round of replies.
     analytic_se : bool
         Compute analytic standard errors (off inside a bootstrap, where they go unused).
+    unweighted_smd : bool
+        Also compute the unweighted SMDs (one more round of federated moments with unit weights;
+        off inside a bootstrap, where they go unused).
     described : mapping of str to Message, optional
         The parties' :func:`describe_parties` replies; asked for when not given. Every reply is
         checked against them (:mod:`collabcausal.analyst.replies`).
@@ -225,4 +233,9 @@ def run_dcqe(
             names, smd[name] = federated_smd(
                 grid, plan.balance_parties, rows, t, weights, study=plan.study, timeout=timeout
             )
-    return DCQEResult(representation, t, y, effects, smd, names)
+    before = None
+    if unweighted_smd:
+        names, before = federated_smd(
+            grid, plan.balance_parties, rows, t, np.ones(t.shape[0]), study=plan.study, timeout=timeout
+        )
+    return DCQEResult(representation, t, y, effects, smd, names, before)

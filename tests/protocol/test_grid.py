@@ -201,3 +201,20 @@ def test_messages_that_cannot_travel_fail_cleanly_on_either_side(grid, study_ca)
     grid.finish()
     party.join()
     assert party.error is None
+
+
+def test_a_retried_dp_request_gets_the_identical_reply_over_grpc_and_is_charged_once(grid, study_ca, tmp_path):
+    from collabcausal.party.ledger import PrivacyLedger
+
+    member = small_party("a")
+    member.ledger = PrivacyLedger(tmp_path / "a.sqlite", epsilon=1.0, dataset="a")
+    party = PartyThread(member, grid.address, tls_of(study_ca, "a"))
+    wait_until_joined(grid, ["a"])
+    params = {"epsilon": 0.4, "study": "s", "columns": ["x1"], "sums": [{"column": "x1", "bounds": [-3, 3]}]}
+    first = grid.request("a", Message("dp_sum", {**params, "request_id": "task-7"}))
+    again = grid.request("a", Message("dp_sum", {**params, "request_id": "task-7"}))
+    assert again.array("sums").tobytes() == first.array("sums").tobytes()
+    assert dict(again.params) == dict(first.params)
+    assert [c.request_id for c in member.ledger.history()] == ["task-7"]
+    grid.finish()
+    party.join()
