@@ -39,6 +39,10 @@ _DTYPE = re.compile(r"[biufc](1|2|4|8|16)")
 _UPGRADE = "make sure both sides run the same collabcausal version and retry"
 
 
+class TruncatedStreamError(ProtocolError):
+    """A stream that ended early (nothing, or fewer bytes than declared): what a sender's crash leaves."""
+
+
 @dataclass(frozen=True)
 class Envelope:
     """A decoded frame stream: the header's routing fields and the message (if any)."""
@@ -61,12 +65,14 @@ def message_frames(
 ) -> FrameStream:
     """Frames carrying ``message`` (header first, then chunks); see the module docstring.
 
-    The header is built at once, so a message that cannot travel (non-JSON params, non-numeric
+    An error travels as its nearest class of :mod:`collabcausal.errors` (which the receiver
+    re-raises). The header is built at once, so a message that cannot travel (non-JSON params, non-numeric
     arrays) raises :class:`ProtocolError` here rather than inside a gRPC stream.
     """
     header = pb.MessageHeader(state=state, task_id=task_id, detail=detail)
     if error is not None:
-        header.error.CopyFrom(pb.Error(kind=type(error).__name__, problem=error.problem, fix=error.fix or ""))
+        kind = next(c.__name__ for c in type(error).__mro__ if c.__module__ == "collabcausal.errors")
+        header.error.CopyFrom(pb.Error(kind=kind, problem=error.problem, fix=error.fix or ""))
     flats: list[memoryview] = []
     if message is not None:
         header.operation = message.operation
@@ -138,7 +144,9 @@ def read_message(
     """
     stream = iter(frames)
     first = next(stream, None)
-    if first is None or first.WhichOneof("kind") != "header":
+    if first is None:
+        raise TruncatedStreamError("a message stream ended before its header", "the sender stopped; it will resend")
+    if first.WhichOneof("kind") != "header":
         raise ProtocolError("a message stream did not start with its header", _UPGRADE)
     header = first.header
     if len(header.arrays) > MAX_ARRAYS:
@@ -196,7 +204,7 @@ def read_message(
         specs, buffers, filled, hashers, header.arrays, strict=True
     ):
         if got != nbytes:
-            raise ProtocolError(
+            raise TruncatedStreamError(
                 f"message {header.operation!r} was truncated: array {name!r} has {got} of {nbytes} bytes",
                 "the sender stopped early; it will resend the message",
             )

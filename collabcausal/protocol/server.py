@@ -29,6 +29,7 @@ from collabcausal.protocol.arrays import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Envelope,
     FrameStream,
+    TruncatedStreamError,
     message_frames,
     read_message,
 )
@@ -340,6 +341,9 @@ class GrpcGrid(Grid):
             envelope = read_message(frames, max_bytes=self.max_message_bytes, check_header=outstanding)
         except _NotOutstanding as exc:
             return pb.UploadAck(accepted=False, detail=str(exc))
+        except (grpc.RpcError, TruncatedStreamError):  # what a party's crash or lost connection leaves
+            self._progress(name, "upload interrupted; the task stays queued")
+            context.abort(grpc.StatusCode.CANCELLED, "upload interrupted")
         except ProtocolError as exc:
             self._progress(name, f"upload refused: {exc}")
             with self._cond:
@@ -348,9 +352,6 @@ class GrpcGrid(Grid):
                     task.failure = str(exc)
                     self._cond.notify_all()
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except grpc.RpcError:
-            self._progress(name, "upload interrupted; the task stays queued")
-            context.abort(grpc.StatusCode.CANCELLED, "upload interrupted")
         with self._cond:
             task = self._pending.get(name)
             if task is None or task.task_id != envelope.task_id or not task.open:
