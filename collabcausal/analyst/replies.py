@@ -13,6 +13,10 @@ For ``dc_representation`` (paper 003, Algorithm 2, step 2) of party j in row gro
 * ``a_tilde``: finite, r x m~_ij (r anchor rows asked for, same m~_ij);
 * label holders: ``treatment`` of n_i values in {0, 1} and a finite ``outcome`` of n_i values.
 
+A ``weighted_moments`` reply (paper 003, eqs. 42-44) needs a list of covariate names (m of them)
+and finite :class:`~collabcausal.estimators.balance.ArmMoments` arrays: ``sum_w`` and ``sum_w2``
+of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m).
+
 A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names and a boolean
 ``has_labels``.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from collabcausal.errors import ProtocolError, StudyFailedError
+from collabcausal.estimators.balance import ArmMoments
 from collabcausal.messages import Message
 
 
@@ -67,6 +72,30 @@ def check_representation(
             raise _refused(party, f"{name} holds NaN or infinite values")
     if labels and not np.isin(expected["treatment"][0], (0, 1)).all():
         raise _refused(party, "treatment holds values other than 0 and 1")
+
+
+def check_moments(party: str, reply: Message) -> ArmMoments:
+    """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless shaped as documented above.
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party and the array.
+    """
+    covariates = reply.params.get("covariates")
+    if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
+        raise _refused(party, "covariates is not a list of names", "weighted_moments")
+    shapes = {"sum_w": (2,), "sum_w2": (2,), "sum_wx": (2, len(covariates)), "sum_wx2": (2, len(covariates))}
+    arrays = {}
+    for name, shape in shapes.items():
+        array = reply.arrays.get(name)
+        if array is None or array.shape != shape or array.dtype.kind not in "iuf":
+            got = "nothing" if array is None else f"shape {array.shape} and dtype {array.dtype}"
+            raise _refused(party, f"{name} has {got}, expected {shape} numbers", "weighted_moments")
+        if not np.all(np.isfinite(array)) or (array.ndim == 1 and np.any(array < 0)):
+            raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
+        arrays[name] = np.asarray(array, dtype=np.float64)
+    return ArmMoments(**arrays)
 
 
 def check_description(party: str, reply: Message) -> None:

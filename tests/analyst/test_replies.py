@@ -87,6 +87,24 @@ def test_a_malformed_description_fails_the_study_naming_the_party(params, match)
         run_dcqe(evil, plan)
 
 
+MOMENT_TAMPERINGS = {
+    "sum_wx one column short": (lambda r: _with(r, sum_wx=r.array("sum_wx")[:, :-1]), "sum_wx has shape"),
+    "NaN sum_w": (lambda r: _with(r, sum_w=r.array("sum_w") * np.nan), "sum_w holds NaN"),
+    "negative sum_w2": (lambda r: _with(r, sum_w2=-r.array("sum_w2")), "sum_w2 holds NaN, infinite or negative"),
+    "no sum_wx2": (lambda r: dataclasses.replace(r, arrays={k: v for k, v in r.arrays.items() if k != "sum_wx2"}),
+                   "sum_wx2 has nothing"),
+    "covariates not a list": (lambda r: Message(r.operation, {"covariates": 3}, r.arrays), "covariates is not a"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MOMENT_TAMPERINGS))
+def test_malformed_balance_moments_fail_the_study_naming_the_party(case):
+    parties, plan = _study()
+    tamper, match = MOMENT_TAMPERINGS[case]
+    with pytest.raises(StudyFailedError, match=f"party 'p22' sent a weighted_moments reply .*{match}"):
+        run_dcqe(EvilGrid(parties, "p22", tamper, "weighted_moments"), plan)
+
+
 def test_the_honest_study_passes_the_checks():
     parties, plan = _study()
     result = run_dcqe(InProcessGrid(parties), plan)
