@@ -255,6 +255,10 @@ class GrpcGrid(Grid):
             )
         return name
 
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def _register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
         name = self._identify(context)
         if request.protocol_version != PROTOCOL_VERSION:
@@ -303,6 +307,7 @@ class GrpcGrid(Grid):
         if request.run_id != self.run_id or name not in self._joined:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "unknown run: register again")
         deadline = time.monotonic() + min(request.wait_ms / 1000.0, MAX_POLL_SECONDS)
+        context.add_callback(self._wake)  # a cancelled poll frees its thread and stream slot at once
         with self._cond:
             while True:
                 task = self._pending.get(name)

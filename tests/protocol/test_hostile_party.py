@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -107,6 +108,21 @@ def test_one_party_with_40_long_polls_cannot_starve_an_honest_register(grid, stu
         honest.join()
     assert refused.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == 40 - MAX_STREAMS_PER_PARTY
     assert honest.error is None
+
+
+def test_cancelled_long_polls_give_their_stream_slots_back_at_once(grid, study_ca):
+    channel, stub = raw_stub(grid, study_ca, "b")
+    with channel:
+        run_id = stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5).run_id
+        request = pb.PullRequest(run_id=run_id, wait_ms=20_000)
+        for _ in range(3):  # three reconnects' worth of abandoned polls
+            polls = [stub.PullTask(request, timeout=20) for _ in range(MAX_STREAMS_PER_PARTY)]
+            time.sleep(0.2)
+            for poll in polls:
+                poll.cancel()
+        time.sleep(0.2)
+        fresh = pb.PullRequest(run_id=run_id, wait_ms=100)  # served (IDLE after 0.1 s), not RESOURCE_EXHAUSTED
+        assert [f.header.state for f in stub.PullTask(fresh, timeout=5)] == [pb.IDLE]
 
 
 def test_a_4_gib_upload_with_no_task_outstanding_is_refused_before_its_bytes_are_read(study_ca):
