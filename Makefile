@@ -2,18 +2,27 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# two stamps: `make demo` needs the runtime dependencies only; tests, lint and benchmarks the dev extras
+RUNTIME := $(VENV)/.installed-runtime
+STAMP   := $(VENV)/.installed
+# setuptools warns on every editable install that a folder named like the package in the working
+# directory would shadow it: that folder is the package itself here, so the warning is silenced.
+PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip
 
 .PHONY: demo test test-slow lint proto bench clean
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	$(PIP) install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-## demo: LaLonde 2x2 DC-QE table (paper 003, Table 3 layout) into results/
-demo: $(STAMP)
+## demo: LaLonde 2x2 DC-QE table (paper 003, Table 3 layout) and report.html into results/
+demo: $(RUNTIME)
 	$(BIN)/collabcausal simulate --dataset lalonde --bootstrap 200 --seed 0 --out results
 
 ## test: the fast suite (slow reproductions excluded), plus lint

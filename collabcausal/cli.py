@@ -1,49 +1,108 @@
 """The ``collabcausal`` command.
 
 Each subcommand lives in :mod:`collabcausal.commands` as a module with ``register(subparsers)``
-that adds its parser and sets ``func`` (``func(args) -> int``). Errors derived from
-:class:`~collabcausal.errors.CollabCausalError` are printed as one line on stderr and turned into
-the class's exit code (table in :mod:`collabcausal.errors`).
+that adds its parser and sets ``func`` (``func(args) -> int``). Only the module of the command
+being run is imported: ``collabcausal --help`` and ``--version`` list the commands from
+:data:`COMMANDS` without importing numpy, gRPC or the estimators, so they answer at once.
+
+Errors derived from :class:`~collabcausal.errors.CollabCausalError` are printed as one line on
+stderr and turned into the class's exit code (table in :mod:`collabcausal.errors`). Progress goes
+to stderr through :mod:`logging` (:mod:`collabcausal.logs`); ``-v`` adds detail, ``-q`` keeps
+warnings and errors only. A closed output pipe (``collabcausal ... --json | head``) ends the
+command quietly with exit code 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from collabcausal import __version__
 from collabcausal.errors import CollabCausalError
+from collabcausal.logs import configure_logging
 
-COMMAND_MODULES: tuple[str, ...] = ("simulate", "party", "certs", "analyst", "discover")
+# name -> one-line summary shown by `collabcausal --help` (the command's own --help has details)
+COMMANDS: dict[str, str] = {
+    "simulate": "split a data set into a grid of parties and compare DC-QE settings (paper 003)",
+    "party": "run a party node (data holder): join a study, show the privacy budget",
+    "certs": "make the study CA and the certificates of parties and analyst",
+    "analyst": "run the analyst node (study coordinator)",
+    "discover": "private cause-effect direction between two columns (additive noise model, paper 002)",
+}
+
+EPILOG = """\
+examples:
+  collabcausal simulate --dataset lalonde --bootstrap 200 --out results
+  collabcausal certs init --dir certs
+  collabcausal party join --config party.toml
+  collabcausal analyst serve --study study.toml
+  collabcausal SUBCOMMAND --help      (options and examples of one command)
+"""
+
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a C program killed by a closed pipe reports
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every subcommand registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; only ``command``'s module (if any) is imported and registered.
+
+    The other commands get a placeholder parser carrying their summary, enough for the
+    top-level ``--help`` listing.
+    """
     parser = argparse.ArgumentParser(
         prog="collabcausal",
         description="Privacy-preserving causal inference across institutions.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"collabcausal {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more progress detail on stderr (repeatable)"
+    )
+    parser.add_argument(
+        "-q", "--quiet", dest="log_quiet", action="store_true", help="no progress on stderr, only warnings and errors"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"collabcausal.commands.{name}").register(subparsers)
+    for name, summary in COMMANDS.items():
+        if name == command:
+            importlib.import_module(f"collabcausal.commands.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first known command word), or None."""
+    return next((word for word in argv if word in COMMANDS), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return int(args.func(args) or 0)
-    except CollabCausalError as exc:
-        print(f"collabcausal: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("collabcausal: interrupted", file=sys.stderr)
-        return 130
+        try:
+            args = build_parser(command_in(argv)).parse_args(argv)
+        except SystemExit as exc:  # --help, --version and usage errors
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else 2
+        configure_logging(-1 if args.log_quiet else args.verbose)
+        try:
+            code = int(args.func(args) or 0)
+        except CollabCausalError as exc:
+            print(f"collabcausal: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print("collabcausal: interrupted", file=sys.stderr)
+            return 130
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly; point stdout at /dev/null so the
+        # interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
 
 
 if __name__ == "__main__":

@@ -45,15 +45,18 @@ def figure1(summary: pd.DataFrame, path: Path) -> None:
             part = summary[(summary["m"] == m) & (summary["score"] == score)].sort_values("epsilon")
             private = part[np.isfinite(part["epsilon"])]
             ax.plot(private["epsilon"], private["accuracy"], marker="o", color=f"C{i}", label=score)
-            ax.axhline(part[np.isinf(part["epsilon"])]["accuracy"].item(), color=f"C{i}", ls=":", lw=1)
+            ax.axhline(
+                part[np.isinf(part["epsilon"])]["accuracy"].item(), color=f"C{i}", ls=":", lw=1,
+                label=f"{score}, non-private",
+            )
         ax.set(
             xscale="log",
             ylim=(0, 1.02),
-            xlabel="epsilon",
-            ylabel="P(correct direction)",
-            title=f"test-set privacy, m = {m} (dotted: non-private)",
+            xlabel="privacy budget epsilon (log scale)",
+            ylabel="P(correct direction), share of pairs",
+            title=f"test-set privacy, m = {m}",
         )
-        ax.legend(loc="lower right")
+        ax.legend(loc="lower right", fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
@@ -68,8 +71,8 @@ def figure2(training: pd.DataFrame, path: Path) -> None:
         ax.set(
             xscale="log",
             ylim=(0.4, 1.02),
-            xlabel="lambda",
-            ylabel="P(correct direction)",
+            xlabel="KRR regularization lambda (log scale)",
+            ylabel="P(correct direction), share of pairs",
             title=f"HSIC, training-set privacy, m = n = {m}",
         )
         ax.legend()
@@ -79,8 +82,8 @@ def figure2(training: pd.DataFrame, path: Path) -> None:
     axes[0][-1].set(
         xscale="log",
         ylim=(0.4, 1.02),
-        xlabel="epsilon",
-        ylabel="P(correct), best lambda",
+        xlabel="privacy budget epsilon (log scale)",
+        ylabel="P(correct direction) at the best lambda",
         title="best lambda per epsilon",
     )
     axes[0][-1].legend()

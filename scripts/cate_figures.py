@@ -44,8 +44,9 @@ def plot_paper000(res, out: Path) -> None:
             for n, cell in part[part["learner"] == lr].groupby("n"):
                 ax.plot(cell["epsilon"], cell["mse"], marker="o", label=f"n={n}")
             ax.axhline(float(part["var_tau"].iloc[0]), color="grey", ls="--", lw=1, label="Var(tau)")
-            ax.set(xscale="log", yscale="log", xlabel="epsilon", title=f"setup {setup}: DP-EBM-{lr.upper()}")
-        np.atleast_1d(axes)[0].set_ylabel("test MSE")
+            ax.set(xscale="log", yscale="log", xlabel="privacy budget epsilon (log scale)",
+                   title=f"setup {setup}: DP-EBM-{lr.upper()}")
+        np.atleast_1d(axes)[0].set_ylabel("test MSE of tau (squared outcome units)")
         np.atleast_1d(axes)[-1].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / f"paper000_setup{setup}.png", dpi=150)
@@ -57,8 +58,9 @@ def plot_paper000(res, out: Path) -> None:
         ax.plot(cell["epsilon"], cell["variance"], marker="o", color=f"C{k}", label=f"{setup} variance")
         ax.plot(cell["epsilon"], cell["bias2"].clip(lower=1e-6), marker="x", ls=":", color=f"C{k}",
                 label=f"{setup} bias^2")
-    ax.set(xscale="log", yscale="log", xlabel="epsilon", ylabel="integrated bias^2 / variance",
-           title=f"DP-EBM-DR, n={n_max}")
+    ax.set(xscale="log", yscale="log", xlabel="privacy budget epsilon (log scale)",
+           ylabel="integrated bias^2 or variance (squared outcome units)",
+           title=f"DP-EBM-DR, n={n_max}: squared bias and variance of tau")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out / "paper000_bias_variance.png", dpi=150)
@@ -71,9 +73,13 @@ def plot_paper004(res, out: Path) -> None:
         private = cell[np.isfinite(cell["epsilon"])]
         ax.errorbar(private["epsilon"], private["pehe"], yerr=private["pehe_sd"], marker="o", capsize=3,
                     color=f"C{k}", label=f"DP-CATE {variant}")
-        ax.axhline(float(cell.loc[~np.isfinite(cell["epsilon"]), "pehe"].iloc[0]), color=f"C{k}", ls="--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="epsilon", ylabel="PEHE (dashed: non-private)")
-    ax.legend()
+        ax.axhline(float(cell.loc[~np.isfinite(cell["epsilon"]), "pehe"].iloc[0]), color=f"C{k}", ls="--", lw=1,
+                   label=f"non-private {variant}")
+    ax.set(xscale="log", yscale="log", xlabel="privacy budget epsilon (log scale)",
+           ylabel="PEHE (outcome units, mean ± SD)", title="Paper 004, dataset 2: DP-CATE accuracy against epsilon")
+    # the dashed non-private lines of different variants can lie on top of each other: the legend
+    # names each one, two columns keep it off the curves
+    ax.legend(fontsize=8, ncol=2, loc="upper right")
     fig.tight_layout()
     fig.savefig(out / "paper004.png", dpi=150)
     plt.close(fig)

@@ -39,7 +39,8 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ax.bar(range(len(summary)), summary["sqrt_pehe"], yerr=summary["sqrt_pehe_sd"], capsize=2)
     ax.set_xticks(range(len(summary)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set(yscale="log", ylabel="sqrt(PEHE), within-sample", title=f"IHDP replications {args.replications}")
+    ax.set(yscale="log", xlabel="learner (privacy budget epsilon)", ylabel="sqrt(PEHE), within-sample (outcome units)",
+           title=f"IHDP replications {args.replications}: CATE error per learner")
     fig.tight_layout()
     fig.savefig(args.out / "ihdp.png", dpi=150)
     (args.out / "ihdp.json").write_text(json.dumps(summary.replace([np.inf], "inf").to_dict("records"), indent=2))

@@ -7,13 +7,14 @@ differences, so SMD and MASMD are exact without raw covariates reaching the anal
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_moments
+from collabcausal.errors import StudyFailedError
 from collabcausal.estimators.balance import ArmMoments, smd_from_moments
 from collabcausal.messages import Message
 
@@ -53,16 +54,19 @@ def federated_smd(
         arrays = {"arms": treatment[sl], "weights": weights[sl], "rows": np.asarray(rows[i], dtype=np.int64)}
         messages.update({party: Message("weighted_moments", {"study": study}, arrays) for party in group})
     replies = grid.send_and_receive(messages, timeout=timeout)
+    per_group = [_side_by_side([check_moments(p, replies[p]) for p in group]) for group in parties]
+    for group, moments in zip(parties[1:], per_group[1:], strict=True):
+        if moments.sum_wx.shape != per_group[0].sum_wx.shape:
+            raise StudyFailedError(
+                f"parties {', '.join(group)} sent moments of {moments.sum_wx.shape[1]} covariates, the first row "
+                f"group {per_group[0].sum_wx.shape[1]}",
+                "give every row group the same column layout (balance_parties)",
+            )
     names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
-    per_group = [_side_by_side([_moments(replies[p]) for p in group]) for group in parties]
     total = per_group[0]
     for moments in per_group[1:]:
         total = total + moments
     return names, smd_from_moments(total)
-
-
-def _moments(reply: Message) -> ArmMoments:
-    return ArmMoments(**{f.name: np.asarray(reply.array(f.name)) for f in dataclasses.fields(ArmMoments)})
 
 
 def _side_by_side(parts: Sequence[ArmMoments]) -> ArmMoments:

@@ -18,6 +18,7 @@ from collabcausal.analyst.balance import federated_smd
 from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, check_estimators, estimate_effects
 from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_description, check_representation
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.validation import check_estimand
 from collabcausal.messages import Message
@@ -104,6 +105,9 @@ class DCQEResult:
         Per estimator with balance weights: SMD per covariate (federated, eqs. 42-44).
     covariates : tuple of str
         Covariate names in the order of the SMD arrays.
+    smd_unweighted : ndarray or None
+        SMD per covariate of the unweighted sample (federated, eq. 42; the "before" of a Love
+        plot), or None where not asked for.
     """
 
     representation: CollaborativeRepresentation
@@ -112,6 +116,7 @@ class DCQEResult:
     effects: EffectBundle
     smd: dict[str, NDArray[np.float64]]
     covariates: tuple[str, ...]
+    smd_unweighted: NDArray[np.float64] | None = None
 
     def masmd(self, estimator: str) -> float | None:
         """max_k |SMD_k| (eq. 45), or None where the estimator defines no balanced sample."""
@@ -119,18 +124,19 @@ class DCQEResult:
         return None if s is None else float(np.max(np.abs(s)))
 
 
-def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None) -> list[int]:
-    """Ask every party for its metadata; return subject counts per row group.
+def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None) -> dict[str, Message]:
+    """Ask every party for its metadata; return the checked ``describe`` replies by party.
 
     Raises
     ------
     StudyFailedError
-        Parties of one row group disagree on their subject count or subject ids (order included),
-        or a label holder has no labels.
+        A malformed reply (naming the party), parties of one row group that disagree on their
+        subject count or subject ids (order included), or a label holder without labels.
     """
     parties = sorted({p for g in (*plan.row_groups, *plan.balance_parties) for p in g})
     replies = grid.send_and_receive({p: Message("describe", {"study": plan.study}) for p in parties}, timeout=timeout)
-    sizes = []
+    for party, reply in replies.items():
+        check_description(party, reply)
     for i, group in enumerate(plan.row_groups):
         counts = {p: int(replies[p].params["n_subjects"]) for p in (*group, *plan.balance_parties[i])}
         if len(set(counts.values())) != 1:
@@ -150,8 +156,7 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
                 f"row group {i} parties hold different subject ids or orders",
                 "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
             )
-        sizes.append(next(iter(counts.values())))
-    return sizes
+    return replies
 
 
 def run_dcqe(
@@ -161,6 +166,8 @@ def run_dcqe(
     *,
     timeout: float | None = None,
     analytic_se: bool = True,
+    unweighted_smd: bool = True,
+    described: Mapping[str, Message] | None = None,
 ) -> DCQEResult:
     """Run the DC-QE pipeline once.
 
@@ -175,7 +182,15 @@ def run_dcqe(
         Seconds to wait for each round of replies.
     analytic_se : bool
         Compute analytic standard errors (off inside a bootstrap, where they go unused).
+    unweighted_smd : bool
+        Also compute the unweighted SMDs (one more round of federated moments with unit weights;
+        off inside a bootstrap, where they go unused).
+    described : mapping of str to Message, optional
+        The parties' :func:`describe_parties` replies; asked for when not given. Every reply is
+        checked against them (:mod:`collabcausal.analyst.replies`).
     """
+    if described is None:
+        described = describe_parties(grid, plan, timeout=timeout)
     requests: dict[str, Message] = {}
     for i, group in enumerate(plan.row_groups):
         arrays = {} if rows is None else {"rows": np.asarray(rows[i], dtype=np.int64)}
@@ -191,11 +206,15 @@ def run_dcqe(
             requests[party] = Message("dc_representation", params, arrays)
     replies = grid.send_and_receive(requests, timeout=timeout)
     for i, group in enumerate(plan.row_groups):
-        counts = {p: replies[p].array("x_tilde").shape[0] for p in group}
-        if len(set(counts.values())) != 1:
-            raise StudyFailedError(
-                f"row group {i} parties returned different subject counts {counts}",
-                "align subjects across the row group's parties first",
+        n_rows = int(described[group[0]].params["n_subjects"]) if rows is None else len(rows[i])
+        for party in group:
+            check_representation(
+                party,
+                replies[party],
+                n_rows=n_rows,
+                n_anchors=plan.n_anchors,
+                n_covariates=len(described[party].params["covariates"]),
+                labels=party == plan.label_holders[i],
             )
     x_tilde = [np.hstack([replies[p].array("x_tilde") for p in g]) for g in plan.row_groups]
     a_tilde = [np.hstack([replies[p].array("a_tilde") for p in g]) for g in plan.row_groups]
@@ -214,4 +233,9 @@ def run_dcqe(
             names, smd[name] = federated_smd(
                 grid, plan.balance_parties, rows, t, weights, study=plan.study, timeout=timeout
             )
-    return DCQEResult(representation, t, y, effects, smd, names)
+    before = None
+    if unweighted_smd:
+        names, before = federated_smd(
+            grid, plan.balance_parties, rows, t, np.ones(t.shape[0]), study=plan.study, timeout=timeout
+        )
+    return DCQEResult(representation, t, y, effects, smd, names, before)

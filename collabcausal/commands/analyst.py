@@ -1,17 +1,9 @@
-"""``collabcausal analyst serve --study study.toml``: run a study as its coordinator.
-
-The analyst listens (mutual TLS by default), waits for the roster's parties to dial in, optionally
-aligns subjects of vertically split row groups, runs DC-QE (paper 003) over the parties, writes
-``report.json`` to the study's ``out`` folder, prints the estimates and tells the parties the study
-is over. Progress per party goes to stderr.
-"""
+"""``collabcausal analyst serve --study study.toml``: run a study as its coordinator."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +12,50 @@ from collabcausal.analyst.config import StudyConfig, load_study_config
 from collabcausal.analyst.dcqe import run_dcqe
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError
+from collabcausal.logs import log_progress
+from collabcausal.party.config import read_toml
 from collabcausal.protocol.server import GrpcGrid
 from collabcausal.protocol.tls import TlsFiles
+from collabcausal.reporting.document import overlap_histogram, study_document
+from collabcausal.reporting.html import REPORT_HTML, write_html
 
 REPORT = "report.json"
+
+DESCRIPTION = """\
+Run a study as its coordinator. The analyst listens (mutual TLS by default), waits for the
+parties of the roster to dial in, aligns the subjects of vertically split row groups if the study
+asks for it, runs DC-QE (paper 003) over the parties, writes report.json and report.html to the
+study's out folder, prints the estimates and tells the parties the study is over. Progress, one
+line per party event, goes to stderr.
+
+examples:
+  # the study CA and the analyst's certificate, once
+  collabcausal certs init --dir certs
+  collabcausal certs issue --analyst --host coordinator.example.org --dir certs
+  # serve the study; it ends when every party has answered
+  collabcausal analyst serve --study study.toml
+  # a local trial without certificates (loopback addresses only)
+  collabcausal analyst serve --study study.toml --insecure
+
+A complete study.toml: examples/lalonde-2x2/study.toml.
+"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``analyst serve``."""
-    parser = subparsers.add_parser("analyst", help="run the analyst node (study coordinator)", description=__doc__)
+    parser = subparsers.add_parser(
+        "analyst",
+        help="run the analyst node (study coordinator)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    serve = actions.add_parser("serve", help="serve a study from study.toml", description=__doc__)
+    serve = actions.add_parser(
+        "serve",
+        help="serve a study from study.toml",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve.add_argument("--study", required=True, metavar="STUDY.TOML", help="the study's configuration")
     serve.add_argument("--insecure", action="store_true", help="plaintext, loopback only (overrides study.toml)")
     serve.set_defaults(func=run)
@@ -42,20 +67,15 @@ def run(args: argparse.Namespace) -> int:
     server = config.server
     insecure = args.insecure or server.insecure
     tls = None if insecure else TlsFiles(server.ca, server.cert, server.key)  # type: ignore[arg-type]
-    start = time.monotonic()
-
-    def progress(party: str, event: str) -> None:
-        print(f"[{time.monotonic() - start:7.1f}s] {party}: {event}", file=sys.stderr, flush=True)
-
     grid = GrpcGrid(
         config.roster,
         address=server.address,
         tls=tls,
         study=config.study,
         task_timeout=config.task_timeout,
-        progress=progress,
+        progress=log_progress,
     )
-    progress("analyst", f"study {config.study!r} listening on {grid.address}; roster {', '.join(config.roster)}")
+    log_progress("analyst", f"study {config.study!r} listening on {grid.address}; roster {', '.join(config.roster)}")
     try:
         joined = grid.wait_for_parties(config.join_deadline, on_missing=config.on_missing_party)
         report = run_study(grid, config, joined)
@@ -63,12 +83,13 @@ def run(args: argparse.Namespace) -> int:
         grid.finish(failed=str(exc), linger=5.0)
         raise
     path = write_report(report, config.out)
+    html = write_html(study_document(report, read_toml(config.path), seed=report["seed"]), config.out / REPORT_HTML)
     grid.finish()
     for name, row in report["estimates"].items():
         se = "" if row["se"] is None else f" (se {row['se']:.4g})"
         masmd = "" if row["masmd"] is None else f", MASMD {row['masmd']:.4g}"
         print(f"{report['estimand'].upper()} {name}: {row['estimate']:.6g}{se}{masmd}")
-    print(f"report: {path}")
+    print(f"report: {path} and {html}")
     return 0
 
 
@@ -97,12 +118,15 @@ def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) 
     }
     return {
         "study": config.study,
+        "seed": plan.seed,
         "estimand": plan.estimand,
         "row_groups": [list(g) for g in plan.row_groups],
         "missing_parties": sorted(set(config.roster) - {p for g in plan.row_groups for p in g}),
         "alignment": alignment,
         "estimates": estimates,
         "smd": {name: dict(zip(result.covariates, map(float, smd), strict=True)) for name, smd in result.smd.items()},
+        "smd_unweighted": dict(zip(result.covariates, map(float, result.smd_unweighted), strict=True)),
+        "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
     }
 
 

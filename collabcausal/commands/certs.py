@@ -1,21 +1,4 @@
-"""``collabcausal certs``: the study CA and the certificates of parties and analyst.
-
-Examples
---------
-The coordinator makes the study CA and the analyst's certificate::
-
-    collabcausal certs init --dir certs
-    collabcausal certs issue --analyst --host coordinator.example.org --dir certs
-
-and one certificate per party, sent to it with ``certs/ca.pem`` (never ``ca.key``)::
-
-    collabcausal certs issue --party hospital-a --dir certs
-
-or, so that a party's private key never leaves it, the party makes its key and a request::
-
-    collabcausal certs request --party hospital-a --dir certs     # at the hospital
-    collabcausal certs sign --csr hospital-a.csr --dir certs      # at the coordinator
-"""
+"""``collabcausal certs``: the study CA and the certificates of parties and analyst."""
 
 from __future__ import annotations
 
@@ -23,22 +6,47 @@ import argparse
 
 from collabcausal.protocol.certs import ANALYST, DEFAULT_HOSTS, init_ca, issue, request_certificate, sign_request
 
+DESCRIPTION = """\
+Make the study's certificate authority (CA) and the certificates that parties and analyst present
+to each other (mutual TLS). The coordinator keeps certs/ca.key private and gives every party
+certs/ca.pem.
+
+examples:
+  # at the coordinator: the study CA and the analyst's certificate for the name parties dial
+  collabcausal certs init --dir certs
+  collabcausal certs issue --analyst --host coordinator.example.org --dir certs
+
+  # either the coordinator issues a party's key and certificate and sends both with ca.pem ...
+  collabcausal certs issue --party hospital-a --dir certs
+
+  # ... or, so that the party's private key never leaves the hospital:
+  collabcausal certs request --party hospital-a --dir certs     # at the hospital
+  collabcausal certs sign --csr hospital-a.csr --dir certs      # at the coordinator
+"""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``certs init`` and ``certs issue``."""
+    """Add ``certs init``, ``issue``, ``request`` and ``sign``."""
     parser = subparsers.add_parser(
         "certs",
         help="make the study CA and certificates",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    init = actions.add_parser("init", help="make the study CA (ca.pem, ca.key)")
+    init = actions.add_parser("init", help="make the study CA (ca.pem, ca.key)", **_example("certs init --dir certs"))
     init.add_argument("--dir", default="certs", help="folder for the CA files (default: certs)")
     init.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     init.add_argument("--force", action="store_true", help="overwrite an existing CA")
     init.set_defaults(func=run_init)
-    iss = actions.add_parser("issue", help="issue a party or analyst key and certificate")
+    iss = actions.add_parser(
+        "issue",
+        help="issue a party or analyst key and certificate",
+        **_example(
+            "certs issue --party hospital-a --dir certs",
+            "certs issue --analyst --host coordinator.example.org --dir certs",
+        ),
+    )
     who = iss.add_mutually_exclusive_group(required=True)
     who.add_argument("--party", metavar="NAME", help="a party's roster name")
     who.add_argument("--analyst", action="store_true", help="the analyst's server certificate")
@@ -52,16 +60,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     iss.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     iss.add_argument("--force", action="store_true", help="overwrite existing files")
     iss.set_defaults(func=run_issue)
-    req = actions.add_parser("request", help="make a party key and a signing request (at the party)")
+    req = actions.add_parser(
+        "request",
+        help="make a party key and a signing request (at the party)",
+        **_example("certs request --party hospital-a --dir certs"),
+    )
     req.add_argument("--party", required=True, metavar="NAME", help="the party's roster name")
     req.add_argument("--dir", default="certs", help="folder for NAME.key and NAME.csr (default: certs)")
     req.add_argument("--force", action="store_true", help="overwrite an existing key")
     req.set_defaults(func=run_request)
-    sign = actions.add_parser("sign", help="sign a party's request with the study CA (at the coordinator)")
+    sign = actions.add_parser(
+        "sign",
+        help="sign a party's request with the study CA (at the coordinator)",
+        **_example("certs sign --csr hospital-a.csr --dir certs"),
+    )
     sign.add_argument("--csr", required=True, metavar="FILE", help="the party's NAME.csr")
     sign.add_argument("--dir", default="certs", help="folder holding the CA (default: certs)")
     sign.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    sign.add_argument("--force", action="store_true", help="replace an existing party certificate of that name")
     sign.set_defaults(func=run_sign)
+
+
+def _example(*commands: str) -> dict:
+    """``add_parser`` keywords showing ``commands`` as examples under the options."""
+    lines = "\n".join(f"  collabcausal {c}" for c in commands)
+    return {"epilog": f"example:\n{lines}", "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -89,6 +112,6 @@ def run_request(args: argparse.Namespace) -> int:
 
 def run_sign(args: argparse.Namespace) -> int:
     """Sign a request."""
-    issued = sign_request(args.dir, args.csr, days=args.days)
+    issued = sign_request(args.dir, args.csr, days=args.days, force=args.force)
     print(f"{issued.name}: certificate {issued.cert} (send it back with ca.pem)")
     return 0

@@ -1,22 +1,4 @@
-"""``collabcausal discover``: the private ANM direction between two columns of a local file (paper 002).
-
-Examples
---------
-HSIC score, test-set privacy at epsilon 1, charged to ``cohort.csv.ledger.sqlite`` (budget 3)::
-
-    collabcausal discover --data cohort.csv --x dose --y response --score hsic --epsilon 1 --budget 3
-
-Every row protected (HSIC only; needs public bounds)::
-
-    collabcausal discover --data cohort.csv --x dose --y response --protect both \\
-        --x-bounds 0 100 --y-bounds -5 5 --regularization 1 --epsilon 1 --budget 3
-
-The ledger (default: ``<data file>.ledger.sqlite`` next to the data, dataset = the data file's
-name) is charged BEFORE the scores are computed, so repeated runs add up and are refused once the
-budget is spent. ``--budget`` sets (or resets) the budget; without it an existing ledger's stored
-budget is used. With ``--protect test`` (the default, paper 002 section 4) only the test split's
-rows are protected; the training rows are not (see docs/causal-discovery.md).
-"""
+"""``collabcausal discover``: the private ANM direction between two columns (paper 002)."""
 
 from __future__ import annotations
 
@@ -27,9 +9,34 @@ from pathlib import Path
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.private_scores import PROTECTIONS, PrivateDiscovery
-from collabcausal.party.discovery import DiscoveryRequest, discover
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.messages import Message
+from collabcausal.party.discovery import OPERATION, DiscoveryRequest, discover, discover_unrecorded
+from collabcausal.party.ledger import PrivacyLedger, default_ledger_location
 from collabcausal.party.table import PartyTable, read_table_file
+
+DESCRIPTION = """\
+Which of two columns causes the other, under an additive noise model (paper 002), released with
+differential privacy: from a local CSV or Parquet file (--data) or a party's own data (--config).
+
+One budget per dataset: --config runs the request through the party (its [privacy] ledger and
+policy); --data uses <data file>.ledger.sqlite with dataset = the data file's name, which is also
+the ledger of a party whose [privacy] section names no ledger file for that data. The ledger is
+charged BEFORE the scores are computed, so repeated runs add up and are refused once the budget is
+spent. --budget sets (or resets) the budget; without it an existing ledger's stored budget is used.
+
+--protect test or --protect train (paper 002, sections 4 and 5) protect one split only and treat
+the other as public: NOT differentially private for the dataset, so nothing is charged and the
+output says so (see docs/causal-discovery.md).
+
+examples:
+  # every row protected (HSIC; public bounds), charged to cohort.csv.ledger.sqlite (budget 3)
+  collabcausal discover --data cohort.csv --x dose --y response --x-bounds 0 100 --y-bounds -5 5 \\
+      --regularization 1 --epsilon 1 --budget 3
+
+  # the same release on a party's own data, charged to the party's ledger under its policy
+  collabcausal discover --config party.toml --x dose --y response --x-bounds 0 100 --y-bounds -5 5 \\
+      --regularization 1 --epsilon 1
+"""
 
 SCORES = tuple(score for score, protections in PROTECTIONS.items() if protections)
 
@@ -39,16 +46,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "discover",
         help="private cause-effect direction between two columns (additive noise model, paper 002)",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data", required=True, type=Path, metavar="FILE", help="a CSV or Parquet file")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=Path, metavar="FILE", help="a CSV or Parquet file")
+    source.add_argument("--config", type=Path, metavar="TOML", help="a party.toml: its data, policy and ledger")
     p.add_argument("--x", required=True, metavar="COL", help="first column")
     p.add_argument("--y", required=True, metavar="COL", help="second column")
     p.add_argument("--score", choices=SCORES, default="hsic", help="dependence score (default hsic)")
     p.add_argument("--epsilon", required=True, type=float, help="privacy cost of this release")
     p.add_argument("--delta", type=float, default=0.0, help="delta (iqr and --protect train ranks need > 0)")
-    p.add_argument("--protect", choices=("test", "train", "both"), default="test", help="rows protected")
+    p.add_argument(
+        "--protect",
+        choices=("both", "test", "train"),
+        default="both",
+        help="rows protected (default both; test/train are not DP for the dataset and charge nothing)",
+    )
     p.add_argument("--x-bounds", nargs=2, type=float, metavar=("LO", "HI"), help="public bounds of --x")
     p.add_argument("--y-bounds", nargs=2, type=float, metavar=("LO", "HI"), help="public bounds of --y")
     p.add_argument("--regularization", type=float, default=1e-3, help="KRR lambda in (0, 1] (default 1e-3)")
@@ -61,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Charge the ledger, release, print; return 0."""
+    """Charge the ledger (full protection only), release, print; return 0."""
     request = DiscoveryRequest(
         epsilon=args.epsilon,
         score=args.score,
@@ -72,27 +86,44 @@ def run(args: argparse.Namespace) -> int:
         regularization=args.regularization,
         test_size=args.test_size,
     ).checked()
-    table = PartyTable.from_frame(read_table_file(args.data), [args.x, args.y], source=str(args.data))
-    x, y = table.column(args.x), table.column(args.y)
-    ledger = open_ledger(args)
-    result = discover(ledger, x, y, request, columns=(args.x, args.y))
-    remaining = ledger.remaining()
+    if args.config is not None:
+        result, remaining = _through_party(args, request)
+    else:
+        table = PartyTable.from_frame(read_table_file(args.data), [args.x, args.y], source=str(args.data))
+        x, y = table.column(args.x), table.column(args.y)
+        if request.protect == "both":
+            ledger = open_ledger(args)
+            result = discover(ledger, x, y, request, columns=(args.x, args.y))
+            remaining = ledger.remaining()
+        else:
+            result, remaining = discover_unrecorded(x, y, request, columns=(args.x, args.y)), None
     if args.json:
-        print(json.dumps({**asdict(result), "x": args.x, "y": args.y, "remaining_budget": list(remaining)}))
+        charged = None if remaining is None else list(remaining)
+        print(json.dumps({**asdict(result), "x": args.x, "y": args.y, "charged": remaining is not None,
+                          "remaining_budget": charged}))
     else:
         print(format_result(result, args.x, args.y, remaining))
     return 0
 
 
-def default_ledger_path(data: Path) -> Path:
-    """``<data file>.ledger.sqlite`` in the data file's folder."""
-    return data.with_name(data.name + ".ledger.sqlite")
+def _through_party(args: argparse.Namespace, request: DiscoveryRequest) -> tuple[PrivateDiscovery, tuple[float, float]]:
+    """Send the request to the party of ``--config`` (policy, ledger, audit log): one budget."""
+    from collabcausal.party.config import load_party_config
+
+    if args.ledger is not None or args.budget is not None:
+        raise InputError("--ledger and --budget do not go with --config", "the party's [privacy] section sets both")
+    config = load_party_config(args.config)
+    party = config.build_party()
+    params = {**asdict(request), "columns": [args.x, args.y], "study": config.study}
+    reply = party.handle(Message(OPERATION, params))
+    return PrivateDiscovery(**reply.params), party.ledger.remaining()
 
 
 def open_ledger(args: argparse.Namespace) -> PrivacyLedger:
     """The ledger named by ``--ledger`` (or next to the data), with ``--budget`` or its stored budget."""
-    path = args.ledger if args.ledger is not None else default_ledger_path(args.data)
-    dataset = args.data.name
+    path, dataset = default_ledger_location(args.data)
+    if args.ledger is not None:
+        path = args.ledger
     if args.budget is not None:
         return PrivacyLedger(path, epsilon=args.budget, delta=args.budget_delta, dataset=dataset)
     if not Path(path).is_file():
@@ -100,16 +131,27 @@ def open_ledger(args: argparse.Namespace) -> PrivacyLedger:
     return PrivacyLedger.from_file(path, dataset)
 
 
-def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[float, float]) -> str:
-    """A short text report."""
+def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[float, float] | None) -> str:
+    """A short text report; a release charged to no ledger says it is not DP for the dataset."""
     arrow = f"{x} -> {y}" if result.direction == "x->y" else f"{y} -> {x}"
-    protected = {"test": "the test split's rows only", "train": "the training split's rows only"}
+    other = {"test": "training", "train": "test"}
+    if result.protect in other:
+        privacy = (
+            f"NOT differentially private for the dataset: epsilon={result.epsilon:g}, delta={result.delta:g} "
+            f"protect the {result.protect} split's rows (m={result.m_test} test, n={result.n_train} training) and "
+            f"the {other[result.protect]} split's rows enter unprotected; nothing charged"
+        )
+    else:
+        privacy = (
+            f"privacy: epsilon={result.epsilon:g}, delta={result.delta:g}, every row protected (substitution of one "
+            f"row; m={result.m_test} test, n={result.n_train} training)"
+        )
     lines = [
         f"direction: {arrow}",
         f"private {result.score} scores: s({x}->{y}) = {result.score_xy:.6g}, s({y}->{x}) = {result.score_yx:.6g}",
-        f"P(private decision = non-private decision | released margin) = {result.agreement:.3f}",
-        f"privacy: epsilon={result.epsilon:g}, delta={result.delta:g}, protecting "
-        f"{protected.get(result.protect, 'every row')} (m={result.m_test} test, n={result.n_train} training)",
-        f"budget left: epsilon={remaining[0]:g}, delta={remaining[1]:g}",
+        f"P(private decision = non-private decision) >= {result.agreement:.3f} (95% lower confidence bound)",
+        privacy,
     ]
+    if remaining is not None:
+        lines.append(f"budget left: epsilon={remaining[0]:g}, delta={remaining[1]:g}")
     return "\n".join(lines)

@@ -11,10 +11,23 @@ import importlib
 
 PARTY_ACTIONS: tuple[str, ...] = ("budget", "join")
 
+DESCRIPTION = """\
+The commands a data holder runs.
+
+examples:
+  collabcausal party join --config party.toml      # serve a study
+  collabcausal party budget --config party.toml    # privacy budget spent and left
+"""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``party`` and its actions."""
-    parser = subparsers.add_parser("party", help="run a party node (data holder)", description=__doc__)
+    parser = subparsers.add_parser(
+        "party",
+        help="run a party node (data holder)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name in PARTY_ACTIONS:
         importlib.import_module(f"collabcausal.commands.party_{name}").register(actions)

@@ -2,7 +2,8 @@
 
 Reads the ledger named on the command line (``--ledger``) or in the ``[privacy]`` section of the
 party's config (``--config party.toml``, key ``ledger``, relative to the config's folder). Opens it
-read-only in spirit: nothing is charged.
+read-only in spirit: nothing is charged. ``--migrate`` converts a ledger written by an older
+version (format 1, whose totals mixed two neighbouring relations) once, in place.
 """
 
 from __future__ import annotations
@@ -13,22 +14,45 @@ import sys
 from pathlib import Path
 
 from collabcausal.errors import ConfigError, InputError
-from collabcausal.party.ledger import PrivacyLedger, ledger_budgets
+from collabcausal.party.ledger import PrivacyLedger, default_ledger_location, ledger_budgets, migrate_ledger
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:
     import tomli as tomllib
 
+DESCRIPTION = """\
+Show a party's privacy budget: the total, what is spent, what is left, and every charge (the
+audit trail). Reads the ledger given with --ledger, or the one named by the [privacy] ledger key
+of party.toml (relative to party.toml's folder). Nothing is charged. --migrate converts, once and
+in place, a ledger written by an older version (format 1, whose totals mixed two neighbouring
+relations).
+
+examples:
+  collabcausal party budget --config party.toml
+  collabcausal party budget --ledger hospital-a.ledger.sqlite --dataset hospital-a.csv --json
+  collabcausal party budget --ledger old.ledger.sqlite --migrate
+"""
+
 
 def register(actions: argparse._SubParsersAction) -> None:
     """Add the ``budget`` action to the ``party`` group."""
-    parser = actions.add_parser("budget", help="show spent and remaining privacy budget", description=__doc__)
+    parser = actions.add_parser(
+        "budget",
+        help="show spent and remaining privacy budget",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--ledger", type=Path, help="the ledger file")
     source.add_argument("--config", type=Path, help="party.toml whose [privacy] section names the ledger")
     parser.add_argument("--dataset", help="only this dataset (default: every dataset in the ledger)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="convert an old-format ledger to the substitution-only format first (add/remove costs doubled)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -37,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     path = args.ledger if args.ledger is not None else ledger_path_from_config(args.config)
     if not Path(path).is_file():
         raise InputError(f"ledger {path} does not exist", "check the path (a ledger is created by the first charge)")
+    if args.migrate:
+        print(f"migrated {migrate_ledger(path)} charges of {path}", file=sys.stderr)
     names = [args.dataset] if args.dataset else sorted(ledger_budgets(path))
     report = [_dataset_report(PrivacyLedger.from_file(path, name)) for name in names]
     if args.json:
@@ -49,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def ledger_path_from_config(config: Path) -> Path:
-    """The ``[privacy] ledger`` path of a party config, resolved against the config's folder."""
+    """The ledger of a party config: ``[privacy] ledger``, else the default next to ``[data] path``."""
     try:
         data = tomllib.loads(Path(config).read_text())
     except FileNotFoundError:
@@ -57,15 +83,19 @@ def ledger_path_from_config(config: Path) -> Path:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{config} is not readable TOML ({exc})", "fix the file") from exc
     ledger = data.get("privacy", {}).get("ledger")
-    if not isinstance(ledger, str):
-        raise ConfigError(f"{config} has no [privacy] ledger = \"...\" entry", "add the ledger path to [privacy]")
-    return (Path(config).parent / ledger).resolve()
+    source = data.get("data", {}).get("path")
+    if isinstance(ledger, str):
+        return (Path(config).parent / ledger).resolve()
+    if isinstance(source, str):
+        return default_ledger_location((Path(config).parent / source).resolve())[0]
+    raise ConfigError(f"{config} names neither a [privacy] ledger nor a [data] path", "add ledger = ... to [privacy]")
 
 
 def _dataset_report(ledger: PrivacyLedger) -> dict:
     spent, remaining = ledger.spent(), ledger.remaining()
     return {
         "dataset": ledger.dataset,
+        "relation": ledger.relation,
         "budget": {"epsilon": ledger.epsilon, "delta": ledger.delta},
         "spent": {"epsilon": spent[0], "delta": spent[1]},
         "remaining": {"epsilon": remaining[0], "delta": remaining[1]},
@@ -89,7 +119,7 @@ def _dataset_report(ledger: PrivacyLedger) -> dict:
 def _format(entry: dict) -> str:
     b, s, r = entry["budget"], entry["spent"], entry["remaining"]
     lines = [
-        f"dataset {entry['dataset']}",
+        f"dataset {entry['dataset']} (neighbouring relation: {entry['relation']})",
         f"  budget     epsilon={b['epsilon']:.6g}  delta={b['delta']:.3g}",
         f"  spent      epsilon={s['epsilon']:.6g}  delta={s['delta']:.3g}",
         f"  remaining  epsilon={r['epsilon']:.6g}  delta={r['delta']:.3g}",

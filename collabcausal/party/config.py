@@ -28,7 +28,8 @@ Sections (paths are relative to the file's folder)::
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0
     delta = 1e-6
-    ledger = "ledger.sqlite"
+    ledger = "ledger.sqlite"        # default: <data path>.ledger.sqlite, dataset = the data file's
+                                    # name, the ledger `collabcausal discover --data` charges too
 
     [audit]
     path = "audit.jsonl"
@@ -99,14 +100,14 @@ class PartyConfig:
         )
         ledger = None
         if self.privacy is not None:
-            from collabcausal.party.ledger import PrivacyLedger
+            from collabcausal.party.ledger import PrivacyLedger, default_ledger_location
 
             p = self.privacy
+            path, dataset = default_ledger_location(self._path(d["path"]))
+            if "ledger" in p:
+                path, dataset = self._path(p["ledger"]), "default"
             ledger = PrivacyLedger(
-                self._path(p.get("ledger", "ledger.sqlite")),
-                epsilon=p["epsilon"],
-                delta=p.get("delta", 0.0),
-                dataset=p.get("dataset", "default"),
+                path, epsilon=p["epsilon"], delta=p.get("delta", 0.0), dataset=p.get("dataset", dataset)
             )
         return Party(self.name, table, policy=self.policy, ledger=ledger, audit=JsonlAuditLog(self.audit_path))
 

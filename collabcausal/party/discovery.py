@@ -8,8 +8,9 @@ releases the scores with OpenDP noise.
 A party releases only scores whose guarantee covers every one of its rows: ``protect="both"``,
 which only HSIC supports (Laplace noise calibrated to the larger of the test-set and the
 training-set sensitivity, paper 002, section 4.2 and Theorem 7), with public bounds for both
-columns. Test-only or training-only releases (available locally through ``collabcausal
-discover``) leave the other split unprotected and are refused here.
+columns. Test-only or training-only releases leave the other split unprotected: they are not DP
+for the dataset, are refused here and are never charged to a ledger (``collabcausal discover``
+computes them locally with :func:`discover_unrecorded`, labelled as such).
 
 Request ``params``: ``columns`` [x, y], ``epsilon``, ``x_bounds``, ``y_bounds``, and optionally
 ``score`` ("hsic"), ``protect`` ("both"), ``delta`` (0), ``regularization`` (1.0),
@@ -103,19 +104,53 @@ def discover(
     study: str = "",
     columns: tuple[str, str] = ("x", "y"),
 ) -> PrivateDiscovery:
-    """Charge ``ledger`` for ``request``, then compute the private release.
+    """Charge ``ledger`` for a fully protected ``request``, then compute the private release.
+
+    Epsilon-DP under substitution of one row with n public: the reply's ``m_test``, ``n_train`` and
+    ``noise_scale`` are functions of n, ``test_size`` and the request only; the split is a fresh
+    uniform permutation of the n positions, independent of the values.
 
     Raises
     ------
+    PolicyError
+        ``protect`` is not ``"both"``: rows of the other split would enter unprotected, so the
+        release is not DP for the dataset and is never charged to a ledger
+        (:func:`discover_unrecorded` computes it, labelled).
     BudgetExceededError
         Over budget; nothing computed.
     NoAnswerError
         Propose-test-release refused (the budget is spent all the same).
     """
     req = request.checked()
+    if req.protect != "both":
+        raise PolicyError(
+            f"protect={req.protect!r} leaves the other split's rows unprotected: not DP for the dataset, so it "
+            "cannot be charged to a privacy ledger",
+            "ask for score='hsic' with protect='both' and public bounds",
+        )
     x, y, _ = check_pair(x, y, req.test_size)
-    details = {"columns": list(columns), "score": req.score, "protect": req.protect, "neighbours": "substitution"}
+    details = {"columns": list(columns), "score": req.score}
     ledger.charge(OPERATION, req.epsilon, req.delta, study=study, details=details)
+    return _release(x, y, req, columns)
+
+
+def discover_unrecorded(
+    x: NDArray[np.float64], y: NDArray[np.float64], request: DiscoveryRequest, *, columns: tuple[str, str] = ("x", "y")
+) -> PrivateDiscovery:
+    """A split-protected release (``protect`` "test" or "train"): charged to no ledger.
+
+    Paper 002's model treats the other split as public; for the dataset as a whole the release is
+    not differentially private (its other split enters exactly), so it spends no budget and the
+    caller must label it so.
+    """
+    req = request.checked()
+    x, y, _ = check_pair(x, y, req.test_size)
+    return _release(x, y, req, columns)
+
+
+def _release(
+    x: NDArray[np.float64], y: NDArray[np.float64], req: DiscoveryRequest, columns: tuple[str, str]
+) -> PrivateDiscovery:
     model = AdditiveNoiseModel(
         regularization=req.regularization,
         kernel_width=req.kernel_width,
@@ -128,8 +163,8 @@ def discover(
     result = release(model, req.score, epsilon=req.epsilon, delta=req.delta, protect=req.protect)
     if not result.answered:
         raise NoAnswerError(
-            f"propose-test-release declined to answer for the {req.score} score ({columns[0]}, {columns[1]}); "
-            f"epsilon={req.epsilon:g}, delta={req.delta:g} were spent",
+            f"propose-test-release declined to answer for the {req.score} score ({columns[0]}, {columns[1]}) "
+            f"at epsilon={req.epsilon:g}, delta={req.delta:g}",
             "the data are not stable enough at this budget: use more rows, a larger epsilon, or another score",
         )
     return result

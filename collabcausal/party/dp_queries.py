@@ -1,6 +1,8 @@
 """Party operations that release differentially private aggregates of the party's own rows.
 
-Every operation validates its request (names and bounds only, no private data), charges the
+Every release is epsilon-DP for the project's one neighbouring relation, substitution of one record
+with n public (docs/differential-privacy.md). Every operation validates its request (names and
+bounds only, no private data), charges the
 party's :class:`~collabcausal.party.ledger.PrivacyLedger` (refusing when over budget), and only
 then touches the table. Noise comes from OpenDP (:mod:`collabcausal.estimators.dp.mechanisms`);
 the request can carry no seed. Clip counts are written to the charge's ledger entry, never sent.
@@ -78,7 +80,7 @@ def _check_declared(request: Message) -> None:
 
 @operation("dp_count", differentially_private=True)
 def dp_count(party: Party, request: Message) -> Message:
-    """Noisy number of rows (per arm with ``by_arm``): discrete Laplace, sensitivity 1."""
+    """Noisy number of rows (per arm with ``by_arm``): discrete Laplace, L1 sensitivity 2 (substitution)."""
     eps = _admit(request)
     arms = _arms(party, request)
     _charge(party, request, eps)
@@ -89,7 +91,7 @@ def dp_count(party: Party, request: Message) -> Message:
 
 @operation("dp_sum", differentially_private=True)
 def dp_sum(party: Party, request: Message) -> Message:
-    """Noisy sums of clipped columns: Laplace with L1 sensitivity ``sum_j max|bound_j|``."""
+    """Noisy sums of clipped columns: Laplace with L1 sensitivity ``sum_j (hi_j - lo_j)`` (substitution)."""
     eps = _admit(request)
     names, bounds = _sums(party, request)
     charge = _charge(party, request, eps)
@@ -136,7 +138,8 @@ def dp_histogram(party: Party, request: Message) -> Message:
 def dp_range(party: Party, request: Message) -> Message:
     """DP quantiles of each column within public coarse bounds (e.g. anchor ranges for DC-QE).
 
-    Epsilon is split evenly across columns, then across quantiles (basic composition).
+    Epsilon is split evenly across columns, then across quantiles (basic composition); each
+    quantile is calibrated for substitution (symmetric distance 2).
     """
     eps = _admit(request)
     names = [str(c) for c in request.params.get("columns", [])]

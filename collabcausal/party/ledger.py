@@ -1,38 +1,64 @@
 """A party's privacy ledger: its (epsilon, delta) budget per dataset, persisted and crash-safe.
 
 Every differentially private release is charged here BEFORE it is computed. The ledger is an
-SQLite file: each charge is one ``BEGIN IMMEDIATE`` transaction that re-reads the spent budget,
-refuses an over-budget request without writing anything, and otherwise inserts the charge and
-commits with ``synchronous=FULL`` before :meth:`PrivacyLedger.charge` returns. A process killed at
-any point leaves either the whole charge or none of it (SQLite's rollback journal), and two
-processes sharing the file cannot both spend the last of the budget.
+SQLite file: each charge is one ``BEGIN IMMEDIATE`` transaction that reads the running totals,
+refuses an over-budget request without writing anything, and otherwise records the charge and
+updates the totals, committing with ``synchronous=FULL`` before :meth:`PrivacyLedger.charge`
+returns. A process killed at any point leaves either the whole charge or none of it (SQLite's
+rollback journal), and two processes sharing the file cannot both spend the last of the budget.
 
-Composition (see :func:`composed_cost`):
+One neighbouring relation (docs/differential-privacy.md): every charge names the relation its
+epsilon is proved for, and a ledger file holds exactly one, :data:`SUBSTITUTION` (bounded DP:
+datasets of the same public size n differing in one record). A charge under any other relation is
+refused, so epsilons proved under different relations are never added.
+
+Composition (running totals, O(1) per charge; :func:`composed_cost` is the definition):
 
 * basic composition: epsilons and deltas add across charges;
 * parallel composition (McSherry 2010): charges sharing a ``(study, partition)`` key with
-  different ``subset`` labels touch disjoint subjects (cells of a data-independent partition,
-  disjoint sample splits), so together they cost the maximum over subsets; charges within one
-  subset add. The caller declares disjointness; the key is scoped by study.
+  different ``subset`` labels touch disjoint subjects, so together they cost the maximum over
+  subsets; charges within one subset add. The caller declares disjointness; the key is scoped by
+  study. Under substitution the subsets must be defined by position (sample splits drawn
+  independently of the values, n public): a substituted record then stays in its subset. Cells
+  defined by values are NOT such subsets (the record can move from one cell to another, changing
+  two releases): release them as one histogram with its substitution sensitivity instead.
+
+Idempotency: inside :meth:`PrivacyLedger.request`, charges carry the request's idempotency key;
+:meth:`PrivacyLedger.record_outcome` stores the reply (or the error) of the charged request, and
+:meth:`PrivacyLedger.recorded_outcome` returns it to a retry, which is then answered without a
+new charge and with the very same numbers.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from collabcausal.errors import BudgetExceededError, ConfigError, InputError
+import numpy as np
+
+from collabcausal.errors import BudgetExceededError, ConfigError, InputError, ProtocolError
 from collabcausal.estimators.validation import check_delta, check_epsilon
 
-FORMAT = "collabcausal-ledger-1"
+FORMAT = "collabcausal-ledger-2"
+OLD_FORMATS = ("collabcausal-ledger-1",)
+SUBSTITUTION = "substitute-one"
+"""Bounded DP: neighbouring datasets have the same public size n and differ in one record."""
+ADD_REMOVE = "add-remove-one"
+"""Unbounded DP: neighbouring datasets differ by adding or removing one record (not used)."""
+RELATION = SUBSTITUTION
+"""The project's one neighbouring relation; every ledger holds it."""
 _TOLERANCE = 1e-9
+_NO_KEY = ""  # partition / subset of a sequential charge in the totals tables
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,8 +68,21 @@ CREATE TABLE IF NOT EXISTS charges (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL, time TEXT NOT NULL,
     operation TEXT NOT NULL, study TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
     partition TEXT, subset TEXT, details TEXT NOT NULL,
-    spent_epsilon REAL NOT NULL, spent_delta REAL NOT NULL);
+    spent_epsilon REAL NOT NULL, spent_delta REAL NOT NULL, relation TEXT NOT NULL, request_id TEXT);
+CREATE TABLE IF NOT EXISTS spent (
+    dataset TEXT PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS subset_totals (
+    dataset TEXT NOT NULL, study TEXT NOT NULL, partition TEXT NOT NULL, subset TEXT NOT NULL,
+    epsilon REAL NOT NULL, delta REAL NOT NULL, PRIMARY KEY (dataset, study, partition, subset));
+CREATE TABLE IF NOT EXISTS partition_totals (
+    dataset TEXT NOT NULL, study TEXT NOT NULL, partition TEXT NOT NULL,
+    epsilon REAL NOT NULL, delta REAL NOT NULL, PRIMARY KEY (dataset, study, partition));
+CREATE TABLE IF NOT EXISTS requests (
+    dataset TEXT NOT NULL, request_id TEXT NOT NULL, token TEXT NOT NULL, fingerprint TEXT NOT NULL,
+    outcome BLOB, PRIMARY KEY (dataset, request_id));
 """
+
+_REQUEST: ContextVar[tuple[str, str, str] | None] = ContextVar("collabcausal_ledger_request", default=None)
 
 
 @dataclass(frozen=True)
@@ -65,6 +104,10 @@ class Charge:
         UTC ISO-8601 time of the charge.
     spent_epsilon, spent_delta : float
         The dataset's composed spending right after this charge.
+    relation : str
+        The neighbouring relation the release's epsilon is proved for (:data:`RELATION`).
+    request_id : str or None
+        The idempotency key of the request that made the charge.
     """
 
     id: int
@@ -79,6 +122,8 @@ class Charge:
     time: str = ""
     spent_epsilon: float = 0.0
     spent_delta: float = 0.0
+    relation: str = RELATION
+    request_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
@@ -88,7 +133,8 @@ def composed_cost(charges: Iterable[Charge]) -> tuple[float, float]:
     """Total (epsilon, delta) of ``charges``: basic composition, parallel within partitions.
 
     Charges with ``partition=None`` add. Charges sharing ``(study, partition)`` cost, per
-    coordinate, the maximum over their subsets of the sum within each subset.
+    coordinate, the maximum over their subsets of the sum within each subset. This is the
+    definition the ledger's running totals implement; it serves audits and migration.
     """
     eps = delta = 0.0
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -125,8 +171,11 @@ class PrivacyLedger:
     InputError
         epsilon <= 0 or delta outside [0, 1).
     ConfigError
-        The file is not a collabcausal ledger, is corrupt or cannot be opened.
+        The file is not a collabcausal ledger, is corrupt, cannot be opened, or is in an old
+        format (:func:`migrate_ledger` converts it).
     """
+
+    relation = RELATION
 
     def __init__(self, path: str | Path, *, epsilon: float, delta: float = 0.0, dataset: str = "default") -> None:
         self.path = Path(path)
@@ -137,16 +186,15 @@ class PrivacyLedger:
             raise ConfigError(f"ledger {self.path}: directory {self.path.parent} does not exist", "create it first")
         with self._transaction() as db:
             if _is_empty(db):
-                for statement in _SCHEMA.split(";"):
-                    db.execute(statement)
+                _create(db)
             _check_format(db, self.path)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
             db.execute(
                 "INSERT INTO budgets VALUES (?, ?, ?, ?) ON CONFLICT(dataset) DO UPDATE SET "
                 "epsilon=excluded.epsilon, delta=excluded.delta, updated=excluded.updated "
                 "WHERE epsilon != excluded.epsilon OR delta != excluded.delta",
                 (self.dataset, self.epsilon, self.delta, _now()),
             )
+            db.execute("INSERT OR IGNORE INTO spent VALUES (?, 0.0, 0.0)", (self.dataset,))
 
     @classmethod
     def from_file(cls, path: str | Path, dataset: str = "default") -> PrivacyLedger:
@@ -170,8 +218,12 @@ class PrivacyLedger:
         partition: str | None = None,
         subset: str | None = None,
         details: Mapping[str, Any] | None = None,
+        relation: str = RELATION,
     ) -> Charge:
         """Record a release's cost, or refuse it; call BEFORE computing the release.
+
+        The work is a fixed number of keyed reads and writes (running totals), whatever the
+        length of the history. Inside :meth:`request`, the charge carries its idempotency key.
 
         Raises
         ------
@@ -179,10 +231,19 @@ class PrivacyLedger:
             The charge would take the composed spending over the budget; nothing is recorded.
         InputError
             Bad epsilon / delta, ``partition`` without ``subset`` (or the reverse), details that
-            are not JSON-serialisable.
+            are not JSON-serialisable, or a ``relation`` other than the ledger's (the epsilon of
+            a release proved under another neighbouring relation must not be added).
+        ProtocolError
+            The request's idempotency key was already charged by another execution of it.
         """
         eps = check_epsilon(epsilon, f"epsilon of {operation!r}")
         dlt = check_delta(delta, f"delta of {operation!r}")
+        if relation != self.relation:
+            raise InputError(
+                f"{operation!r} is charged under the neighbouring relation {relation!r} but ledger {self.path} "
+                f"holds {self.relation!r} only",
+                "calibrate the release for substitution of one record (docs/differential-privacy.md)",
+            )
         if (partition is None) != (subset is None):
             raise InputError(
                 f"charge for {operation!r} gives partition={partition!r} but subset={subset!r}",
@@ -194,24 +255,142 @@ class PrivacyLedger:
             raise InputError(f"details of {operation!r} are not JSON ({exc})", "pass plain values") from exc
         part = None if partition is None else str(partition)
         sub = None if subset is None else str(subset)
+        request = _REQUEST.get()
         with self._transaction() as db:
-            history = self._read(db)
-            pending = Charge(0, self.dataset, str(operation), str(study), eps, dlt, part, sub)
-            spent_eps, spent_delta = composed_cost([*history, pending])
-            if spent_eps > self.epsilon * (1 + _TOLERANCE) or spent_delta > self.delta * (1 + _TOLERANCE) + 1e-15:
-                have_eps, have_delta = self._remaining_after(composed_cost(history))
-                raise BudgetExceededError(
-                    f"{operation!r} asks epsilon={eps:g}, delta={dlt:g} but dataset {self.dataset!r} has "
-                    f"epsilon={have_eps:g}, delta={have_delta:g} left of ({self.epsilon:g}, {self.delta:g})",
-                    "ask for less, or raise the budget in the party's [privacy] configuration",
-                )
+            if request is not None:
+                self._claim(db, *request)
+            spent_eps, spent_delta = self._add(db, operation, str(study), part, sub, eps, dlt)
+            time = _now()
             cur = db.execute(
                 "INSERT INTO charges (dataset, time, operation, study, epsilon, delta, partition, subset, "
-                "details, spent_epsilon, spent_delta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (self.dataset, _now(), str(operation), str(study), eps, dlt, part, sub, text, spent_eps, spent_delta),
+                "details, spent_epsilon, spent_delta, relation, request_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self.dataset, time, str(operation), str(study), eps, dlt, part, sub, text,
+                    spent_eps, spent_delta, self.relation, None if request is None else request[0],
+                ),
             )
-            charge_id = int(cur.lastrowid or 0)
-        return next(c for c in self.history() if c.id == charge_id)
+        return Charge(
+            int(cur.lastrowid or 0), self.dataset, str(operation), str(study), eps, dlt, part, sub,
+            json.loads(text), time, spent_eps, spent_delta, self.relation, None if request is None else request[0],
+        )
+
+    def _add(
+        self, db: sqlite3.Connection, operation: str, study: str, part: str | None, sub: str | None, eps: float,
+        dlt: float,
+    ) -> tuple[float, float]:
+        """Add one charge to the running totals (or refuse it); return the new composed spending."""
+        row = db.execute("SELECT epsilon, delta FROM spent WHERE dataset = ?", (self.dataset,)).fetchone()
+        spent_eps, spent_delta = row
+        if part is None:
+            new_eps, new_delta = spent_eps + eps, spent_delta + dlt
+        else:
+            keys = (self.dataset, study, part)
+            old_sub = db.execute(
+                "SELECT epsilon, delta FROM subset_totals WHERE dataset = ? AND study = ? AND partition = ? "
+                "AND subset = ?", (*keys, sub)
+            ).fetchone() or (0.0, 0.0)
+            old_max = db.execute(
+                "SELECT epsilon, delta FROM partition_totals WHERE dataset = ? AND study = ? AND partition = ?", keys
+            ).fetchone() or (0.0, 0.0)
+            new_sub = (old_sub[0] + eps, old_sub[1] + dlt)
+            new_max = (max(old_max[0], new_sub[0]), max(old_max[1], new_sub[1]))
+            new_eps = spent_eps + new_max[0] - old_max[0]
+            new_delta = spent_delta + new_max[1] - old_max[1]
+        if new_eps > self.epsilon * (1 + _TOLERANCE) or new_delta > self.delta * (1 + _TOLERANCE) + 1e-15:
+            have_eps, have_delta = self._remaining_after((spent_eps, spent_delta))
+            raise BudgetExceededError(
+                f"{operation!r} asks epsilon={eps:g}, delta={dlt:g} but dataset {self.dataset!r} has "
+                f"epsilon={have_eps:g}, delta={have_delta:g} left of ({self.epsilon:g}, {self.delta:g})",
+                "ask for less, or raise the budget in the party's [privacy] configuration",
+            )
+        if part is not None:
+            db.execute(
+                "INSERT OR REPLACE INTO subset_totals VALUES (?, ?, ?, ?, ?, ?)", (*keys, sub, *new_sub)
+            )
+            db.execute("INSERT OR REPLACE INTO partition_totals VALUES (?, ?, ?, ?, ?)", (*keys, *new_max))
+        db.execute("UPDATE spent SET epsilon = ?, delta = ? WHERE dataset = ?", (new_eps, new_delta, self.dataset))
+        return new_eps, new_delta
+
+    @contextmanager
+    def request(self, request_id: str | None, fingerprint: str = "") -> Iterator[None]:
+        """Charges made inside carry ``request_id``, the idempotency key of one request.
+
+        The first charge claims the key for this execution, with the request's ``fingerprint``
+        (e.g. a hash of its operation and parameters); a concurrent or later execution of the same
+        key cannot charge it again (:class:`ProtocolError`) and must take the recorded outcome
+        (:meth:`recorded_outcome`). ``None`` makes the block an ordinary one.
+        """
+        if request_id is None:
+            yield
+            return
+        key = _request_key(request_id)
+        reset = _REQUEST.set((key, uuid.uuid4().hex, str(fingerprint)))
+        try:
+            yield
+        finally:
+            _REQUEST.reset(reset)
+
+    def record_outcome(self, outcome: Any) -> None:
+        """Store the reply (a :class:`~collabcausal.messages.Message`) or error of the current request.
+
+        Does nothing outside :meth:`request` or when the request made no charge (nothing was spent,
+        so a retry may run afresh).
+        """
+        request = _REQUEST.get()
+        if request is None:
+            return
+        blob = _encode_outcome(outcome)
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE requests SET outcome = ? WHERE dataset = ? AND request_id = ? AND token = ?",
+                (blob, self.dataset, *request[:2]),
+            )
+
+    def recorded_outcome(self, request_id: str, fingerprint: str = "") -> Any:
+        """The stored reply of an already charged request, or ``None`` if the key is new.
+
+        A stored error is raised again (same class, same message).
+
+        Raises
+        ------
+        ProtocolError
+            The key was charged for a request with another ``fingerprint`` (a key names one
+            request), or it was charged but has no recorded outcome: the request is running, or
+            its process died after charging. Its noise is gone, so it can never be answered: retry
+            with a new key (charged anew).
+        """
+        key = _request_key(request_id)
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT outcome, fingerprint FROM requests WHERE dataset = ? AND request_id = ?", (self.dataset, key)
+            ).fetchone()
+        if row is None:
+            return None
+        if row[1] != str(fingerprint):
+            raise ProtocolError(
+                f"request_id {key!r} was already used for a different request to {self.dataset!r}",
+                "send each distinct request with its own request_id",
+            )
+        if row[0] is None:
+            raise ProtocolError(
+                f"request {key!r} was charged to {self.dataset!r} but has no recorded reply (still running, or lost "
+                "in a crash after charging)",
+                "wait for it, or send the request again with a new request_id (charged again)",
+            )
+        return _decode_outcome(row[0])
+
+    def _claim(self, db: sqlite3.Connection, key: str, token: str, fingerprint: str) -> None:
+        row = db.execute(
+            "SELECT token FROM requests WHERE dataset = ? AND request_id = ?", (self.dataset, key)
+        ).fetchone()
+        if row is None:
+            db.execute("INSERT INTO requests VALUES (?, ?, ?, ?, NULL)", (self.dataset, key, token, fingerprint))
+        elif row[0] != token:
+            raise ProtocolError(
+                f"request {key!r} was already charged to {self.dataset!r} by another execution",
+                "fetch its recorded reply (retry the same request) or use a new request_id",
+            )
 
     def annotate(self, charge_id: int, details: Mapping[str, Any]) -> None:
         """Merge local notes (e.g. clip counts) into a recorded charge's details; never released."""
@@ -225,8 +404,10 @@ class PrivacyLedger:
             db.execute("UPDATE charges SET details = ? WHERE id = ?", (json.dumps(merged, sort_keys=True), charge_id))
 
     def spent(self) -> tuple[float, float]:
-        """Composed (epsilon, delta) spent on this dataset."""
-        return composed_cost(self.history())
+        """Composed (epsilon, delta) spent on this dataset (the running totals)."""
+        with self._transaction() as db:
+            eps, dlt = db.execute("SELECT epsilon, delta FROM spent WHERE dataset = ?", (self.dataset,)).fetchone()
+        return float(eps), float(dlt)
 
     def remaining(self) -> tuple[float, float]:
         """(epsilon, delta) still available (never negative)."""
@@ -235,45 +416,33 @@ class PrivacyLedger:
     def history(self) -> list[Charge]:
         """Every charge on this dataset, oldest first: the audit trail."""
         with self._transaction() as db:
-            return self._read(db)
+            return _read_history(db, self.dataset)
 
     def _remaining_after(self, spent: tuple[float, float]) -> tuple[float, float]:
         return max(self.epsilon - spent[0], 0.0), max(self.delta - spent[1], 0.0)
 
-    def _read(self, db: sqlite3.Connection) -> list[Charge]:
-        rows = db.execute(
-            "SELECT id, dataset, operation, study, epsilon, delta, partition, subset, details, time, "
-            "spent_epsilon, spent_delta FROM charges WHERE dataset = ? ORDER BY id",
-            (self.dataset,),
-        ).fetchall()
-        return [Charge(*row[:8], json.loads(row[8]), *row[9:]) for row in rows]
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"ledger {self.path} cannot be opened ({exc})", "check the path and permissions") from exc
-        try:
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("BEGIN IMMEDIATE")
+        with _transaction(self.path, self._connect) as db:
             yield db
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise ConfigError(
-                f"ledger {self.path} is unreadable or corrupt ({exc})",
-                "restore it from a backup; never delete a ledger to reset a budget",
-            ) from exc
-        finally:
-            if db.in_transaction:
-                with suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-            db.close()
 
     def __repr__(self) -> str:
         eps, delta = self.spent()
         budget = f"spent=({eps:g}, {delta:g}) of ({self.epsilon:g}, {self.delta:g})"
-        return f"PrivacyLedger({str(self.path)!r}, dataset={self.dataset!r}, {budget})"
+        return f"PrivacyLedger({str(self.path)!r}, dataset={self.dataset!r}, {budget}, relation={self.relation!r})"
+
+
+def default_ledger_location(data: str | Path) -> tuple[Path, str]:
+    """``(<data file>.ledger.sqlite, <data file name>)``: the one ledger of a data file.
+
+    Used by ``collabcausal discover --data`` and by a party whose ``[privacy]`` section names no
+    ledger file, so that the same data has one budget whichever way it is queried.
+    """
+    p = Path(data)
+    return p.with_name(p.name + ".ledger.sqlite"), p.name
 
 
 def ledger_budgets(path: str | Path) -> dict[str, tuple[float, float]]:
@@ -290,15 +459,178 @@ def ledger_budgets(path: str | Path) -> dict[str, tuple[float, float]]:
         raise ConfigError(f"ledger {p} is unreadable or corrupt ({exc})", "restore it from a backup") from exc
 
 
+ADD_REMOVE_OPERATIONS = frozenset({"dp_count", "dp_sum", "dp_mean", "dp_histogram", "dp_range"})
+"""Operations that format 1 calibrated for add/remove-one; :func:`migrate_ledger` doubles their cost."""
+
+
+def migrate_ledger(path: str | Path) -> int:
+    """Convert a format-1 ledger in place to the substitution-only format; return the charges converted.
+
+    Format 1 added epsilons proved under two relations. A release that is (eps, delta)-DP under
+    add/remove-one is (2 eps, (1 + e^eps) delta)-DP under substitution (group privacy: a
+    substitution is a removal then an addition), so the format-1 charges of
+    :data:`ADD_REMOVE_OPERATIONS` are recorded at that cost; the others (ANM scores, DP
+    meta-algorithm, DP-CATE) were proved for substitution and keep theirs. Totals are rebuilt
+    from the converted history (:func:`composed_cost`). One transaction: all or nothing.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"ledger {p} does not exist", "check the path")
+    with _transaction(p, lambda: sqlite3.connect(p, timeout=60.0, isolation_level=None)) as db:
+        fmt = _format_of(db)
+        if fmt == FORMAT:
+            return 0
+        if fmt not in OLD_FORMATS:
+            raise ConfigError(f"{p} is not a collabcausal privacy ledger", "point to the ledger file")
+        rows = db.execute(
+            "SELECT id, dataset, time, operation, study, epsilon, delta, partition, subset, details FROM charges "
+            "ORDER BY id"
+        ).fetchall()
+        db.execute("ALTER TABLE charges RENAME TO charges_v1")
+        db.execute("DELETE FROM meta WHERE key = 'format'")
+        _create(db)
+        history: dict[str, list[Charge]] = {}
+        for cid, dataset, time, op, study, eps, dlt, part, sub, details in rows:
+            if op in ADD_REMOVE_OPERATIONS:
+                eps, dlt = 2.0 * eps, (1.0 + float(np.exp(eps))) * dlt
+                details = json.dumps({**json.loads(details), "migrated_from": FORMAT_1_NOTE}, sort_keys=True)
+            before = history.setdefault(dataset, [])
+            before.append(Charge(cid, dataset, op, study, eps, dlt, part, sub))
+            spent = composed_cost(before)
+            db.execute(
+                "INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                (cid, dataset, time, op, study, eps, dlt, part, sub, details, *spent, RELATION),
+            )
+        db.execute("DROP TABLE charges_v1")
+        for dataset, in db.execute("SELECT dataset FROM budgets").fetchall():
+            _rebuild_totals(db, dataset, history.get(dataset, []))
+    return len(rows)
+
+
+FORMAT_1_NOTE = "collabcausal-ledger-1 add/remove charge, cost doubled for substitution"
+
+
+def _rebuild_totals(db: sqlite3.Connection, dataset: str, charges: list[Charge]) -> None:
+    db.execute("INSERT OR REPLACE INTO spent VALUES (?, ?, ?)", (dataset, *composed_cost(charges)))
+    subsets: dict[tuple[str, str, str], list[float]] = {}
+    for c in charges:
+        if c.partition is not None:
+            total = subsets.setdefault((c.study, c.partition, str(c.subset)), [0.0, 0.0])
+            total[0] += c.epsilon
+            total[1] += c.delta
+    maxima: dict[tuple[str, str], list[float]] = {}
+    for (study, part, sub), (eps, dlt) in subsets.items():
+        db.execute("INSERT INTO subset_totals VALUES (?, ?, ?, ?, ?, ?)", (dataset, study, part, sub, eps, dlt))
+        top = maxima.setdefault((study, part), [0.0, 0.0])
+        top[0], top[1] = max(top[0], eps), max(top[1], dlt)
+    for (study, part), (eps, dlt) in maxima.items():
+        db.execute("INSERT INTO partition_totals VALUES (?, ?, ?, ?, ?)", (dataset, study, part, eps, dlt))
+
+
+def _read_history(db: sqlite3.Connection, dataset: str) -> list[Charge]:
+    rows = db.execute(
+        "SELECT id, dataset, operation, study, epsilon, delta, partition, subset, details, time, "
+        "spent_epsilon, spent_delta, relation, request_id FROM charges WHERE dataset = ? ORDER BY id",
+        (dataset,),
+    ).fetchall()
+    return [Charge(*row[:8], json.loads(row[8]), *row[9:]) for row in rows]
+
+
+@contextmanager
+def _transaction(path: Path, connect: Any) -> Iterator[sqlite3.Connection]:
+    try:
+        db = connect()
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path} cannot be opened ({exc})", "check the path and permissions") from exc
+    try:
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("BEGIN IMMEDIATE")
+        yield db
+        db.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"ledger {path} is unreadable or corrupt ({exc})",
+            "restore it from a backup; never delete a ledger to reset a budget",
+        ) from exc
+    finally:
+        if db.in_transaction:
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        db.close()
+
+
+def _create(db: sqlite3.Connection) -> None:
+    for statement in _SCHEMA.split(";"):
+        db.execute(statement)
+    db.execute("CREATE INDEX IF NOT EXISTS charges_by_dataset ON charges (dataset, id)")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('relation', ?)", (RELATION,))
+
+
 def _is_empty(db: sqlite3.Connection) -> bool:
     return db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
 
 
-def _check_format(db: sqlite3.Connection, path: Path) -> None:
+def _format_of(db: sqlite3.Connection) -> str | None:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    fmt = db.execute("SELECT value FROM meta WHERE key='format'").fetchone() if "meta" in tables else None
-    if not {"meta", "budgets", "charges"} <= tables or (fmt is not None and fmt[0] != FORMAT):
+    if not {"meta", "budgets", "charges"} <= tables:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _check_format(db: sqlite3.Connection, path: Path) -> None:
+    fmt = _format_of(db)
+    if fmt in OLD_FORMATS:
+        raise ConfigError(
+            f"ledger {path} is in the old format {fmt} (its totals mix two neighbouring relations)",
+            f"convert it once with `collabcausal party budget --ledger {path} --migrate`",
+        )
+    if fmt != FORMAT:
         raise ConfigError(f"{path} is an SQLite file but not a collabcausal privacy ledger", "point to the ledger file")
+    relation = db.execute("SELECT value FROM meta WHERE key='relation'").fetchone()
+    if relation is None or relation[0] != RELATION:
+        raise ConfigError(
+            f"ledger {path} holds the neighbouring relation {None if relation is None else relation[0]!r}, "
+            f"not {RELATION!r}",
+            "use a ledger made by this version of collabcausal",
+        )
+
+
+def _request_key(request_id: Any) -> str:
+    if not isinstance(request_id, str) or not request_id or len(request_id) > 200:
+        raise InputError(f"request_id must be a non-empty string of at most 200 characters, got {request_id!r}",
+                         "send e.g. a UUID as params['request_id']")
+    return request_id
+
+
+def _encode_outcome(outcome: Any) -> bytes:
+    """A reply Message (params JSON + exact arrays) or an error, as bytes."""
+    from collabcausal.errors import CollabCausalError
+    from collabcausal.messages import Message
+
+    buffer = io.BytesIO()
+    if isinstance(outcome, Message):
+        head = {"kind": "reply", "operation": outcome.operation, "params": dict(outcome.params)}
+        np.savez(buffer, **{f"a_{k}": np.asarray(v) for k, v in outcome.arrays.items()})
+    elif isinstance(outcome, CollabCausalError):
+        head = {"kind": "error", "class": type(outcome).__name__, "problem": outcome.problem, "fix": outcome.fix}
+    else:
+        raise InputError(f"cannot record an outcome of type {type(outcome).__name__}", "record a Message or an error")
+    return json.dumps(head, allow_nan=True).encode() + b"\n" + buffer.getvalue()
+
+
+def _decode_outcome(blob: bytes) -> Any:
+    from collabcausal import errors
+    from collabcausal.messages import Message
+
+    text, _, arrays = bytes(blob).partition(b"\n")
+    head = json.loads(text)
+    if head["kind"] == "error":
+        raise getattr(errors, head["class"], errors.CollabCausalError)(head["problem"], head["fix"])
+    with np.load(io.BytesIO(arrays), allow_pickle=False) as npz:
+        loaded = {name[2:]: npz[name] for name in npz.files}
+    return Message(head["operation"], head["params"], loaded)
 
 
 def _now() -> str:

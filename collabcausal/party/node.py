@@ -8,9 +8,14 @@ audit log apply identically in both.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
+
+from collabcausal.errors import CollabCausalError
 from collabcausal.messages import Message
 from collabcausal.party.operations import Operation, lookup
 from collabcausal.party.table import PartyTable
@@ -78,14 +83,47 @@ class Party:
             Unknown operation or malformed request.
         PolicyError, BudgetExceededError
             The party's policy or ledger refuses the request.
+
+        A differentially private request may carry an idempotency key ``params["request_id"]``:
+        once charged, the same key returns the recorded reply (same numbers, no new charge).
         """
         op = lookup(request.operation)
         if self.policy is not None:
             self.policy.authorize(self, op, request)
-        reply = op.handler(self, request)
+        request_id = request.params.get("request_id") if op.differentially_private else None
+        if request_id is not None and self.ledger is not None:
+            reply = self._run_once(op, request, request_id)
+        else:
+            reply = op.handler(self, request)
         if self.audit is not None and op.private_data:
             self.audit.record(self, op, request, reply)
         return reply
 
+    def _run_once(self, op: Operation, request: Message, request_id: Any) -> Message:
+        """Run a DP request with an idempotency key: a retry gets the recorded reply, uncharged."""
+        fingerprint = request_fingerprint(request)
+        recorded = self.ledger.recorded_outcome(request_id, fingerprint)
+        if recorded is not None:
+            return recorded
+        with self.ledger.request(request_id, fingerprint):
+            try:
+                reply = op.handler(self, request)
+            except CollabCausalError as exc:
+                self.ledger.record_outcome(exc)
+                raise
+            self.ledger.record_outcome(reply)
+        return reply
+
     def __repr__(self) -> str:
         return f"Party({self.name!r}, n={self.table.n_subjects}, columns={list(self.table.covariate_names)})"
+
+
+def request_fingerprint(request: Message) -> str:
+    """SHA-256 of a request's operation, parameters (but its ``request_id``) and arrays."""
+    params = {k: v for k, v in request.params.items() if k != "request_id"}
+    digest = hashlib.sha256(json.dumps([request.operation, params], sort_keys=True, default=str).encode())
+    for name in sorted(request.arrays):
+        array = np.ascontiguousarray(request.arrays[name])
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()

@@ -6,7 +6,11 @@ its dtype, byte order, shape, byte count and SHA-256) followed by the arrays' by
 so arrays of any size travel. :func:`read_message` checks everything it is told against what
 arrives: a missing header, an unknown dtype, a shape that disagrees with the byte count, a chunk
 out of order or above 1 MiB, more bytes than declared, a stream that ends early, a declared size
-above the receiver's limit and a checksum mismatch are each a :class:`ProtocolError`.
+above the receiver's limit and a checksum mismatch are each a :class:`ProtocolError`, and so are
+the hostile headers: a structured or object dtype (``"i8,O"``), more than :data:`MAX_NDIM`
+dimensions, a dimension above :data:`MAX_DIMENSION` (``(0, 2**63)``), more than
+:data:`MAX_ARRAYS` arrays or a repeated array name, and params nested deeper than
+:data:`MAX_JSON_DEPTH`. Every limit is checked on the header, before any buffer is allocated.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +31,16 @@ from collabcausal.protocol.generated import collabcausal_pb2 as pb
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_MESSAGE_BYTES = 4 << 30
 NUMERIC_KINDS = "biufc"
+MAX_NDIM = 32
+MAX_DIMENSION = 1 << 40
+MAX_ARRAYS = 64
+MAX_JSON_DEPTH = 32
+_DTYPE = re.compile(r"[biufc](1|2|4|8|16)")
 _UPGRADE = "make sure both sides run the same collabcausal version and retry"
+
+
+class TruncatedStreamError(ProtocolError):
+    """A stream that ended early (nothing, or fewer bytes than declared): what a sender's crash leaves."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +65,14 @@ def message_frames(
 ) -> FrameStream:
     """Frames carrying ``message`` (header first, then chunks); see the module docstring.
 
-    The header is built at once, so a message that cannot travel (non-JSON params, non-numeric
+    An error travels as its nearest class of :mod:`collabcausal.errors` (which the receiver
+    re-raises). The header is built at once, so a message that cannot travel (non-JSON params, non-numeric
     arrays) raises :class:`ProtocolError` here rather than inside a gRPC stream.
     """
     header = pb.MessageHeader(state=state, task_id=task_id, detail=detail)
     if error is not None:
-        header.error.CopyFrom(pb.Error(kind=type(error).__name__, problem=error.problem, fix=error.fix or ""))
+        kind = next(c.__name__ for c in type(error).__mro__ if c.__module__ == "collabcausal.errors")
+        header.error.CopyFrom(pb.Error(kind=kind, problem=error.problem, fix=error.fix or ""))
     flats: list[memoryview] = []
     if message is not None:
         header.operation = message.operation
@@ -104,7 +120,12 @@ class FrameStream:
                 yield pb.Frame(chunk=pb.Chunk(array=index, data=bytes(flat[start : start + self.chunk_bytes])))
 
 
-def read_message(frames: Iterable[pb.Frame], *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Envelope:
+def read_message(
+    frames: Iterable[pb.Frame],
+    *,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    check_header: Callable[[pb.MessageHeader], None] | None = None,
+) -> Envelope:
     """Assemble and verify a frame stream written by :func:`message_frames`.
 
     Parameters
@@ -112,6 +133,9 @@ def read_message(frames: Iterable[pb.Frame], *, max_bytes: int = DEFAULT_MAX_MES
     frames : iterable of Frame
     max_bytes : int
         Refuse messages whose arrays declare more bytes in total.
+    check_header : callable, optional
+        Called with the verified header before any array buffer is allocated; raises
+        :class:`ProtocolError` to refuse the message unread (e.g. no task outstanding).
 
     Raises
     ------
@@ -120,16 +144,28 @@ def read_message(frames: Iterable[pb.Frame], *, max_bytes: int = DEFAULT_MAX_MES
     """
     stream = iter(frames)
     first = next(stream, None)
-    if first is None or first.WhichOneof("kind") != "header":
+    if first is None:
+        raise TruncatedStreamError("a message stream ended before its header", "the sender stopped; it will resend")
+    if first.WhichOneof("kind") != "header":
         raise ProtocolError("a message stream did not start with its header", _UPGRADE)
     header = first.header
+    if len(header.arrays) > MAX_ARRAYS:
+        raise ProtocolError(
+            f"message {header.operation!r} declares {len(header.arrays)} arrays, above the limit of {MAX_ARRAYS}",
+            _UPGRADE,
+        )
     specs = [_array_spec(a, header.operation) for a in header.arrays]
+    if len({name for name, _, _, _ in specs}) != len(specs):
+        raise ProtocolError(f"message {header.operation!r} names an array twice", _UPGRADE)
     total = sum(nbytes for _, _, _, nbytes in specs)
     if total > max_bytes:
         raise ProtocolError(
             f"message {header.operation!r} declares {total} bytes of arrays, above the limit of {max_bytes}",
             "split the request or raise max_message_bytes on the receiving side",
         )
+    params = _params(header)
+    if check_header is not None:
+        check_header(header)
     buffers = [np.empty(nbytes, dtype=np.uint8) for _, _, _, nbytes in specs]
     views = [memoryview(buffer) for buffer in buffers]
     hashers = [hashlib.sha256() for _ in specs]
@@ -168,7 +204,7 @@ def read_message(frames: Iterable[pb.Frame], *, max_bytes: int = DEFAULT_MAX_MES
         specs, buffers, filled, hashers, header.arrays, strict=True
     ):
         if got != nbytes:
-            raise ProtocolError(
+            raise TruncatedStreamError(
                 f"message {header.operation!r} was truncated: array {name!r} has {got} of {nbytes} bytes",
                 "the sender stopped early; it will resend the message",
             )
@@ -178,27 +214,47 @@ def read_message(frames: Iterable[pb.Frame], *, max_bytes: int = DEFAULT_MAX_MES
                 "the data was corrupted on the way; resend",
             )
         arrays[name] = buffer.view(dtype).reshape(shape)
-    message = None
-    if header.operation:
-        try:
-            params = json.loads(header.params_json or "{}")
-        except json.JSONDecodeError as exc:
-            raise ProtocolError(f"message {header.operation!r} has unreadable params ({exc.msg})", _UPGRADE) from None
-        if not isinstance(params, dict):
-            raise ProtocolError(f"message {header.operation!r}: params are not a JSON object", _UPGRADE)
-        message = Message(header.operation, params, arrays)
+    message = Message(header.operation, params, arrays) if header.operation else None
     error = header.error if header.HasField("error") else None
     return Envelope(header.state, header.task_id, message, error, header.detail)
 
 
+def _params(header: pb.MessageHeader) -> dict:
+    """The header's params: a JSON object nested at most :data:`MAX_JSON_DEPTH` deep."""
+    if not header.operation:
+        return {}
+    where = f"message {header.operation!r}"
+    try:
+        params = json.loads(header.params_json or "{}")
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"{where} has unreadable params ({exc.msg})", _UPGRADE) from None
+    except RecursionError:
+        raise ProtocolError(f"{where}: params nested deeper than {MAX_JSON_DEPTH}", _UPGRADE) from None
+    if not isinstance(params, dict):
+        raise ProtocolError(f"{where}: params are not a JSON object", _UPGRADE)
+    level: list = [params]
+    for _ in range(MAX_JSON_DEPTH):
+        level = [v for node in level for v in (node.values() if isinstance(node, dict) else node)]
+        level = [v for v in level if isinstance(v, dict | list)]
+        if not level:
+            return params
+    raise ProtocolError(f"{where}: params nested deeper than {MAX_JSON_DEPTH}", _UPGRADE)
+
+
 def _array_spec(spec: pb.ArrayHeader, operation: str) -> tuple[str, np.dtype, tuple[int, ...], int]:
     where = f"message {operation!r}, array {spec.name!r}"
-    if spec.byte_order not in ("<", ">", "|") or not spec.dtype or spec.dtype[0] not in NUMERIC_KINDS:
-        raise ProtocolError(f"{where}: unsupported dtype {spec.byte_order}{spec.dtype}", _UPGRADE)
+    if spec.byte_order not in ("<", ">", "|") or not _DTYPE.fullmatch(spec.dtype):
+        raise ProtocolError(f"{where}: unsupported dtype {spec.byte_order}{spec.dtype!r}", _UPGRADE)
     try:
         dtype = np.dtype(spec.byte_order + spec.dtype)
     except TypeError:
         raise ProtocolError(f"{where}: unsupported dtype {spec.dtype!r}", _UPGRADE) from None
+    if len(spec.shape) > MAX_NDIM or any(s > MAX_DIMENSION for s in spec.shape):
+        raise ProtocolError(
+            f"{where}: shape of {len(spec.shape)} dimensions with extent up to {max(spec.shape)}, above the limits "
+            f"of {MAX_NDIM} dimensions and {MAX_DIMENSION} per dimension",
+            _UPGRADE,
+        )
     shape = tuple(int(s) for s in spec.shape)
     if math.prod(shape) * dtype.itemsize != spec.nbytes or len(spec.sha256) != 32:
         raise ProtocolError(

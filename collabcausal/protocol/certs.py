@@ -31,6 +31,7 @@ from collabcausal.errors import IdentityError, InputError
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"
 ANALYST = "analyst"
+RESERVED_NAMES = frozenset({"ca", ANALYST})
 DEFAULT_HOSTS = ("localhost", "127.0.0.1")
 
 
@@ -131,13 +132,20 @@ def request_certificate(directory: str | Path, name: str, *, force: bool = False
     return folder / f"{name}.key", folder / f"{name}.csr"
 
 
-def sign_request(directory: str | Path, csr_path: str | Path, *, days: int = 365) -> IssuedCertificate:
+def sign_request(
+    directory: str | Path, csr_path: str | Path, *, days: int = 365, force: bool = False
+) -> IssuedCertificate:
     """Sign a party's request with the study CA in ``directory``; write ``<name>.pem`` there.
+
+    A request cannot take a reserved name (:data:`RESERVED_NAMES`: the CA's and the analyst's
+    files), and replaces an existing ``<name>.pem`` (another party's certificate) only with ``force``.
 
     Raises
     ------
     IdentityError
         The request is unreadable, its signature is invalid, or it has no usable common name.
+    InputError
+        The name is reserved, or its certificate exists and ``force`` is False.
     """
     folder = Path(directory)
     try:
@@ -151,6 +159,14 @@ def sign_request(directory: str | Path, csr_path: str | Path, *, days: int = 365
     names = csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     name = str(names[0].value) if names else ""
     _check_name(name)
+    if name.lower() in RESERVED_NAMES:
+        raise InputError(
+            f"{csr_path} asks for the reserved name {name!r} (the study CA's or the analyst's)",
+            "ask the party to make a new request with its own name (`certs request --party NAME`)",
+        )
+    clash = [p for p in folder.glob("*.pem") if p.stem.lower() == name.lower()]
+    if clash:
+        _refuse_overwrite(clash[0], force, "certs sign")
     cert = _sign(folder, name, csr.public_key(), server=False, hosts=(), days=days, not_before=None)
     return IssuedCertificate(name, cert, Path(csr_path).with_suffix(".key"))
 

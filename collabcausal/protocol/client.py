@@ -3,15 +3,18 @@
 :class:`PartyClient` needs no inbound port: it registers, long-polls ``PullTask`` for the next
 request, runs it through :meth:`collabcausal.party.node.Party.handle` (policy, ledger and audit
 apply there) and uploads the reply, until the analyst says the study is done. A lost connection
-(an analyst restart, a network blip) is retried with backoff for up to ``reconnect_timeout``
-seconds, re-registering when the analyst lost its state. Refusals that retrying cannot fix (a
+(an analyst restart, a network blip) of a running study is retried with backoff for up to
+``reconnect_timeout`` seconds, re-registering when the analyst lost its state; before the first
+join, an analyst that cannot be reached (DNS failure, connection refused) is retried only for
+``connect_timeout`` seconds and then reported in one line naming the cause. An outage is logged
+once when it starts and once, with the attempts it took, when it ends. Refusals that retrying cannot fix (a
 certificate the analyst rejects, a party off the roster) end the loop with :class:`IdentityError`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import grpc
 
@@ -31,6 +34,8 @@ from collabcausal.protocol.tls import (
     require_loopback,
 )
 
+CONNECT_TIMEOUT = 10.0
+
 
 class PartyClient:
     """A party's connection to the analyst.
@@ -46,7 +51,9 @@ class PartyClient:
     study : str
         The study id this party agreed to join ("" accepts any).
     reconnect_timeout : float
-        Seconds to keep trying while the analyst is unreachable (also the initial join wait).
+        Seconds to keep trying while the analyst of a running study is unreachable.
+    connect_timeout : float
+        Seconds to keep trying to reach the analyst before the first join.
     poll_seconds : float
         Long-poll length of one ``PullTask``.
     upload_timeout : float
@@ -63,6 +70,7 @@ class PartyClient:
         tls: TlsFiles | None,
         study: str = "",
         reconnect_timeout: float = 300.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         poll_seconds: float = 10.0,
         upload_timeout: float = 600.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -73,6 +81,7 @@ class PartyClient:
         self.tls = tls
         self.study = study
         self.reconnect_timeout = reconnect_timeout
+        self.connect_timeout = connect_timeout
         self.poll_seconds = poll_seconds
         self.upload_timeout = upload_timeout
         self.max_message_bytes = max_message_bytes
@@ -88,7 +97,8 @@ class PartyClient:
         IdentityError
             The analyst refused this party's certificate or identity.
         StudyFailedError
-            The analyst failed the study, or stayed unreachable for ``reconnect_timeout`` s.
+            The analyst failed the study, could not be reached within ``connect_timeout`` s before
+            the first join, or stayed unreachable for ``reconnect_timeout`` s during the study.
         """
         if self.tls is None:
             require_loopback(self.address)
@@ -111,14 +121,24 @@ class PartyClient:
 
     def _loop(self, stub: pb_grpc.StudyStub) -> str:
         run_id = ""
+        joined = False
         unreachable_since: float | None = None
+        attempts = 0
         backoff = 0.1
         while True:
             try:
                 if not run_id:
                     run_id = self._register(stub)
+                    joined = True
                 envelope = self._pull(stub, run_id)
-                unreachable_since, backoff = None, 0.1
+                if unreachable_since is not None:
+                    self._progress(
+                        f"analyst reachable again after {attempts} attempts in "
+                        f"{time.monotonic() - unreachable_since:.1f} s"
+                    )
+                unreachable_since, attempts, backoff = None, 0, 0.1
+                if envelope is None:
+                    continue
                 if envelope.state == pb.DONE:
                     self._progress(f"study finished: {envelope.detail}")
                     return envelope.detail
@@ -146,13 +166,18 @@ class PartyClient:
                     ) from None
                 self._refused_connection(code, details)
                 now = time.monotonic()
-                unreachable_since = unreachable_since or now
-                if now - unreachable_since > self.reconnect_timeout:
+                limit = self.reconnect_timeout if joined else self.connect_timeout
+                if unreachable_since is None:
+                    unreachable_since = now
+                    cause = unreachable_cause(details)
+                    self._progress(f"analyst unreachable ({cause}); retrying for up to {limit:g} s")
+                attempts += 1
+                if now - unreachable_since > limit:
                     raise StudyFailedError(
-                        f"the analyst at {self.address} was unreachable for {self.reconnect_timeout:g} s ({details})",
+                        f"the analyst at {self.address} was unreachable for {limit:g} s "
+                        f"({attempts} attempts): {unreachable_cause(details)}",
                         "check the address and that `collabcausal analyst serve` is running",
                     ) from None
-                self._progress(f"analyst unreachable ({code.name}); retrying")
                 time.sleep(backoff)
                 backoff = min(2 * backoff, 5.0)
 
@@ -170,13 +195,31 @@ class PartyClient:
         self._progress(f"joined study {reply.study!r} as {reply.party!r}")
         return reply.run_id
 
-    def _pull(self, stub: pb_grpc.StudyStub, run_id: str) -> Envelope:
+    def _pull(self, stub: pb_grpc.StudyStub, run_id: str) -> Envelope | None:
+        """The next task or study state; ``None`` after refusing a malformed task (the party keeps serving)."""
         frames = stub.PullTask(
             pb.PullRequest(party=self.party.name, run_id=run_id, wait_ms=int(self.poll_seconds * 1000)),
             timeout=self.poll_seconds + self.upload_timeout,
             metadata=self._metadata,
         )
-        return read_message(frames, max_bytes=self.max_message_bytes)
+        seen: list[pb.Frame] = []
+
+        def recorded() -> Iterator[pb.Frame]:
+            for frame in frames:
+                if not seen:
+                    seen.append(frame)
+                yield frame
+
+        try:
+            return read_message(recorded(), max_bytes=self.max_message_bytes)
+        except ProtocolError as exc:
+            frames.cancel()
+            task_id = seen[0].header.task_id if seen and seen[0].WhichOneof("kind") == "header" else ""
+            self._progress(f"refused a malformed task: {exc}")
+            if task_id:
+                refusal = message_frames(None, task_id=task_id, error=exc)
+                stub.UploadResult(iter(refusal), timeout=self.upload_timeout, metadata=self._metadata)
+            return None
 
     def _answer(self, stub: pb_grpc.StudyStub, envelope: Envelope) -> None:
         request = envelope.message
@@ -222,3 +265,17 @@ class PartyClient:
             f"the TLS handshake with the analyst at {self.address} failed: {reason}",
             "use the certificate, key and ca.pem issued for this study (same study CA, not expired)",
         )
+
+
+def unreachable_cause(details: str) -> str:
+    """gRPC's description of an unreachable peer, reduced to its cause in a few words."""
+    lowered = details.lower()
+    for needle, cause in (
+        ("dns resolution failed", "the analyst's host name does not resolve (DNS failure)"),
+        ("errors resolving", "the analyst's host name does not resolve (DNS failure)"),
+        ("connection refused", "connection refused (nothing listens on that port)"),
+        ("deadline", "no answer before the deadline"),
+    ):
+        if needle in lowered:
+            return cause
+    return " ".join(details.split())[:200] or "no details from gRPC"

@@ -107,10 +107,11 @@ class LocalStudy:
         self.processes[name] = process
         return process
 
-    def wait_joined(self, timeout: float) -> None:
-        """Wait until every party has joined; fail naming a party whose process died or is late."""
+    def wait_joined(self, timeout: float, *, names: Sequence[str] | None = None) -> None:
+        """Wait until every party (or those ``names``) has joined; fail naming a party whose process died or is late."""
+        expected = set(self.configs if names is None else names)
         deadline = time.monotonic() + timeout
-        while set(self.grid.party_names()) != set(self.configs):
+        while not expected <= set(self.grid.party_names()):
             for name, process in self.processes.items():
                 if process.poll() is not None and name not in self.grid.party_names():
                     raise StudyFailedError(
@@ -119,7 +120,7 @@ class LocalStudy:
                         f"see {self.workdir / name / 'party.log'}",
                     )
             if time.monotonic() > deadline:
-                missing = sorted(set(self.configs) - set(self.grid.party_names()))
+                missing = sorted(expected - set(self.grid.party_names()))
                 raise StudyFailedError(f"parties {missing} did not join within {timeout:g} s", "see their party.log")
             time.sleep(0.05)
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
@@ -27,6 +29,7 @@ from collabcausal.protocol.arrays import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Envelope,
     FrameStream,
+    TruncatedStreamError,
     message_frames,
     read_message,
 )
@@ -37,6 +40,7 @@ from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, r
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = CHUNK_BYTES + (256 << 10)
 MAX_POLL_SECONDS = 30.0
+MAX_STREAMS_PER_PARTY = 4
 Progress = Callable[[str, str], None]
 
 
@@ -55,6 +59,12 @@ class _Task:
     request: Message
     frames: FrameStream
     reply: Envelope | None = None
+    failure: str = ""
+
+    @property
+    def open(self) -> bool:
+        """Still waiting for its reply (neither answered nor failed by a malformed upload)."""
+        return self.reply is None and not self.failure
 
 
 class GrpcGrid(Grid):
@@ -102,13 +112,16 @@ class GrpcGrid(Grid):
         self._joined: dict[str, float] = {}
         self._told_done: set[str] = set()
         self._pending: dict[str, _Task] = {}
+        self._streams: Counter[str] = Counter()
         self._state = pb.IDLE
         self._detail = ""
         self.run_id = uuid.uuid4().hex
         if tls is None:
             require_loopback(address)
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=2 * len(roster) + 8, thread_name_prefix="collabcausal-grid"),
+            futures.ThreadPoolExecutor(
+                max_workers=MAX_STREAMS_PER_PARTY * len(roster) + 8, thread_name_prefix="collabcausal-grid"
+            ),
             options=[*grpc_options(), ("grpc.so_reuseport", 0)],  # a second analyst on the port must fail
         )
         pb_grpc.add_StudyServicer_to_server(_Servicer(self), self._server)
@@ -147,10 +160,10 @@ class GrpcGrid(Grid):
             self._pending.update(tasks)
             self._cond.notify_all()
             try:
-                while any(task.reply is None for task in tasks.values()):
+                while any(task.open for task in tasks.values()):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        missing = sorted(name for name, task in tasks.items() if task.reply is None)
+                        missing = sorted(name for name, task in tasks.items() if task.open)
                         raise StudyFailedError(
                             f"no reply from {', '.join(missing)} to {next(iter(requests.values())).operation!r} "
                             f"within {limit:g} s",
@@ -161,6 +174,12 @@ class GrpcGrid(Grid):
             finally:
                 for name in tasks:
                     self._pending.pop(name, None)
+        for name, task in tasks.items():
+            if task.failure:
+                raise StudyFailedError(
+                    f"party {name!r} sent a malformed reply to {task.request.operation!r}: {task.failure}",
+                    f"check {name}'s collabcausal version and log; the study cannot use its reply",
+                )
         return {name: _reply_message(name, task) for name, task in tasks.items()}
 
     # ---- study lifecycle --------------------------------------------------------------------
@@ -236,6 +255,10 @@ class GrpcGrid(Grid):
             )
         return name
 
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def _register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
         name = self._identify(context)
         if request.protocol_version != PROTOCOL_VERSION:
@@ -257,15 +280,38 @@ class GrpcGrid(Grid):
         self._progress(name, "rejoined" if rejoined else "joined")
         return pb.RegisterReply(protocol_version=PROTOCOL_VERSION, study=self.study, party=name, run_id=self.run_id)
 
+    @contextmanager
+    def _stream_slot(self, name: str, context: grpc.ServicerContext) -> Iterator[None]:
+        """Hold one of the party's :data:`MAX_STREAMS_PER_PARTY` stream slots (so one party cannot starve the rest)."""
+        with self._cond:
+            if self._streams[name] >= MAX_STREAMS_PER_PARTY:
+                self._progress(name, f"stream refused: already {MAX_STREAMS_PER_PARTY} open")
+                context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"party {name!r} already has {MAX_STREAMS_PER_PARTY} streams open; "
+                    "fix: run one collabcausal party join per party",
+                )
+            self._streams[name] += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._streams[name] -= 1
+
     def _pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> Iterator[pb.Frame]:
         name = self._identify(context)
+        with self._stream_slot(name, context):
+            yield from self._pull_task(name, request, context)
+
+    def _pull_task(self, name: str, request: pb.PullRequest, context: grpc.ServicerContext) -> Iterator[pb.Frame]:
         if request.run_id != self.run_id or name not in self._joined:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "unknown run: register again")
         deadline = time.monotonic() + min(request.wait_ms / 1000.0, MAX_POLL_SECONDS)
+        context.add_callback(self._wake)  # a cancelled poll frees its thread and stream slot at once
         with self._cond:
             while True:
                 task = self._pending.get(name)
-                if self._state != pb.IDLE or (task is not None and task.reply is None):
+                if self._state != pb.IDLE or (task is not None and task.open):
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not context.is_active():
@@ -276,7 +322,7 @@ class GrpcGrid(Grid):
                 self._told_done.add(name)
                 self._cond.notify_all()
                 task = None
-        if task is None or task.reply is not None:
+        if task is None or not task.open:
             yield pb.Frame(header=pb.MessageHeader(state=state, detail=detail))
             return
         self._progress(name, f"{task.request.operation}: sent")
@@ -284,17 +330,36 @@ class GrpcGrid(Grid):
 
     def _upload(self, frames: Iterable[pb.Frame], context: grpc.ServicerContext) -> pb.UploadAck:
         name = self._identify(context)
+        with self._stream_slot(name, context):
+            return self._receive(name, frames, context)
+
+    def _receive(self, name: str, frames: Iterable[pb.Frame], context: grpc.ServicerContext) -> pb.UploadAck:
+        """Read one upload; its header is checked against the party's outstanding task before buffering."""
+
+        def outstanding(header: pb.MessageHeader) -> None:
+            with self._cond:
+                task = self._pending.get(name)
+                if task is None or task.task_id != header.task_id or not task.open:
+                    raise _NotOutstanding(f"no task {header.task_id!r} outstanding for party {name!r}")
+
         try:
-            envelope = read_message(frames, max_bytes=self.max_message_bytes)
-        except ProtocolError as exc:
-            self._progress(name, f"upload refused: {exc}")
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except grpc.RpcError:
+            envelope = read_message(frames, max_bytes=self.max_message_bytes, check_header=outstanding)
+        except _NotOutstanding as exc:
+            return pb.UploadAck(accepted=False, detail=str(exc))
+        except (grpc.RpcError, TruncatedStreamError):  # what a party's crash or lost connection leaves
             self._progress(name, "upload interrupted; the task stays queued")
             context.abort(grpc.StatusCode.CANCELLED, "upload interrupted")
+        except ProtocolError as exc:
+            self._progress(name, f"upload refused: {exc}")
+            with self._cond:
+                task = self._pending.get(name)
+                if task is not None and task.open:
+                    task.failure = str(exc)
+                    self._cond.notify_all()
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         with self._cond:
             task = self._pending.get(name)
-            if task is None or task.task_id != envelope.task_id or task.reply is not None:
+            if task is None or task.task_id != envelope.task_id or not task.open:
                 return pb.UploadAck(task_id=envelope.task_id, accepted=False, detail="no such task outstanding")
             task.reply = envelope
             self._cond.notify_all()
@@ -302,7 +367,8 @@ class GrpcGrid(Grid):
         self._progress(name, f"{task.request.operation}: reply {outcome}")
         return pb.UploadAck(task_id=envelope.task_id, accepted=True)
 
-    def _status(self) -> pb.StatusReply:
+    def _status(self, context: grpc.ServicerContext) -> pb.StatusReply:
+        self._identify(context)
         with self._cond:
             return pb.StatusReply(
                 study=self.study,
@@ -327,7 +393,11 @@ class _Servicer(pb_grpc.StudyServicer):
         return self._grid._upload(request_iterator, context)
 
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:
-        return self._grid._status()
+        return self._grid._status(context)
+
+
+class _NotOutstanding(ProtocolError):
+    """An upload for a task the analyst no longer waits for (a late or repeated reply)."""
 
 
 def _reply_message(name: str, task: _Task) -> Message:

@@ -40,6 +40,8 @@ class CausalDataset:
     column_groups : tuple of tuple of str
         The default split of covariates into column groups (parties of one row).
     description : str
+    outcome_unit : str
+        The outcome's unit, for figure axes and reports (e.g. "$1000"); empty if unknown.
     """
 
     name: str
@@ -52,6 +54,7 @@ class CausalDataset:
     true_propensity: NDArray[np.float64] | None = None
     column_groups: tuple[tuple[str, ...], ...] = field(default=())
     description: str = ""
+    outcome_unit: str = ""
 
     def __post_init__(self) -> None:
         # Validate once, at the door, with the same rules a party applies to its table.
@@ -120,6 +123,7 @@ def load_lalonde() -> CausalDataset:
         benchmark=lalonde_experimental_benchmark(),
         column_groups=(LALONDE_LEFT, LALONDE_RIGHT),
         description="NSW treated + PSID controls (Dehejia-Wahba), re78 in $1000, ATT benchmark 1.794",
+        outcome_unit="$1000 of 1978 earnings",
     )
 
 
@@ -168,6 +172,7 @@ def make_dcqe_synthetic(
         true_propensity=e,
         column_groups=(names[: m // 2], names[m // 2 :]),
         description="paper 003 Experiment I analogue: 6 equicorrelated covariates, true ATE 1",
+        outcome_unit="outcome units",
     )
 
 

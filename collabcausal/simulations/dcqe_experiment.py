@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
+from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, estimate_effects
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError, InputError
@@ -84,12 +84,41 @@ class ExperimentConfig:
 
 
 @dataclass(frozen=True, eq=False)
+class BalanceDiagnostics:
+    """One setting's full-sample balance and propensities, for the report's Love and overlap plots.
+
+    Attributes
+    ----------
+    covariates : tuple of str
+        Covariate (column) names, in the order of the SMD arrays.
+    unweighted : ndarray
+        SMD per covariate before weighting (paper 003, eq. 42).
+    weighted : dict of str to ndarray
+        SMD per covariate of each estimator's balanced sample (eqs. 43-44).
+    propensity : ndarray
+        Estimated propensity score of every subject the setting uses.
+    treatment : ndarray
+        Their treatment (0/1).
+    """
+
+    covariates: tuple[str, ...]
+    unweighted: NDArray[np.float64]
+    weighted: dict[str, NDArray[np.float64]]
+    propensity: NDArray[np.float64]
+    treatment: NDArray[np.int8]
+
+
+@dataclass(frozen=True, eq=False)
 class ExperimentResult:
-    """Per setting and estimator: the full-sample values and the bootstrap replicates."""
+    """Per setting and estimator: the full-sample values and the bootstrap replicates.
+
+    ``diagnostics`` holds each setting's full-sample :class:`BalanceDiagnostics`.
+    """
 
     config: ExperimentConfig
     point: dict[tuple[str, str], dict[str, float]]
     replicates: dict[tuple[str, str], dict[str, NDArray[np.float64]]]
+    diagnostics: dict[str, BalanceDiagnostics] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, object]]:
         """Table rows (paper 003 Tables 2-3 layout), estimator blocks in order."""
@@ -143,7 +172,8 @@ def run_experiment(
     parties = build_parties(config.dataset, config.partition)
     context = nullcontext(InProcessGrid(parties)) if grid_factory is None else grid_factory(parties)
     with context as grid:
-        point = _replicate(config, grid, -1)
+        diagnostics: dict[str, BalanceDiagnostics] = {}
+        point = _replicate(config, grid, -1, diagnostics)
         in_process = isinstance(grid, InProcessGrid)
         fn = partial(_replicate_in_process, config, parties) if in_process else partial(_replicate, config, grid)
         n_jobs = config.n_jobs if in_process else 1
@@ -153,15 +183,17 @@ def run_experiment(
             reps = run_replicates(fn, config.n_boot, n_jobs=n_jobs, progress=progress) if config.n_boot else []
     keys = list(point)
     replicates = {key: {m: np.array([r[key][m] for r in reps], dtype=np.float64) for m in METRICS} for key in keys}
-    return ExperimentResult(config, point, replicates)
+    return ExperimentResult(config, point, replicates, diagnostics)
 
 
 def _replicate_in_process(config: ExperimentConfig, parties: list[Party], b: int) -> dict:
     return _replicate(config, InProcessGrid(parties), b)
 
 
-def _replicate(config: ExperimentConfig, grid: Grid, b: int) -> dict[tuple[str, str], dict[str, float]]:
-    """All settings on replicate ``b`` (``b = -1``: the full sample)."""
+def _replicate(
+    config: ExperimentConfig, grid: Grid, b: int, diagnostics: dict[str, BalanceDiagnostics] | None = None
+) -> dict[tuple[str, str], dict[str, float]]:
+    """All settings on replicate ``b`` (``b = -1``: the full sample); fills ``diagnostics`` if given."""
     part, data = config.partition, config.dataset
     sizes = [len(r) for r in part.row_groups]
     rows = (
@@ -191,18 +223,34 @@ def _replicate(config: ExperimentConfig, grid: Grid, b: int) -> dict[tuple[str, 
                     study=f"simulation:{setting.name}",
                     balance_parties=[names[i] for i in groups],
                 )
-                if b < 0:
-                    describe_parties(grid, plan)
-                result = run_dcqe(grid, plan, [rows[i] for i in groups], analytic_se=b < 0)
+                result = run_dcqe(
+                    grid, plan, [rows[i] for i in groups], analytic_se=b < 0, unweighted_smd=diagnostics is not None
+                )
                 bundle, masmd = result.effects, {k: result.masmd(k) for k in config.estimators}
+                if diagnostics is not None:
+                    diagnostics[setting.name] = BalanceDiagnostics(
+                        tuple(name.partition(":")[2] for name in result.covariates),
+                        result.smd_unweighted,
+                        result.smd,
+                        bundle.propensity,
+                        result.treatment,
+                    )
             else:
                 cols = balance_cols if setting.kind == "central" else _columns_of(config, setting.parties[0])
                 bundle = (
                     ca if setting.kind == "central" else _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0)
                 )
-                masmd = _local_masmd(
-                    bundle, X_all[idx][:, [data.covariates.index(c) for c in balance_cols]], t_all[idx]
-                )
+                X_balance = X_all[idx][:, [data.covariates.index(c) for c in balance_cols]]
+                weighted = _local_smd(bundle, X_balance, t_all[idx])
+                masmd = {k: None if v is None else float(np.max(np.abs(v))) for k, v in weighted.items()}
+                if diagnostics is not None:
+                    diagnostics[setting.name] = BalanceDiagnostics(
+                        tuple(balance_cols),
+                        smd(X_balance, t_all[idx]),
+                        {k: v for k, v in weighted.items() if v is not None},
+                        bundle.propensity,
+                        t_all[idx].astype(np.int8),
+                    )
         except CollabCausalError:
             if b < 0:
                 raise
@@ -236,11 +284,12 @@ def _raw_effects(
     )
 
 
-def _local_masmd(bundle: EffectBundle, X: NDArray, t: NDArray) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
+def _local_smd(bundle: EffectBundle, X: NDArray, t: NDArray) -> dict[str, NDArray[np.float64] | None]:
+    """SMD per covariate of each estimator's balanced sample (None: no balance weights)."""
+    out: dict[str, NDArray[np.float64] | None] = {}
     for k in bundle.estimates:
         w = bundle.balance_weights(k)
-        out[k] = None if w is None else float(np.max(np.abs(smd(X, t, w))))
+        out[k] = None if w is None else smd(X, t, w)
     return out
 
 

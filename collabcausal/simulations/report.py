@@ -1,4 +1,4 @@
-"""Write a DC-QE experiment's results: printed table, table.csv, results.json, bootstrap figure.
+"""Write a DC-QE experiment's results: printed table, table.csv, results.json, bootstrap figure, report.html.
 
 Files are written to a temporary folder and moved into place only when all are complete, so a
 failed run leaves no half-written results behind.
@@ -12,10 +12,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from collabcausal.errors import InputError
+from collabcausal.reporting.document import bootstrap_figure, simulation_document
+from collabcausal.reporting.html import REPORT_HTML, write_html
 from collabcausal.simulations.dcqe_experiment import ExperimentResult
 
 TABLE_COLUMNS = (
@@ -62,7 +63,7 @@ def format_table(rows: Sequence[dict[str, object]], title: str = "") -> str:
 
 
 def write_results(result: ExperimentResult, out_dir: str | os.PathLike[str]) -> list[Path]:
-    """Write table.csv, results.json and bootstrap.png into ``out_dir`` atomically.
+    """Write table.csv, results.json, bootstrap.png and report.html into ``out_dir`` atomically.
 
     Returns the written paths. Existing files of the same names are replaced only once every new
     file is complete.
@@ -78,6 +79,7 @@ def write_results(result: ExperimentResult, out_dir: str | os.PathLike[str]) -> 
         meta = _metadata(result)
         (staging / "results.json").write_text(json.dumps({"config": meta, "rows": rows}, indent=2))
         plot_bootstrap(result, staging / "bootstrap.png")
+        write_html(simulation_document(result, meta), staging / REPORT_HTML)
         out.mkdir(exist_ok=True)
         written = []
         for f in sorted(staging.iterdir()):
@@ -88,30 +90,9 @@ def write_results(result: ExperimentResult, out_dir: str | os.PathLike[str]) -> 
 
 def plot_bootstrap(result: ExperimentResult, path: Path) -> None:
     """Bootstrap distributions per setting, one panel per estimator (paper 003, Figs. 3-4)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cfg = result.config
-    fig, axes = plt.subplots(1, len(cfg.estimators), figsize=(5 * len(cfg.estimators), 4), squeeze=False)
-    for ax, estimator in zip(axes[0], cfg.estimators, strict=True):
-        data, labels = [], []
-        for setting in cfg.settings:
-            reps = result.replicates[(setting.name, estimator)]["estimate"]
-            data.append(
-                reps[np.isfinite(reps)]
-                if reps.size
-                else np.array([result.point[(setting.name, estimator)]["estimate"]])
-            )
-            labels.append(setting.name)
-        ax.boxplot(data, showfliers=False)
-        ax.set_xticks(range(1, len(labels) + 1), labels, rotation=45)
-        if cfg.dataset.benchmark is not None:
-            ax.axhline(cfg.dataset.benchmark, color="tab:red", ls="--", lw=1, label="benchmark")
-            ax.legend(loc="best")
-        ax.set_title(f"{estimator.upper()}: {cfg.estimand.upper()} over {cfg.n_boot} bootstrap replicates")
-    fig.tight_layout()
+    fig = bootstrap_figure(result)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

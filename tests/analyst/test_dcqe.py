@@ -47,6 +47,9 @@ def test_federated_smd_equals_smd_on_pooled_raw_covariates() -> None:
         np.testing.assert_allclose(result.smd[name], expected, rtol=1e-9, atol=1e-12)
     assert result.covariates[:2] == ("p11:age", "p11:married")
     assert result.masmd("aipw") is None
+    # the unweighted "before" of the Love plot, from the same federated moments with unit weights
+    np.testing.assert_allclose(result.smd_unweighted, smd(X, result.treatment), rtol=1e-9, atol=1e-12)
+    assert run_dcqe(grid, plan, rows, unweighted_smd=False).smd_unweighted is None
 
 
 def test_w_collaboration_recovers_the_centralized_att_closely() -> None:

@@ -81,8 +81,11 @@ def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
     assert report["estimates"] == json.loads(json.dumps(expected["estimates"]))
     assert report["smd"] == expected["smd"]
     audit = [json.loads(line) for line in (folder / "p11" / "audit.jsonl").read_text().splitlines()]
-    assert [e["operation"] for e in audit] == ["dc_representation", "weighted_moments", "weighted_moments"]
+    # representation; balance moments weighted by PSM, by IPW, and unweighted (the Love plot's "before")
+    assert [e["operation"] for e in audit] == ["dc_representation", *["weighted_moments"] * 3]
     assert "ATT psm:" in out
+    html = (folder / "report" / "report.html").read_text()
+    assert html.count("<figure>") == 3 and "Covariate balance: PSM" in html and "Propensity overlap" in html
 
 
 def test_study_fails_after_the_join_deadline_naming_the_missing_parties(tmp_path):

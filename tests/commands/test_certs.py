@@ -63,3 +63,25 @@ def test_party_key_stays_with_the_party_through_request_and_sign(tmp_path, capsy
     (tmp_path / "junk.csr").write_text("not a request")
     assert main(["certs", "sign", "--csr", str(tmp_path / "junk.csr"), "--dir", str(coordinator)]) == 7
     assert "not a readable PEM certificate request" in capsys.readouterr().err
+
+
+def test_sign_refuses_reserved_names_and_existing_parties_without_force(tmp_path, capsys):
+    coordinator, evil = tmp_path / "coordinator", tmp_path / "evil"
+    assert main(["certs", "init", "--dir", str(coordinator)]) == 0
+    assert main(["certs", "issue", "--analyst", "--dir", str(coordinator)]) == 0
+    assert main(["certs", "issue", "--party", "hospital-a", "--dir", str(coordinator)]) == 0
+    before = {p.name: p.read_bytes() for p in coordinator.iterdir()}
+    for name in ("ca", "analyst", "CA"):
+        assert main(["certs", "request", "--party", name, "--dir", str(evil), "--force"]) == 0
+        csr = evil / f"{name}.csr"
+        for extra in ([], ["--force"]):
+            assert main(["certs", "sign", "--csr", str(csr), "--dir", str(coordinator), *extra]) == 2
+            err = capsys.readouterr().err
+            assert f"reserved name {name!r}" in err and len(err.strip().splitlines()) == 1
+    assert main(["certs", "request", "--party", "hospital-a", "--dir", str(evil)]) == 0
+    csr = str(evil / "hospital-a.csr")
+    assert main(["certs", "sign", "--csr", csr, "--dir", str(coordinator)]) == 2
+    assert "hospital-a.pem already exists" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in coordinator.iterdir()} == before
+    assert main(["certs", "sign", "--csr", csr, "--dir", str(coordinator), "--force"]) == 0
+    assert (coordinator / "hospital-a.pem").read_bytes() != before["hospital-a.pem"]

@@ -57,3 +57,13 @@ def test_budget_errors_are_one_line_with_exit_codes(tmp_path, capsys, setup, cod
 def test_unknown_dataset_is_a_config_error(ledger_path, capsys):
     assert main(["party", "budget", "--ledger", str(ledger_path), "--dataset", "other"]) == 3
     assert "no dataset 'other'" in capsys.readouterr().err
+
+
+def test_budget_names_the_relation_and_migrates_an_old_ledger_once(tmp_path, capsys, format_1_ledger):
+    old = format_1_ledger(tmp_path / "old.sqlite", 3.0, [("dp_histogram", 0.5, None, None)])
+    assert main(["party", "budget", "--ledger", str(old)]) == 3
+    assert "--migrate" in capsys.readouterr().err
+    assert main(["party", "budget", "--ledger", str(old), "--migrate", "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["relation"] == "substitute-one"
+    assert report["spent"]["epsilon"] == pytest.approx(1.0)

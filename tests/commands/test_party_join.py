@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import pandas as pd
 
@@ -39,3 +41,15 @@ def test_bad_config_exits_with_config_code(tmp_path, capsys):
     path.write_text(path.read_text().replace("[policy]", "[policies]"))
     assert main(["party", "join", "--config", str(path)]) == 3
     assert "unknown section [policies]" in capsys.readouterr().err
+
+
+def test_refused_connection_fails_fast_with_its_cause_in_one_line(tmp_path, capsys):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = _config(tmp_path, f"127.0.0.1:{port}")
+    path.write_text(path.read_text().replace('insecure = true', 'insecure = true\nreconnect_timeout = 1'))
+    assert main(["party", "join", "--config", str(path)]) == 9
+    err = capsys.readouterr().err
+    assert "unreachable for 1 s" in err and "connection refused" in err
+    assert sum("unreachable" in line for line in err.splitlines()) == 2  # the outage logged once, then the error

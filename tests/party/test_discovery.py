@@ -7,7 +7,7 @@ import pytest
 from collabcausal.errors import BudgetExceededError, InputError, NoAnswerError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.discovery import DiscoveryRequest, discover
+from collabcausal.party.discovery import DiscoveryRequest, discover, discover_unrecorded
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
@@ -100,18 +100,50 @@ def test_policy_restricting_columns_applies(tmp_path):
         party(tmp_path, policy=strict).handle(Message("dp_discover", PARAMS))
 
 
-def test_no_answer_from_propose_test_release_is_an_error_after_charging(tmp_path):
+def test_split_protected_releases_are_never_charged_and_propose_test_release_refuses_unrecorded(tmp_path):
     ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=5.0, delta=1e-3)
     rng = np.random.default_rng(1)
     x = rng.normal(size=60)
     request = DiscoveryRequest(epsilon=0.5, score="iqr", protect="test", delta=1e-6)
-    with pytest.raises(NoAnswerError, match="declined"):
+    with pytest.raises(PolicyError, match="unprotected"):
         discover(ledger, x, x**2 + 0.1 * rng.normal(size=60), request)
-    assert ledger.spent() == pytest.approx((0.5, 1e-6))
-
-
-def test_constant_column_is_refused_before_charging(tmp_path):
-    ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=5.0)
-    with pytest.raises(InputError, match="constant"):
-        discover(ledger, np.arange(50.0), np.ones(50), DiscoveryRequest(epsilon=1.0, protect="test"))
     assert ledger.history() == []
+    with pytest.raises(NoAnswerError, match="declined"):
+        discover_unrecorded(x, x**2 + 0.1 * rng.normal(size=60), request)
+
+
+def test_a_constant_column_is_answered_after_charging_not_refused_before(tmp_path):
+    # "column is constant" would be an exact answer about the private values.
+    ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=5.0)
+    request = DiscoveryRequest(epsilon=1.0, x_bounds=(0, 50), y_bounds=(0, 2), regularization=1.0)
+    result = discover(ledger, np.arange(50.0), np.ones(50), request)
+    assert result.answered and ledger.spent() == (1.0, 0.0)
+
+
+def test_every_field_but_the_noisy_scores_is_a_function_of_public_n_and_the_request(tmp_path):
+    # Substitution neighbours (one row changed, n public): m_test, n_train and noise_scale agree.
+    rng = np.random.default_rng(2)
+    x, y = rng.uniform(-3, 3, 80), rng.uniform(-1.5, 1.5, 80)
+    x2, y2 = x.copy(), y.copy()
+    x2[0], y2[0] = 3.0, -1.5
+    request = DiscoveryRequest(epsilon=1.0, x_bounds=(-3, 3), y_bounds=(-1.5, 1.5), regularization=1.0)
+    public = ("score", "protect", "epsilon", "delta", "answered", "noise_scale", "m_test", "n_train")
+    a = discover(PrivacyLedger(tmp_path / "a.sqlite", epsilon=5.0), x, y, request)
+    b = discover(PrivacyLedger(tmp_path / "b.sqlite", epsilon=5.0), x2, y2, request)
+    assert [getattr(a, f) for f in public] == [getattr(b, f) for f in public]
+    assert (a.m_test, a.n_train) == (40, 40)
+
+
+def test_the_split_positions_do_not_depend_on_the_values():
+    # Under substitution with public n a fixed seed fixes every position of the split: one changed
+    # row moves no other row between splits (parallel composition across the splits holds).
+    from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=60), rng.normal(size=60)
+    x2 = x.copy()
+    x2[7] = 2.5
+    kwargs = {"x_bounds": (-3, 3), "y_bounds": (-3, 3), "random_state": 11}
+    a, b = AdditiveNoiseModel(**kwargs).fit(x, y), AdditiveNoiseModel(**kwargs).fit(x2, y)
+    moved = np.flatnonzero(a.x_test_ != b.x_test_)
+    assert moved.size <= 1 and np.array_equal(a.y_test_, b.y_test_)

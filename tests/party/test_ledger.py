@@ -1,4 +1,5 @@
-"""PrivacyLedger: composition, refusal before recording, persistence, crash safety, bad files."""
+"""PrivacyLedger: composition, refusal before recording, persistence, crash safety, bad files,
+one neighbouring relation, O(1) charges, idempotency keys."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ import time
 
 import pytest
 
-from collabcausal.errors import BudgetExceededError, ConfigError, InputError
-from collabcausal.party.ledger import PrivacyLedger, composed_cost, ledger_budgets
+from collabcausal.errors import BudgetExceededError, ConfigError, InputError, NoAnswerError, ProtocolError
+from collabcausal.party.ledger import (
+    ADD_REMOVE,
+    SUBSTITUTION,
+    PrivacyLedger,
+    composed_cost,
+    ledger_budgets,
+    migrate_ledger,
+)
+from collabcausal.party.node import request_fingerprint
 
 
 @pytest.fixture()
@@ -195,3 +204,158 @@ def test_sigkill_of_the_writer_never_corrupts_the_ledger_nor_loses_a_charge(tmp_
         assert acknowledged <= {c.id for c in history}
         assert history[-1].spent_epsilon == pytest.approx(composed_cost(history)[0])
     assert len(acknowledged) > kills
+
+
+# --- one neighbouring relation -----------------------------------------------------------------
+
+
+def test_a_charge_names_its_relation_and_the_ledger_refuses_any_other(ledger):
+    charge = ledger.charge("dp_sum", 0.1)
+    assert charge.relation == SUBSTITUTION == ledger.relation
+    assert ledger.history()[0].relation == SUBSTITUTION
+    with pytest.raises(InputError, match="neighbouring relation 'add-remove-one'"):
+        ledger.charge("legacy", 0.1, relation=ADD_REMOVE)
+    assert len(ledger.history()) == 1
+    assert ledger.spent()[0] == pytest.approx(0.1)
+
+
+def test_an_old_format_ledger_is_refused_with_one_line_then_migrated_with_add_remove_costs_doubled(
+    tmp_path, format_1_ledger
+):
+    charges = [("dp_sum", 0.5, None, None), ("dp_discover", 0.25, None, None), ("cate", 0.5, "split", "a")]
+    path = format_1_ledger(tmp_path / "old.sqlite", 5.0, [*charges, ("cate", 0.25, "split", "b")])
+    with pytest.raises(ConfigError, match=r"old format.*--migrate") as refused:
+        PrivacyLedger(path, epsilon=5.0, dataset="d")
+    assert "\n" not in str(refused.value)
+    assert migrate_ledger(path) == 4
+    ledger = PrivacyLedger(path, epsilon=5.0, delta=1e-5, dataset="d")
+    # dp_sum (add/remove, 0.5) -> 1.0 under substitution; discover 0.25; parallel split max 0.5.
+    assert ledger.spent()[0] == pytest.approx(1.75)
+    assert [c.epsilon for c in ledger.history()] == [1.0, 0.25, 0.5, 0.25]
+    assert {c.relation for c in ledger.history()} == {SUBSTITUTION}
+    ledger.charge("cate", 0.5, study="s", partition="split", subset="b")  # subset b: 0.75 is the new max
+    assert ledger.spent()[0] == pytest.approx(2.0)
+    assert ledger.spent()[0] == pytest.approx(composed_cost(ledger.history())[0])
+    assert migrate_ledger(path) == 0  # idempotent
+
+
+# --- O(1) charging ---------------------------------------------------------------------------
+
+
+class _CountingLedger(PrivacyLedger):
+    """Counts the SQLite virtual-machine instructions its connections execute (rows read scale them)."""
+
+    steps = 0
+
+    def _connect(self):
+        db = super()._connect()
+
+        def tick():
+            type(self).steps += 1
+
+        db.set_progress_handler(tick, 1)
+        return db
+
+
+def _steps_of_one_charge(ledger, **kwargs) -> int:
+    _CountingLedger.steps = 0
+    ledger.charge("q", 1e-3, 1e-12, study="s", **kwargs)
+    return _CountingLedger.steps
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"partition": "p", "subset": "a"}])
+def test_the_work_of_a_charge_does_not_grow_with_the_history(tmp_path, kwargs):
+    ledger = _CountingLedger(tmp_path / "big.sqlite", epsilon=1e6, delta=0.5, dataset="d")
+    for i in range(6):
+        ledger.charge("q", 1e-3, study="s", partition="p" if i % 2 else None, subset=str(i % 3) if i % 2 else None)
+    few = _steps_of_one_charge(ledger, **kwargs)
+    with sqlite3.connect(ledger.path) as db:  # 3000 more past charges (the audit trail only)
+        db.executemany(
+            "INSERT INTO charges (dataset, time, operation, study, epsilon, delta, partition, subset, details, "
+            "spent_epsilon, spent_delta, relation) VALUES ('d', 't', 'q', 's', 0, 0, ?, ?, '{}', 0, 0, ?)",
+            [("p" if i % 2 else None, str(i % 5) if i % 2 else None, SUBSTITUTION) for i in range(3000)],
+        )
+    many = _steps_of_one_charge(ledger, **kwargs)
+    # Re-reading the history costs dozens of instructions per past charge: >= 3000 * 10 more.
+    assert many <= few + 50, (few, many)
+
+
+# --- idempotency keys ------------------------------------------------------------------------
+
+
+def _party(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from collabcausal.party import Party, PartyTable
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"age": rng.uniform(20, 80, 50), "t": rng.binomial(1, 0.5, 50), "y": rng.normal(size=50)})
+    table = PartyTable.from_frame(frame, ["age"], treatment="t", outcome="y")
+    return Party("h1", table, ledger=PrivacyLedger(tmp_path / "p.sqlite", epsilon=1.0, dataset="h1"))
+
+
+def _sum_request(request_id, epsilon=0.3):
+    from collabcausal.messages import Message
+
+    params = {"epsilon": epsilon, "study": "s", "columns": ["age"], "sums": [{"column": "age", "bounds": [0, 100]}]}
+    return Message("dp_sum", {**params, "request_id": request_id})
+
+
+def test_a_retried_request_returns_the_recorded_release_without_a_new_charge(tmp_path):
+    party = _party(tmp_path)
+    first = party.handle(_sum_request("r-1"))
+    again = party.handle(_sum_request("r-1"))
+    assert again.array("sums").tobytes() == first.array("sums").tobytes()
+    assert dict(again.params) == dict(first.params)
+    assert len(party.ledger.history()) == 1 and party.ledger.history()[0].request_id == "r-1"
+    other = party.handle(_sum_request("r-2"))
+    assert other.array("sums").tobytes() != first.array("sums").tobytes()
+    assert party.ledger.spent()[0] == pytest.approx(0.6)
+
+
+def test_a_request_id_names_one_request_and_is_refused_for_another(tmp_path):
+    party = _party(tmp_path)
+    party.handle(_sum_request("r-1", epsilon=0.3))
+    with pytest.raises(ProtocolError, match="different request"):
+        party.handle(_sum_request("r-1", epsilon=0.5))
+    assert party.ledger.spent()[0] == pytest.approx(0.3)
+
+
+def test_a_refused_request_records_nothing_and_a_retry_runs_afresh(tmp_path):
+    party = _party(tmp_path)
+    with pytest.raises(BudgetExceededError):
+        party.handle(_sum_request("big", epsilon=2.0))
+    assert party.ledger.recorded_outcome("big") is None
+    party.handle(_sum_request("r", epsilon=0.9))
+    with pytest.raises(BudgetExceededError):
+        party.handle(_sum_request("big", epsilon=0.2))
+
+
+def test_a_charged_request_without_a_recorded_reply_is_never_answered_again(tmp_path):
+    party = _party(tmp_path)
+    with party.ledger.request("lost", request_fingerprint(_sum_request("lost"))):
+        party.ledger.charge("dp_sum", 0.1)  # the process dies here: the noise is gone
+    with pytest.raises(ProtocolError, match="new request_id"):
+        party.handle(_sum_request("lost"))
+    with party.ledger.request("lost"), pytest.raises(ProtocolError, match="another execution"):
+        party.ledger.charge("dp_sum", 0.1)
+    assert party.ledger.spent()[0] == pytest.approx(0.1)
+
+
+def test_an_error_after_charging_is_replayed_not_recharged(tmp_path):
+    party = _party(tmp_path)
+    with party.ledger.request("e", request_fingerprint(_sum_request("e"))):
+        party.ledger.charge("dp_discover", 0.2)
+        party.ledger.record_outcome(NoAnswerError("declined", "use more rows"))
+    with pytest.raises(NoAnswerError, match="declined"):
+        party.handle(_sum_request("e"))
+    assert party.ledger.spent()[0] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("bad", ["", 7, "x" * 201])
+def test_bad_request_ids_are_input_errors(tmp_path, bad):
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match="request_id"):
+        party.handle(_sum_request(bad))
+    assert party.ledger.history() == []

@@ -6,6 +6,7 @@ import hashlib
 
 import numpy as np
 import pytest
+from protocol_helpers import malformed_streams
 
 from collabcausal.errors import ProtocolError
 from collabcausal.messages import Message
@@ -123,3 +124,20 @@ def test_unreadable_params_are_refused():
     frame = pb.Frame(header=pb.MessageHeader(operation="op", params_json="{not json"))
     with pytest.raises(ProtocolError, match="unreadable params"):
         read_message([frame])
+
+
+@pytest.mark.parametrize("case", sorted(malformed_streams()))
+def test_every_malformed_stream_is_one_protocol_error_line(case):
+    with pytest.raises(ProtocolError) as info:
+        read_message(malformed_streams()[case], max_bytes=1 << 30)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_header_check_runs_before_any_buffer_is_allocated():
+    def refuse(header):
+        raise ProtocolError(f"no task {header.task_id!r} outstanding")
+
+    frames = _frames()
+    frames[0].header.task_id = "t9"
+    with pytest.raises(ProtocolError, match="no task 't9'"):
+        read_message(iter([frames[0]]), check_header=refuse)

@@ -8,16 +8,15 @@ import time
 import grpc
 import numpy as np
 import pytest
-from protocol_helpers import PartyThread, small_party, tls_of, wait_until_joined
+from protocol_helpers import PartyThread, raw_stub, small_party, tls_of, wait_until_joined
 
 from collabcausal.errors import IdentityError, PolicyError, ProtocolError, StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.protocol import certs
 from collabcausal.protocol.arrays import message_frames
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
-from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
-from collabcausal.protocol.server import GrpcGrid, grpc_options
-from collabcausal.protocol.tls import PARTY_METADATA, channel_credentials
+from collabcausal.protocol.server import GrpcGrid
+from collabcausal.protocol.tls import PARTY_METADATA
 
 
 @pytest.fixture
@@ -116,18 +115,14 @@ def test_silent_party_fails_a_round_after_the_task_timeout(grid):
         grid.send_and_receive({"b": Message("test_echo")}, timeout=0.3)
 
 
-def _raw_stub(grid: GrpcGrid, study_ca, name: str = "a"):
-    channel = grpc.secure_channel(grid.address, channel_credentials(tls_of(study_ca, name)), options=grpc_options())
-    return channel, pb_grpc.StudyStub(channel)
-
-
 def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_keeps_serving(grid, study_ca):
-    channel, stub = _raw_stub(grid, study_ca)
+    channel, stub = raw_stub(grid, study_ca)
     with channel:
         stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5)
         frames = list(message_frames(Message("x", {}, {"v": np.arange(10.0)}), task_id="t"))
+        ack = stub.UploadResult(iter(frames[:-1]), timeout=5)  # no task "t" outstanding: refused unread
+        assert not ack.accepted and "no task 't' outstanding for party 'a'" in ack.detail
         cases = {
-            "truncated": frames[:-1],
             "malformed": frames[1:],
             "oversized": [pb.Frame(chunk=pb.Chunk(array=0, data=b"\0" * (2 << 20)))],
         }
@@ -141,7 +136,7 @@ def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_k
 
 
 def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
-    channel, stub = _raw_stub(grid, study_ca)
+    channel, stub = raw_stub(grid, study_ca)
     with channel:
         for request, match in (
             (pb.RegisterRequest(protocol_version=99), "protocol v99"),
@@ -153,7 +148,7 @@ def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
 
 
 def test_name_claim_must_match_the_certificate(grid, study_ca):
-    channel, stub = _raw_stub(grid, study_ca, "a")
+    channel, stub = raw_stub(grid, study_ca, "a")
     with channel, pytest.raises(grpc.RpcError) as info:
         stub.Register(pb.RegisterRequest(protocol_version=1), metadata=((PARTY_METADATA, "b"),), timeout=5)
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -174,10 +169,20 @@ def test_party_rejoins_a_restarted_analyst(study_ca):
     assert party.error is None
 
 
-def test_unreachable_analyst_ends_the_party_after_its_reconnect_timeout(study_ca):
-    party = PartyThread(small_party("a"), "127.0.0.1:9", tls_of(study_ca, "a"), reconnect_timeout=0.5)
+@pytest.mark.parametrize(
+    ("address", "cause"),
+    [("127.0.0.1:9", "connection refused"), ("nonexistent.invalid:443", "host name does not resolve (DNS failure)")],
+)
+def test_unreachable_analyst_fails_the_join_fast_naming_the_cause_in_one_logged_line(study_ca, address, cause):
+    events: list[str] = []
+    party = PartyThread(
+        small_party("a"), address, tls_of(study_ca, "a"), connect_timeout=0.5, reconnect_timeout=300,
+        progress=events.append,
+    )
     party.join()
     assert isinstance(party.error, StudyFailedError) and "unreachable for 0.5 s" in str(party.error)
+    assert cause in str(party.error) and "\n" not in str(party.error)
+    assert len([e for e in events if "unreachable" in e]) == 1
 
 
 def test_second_analyst_on_a_busy_port_is_refused(grid, study_ca):
@@ -196,3 +201,20 @@ def test_messages_that_cannot_travel_fail_cleanly_on_either_side(grid, study_ca)
     grid.finish()
     party.join()
     assert party.error is None
+
+
+def test_a_retried_dp_request_gets_the_identical_reply_over_grpc_and_is_charged_once(grid, study_ca, tmp_path):
+    from collabcausal.party.ledger import PrivacyLedger
+
+    member = small_party("a")
+    member.ledger = PrivacyLedger(tmp_path / "a.sqlite", epsilon=1.0, dataset="a")
+    party = PartyThread(member, grid.address, tls_of(study_ca, "a"))
+    wait_until_joined(grid, ["a"])
+    params = {"epsilon": 0.4, "study": "s", "columns": ["x1"], "sums": [{"column": "x1", "bounds": [-3, 3]}]}
+    first = grid.request("a", Message("dp_sum", {**params, "request_id": "task-7"}))
+    again = grid.request("a", Message("dp_sum", {**params, "request_id": "task-7"}))
+    assert again.array("sums").tobytes() == first.array("sums").tobytes()
+    assert dict(again.params) == dict(first.params)
+    assert [c.request_id for c in member.ledger.history()] == ["task-7"]
+    grid.finish()
+    party.join()

@@ -55,7 +55,7 @@ def test_lalonde_2x2_over_mutual_tls_equals_in_process_and_sends_no_raw_covariat
     assert all(np.array_equal(got.smd[k], expected.smd[k]) for k in expected.smd)
     assert np.array_equal(got.representation.X_hat, expected.representation.X_hat)
 
-    # Wire test: every upload each party made (dc_representation, weighted_moments).
+    # Wire test: every upload each party made (describe, dc_representation, weighted_moments).
     by_party = {p.name: p for p in parties}
     operations = set()
     for name, frames in captured:
@@ -67,7 +67,7 @@ def test_lalonde_2x2_over_mutual_tls_equals_in_process_and_sends_no_raw_covariat
             for array in message.arrays.values():
                 vectors = array.T if array.ndim == 2 else [array]
                 assert not any(np.array_equal(v, column) for v in vectors if v.shape == column.shape)
-    assert operations == {"dc_representation", "weighted_moments"}
+    assert operations == {"describe", "dc_representation", "weighted_moments"}
     assert {name for name, _ in captured} == set(by_party)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.discovery.krr import GaussianKRR
+from collabcausal.estimators.discovery.krr import LOO_REGULARIZATIONS, LOO_WIDTHS, GaussianKRR, loo_select
 from collabcausal.estimators.discovery.scaling import UnitScaler
 from collabcausal.estimators.discovery.scores import (
     hsic_score,
@@ -31,6 +31,17 @@ MIN_TEST_POINTS = 10
 X_TO_Y, Y_TO_X = "x->y", "y->x"
 
 
+def median_heuristic(values: NDArray[np.float64], max_points: int = 1000) -> float:
+    """Median distance between distinct values (Gretton et al., 2005), on at most ``max_points`` of them.
+
+    A deterministic subsample (every k-th value) keeps the cost ``O(max_points^2)``.
+    """
+    v = values[:: max(1, values.size // max_points)]
+    gaps = np.abs(v[:, None] - v[None, :])[np.triu_indices(v.size, k=1)]
+    gaps = gaps[gaps > 0]
+    return float(np.median(gaps)) if gaps.size else 1.0
+
+
 def check_score(score: str) -> str:
     """One of :data:`SCORES` (case-insensitive)."""
     key = str(score).lower()
@@ -45,12 +56,15 @@ def decide(score_xy: float, score_yx: float) -> str:
 
 
 def check_pair(x: ArrayLike, y: ArrayLike, test_size: float) -> tuple[NDArray[np.float64], NDArray[np.float64], int]:
-    """Validate a cause-effect pair and the split; return ``x``, ``y`` and the test size ``m``."""
+    """Validate a cause-effect pair and the split; return ``x``, ``y`` and the test size ``m``.
+
+    Only public facts are checked (finite values, n and the test size), never the data's values:
+    a refusal that depends on them (e.g. "column is constant") would be an exact, un-noised answer
+    about private rows. Without public bounds the training split's range scales the data and a
+    constant training split is refused there (:meth:`AdditiveNoiseModel.fit`).
+    """
     x_arr = check_vector(x, "x")
     y_arr = check_vector(y, "y", n=x_arr.size)
-    for name, values in (("x", x_arr), ("y", y_arr)):
-        if values.size and np.ptp(values) == 0.0:
-            raise InputError(f"column {name} is constant", "a cause-effect pair needs two varying columns")
     if not 0.0 < test_size < 1.0:
         raise InputError(f"test_size must lie in (0, 1), got {test_size!r}", "pass e.g. test_size=0.5")
     m = round(test_size * x_arr.size)
@@ -91,13 +105,18 @@ class AdditiveNoiseModel:
 
     Parameters
     ----------
-    regularization : float
-        ``lam`` of the kernel ridge regression, eq. 5, in (0, 1].
-    kernel_width : float
-        Bandwidth of the regression kernel on the scaled [-1, 1] inputs.
-    hsic_widths : (float, float)
-        Fixed Gaussian bandwidths of the HSIC kernels on the input and on the residual. Fixed
-        (not data-driven) so that the HSIC sensitivities hold.
+    regularization : float or "loo"
+        ``lam`` of the kernel ridge regression, eq. 5, in (0, 1]; ``"loo"`` picks it per direction
+        from :data:`~collabcausal.estimators.discovery.krr.LOO_REGULARIZATIONS` by closed-form
+        leave-one-out error on the training split (:func:`~collabcausal.estimators.discovery.krr.loo_select`).
+    kernel_width : float or "loo"
+        Bandwidth of the regression kernel on the scaled [-1, 1] inputs; ``"loo"`` as above.
+        Tuned values depend on the training rows, so a release protecting them refuses them;
+        test-set privacy allows them.
+    hsic_widths : (float, float) or "median"
+        Gaussian bandwidths of the HSIC kernels on the input and on the residual. Fixed widths keep
+        the HSIC sensitivities of a private release; ``"median"`` (the median heuristic of Gretton
+        et al., 2005, on the test values) is for non-private scores only.
     test_size : float
         Fraction of the pairs in the test set.
     x_bounds, y_bounds : (float, float), optional
@@ -113,14 +132,16 @@ class AdditiveNoiseModel:
     residual_y_, residual_x_ : ndarray of shape (m,)
         ``y' - f(x')`` and ``x' - g(y')``.
     n_train_, m_test_ : int
+    regression_params_ : ((float, float), (float, float))
+        ``(kernel_width, regularization)`` used by ``f: x -> y`` and by ``g: y -> x``.
     """
 
     def __init__(
         self,
         *,
-        regularization: float = 1e-3,
-        kernel_width: float = 0.3,
-        hsic_widths: tuple[float, float] = (0.3, 0.1),
+        regularization: float | str = 1e-3,
+        kernel_width: float | str = 0.3,
+        hsic_widths: tuple[float, float] | str = (0.3, 0.1),
         test_size: float = 0.5,
         x_bounds: tuple[float, float] | None = None,
         y_bounds: tuple[float, float] | None = None,
@@ -143,14 +164,39 @@ class AdditiveNoiseModel:
         x_scaler = self._scaler(self.x_bounds, x_arr[train], "x_bounds")
         y_scaler = self._scaler(self.y_bounds, y_arr[train], "y_bounds")
         x_s, y_s = x_scaler.transform(x_arr), y_scaler.transform(y_arr)
-        f = GaussianKRR(self.regularization, self.kernel_width).fit(x_s[train], y_s[train])
-        g = GaussianKRR(self.regularization, self.kernel_width).fit(y_s[train], x_s[train])
+        f_params = self._regression_params(x_s[train], y_s[train])
+        g_params = self._regression_params(y_s[train], x_s[train])
+        f = GaussianKRR(f_params[1], f_params[0]).fit(x_s[train], y_s[train])
+        g = GaussianKRR(g_params[1], g_params[0]).fit(y_s[train], x_s[train])
+        self.regression_params_ = (f_params, g_params)
         self.x_test_, self.y_test_ = x_s[test], y_s[test]
         self.residual_y_ = self.y_test_ - f.predict(self.x_test_)
         self.residual_x_ = self.x_test_ - g.predict(self.y_test_)
         self.n_train_, self.m_test_ = int(train.size), int(m)
         self._exact: dict[str, DirectionScores] = {}
         return self
+
+    def data_tuned(self, split: str) -> bool:
+        """True when a parameter was chosen from the ``"train"`` or ``"test"`` split's values.
+
+        ``"loo"`` regression parameters come from the training split, ``"median"`` HSIC widths from
+        the test split; a private release must not protect a split its parameters were tuned on.
+        """
+        if split == "train":
+            return "loo" in (self.kernel_width, self.regularization)
+        return self.hsic_widths == "median"
+
+    def _regression_params(self, inputs: NDArray[np.float64], targets: NDArray[np.float64]) -> tuple[float, float]:
+        """``(kernel_width, regularization)``: the fixed values, or the leave-one-out choice for ``"loo"`` ones."""
+        width, lam = self.kernel_width, self.regularization
+        for name, value in (("kernel_width", width), ("regularization", lam)):
+            if isinstance(value, str) and value != "loo":
+                raise InputError(f"{name} must be a number or 'loo', got {value!r}", f"pass e.g. {name}='loo'")
+        if width != "loo" and lam != "loo":
+            return float(width), float(lam)
+        widths = LOO_WIDTHS if width == "loo" else (float(width),)
+        lams = LOO_REGULARIZATIONS if lam == "loo" else (float(lam),)
+        return loo_select(inputs, targets, widths, lams)
 
     @staticmethod
     def _scaler(bounds: tuple[float, float] | None, train_values: NDArray[np.float64], name: str) -> UnitScaler:
@@ -165,6 +211,12 @@ class AdditiveNoiseModel:
         """``s(a, b)`` for an input ``a`` and its residual ``b``."""
         key = check_score(score)
         if key == "hsic":
+            if self.hsic_widths == "median":
+                return hsic_score(a, b, width_a=median_heuristic(a), width_b=median_heuristic(b))
+            if isinstance(self.hsic_widths, str):
+                raise InputError(
+                    f"hsic_widths must be two numbers or 'median', got {self.hsic_widths!r}", "pass (0.3, 0.1)"
+                )
             return hsic_score(a, b, width_a=self.hsic_widths[0], width_b=self.hsic_widths[1])
         return {"spearman": spearman_score, "kendall": kendall_score, "iqr": iqr_score, "variance": variance_score}[
             key

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement
+from collabcausal.estimators.discovery.agreement import agreement_lower_bound, iqr_agreement
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_score, decide
 from collabcausal.estimators.discovery.propose_test_release import private_log_iqr, stability_release
 from collabcausal.estimators.discovery.sensitivity import (
@@ -64,9 +64,10 @@ class PrivateDiscovery:
     score_xy, score_yx : float or None
         Private ``s_{X->Y}``, ``s_{Y->X}``.
     agreement : float or None
-        Probability that the private decision equals the non-private one, at the released
-        (private) margin: Theorem 2 (Laplace scores), Theorem 4 (IQR), 1 for a
-        distance-to-instability release. A plug-in estimate, hence itself private.
+        A 95% lower confidence bound on the probability that the private decision equals the
+        non-private one (Theorem 2 for Laplace scores, Theorem 4 for IQR, evaluated by
+        :func:`~collabcausal.estimators.discovery.agreement.agreement_lower_bound` from the
+        released margin; 1 for a distance-to-instability release). Post-processing of the release.
     noise_scale : float or None
         Laplace scale on each released score (on each log-IQR for ``iqr``); None for exact releases.
     m_test, n_train : int
@@ -137,6 +138,12 @@ def release(
     gives reproducible, NOT private draws for simulations.
     """
     key, protect, eps, dlt = check_protection(score, protect, epsilon, delta)
+    tuned = [split for split in ("test", "train") if protect in (split, "both") and model.data_tuned(split)]
+    if tuned:
+        raise InputError(
+            f"the model's parameters were tuned on the {tuned[0]} split, which this release protects",
+            "pass fixed numbers for kernel_width, regularization and hsic_widths",
+        )
     if protect != "test" and (model.x_bounds is None or model.y_bounds is None):
         raise InputError(
             f"protecting the training split needs public bounds for x and y (got {model.x_bounds}, {model.y_bounds})",
@@ -176,7 +183,7 @@ def _release_laplace(
     noisy = laplace(np.array([exact.score_xy, exact.score_yx]), sensitivity, eps, rng=rng)
     sigma = laplace_scale(sensitivity, eps)
     s_xy, s_yx = float(noisy[0]), float(noisy[1])
-    return s_xy, s_yx, float(laplace_agreement(s_yx - s_xy, sigma)), sigma
+    return s_xy, s_yx, agreement_lower_bound(s_yx - s_xy, sigma), sigma
 
 
 def _release_iqr(model: AdditiveNoiseModel, eps: float, dlt: float, rng: np.random.Generator | None) -> _Released:
@@ -187,7 +194,7 @@ def _release_iqr(model: AdditiveNoiseModel, eps: float, dlt: float, rng: np.rand
     if any(p is None for p in parts):
         return None, None, None, sigma
     s_xy, s_yx = parts[0] + parts[1], parts[2] + parts[3]
-    return s_xy, s_yx, float(iqr_agreement(s_yx - s_xy, sigma)), sigma
+    return s_xy, s_yx, agreement_lower_bound(s_yx - s_xy, sigma, iqr_agreement), sigma
 
 
 def _release_stable(

@@ -1,8 +1,9 @@
 """eps-ADUM: the epsilon-DP aggregated-data uplift model (paper 001, Algorithm 1).
 
-For a public partition pi with p cells, the model releases, per cell k and arm t,
-``C_kt = COUNT + Lap(2/eps)`` and ``S_kt = SUM(y) + Lap(2 D_y/eps)`` (Algorithm 1, lines 5-6; we
-draw integer counts from the discrete Laplace, see :mod:`.aggregates`), and predicts
+For a public partition pi with p cells, the model releases, per cell k and arm t, a noisy count
+``C_kt`` and outcome sum ``S_kt`` (Algorithm 1, lines 5-6: the paper's ``COUNT + Lap(2/eps)`` and
+``SUM(y) + Lap(2 D_y/eps)`` for add/remove; calibrated here for substitution of one record,
+``Lap(4/eps)`` (discrete) and ``Lap(4 D_y/eps)``, see :mod:`.aggregates`), and predicts
 ``u_k = S_k1/C_k1 - S_k0/C_k0`` (lines 7-9) for every x in cell k (line 15, eq. 6).
 
 Noisy counts can be tiny, zero or negative, which the paper leaves open. We post-process (free

@@ -5,11 +5,15 @@ histogram costs what one cell costs (parallel composition, McSherry 2010). With 
 half the budget goes to the counts and half to the sums, as in the paper; without, all of it goes
 to the counts.
 
-* counts: discrete Laplace, L1 sensitivity 1 (add/remove one subject), scale 1/eps_count
-  (the paper's ``COUNT + Lap(2/eps)`` with integers instead of reals);
+Calibrated for the project's one neighbouring relation, substitution of one record with n public
+(docs/differential-privacy.md). Substituting a record can move it from one (cell, arm) to another:
+
+* counts: discrete Laplace, L1 sensitivity :data:`COUNT_SENSITIVITY` = 2 (one count -1, another
+  +1), scale 2/eps_count; the paper's ``COUNT + Lap(2/eps)`` is the add/remove calibration
+  (sensitivity 1 at eps/2), which audits at twice its epsilon under substitution;
 * sums: Laplace on the sums of values clipped to their declared bounds, L1 sensitivity
-  ``sum_j max(|lo_j|, |hi_j|)`` over the summed columns (the paper's ``SUM + Lap(2 D_y/eps)`` for
-  one outcome in ``[0, D_y]``).
+  :func:`sum_sensitivity`: ``sum_j (hi_j - lo_j)`` when there is one cell (the record stays in it),
+  ``2 sum_j max(|lo_j|, |hi_j|)`` otherwise (it leaves one cell and enters another).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.dp.mechanisms import clip, discrete_laplace, laplace
 from collabcausal.estimators.validation import check_bounds, check_epsilon, check_matrix
 
+COUNT_SENSITIVITY = 2
+"""L1 sensitivity of a histogram of counts under substitution: one count down, another up."""
 OUTCOME = "@outcome"
 """Reserved column name of the outcome in DP query specs (covariates are named by the table)."""
 
@@ -58,9 +64,16 @@ class NoisyAggregates:
         return NoisyAggregates(self.counts + other.counts, self.sums + other.sums)
 
 
-def sum_sensitivity(bounds: Sequence[tuple[float, float]]) -> float:
-    """L1 sensitivity of the vector of column sums under add/remove-one: ``sum_j max|bound_j|``."""
-    return float(sum(max(abs(lo), abs(hi)) for lo, hi in bounds))
+def sum_sensitivity(bounds: Sequence[tuple[float, float]], n_cells: int = 1) -> float:
+    """L1 sensitivity of the column sums of ``n_cells`` disjoint cells under substitution of one record.
+
+    In one cell a substituted record changes column j by at most ``hi_j - lo_j``. Across cells it
+    leaves one cell (``|v_j| <= max|bound_j|`` removed) and enters another (as much added), so
+    ``2 sum_j max(|lo_j|, |hi_j|)``, which is at least ``sum_j (hi_j - lo_j)``.
+    """
+    if n_cells == 1:
+        return float(sum(hi - lo for lo, hi in bounds))
+    return float(2 * sum(max(abs(lo), abs(hi)) for lo, hi in bounds))
 
 
 def noisy_aggregates(
@@ -74,6 +87,8 @@ def noisy_aggregates(
     rng: np.random.Generator | None = None,
 ) -> NoisyAggregates:
     """Epsilon-DP counts (and sums of ``values``) per cell, or per (cell, arm) when ``arms`` given.
+
+    Epsilon-DP under substitution of one record (module docstring for the sensitivities).
 
     Parameters
     ----------
@@ -103,7 +118,7 @@ def noisy_aggregates(
     raw_counts = np.bincount(index, minlength=n_cells * n_arms).reshape(n_cells, n_arms)
     data = np.zeros((cell.size, 0)) if values is None else check_matrix(values, "values", n_rows=cell.size)
     if data.shape[1] == 0:
-        counts = discrete_laplace(raw_counts, 1, eps, rng=rng).astype(np.float64)
+        counts = discrete_laplace(raw_counts, COUNT_SENSITIVITY, eps, rng=rng).astype(np.float64)
         return NoisyAggregates(counts, np.zeros((n_cells, n_arms, 0)))
     boxes = [check_bounds(b) for b in bounds]
     if len(boxes) != data.shape[1]:
@@ -112,6 +127,6 @@ def noisy_aggregates(
     raw_sums = np.stack(
         [np.bincount(index, weights=col, minlength=n_cells * n_arms) for col, _ in clipped], axis=-1
     ).reshape(n_cells, n_arms, data.shape[1])
-    counts = discrete_laplace(raw_counts, 1, eps / 2.0, rng=rng).astype(np.float64)
-    sums = laplace(raw_sums, sum_sensitivity(boxes), eps / 2.0, rng=rng)
+    counts = discrete_laplace(raw_counts, COUNT_SENSITIVITY, eps / 2.0, rng=rng).astype(np.float64)
+    sums = laplace(raw_sums, sum_sensitivity(boxes, n_cells * n_arms), eps / 2.0, rng=rng)
     return NoisyAggregates(counts, sums, tuple(n for _, n in clipped))

@@ -6,16 +6,20 @@ All three take features already mapped to ``[-1, 1]`` and a scaled outcome in ``
 * :class:`FunctionalMechanismRegression`: Zhang et al. (2012), the paper's reference [24]. The
   least-squares objective ``sum_i (y_i - z_i'w)^2`` is a polynomial in w with coefficients
   ``-2 sum y z_j``, ``sum z_j^2`` and ``2 sum z_j z_l`` (j < l); each gets ``Lap(Δ/eps)`` with
-  ``Δ = 2D + D²`` (D = features + intercept): one subject's L1 contribution to those coefficients
-  when |z_j|, |y| <= 1 (add/remove neighbours; the constant ``sum y²`` does not move the
-  minimiser and is not released). The noisy quadratic may be indefinite: as in their section 5 we
+  ``Δ = 2 (2D + D²)`` (D = features + intercept): ``2D + D²`` bounds one subject's L1 contribution
+  to those coefficients when |z_j|, |y| <= 1, and a substituted subject removes one contribution
+  and adds another (Zhang et al.'s ``Δ = 2 max sum |λ|``; the constant ``sum y²`` does not move
+  the minimiser and is not released). The noisy quadratic may be indefinite: as in their section 5 we
   drop its non-positive eigen-directions (spectral trimming) before minimising.
 * :class:`ObjectivePerturbationLogistic`: Chaudhuri, Monteleoni, Sarwate (2011), Algorithm 2,
   reference [16]; for a binary outcome. Features are further divided by ``sqrt(D)`` so
   ``||z|| <= 1``. Its guarantee is theirs: replace-one neighbours, exact minimisation.
 * :class:`AdaSSPRegression`: Wang (2018), "Revisiting differentially private linear regression",
   Algorithm 2 (AdaSSP): noisy sufficient statistics with an adaptive ridge. Each of its three
-  releases is (eps/3, delta/3)-DP; we calibrate them with the analytic Gaussian mechanism.
+  releases is (eps/3, delta/3)-DP; we calibrate them with the analytic Gaussian mechanism for
+  substitution of one row x (``||x||² <= B² = D``): the smallest eigenvalue of X'X moves by at most
+  B² (Weyl: ``xx' - x~x~'`` has eigenvalues in [-B², B²]), the Gram matrix by at most sqrt(2) B² in
+  Frobenius norm (``|x|^4 + |x~|^4 - 2 (x'x~)² <= 2 B^4``) and X'y by at most 2 B.
 
 Every ``predict`` returns the model's estimate of the scaled outcome's conditional mean.
 """
@@ -84,7 +88,7 @@ class FunctionalMechanismRegression(_ScaledLinearModel):
         upper = np.triu_indices(d, 1)
         gram = A.T @ A
         coefs = np.concatenate([-2.0 * (A.T @ t), np.diag(gram), 2.0 * gram[upper]])
-        noisy = laplace(coefs, 2.0 * d + d * d, eps, rng=self.rng)
+        noisy = laplace(coefs, 2.0 * (2.0 * d + d * d), eps, rng=self.rng)
         b = -noisy[:d] / 2.0
         M = np.diag(noisy[d : 2 * d])
         M[upper] = noisy[2 * d :] / 2.0
@@ -132,9 +136,9 @@ class AdaSSPRegression(_ScaledLinearModel):
         lam = max(0.0, math.sqrt(d * math.log(2.0 * d * d / self.rho)) * sigma - lam_min_tilde)
         upper = np.triu_indices(d)
         noisy_gram = np.zeros((d, d))
-        noisy_gram[upper] = gaussian(gram[upper], bx2, eps, delta, rng=self.rng)
+        noisy_gram[upper] = gaussian(gram[upper], math.sqrt(2.0) * bx2, eps, delta, rng=self.rng)
         noisy_gram = noisy_gram + np.triu(noisy_gram, 1).T
-        noisy_xty = gaussian(A.T @ t, math.sqrt(bx2), eps, delta, rng=self.rng)
+        noisy_xty = gaussian(A.T @ t, 2.0 * math.sqrt(bx2), eps, delta, rng=self.rng)
         try:
             self.coef_ = np.linalg.solve(noisy_gram + lam * np.eye(d), noisy_xty)
         except np.linalg.LinAlgError as exc:

@@ -1,7 +1,8 @@
 """Noise mechanisms: Laplace, analytic Gaussian, discrete Laplace / Gaussian, quantiles, clipping.
 
-Neighbouring datasets differ by adding or removing one subject; sensitivities are for that
-relation. Each mechanism computes its noise scale in exactly one function and then draws:
+The mechanisms take the sensitivity they are given; the project's one neighbouring relation is
+substitution of one record with n public (docs/differential-privacy.md), and callers derive their
+sensitivities for it. Each mechanism computes its noise scale in exactly one function and then draws:
 
 * ``rng=None`` (default; the only mode a party uses): OpenDP 0.16's samplers. The true values go
   into an OpenDP measurement and the noisy values come out; OpenDP samples exactly on a fine
@@ -28,6 +29,9 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
 
 dp.enable_features("contrib")
+
+SUBSTITUTION_DISTANCE = 2
+"""Symmetric distance between datasets that differ by substituting one record (OpenDP's ``d_in``)."""
 
 __all__ = [
     "analytic_gaussian_sigma",
@@ -71,7 +75,7 @@ def laplace(
     values : array_like
         The exact answer (any shape).
     sensitivity : float
-        L1 sensitivity of the whole array under add/remove-one.
+        L1 sensitivity of the whole array under the neighbouring relation (substitution).
     epsilon : float
     rng : numpy.random.Generator, optional
         Reproducible insecure draws for simulations; ``None`` uses OpenDP's sampler.
@@ -198,8 +202,9 @@ def dp_quantiles(
 
     Smith (2011) via OpenDP's ``make_private_quantile``; candidates are ``n_candidates`` evenly
     spaced points of ``bounds``; ``epsilon`` is split evenly across ``quantiles`` (basic
-    composition). Values are clipped to ``bounds`` first. Used for DP ranges (anchor ranges of
-    DC-QE): e.g. ``quantiles=(0.01, 0.99)``.
+    composition). Values are clipped to ``bounds`` first. Calibrated for substitution of one
+    record: OpenDP's privacy map at symmetric distance ``d_in = 2`` (a substitution is one removal
+    and one addition). Used for DP ranges (anchor ranges of DC-QE): e.g. ``quantiles=(0.01, 0.99)``.
     """
     eps = check_epsilon(epsilon)
     lo, hi = check_bounds(bounds)
@@ -232,7 +237,7 @@ def _quantile_measurement(lo: float, hi: float, n_candidates: int, alpha: float,
     def make(scale: float) -> dp.Measurement:
         return dp.m.make_private_quantile(*space, dp.max_divergence(), candidates=candidates, alpha=alpha, scale=scale)
 
-    return make(dp.binary_search_param(make, d_in=1, d_out=epsilon))
+    return make(dp.binary_search_param(make, d_in=SUBSTITUTION_DISTANCE, d_out=epsilon))
 
 
 @lru_cache(maxsize=512)

@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement, pass_probability
+from collabcausal.estimators.discovery.agreement import (
+    agreement_lower_bound,
+    iqr_agreement,
+    laplace_agreement,
+    pass_probability,
+)
 
 
 def test_theorem_2_at_zero_margin_is_a_coin_flip_and_tends_to_one():
@@ -32,3 +37,27 @@ def test_pass_probability_is_the_laplace_tail():
     assert pass_probability(5.0, 5.0, 1.0) == pytest.approx(0.5)
     assert pass_probability(3.0, 5.0, 2.0) == pytest.approx(0.5 * np.exp(-4.0))
     assert pass_probability(7.0, 5.0, 2.0) == pytest.approx(1 - 0.5 * np.exp(-4.0))
+
+
+@pytest.mark.parametrize("agreement", [laplace_agreement, iqr_agreement])
+@pytest.mark.parametrize("margin", [0.0, 0.5, 2.0, 6.0])
+def test_lower_bound_from_the_released_margin_covers_the_true_agreement(agreement, margin):
+    # Seeded: the coverage is a fixed number for this seed, not a chance event.
+    rng = np.random.default_rng(5)
+    n_terms = 2 if agreement is laplace_agreement else 4
+    signs = np.array([1.0, -1.0] * (n_terms // 2))
+    released = margin + rng.laplace(size=(2000, n_terms)) @ signs
+    truth = float(agreement(margin, 1.0))
+    bounds = np.array([agreement_lower_bound(g, 1.0, agreement) for g in released])
+    assert np.all(bounds >= 0.5 - 1e-12)
+    # exact coverage is >= 95%: allow 4 binomial standard errors of 2000 draws
+    assert np.mean(bounds > truth + 1e-12) <= 0.05 + 4 * np.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_plug_in_at_the_released_margin_is_biased_where_the_lower_bound_is_not():
+    rng = np.random.default_rng(6)
+    released = rng.laplace(size=(2000, 2)) @ np.array([1.0, -1.0])  # exact margin 0: truth 1/2
+    plug_in = laplace_agreement(released, 1.0)
+    assert np.mean(plug_in) == pytest.approx(0.75, abs=0.02)
+    bounds = [agreement_lower_bound(g, 1.0) for g in released]
+    assert np.mean(bounds) < 0.52

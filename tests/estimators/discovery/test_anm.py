@@ -45,10 +45,13 @@ def test_decide_prefers_the_smaller_score():
     assert decide(0.3, 0.2) == "y->x"
 
 
-def test_constant_column_is_refused():
+def test_constant_training_split_is_refused_only_when_the_data_scale_themselves():
     x, _ = pair(100)
-    with pytest.raises(InputError, match="column y is constant"):
+    with pytest.raises(InputError, match="training split is constant"):
         AdditiveNoiseModel().fit(x, np.ones(100))
+    # With public bounds nothing about the values is checked: a refusal would be an exact answer.
+    model = AdditiveNoiseModel(x_bounds=(-3, 3), y_bounds=(0, 2), random_state=0).fit(x, np.ones(100))
+    assert np.isfinite(model.scores("hsic").score_xy)
 
 
 def test_fewer_than_ten_test_points_is_refused():
@@ -74,3 +77,27 @@ def test_bad_bounds_are_refused():
     x, y = pair(100)
     with pytest.raises(InputError, match="x_bounds"):
         AdditiveNoiseModel(x_bounds=(1.0, -1.0)).fit(x, y)
+
+
+def test_leave_one_out_tuning_is_per_direction_and_recorded():
+    x, y = pair()
+    model = AdditiveNoiseModel(kernel_width="loo", regularization="loo", random_state=0).fit(x, y)
+    (wf, lf), (wg, lg) = model.regression_params_
+    assert all(v > 0 for v in (wf, lf, wg, lg))
+    assert model.data_tuned("train") and not model.data_tuned("test")
+    assert model.scores("hsic").direction == "x->y"
+    fixed = AdditiveNoiseModel(random_state=0).fit(x, y)
+    assert fixed.regression_params_ == ((0.3, 1e-3), (0.3, 1e-3)) and not fixed.data_tuned("train")
+
+
+def test_median_heuristic_hsic_widths_are_data_tuned_on_the_test_split():
+    x, y = pair()
+    model = AdditiveNoiseModel(hsic_widths="median", random_state=0).fit(x, y)
+    assert model.data_tuned("test") and model.scores("hsic").direction == "x->y"
+
+
+@pytest.mark.parametrize("params", [{"kernel_width": "auto"}, {"regularization": "gcv"}])
+def test_unknown_tuning_rule_is_refused(params):
+    x, y = pair(100)
+    with pytest.raises(InputError, match="must be a number or 'loo'"):
+        AdditiveNoiseModel(random_state=0, **params).fit(x, y)

@@ -92,3 +92,25 @@ def test_training_protection_without_public_bounds_is_refused(model):
 def test_bad_private_requests_are_refused(score, protect, epsilon, delta, message):
     with pytest.raises(InputError, match=message):
         check_protection(score, protect, epsilon, delta)
+
+
+@pytest.mark.parametrize(
+    ("params", "protect", "split"),
+    [({"hsic_widths": "median"}, "test", "test"), ({"kernel_width": "loo"}, "train", "train"),
+     ({"regularization": "loo"}, "both", "train")],
+)
+def test_release_refuses_parameters_tuned_on_the_protected_split(params, protect, split):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 400)
+    y = np.tanh(2 * x) + 0.2 * rng.uniform(-1, 1, 400)
+    model = AdditiveNoiseModel(x_bounds=(-2, 2), y_bounds=(-1.2, 1.2), random_state=0, **params).fit(x, y)
+    with pytest.raises(InputError, match=f"tuned on the {split} split"):
+        release(model, "hsic", epsilon=1.0, protect=protect, rng=rng)
+
+
+def test_leave_one_out_regression_is_allowed_under_test_set_privacy():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 400)
+    y = np.tanh(2 * x) + 0.2 * rng.uniform(-1, 1, 400)
+    model = AdditiveNoiseModel(kernel_width="loo", regularization="loo", random_state=0).fit(x, y)
+    assert release(model, "kendall", epsilon=1.0, protect="test", rng=rng).answered

@@ -24,13 +24,28 @@ def test_values_are_clipped_and_clip_counts_reported():
     assert out.n_clipped == (2,)
 
 
-def test_noise_scales_match_algorithm_1():
-    # eps/2 each: counts Lap(2/eps) (discrete), sums Lap(2 D_y / eps) with D_y = 4.
+def test_noise_scales_are_algorithm_1_calibrated_for_substitution():
+    # eps/2 each; a substituted record moves between cells: counts L1 2 -> discrete Lap(4/eps),
+    # sums L1 2 D_y -> Lap(4 D_y / eps) with D_y = 4 (the paper's add/remove scales, doubled).
     rng = np.random.default_rng(0)
     out = noisy_aggregates(np.zeros(0, int), 20000, 1.0, values=np.zeros((0, 1)), bounds=[(-4, 4)], rng=rng)
-    assert np.std(out.counts) == pytest.approx(np.sqrt(2) * 2.0, rel=0.1)
-    assert np.std(out.sums) == pytest.approx(np.sqrt(2) * 8.0, rel=0.1)
-    assert sum_sensitivity([(-4, 4), (0, 2)]) == 6.0
+    assert np.std(out.counts) == pytest.approx(np.sqrt(2) * 4.0, rel=0.1)
+    assert np.std(out.sums) == pytest.approx(np.sqrt(2) * 16.0, rel=0.1)
+
+
+def test_sum_sensitivity_under_substitution_stays_in_one_cell_or_moves_between_two():
+    assert sum_sensitivity([(-4, 4), (0, 2)]) == 10.0  # one cell: sum of widths
+    assert sum_sensitivity([(-4, 4), (0, 2)], n_cells=2) == 12.0  # out of one cell, into another
+    assert sum_sensitivity([(3, 5)]) == 2.0 and sum_sensitivity([(3, 5)], n_cells=6) == 10.0
+
+
+def test_one_cell_sums_are_calibrated_to_the_width_of_the_bounds():
+    rng = np.random.default_rng(1)
+    draws = np.array([
+        noisy_aggregates(np.zeros(1, int), 1, 1.0, values=[[4.0]], bounds=[(3, 5)], rng=rng).sums[0, 0, 0]
+        for _ in range(4000)
+    ])
+    assert np.std(draws) == pytest.approx(np.sqrt(2) * 4.0, rel=0.1)  # Lap(2 * 2 / eps), eps/2 on the sums
 
 
 def test_empty_cells_get_noise_not_an_error():

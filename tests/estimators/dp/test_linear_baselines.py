@@ -36,7 +36,7 @@ def test_large_epsilon_recovers_least_squares(linear_data, make):
     assert model.coef_ == pytest.approx([0.2, 0.5, -0.3], abs=0.01)
 
 
-def test_functional_mechanism_releases_its_coefficients_with_sensitivity_2d_plus_d_squared(monkeypatch):
+def test_functional_mechanism_releases_its_coefficients_with_substitution_sensitivity(monkeypatch):
     import collabcausal.estimators.dp.linear_baselines as lb
 
     seen = {}
@@ -47,8 +47,24 @@ def test_functional_mechanism_releases_its_coefficients_with_sensitivity_2d_plus
 
     monkeypatch.setattr(lb, "laplace", spy)
     FunctionalMechanismRegression(0.5).fit(np.zeros((4, 2)), np.zeros(4))
-    # D = 3 (intercept + 2 features): 3 linear + 3 square + 3 cross coefficients, sensitivity 2*3 + 9.
-    assert seen == {"n": 9, "sensitivity": 15.0, "epsilon": 0.5}
+    # D = 3 (intercept + 2 features): 3 linear + 3 square + 3 cross coefficients; one subject
+    # contributes at most 2*3 + 9 = 15 in L1, a substituted one changes them by 2 * 15.
+    assert seen == {"n": 9, "sensitivity": 30.0, "epsilon": 0.5}
+
+
+def test_adassp_calibrates_its_three_releases_for_substitution(monkeypatch):
+    import collabcausal.estimators.dp.linear_baselines as lb
+
+    seen = []
+
+    def spy(values, sensitivity, epsilon, delta, *, rng=None):
+        seen.append(sensitivity)
+        return np.asarray(values, dtype=float)
+
+    monkeypatch.setattr(lb, "gaussian", spy)
+    AdaSSPRegression(0.9, 1e-5).fit(np.zeros((4, 2)), np.zeros(4))
+    # B^2 = D = 3: eigenvalue B^2, Gram sqrt(2) B^2, X'y 2 B.
+    assert seen == pytest.approx([3.0, np.sqrt(2) * 3.0, 2 * np.sqrt(3.0)])
 
 
 def test_functional_mechanism_trims_an_indefinite_noisy_objective():

@@ -29,3 +29,21 @@ def test_bad_fractions_and_folds_are_refused():
         disjoint_plan(100, ("a", "b"), (0.5, 0.6, 0.1))
     with pytest.raises(InputError, match="folds"):
         cross_fit_plan(100, ("a",), 0)
+
+
+def _part_of_each_row(plan, n):
+    (round_,) = plan
+    part = np.full(n, -1)
+    for k, rows in enumerate([*round_.train.values(), round_.evaluate]):
+        part[rows[rows < n]] = k
+    return part
+
+
+def test_under_substitution_a_changed_row_moves_no_other_row_between_the_disjoint_splits():
+    # The plan is a function of the public n and the seed only: a substituted row keeps every
+    # position, so exactly one split sees the change and parallel composition holds. Adding a
+    # row (n -> n + 1, the other relation) reshuffles a large share of the rows.
+    same_n = [_part_of_each_row(disjoint_plan(400, ["e", "m"], (0.25, 0.25, 0.5), seed=3), 400) for _ in range(2)]
+    assert np.array_equal(*same_n)
+    grown = _part_of_each_row(disjoint_plan(401, ["e", "m"], (0.25, 0.25, 0.5), seed=3), 400)
+    assert (grown != same_n[0]).mean() > 0.05

@@ -1,0 +1,71 @@
+"""Start-up time of ``collabcausal --version`` and ``--help`` against a bare interpreter.
+
+The peer is ``python -c pass`` (the interpreter's own start-up, measured in the same run). The
+"eager" row imports every command module, which is what ``--help`` did before the commands were
+imported lazily (numpy, pandas, scikit-learn, gRPC and the estimators at every invocation). Each
+figure is the median wall time of ``--repeat`` fresh processes; the largest imports of the eager
+path come from ``python -X importtime``.
+
+    .venv/bin/python benchmarks/bench_cli_startup.py [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+from collabcausal.cli import COMMANDS
+
+TARGET_SECONDS = 0.3
+EAGER = "import " + ", ".join(f"collabcausal.commands.{name}" for name in COMMANDS)
+
+
+def median_seconds(command: list[str], repeat: int) -> float:
+    """Median wall time of ``repeat`` runs of ``command`` (output discarded)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def largest_imports(code: str, top: int = 5) -> list[tuple[int, str]]:
+    """The ``top`` slowest top-level imports (cumulative microseconds) of running ``code``."""
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True).stderr
+    rows = []
+    for line in err.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit() and not parts[2].startswith("   "):
+            rows.append((int(parts[1]), parts[2].strip()))
+    return sorted(rows, reverse=True)[:top]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    cli = [sys.executable, "-m", "collabcausal.cli"]
+    rows = {
+        "python -c pass (peer)": median_seconds([sys.executable, "-c", "pass"], args.repeat),
+        "collabcausal --version": median_seconds([*cli, "--version"], args.repeat),
+        "collabcausal --help": median_seconds([*cli, "--help"], args.repeat),
+        "eager: import every command module": median_seconds([sys.executable, "-c", EAGER], args.repeat),
+    }
+    peer = rows["python -c pass (peer)"]
+    print(f"median of {args.repeat} fresh processes; target for --version/--help: < {TARGET_SECONDS} s")
+    for name, seconds in rows.items():
+        print(f"  {name:<38} {seconds:6.3f} s   {seconds - peer:+6.3f} s over the peer")
+    for name in ("collabcausal --version", "collabcausal --help"):
+        verdict = "ok" if rows[name] < TARGET_SECONDS else "SLOWER THAN TARGET"
+        print(f"  {name}: {verdict}")
+    print("largest imports of the eager path (python -X importtime, cumulative):")
+    for micros, module in largest_imports(EAGER):
+        print(f"  {micros / 1e6:6.3f} s  {module}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The analyst's checks of party replies against what it asked for (a party may be hostile).
+
+A reply is used only when every array has exactly the shape and content the request and the
+party's public ``describe`` metadata imply; otherwise the study fails with
+:class:`~collabcausal.errors.StudyFailedError` naming the party, before any of its numbers enter
+an estimate. The checks run in the analyst role, so they apply in process and over gRPC alike.
+
+For ``dc_representation`` (paper 003, Algorithm 2, step 2) of party j in row group i:
+
+* ``x_tilde``: finite, n_i x m~_ij, with n_i the subjects asked for (``rows`` or the described
+  count) and 1 <= m~_ij <= the party's described covariate count (a party cannot widen its
+  share of the collaborative representation with extra columns);
+* ``a_tilde``: finite, r x m~_ij (r anchor rows asked for, same m~_ij);
+* label holders: ``treatment`` of n_i values in {0, 1} and a finite ``outcome`` of n_i values.
+
+A ``weighted_moments`` reply (paper 003, eqs. 42-44) needs a list of covariate names (m of them)
+and finite :class:`~collabcausal.estimators.balance.ArmMoments` arrays: ``sum_w`` and ``sum_w2``
+of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m).
+
+A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names and a boolean
+``has_labels``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collabcausal.errors import ProtocolError, StudyFailedError
+from collabcausal.estimators.balance import ArmMoments
+from collabcausal.messages import Message
+
+
+def check_representation(
+    party: str, reply: Message, *, n_rows: int, n_anchors: int, n_covariates: int, labels: bool
+) -> None:
+    """Refuse a ``dc_representation`` reply whose arrays differ from what was asked.
+
+    Parameters
+    ----------
+    party : str
+        The replying party (named in the error).
+    reply : Message
+    n_rows : int
+        Subjects asked for (n_i).
+    n_anchors : int
+        Anchor rows asked for (r).
+    n_covariates : int
+        Covariates the party declared in ``describe``: the most components it may return.
+    labels : bool
+        Whether treatment and outcome were asked for.
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party, the array and the expected shape.
+    """
+    try:
+        x_tilde, a_tilde = reply.array("x_tilde"), reply.array("a_tilde")
+        columns = x_tilde.shape[1] if x_tilde.ndim == 2 else -1
+        expected = {"x_tilde": (x_tilde, (n_rows, columns)), "a_tilde": (a_tilde, (n_anchors, columns))}
+        if labels:
+            expected["treatment"] = (reply.array("treatment"), (n_rows,))
+            expected["outcome"] = (reply.array("outcome"), (n_rows,))
+    except ProtocolError as exc:
+        raise _refused(party, exc.problem) from None
+    if not 1 <= columns <= n_covariates:
+        raise _refused(party, f"x_tilde has shape {x_tilde.shape}: 1 to {n_covariates} components expected")
+    for name, (array, shape) in expected.items():
+        if array.shape != shape or array.dtype.kind not in "biuf":
+            raise _refused(party, f"{name} has shape {array.shape} and dtype {array.dtype}, expected {shape} numbers")
+        if not np.all(np.isfinite(array)):
+            raise _refused(party, f"{name} holds NaN or infinite values")
+    if labels and not np.isin(expected["treatment"][0], (0, 1)).all():
+        raise _refused(party, "treatment holds values other than 0 and 1")
+
+
+def check_moments(party: str, reply: Message) -> ArmMoments:
+    """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless shaped as documented above.
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party and the array.
+    """
+    covariates = reply.params.get("covariates")
+    if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
+        raise _refused(party, "covariates is not a list of names", "weighted_moments")
+    shapes = {"sum_w": (2,), "sum_w2": (2,), "sum_wx": (2, len(covariates)), "sum_wx2": (2, len(covariates))}
+    arrays = {}
+    for name, shape in shapes.items():
+        array = reply.arrays.get(name)
+        if array is None or array.shape != shape or array.dtype.kind not in "iuf":
+            got = "nothing" if array is None else f"shape {array.shape} and dtype {array.dtype}"
+            raise _refused(party, f"{name} has {got}, expected {shape} numbers", "weighted_moments")
+        if not np.all(np.isfinite(array)) or (array.ndim == 1 and np.any(array < 0)):
+            raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
+        arrays[name] = np.asarray(array, dtype=np.float64)
+    return ArmMoments(**arrays)
+
+
+def check_description(party: str, reply: Message) -> None:
+    """Refuse a ``describe`` reply without a non-negative integer ``n_subjects``, a list of covariate
+    names and a boolean ``has_labels``.
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party and the field.
+    """
+    p = reply.params
+    n, covariates = p.get("n_subjects"), p.get("covariates")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise _refused(party, f"n_subjects is {n!r}, not a count", "describe")
+    if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
+        raise _refused(party, "covariates is not a list of names", "describe")
+    if not isinstance(p.get("has_labels"), bool):
+        raise _refused(party, "has_labels is not true or false", "describe")
+
+
+def _refused(party: str, problem: str, operation: str = "dc_representation") -> StudyFailedError:
+    return StudyFailedError(
+        f"party {party!r} sent a {operation} reply the analyst did not ask for: {problem}",
+        f"check {party}'s software and data; the study cannot use its reply",
+    )

@@ -1,0 +1,199 @@
+"""Render a report document (:mod:`collabcausal.reporting.document`) as one self-contained HTML file.
+
+The page needs no network access: CSS is inline and figures are inline SVG. A six-line script
+at the end counts the figures the browser actually laid out into ``data-figures-shown`` on
+``<body>`` (``data-figures`` is how many there are), which the browser test checks; the page
+writes nothing to the console.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from collabcausal.reporting.figures import bootstrap_plot, love_plot, overlap_plot, to_svg
+
+REPORT_HTML = "report.html"
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;
+       max-width: 1180px; margin: 0 auto; padding: 24px 28px 60px; background: #fff; }
+h1 { font-size: 26px; margin: 0 0 4px; } h2 { font-size: 20px; margin: 34px 0 10px;
+     border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.meta { color: #555; margin: 0 0 18px; }
+table { border-collapse: collapse; margin: 8px 0 14px; font-size: 14px; }
+th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 12px 4px 0; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.warnings { background: #fff4e5; border-left: 4px solid #e08a00; padding: 8px 14px; }
+.ok { background: #eef8ee; border-left: 4px solid #3a9a3a; padding: 8px 14px; }
+figure { margin: 14px 0 22px; } figure svg { max-width: 100%; height: auto; }
+figcaption { color: #444; font-size: 13px; margin-top: 4px; }
+pre { background: #f6f6f6; padding: 10px; overflow-x: auto; font-size: 12.5px; }
+"""
+
+SELF_CHECK = """<script>
+(function () {
+  var shown = 0;
+  document.querySelectorAll("figure svg").forEach(function (svg) {
+    var box = svg.getBoundingClientRect(); if (box.width > 0 && box.height > 0) { shown += 1; } });
+  document.body.setAttribute("data-figures-shown", String(shown));
+})();
+</script>"""
+
+ESTIMATE_COLUMNS = (
+    ("setting", "setting"),
+    ("estimator", "estimator"),
+    ("estimate", "estimate"),
+    ("se", "SE"),
+    ("ci_low", "95% CI low"),
+    ("ci_high", "95% CI high"),
+    ("gap", "gap from benchmark"),
+    ("masmd", "MASMD"),
+    ("n_failed", "failed replicates"),
+)
+
+
+def render_html(doc: Mapping[str, Any]) -> str:
+    """The report page as a string."""
+    figures = _figures(doc)
+    prov = doc["provenance"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(doc['title'])}</title><style>{CSS}</style></head>",
+        f'<body data-figures="{len(figures)}">',
+        f"<h1>{escape(doc['title'])}</h1>",
+        f'<p class="meta">{escape(prov["timestamp"])} &middot; seed {escape(str(prov["seed"]))} &middot; '
+        f"collabcausal {escape(prov['versions'].get('collabcausal', '?'))}</p>",
+        _warnings(doc["warnings"]),
+        "<h2>Estimates</h2>",
+        f"<p>{escape(doc['estimand'].upper())} in {escape(doc['unit'])}"
+        + ("" if doc.get("benchmark") is None else f"; benchmark {doc['benchmark']:.4g}")
+        + ". Intervals: 95% bootstrap percentile where replicates ran, otherwise analytic.</p>",
+        _estimates_table(doc["estimates"]),
+    ]
+    for heading, svg, caption in figures:
+        parts += [f"<h2>{escape(heading)}</h2>", f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"]
+    parts += [
+        "<h2>Privacy spend per party</h2>",
+        _privacy(doc.get("privacy"), doc.get("privacy_note", "")),
+        "<h2>Configuration</h2>",
+        _table(["key", "value"], [[key, _compact(value)] for key, value in doc["config"].items()]),
+        "<h2>Software</h2>",
+        _table(
+            ["", ""],
+            [
+                ["command", " ".join(prov["command"])],
+                ["python", prov["python"]],
+                ["platform", prov["platform"]],
+                *[[name, version] for name, version in prov["versions"].items()],
+            ],
+        ),
+        SELF_CHECK,
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write the page atomically (a temporary file renamed into place); return its path."""
+    path = Path(path)
+    text = render_html(doc)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def _figures(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(heading, inline svg, caption) of every figure the document has data for."""
+    out = []
+    balance = doc["balance"]
+    estimators = list(dict.fromkeys(k for entry in balance.values() for k in entry["weighted"]))
+    reference = "CA" if "CA" in balance else next(iter(balance), None)
+    for estimator in estimators:
+        ref = balance[reference]
+        covariates = ref["covariates"]
+        weighted = {
+            setting: _aligned(entry, estimator, covariates)
+            for setting, entry in balance.items()
+            if estimator in entry["weighted"]
+        }
+        before = ref["unweighted"] or [None] * len(covariates)
+        fig = love_plot(
+            covariates,
+            [abs(v) if v is not None else float("nan") for v in before],
+            {f"{setting} weighted": values for setting, values in weighted.items()},
+            title=f"Covariate balance, {estimator.upper()}: |SMD| before and after weighting",
+        )
+        caption = (
+            f"Love plot. Open circles: the unweighted sample ({reference}); filled markers: the {estimator.upper()} "
+            "balanced sample of each setting (federated moments, paper 003 eqs. 42-44). Left of the dashed line "
+            "is conventionally balanced."
+        )
+        out.append((f"Covariate balance: {estimator.upper()}", to_svg(fig), caption))
+    if doc["overlap"]:
+        fig = overlap_plot(doc["overlap"], title="Propensity score overlap by arm")
+        caption = (
+            "Share of each arm's subjects per propensity bin (bin counts only). Regions where one arm has no "
+            "subjects have no overlap: estimates there rest on extrapolation."
+        )
+        out.append(("Propensity overlap", to_svg(fig), caption))
+    if doc["bootstrap"]:
+        n_boot = doc["config"].get("n_boot")
+        fig = bootstrap_plot(
+            doc["bootstrap"], estimand=doc["estimand"], unit=doc["unit"], benchmark=doc.get("benchmark"), n_boot=n_boot
+        )
+        caption = "Boxes: quartiles of the bootstrap replicates; whiskers: 1.5 IQR; dashed line: the benchmark."
+        out.append(("Bootstrap distributions", to_svg(fig), caption))
+    return out
+
+
+def _aligned(entry: Mapping[str, Any], estimator: str, covariates: Sequence[str]) -> list[float]:
+    """``entry``'s |SMD| for ``estimator`` in the order of ``covariates`` (NaN where it lacks one)."""
+    by_name = dict(zip(entry["covariates"], entry["weighted"][estimator], strict=True))
+    return [abs(by_name[c]) if by_name.get(c) is not None else float("nan") for c in covariates]
+
+
+def _compact(value: Any) -> Any:
+    """Numbers and strings as they are; lists and mappings as one-line JSON."""
+    return value if isinstance(value, (str, int, float)) or value is None else json.dumps(value, default=str)
+
+
+def _warnings(warnings: Sequence[str]) -> str:
+    if not warnings:
+        return '<div class="ok">No warnings.</div>'
+    items = "".join(f"<li>{escape(w)}</li>" for w in warnings)
+    return f'<div class="warnings"><strong>Warnings ({len(warnings)})</strong><ul>{items}</ul></div>'
+
+
+def _estimates_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    columns = [(key, label) for key, label in ESTIMATE_COLUMNS if any(r.get(key) is not None for r in rows)]
+    return _table([label for _, label in columns], [[r.get(key) for key, _ in columns] for r in rows])
+
+
+def _privacy(spend: Mapping[str, Mapping[str, float]] | None, note: str) -> str:
+    if not spend:
+        return f"<p>{escape(note)}</p>"
+    rows = [[party, s.get("epsilon"), s.get("delta")] for party, s in spend.items()]
+    return _table(["party", "epsilon spent", "delta spent"], rows)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if value is None:
+            return "<td>-</td>"
+        if isinstance(value, float):
+            return f'<td class="num">{value:.4g}</td>'
+        if isinstance(value, int):
+            return f'<td class="num">{value}</td>'
+        return f"<td>{escape(str(value))}</td>"
+
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

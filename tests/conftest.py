@@ -1,0 +1,35 @@
+"""Fixtures shared across test packages."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+
+@pytest.fixture()
+def format_1_ledger():
+    """``write(path, budget, charges)``: a ledger as version 1 wrote it (mixed relations, no totals).
+
+    ``charges`` are ``(operation, epsilon, partition, subset)`` rows of dataset ``"d"``.
+    """
+
+    def write(path, budget, charges):
+        with sqlite3.connect(path) as db:
+            db.executescript(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                "CREATE TABLE budgets (dataset TEXT PRIMARY KEY, epsilon REAL, delta REAL, updated TEXT);"
+                "CREATE TABLE charges (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT, time TEXT, operation TEXT,"
+                " study TEXT, epsilon REAL, delta REAL, partition TEXT, subset TEXT, details TEXT,"
+                " spent_epsilon REAL, spent_delta REAL);"
+                "INSERT INTO meta VALUES ('format', 'collabcausal-ledger-1');"
+            )
+            db.execute("INSERT INTO budgets VALUES ('d', ?, 1e-5, 't')", (budget,))
+            db.executemany(
+                "INSERT INTO charges (dataset, time, operation, study, epsilon, delta, partition, subset, details,"
+                " spent_epsilon, spent_delta) VALUES ('d', 't', ?, 's', ?, 0.0, ?, ?, '{}', 0.0, 0.0)",
+                charges,
+            )
+        return path
+
+    return write

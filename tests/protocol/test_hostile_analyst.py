@@ -1,0 +1,78 @@
+"""A hostile analyst (a fake one on the generated stubs) sends malformed tasks to a real party client.
+
+Each malformed stream must reach the analyst back as a one-line ProtocolError refusal addressed to
+its task (when the stream named one), and the party must keep serving: the honest task sent after
+all of them is answered and the party ends cleanly when told the study is done.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent import futures
+
+import grpc
+import numpy as np
+from protocol_helpers import PartyThread, malformed_streams, small_party, tls_of
+
+from collabcausal.messages import Message
+from collabcausal.protocol.arrays import message_frames, read_message
+from collabcausal.protocol.generated import collabcausal_pb2 as pb
+from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
+from collabcausal.protocol.server import grpc_options
+from collabcausal.protocol.tls import server_credentials
+
+
+class FakeAnalyst(pb_grpc.StudyServicer):
+    """Serves ``tasks`` (frame lists) in order, then DONE; records every upload."""
+
+    def __init__(self, tasks: list[list[pb.Frame]]) -> None:
+        self.tasks = list(tasks)
+        self.uploads: list = []
+        self.lock = threading.Lock()
+        self.run_id = uuid.uuid4().hex
+
+    def Register(self, request, context):
+        return pb.RegisterReply(protocol_version=1, study="s", party=request.party, run_id=self.run_id)
+
+    def PullTask(self, request, context):
+        with self.lock:
+            task = self.tasks.pop(0) if self.tasks else None
+        if task is None:
+            yield pb.Frame(header=pb.MessageHeader(state=pb.DONE, detail="done"))
+            return
+        yield from task
+
+    def UploadResult(self, request_iterator, context):
+        envelope = read_message(request_iterator)
+        with self.lock:
+            self.uploads.append(envelope)
+        return pb.UploadAck(task_id=envelope.task_id, accepted=True)
+
+
+def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_ca):
+    cases = sorted(malformed_streams())
+    streams = [malformed_streams(task_id=case)[case] for case in cases]
+    honest = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
+    analyst = FakeAnalyst([*streams, honest])
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=grpc_options())
+    pb_grpc.add_StudyServicer_to_server(analyst, server)
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(tls_of(study_ca, "analyst")))
+    server.start()
+    events: list[str] = []
+    try:
+        party = PartyThread(small_party("a"), f"127.0.0.1:{port}", tls_of(study_ca, "a"), progress=events.append)
+        party.join(60)
+    finally:
+        server.stop(0)
+    assert party.error is None and party.result == "done"
+    refusals = {u.task_id: u.error for u in analyst.uploads if u.error is not None}
+    headerless = {"no header", "empty stream"}
+    assert set(refusals) == set(cases) - headerless
+    for case, error in refusals.items():
+        assert error.kind == "ProtocolError", case
+        assert "\n" not in error.problem and "Traceback" not in error.problem, case
+    answers = [u for u in analyst.uploads if u.task_id == "honest"]
+    assert len(answers) == 1 and answers[0].error is None
+    np.testing.assert_array_equal(answers[0].message.array("v"), np.arange(3.0) * 2)
+    assert sum("refused a malformed task" in e for e in events) == len(cases)

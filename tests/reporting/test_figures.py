@@ -1,0 +1,35 @@
+"""Every report figure is titled, has labelled axes with units, and a legend."""
+
+from __future__ import annotations
+
+from collabcausal.reporting.document import bootstrap_figure, overlap_histogram
+from collabcausal.reporting.figures import love_plot, overlap_plot, to_svg
+
+
+def _check(fig) -> None:
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert axes
+    for ax in axes:
+        assert ax.get_title() or fig._suptitle is not None
+        assert ax.get_xlabel() and ax.get_ylabel()
+        assert ax.get_legend() is not None
+
+
+def test_love_plot() -> None:
+    fig = love_plot(["age", "bmi"], [0.8, -0.3], {"W-clb PSM": [0.05, 0.02]}, title="balance")
+    _check(fig)
+    assert "unitless" in fig.axes[0].get_xlabel()
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == ["unweighted", "W-clb PSM"]
+
+
+def test_overlap_plot() -> None:
+    fig = overlap_plot({"CA": overlap_histogram([0.1, 0.2, 0.8], [0, 0, 1])}, title="overlap")
+    _check(fig)
+    assert fig.axes[0].get_xlim() == (0.0, 1.0)
+
+
+def test_bootstrap_figure_names_the_estimand_and_the_outcome_unit(small_result) -> None:
+    fig = bootstrap_figure(small_result)
+    _check(fig)
+    assert fig.axes[0].get_ylabel() == "ATE estimate (outcome units)"
+    assert to_svg(fig).startswith("<svg")

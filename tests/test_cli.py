@@ -1,0 +1,80 @@
+"""The top-level command: lazy imports, help for users, quiet broken pipes, -v/-q."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from collabcausal.cli import BROKEN_PIPE_EXIT, COMMANDS, main
+from collabcausal.party.ledger import PrivacyLedger
+
+# every runnable (sub)command, as typed after `collabcausal`
+LEAVES = (
+    ["simulate"],
+    ["discover"],
+    ["party", "join"],
+    ["party", "budget"],
+    ["analyst", "serve"],
+    ["certs", "init"],
+    ["certs", "issue"],
+    ["certs", "request"],
+    ["certs", "sign"],
+)
+
+
+def test_help_and_version_import_no_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from collabcausal.cli import main\n"
+        "for argv in (['--help'], ['--version']):\n"
+        "    assert main(argv) == 0\n"
+        "heavy = sorted(m for m in ('numpy', 'grpc', 'pandas', 'collabcausal.commands') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out
+    assert "collabcausal 0." in out
+
+
+def test_top_level_help_lists_every_command_with_examples(capsys) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS)
+    assert "examples:" in out
+
+
+@pytest.mark.parametrize("argv", LEAVES, ids=" ".join)
+def test_every_command_help_shows_an_example_and_no_markup(argv, capsys) -> None:
+    assert main([*argv, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"collabcausal {' '.join(argv)} --" in out.split("example", 1)[1], "no example of the command itself"
+    for markup in ("``", "::", ":func:", ":mod:", "Parameters\n"):
+        assert markup not in out
+
+
+def test_closed_stdout_exits_quietly(tmp_path) -> None:
+    """``collabcausal party budget --json | head -0``: no BrokenPipeError traceback."""
+    ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=2.0, dataset="hospital.csv")
+    for _ in range(50):
+        ledger.charge("dp_count", 0.01, study="s")
+    # The reader closes the pipe before the command writes: every write raises BrokenPipeError.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "collabcausal.cli", "party", "budget", "--ledger", str(ledger.path), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == BROKEN_PIPE_EXIT
+    assert stderr == ""
+
+
+def test_quiet_and_verbose_set_the_progress_level(tmp_path, capsys) -> None:
+    args = ["certs", "init", "--dir", str(tmp_path / "a")]
+    assert main(["-q", *args]) == 0
+    assert logging.getLogger("collabcausal").level == logging.WARNING
+    assert main(["-v", "certs", "init", "--dir", str(tmp_path / "b")]) == 0
+    assert logging.getLogger("collabcausal").level == logging.DEBUG

@@ -1,0 +1,66 @@
+"""Privacy audits through Party.handle: every party DP operation on its worst-case neighbours.
+
+False-failure rate of the audit tests: each asserts that a Clopper-Pearson lower bound at
+confidence 1 - 1e-6 does not exceed the claimed epsilon. If the operation is epsilon-DP under
+substitution, one such test fails with probability at most 1e-6 (the threshold is chosen on an
+independent calibration half; see :mod:`collabcausal.privacy_audit`), so the 8 fast ones together
+fail by chance with probability below 8e-6 < 1e-4. The noise is OpenDP's (unseeded by design).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from collabcausal.privacy_audit import (
+    ADD_REMOVE,
+    SUBSTITUTION,
+    audit,
+    clopper_pearson,
+    distinguish,
+    epsilon_lower_bound,
+    party_cases,
+)
+
+CONFIDENCE = 1.0 - 1e-6
+CASES = {case.name: case for case in party_cases()}
+
+
+def test_clopper_pearson_matches_its_closed_forms():
+    # k = 0: upper = 1 - alpha^(1/n); k = n: lower = alpha^(1/n).
+    assert clopper_pearson(0, 50, 0.01) == pytest.approx((0.0, 1 - 0.01 ** (1 / 50)))
+    assert clopper_pearson(50, 50, 0.01) == pytest.approx((0.01 ** (1 / 50), 1.0))
+    lo, hi = clopper_pearson(500, 1000, 1e-3)
+    assert lo < 0.5 < hi and hi - lo < 0.11
+
+
+def test_the_attack_finds_twice_the_claim_when_noise_is_calibrated_for_half_the_change():
+    # Laplace(1) noise and a shift of 2 (a sensitivity-1 calibration facing a change of 2): eps = 2.
+    rng = np.random.default_rng(0)
+    first, second = rng.laplace(0, 1, (2000, 1)), rng.laplace(2, 1, (2000, 1))
+    eps_hat, eps_lower, _, _ = distinguish(first, second, CONFIDENCE)
+    assert 1.0 < eps_lower <= eps_hat
+    same = distinguish(rng.laplace(0, 1, (2000, 1)), rng.laplace(0, 1, (2000, 1)), CONFIDENCE)
+    assert same[1] == 0.0
+    assert epsilon_lower_bound(0, 0, 100, CONFIDENCE) == 0.0
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_no_party_dp_operation_is_distinguishable_beyond_its_epsilon_under_substitution(name):
+    result = audit(CASES[name], SUBSTITUTION, 2000, confidence=CONFIDENCE)
+    assert result.epsilon_lower <= result.claimed_epsilon, result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_full_audit_20000_releases_per_neighbour(name):
+    result = audit(CASES[name], SUBSTITUTION, 20000, confidence=CONFIDENCE)
+    assert result.epsilon_lower <= result.claimed_epsilon, result
+
+
+def test_discover_is_not_dp_under_add_remove_since_its_reply_carries_n():
+    # The other relation: removing a row changes n_train, which the reply states exactly.
+    result = audit(CASES["dp_discover hsic"], ADD_REMOVE, 200, confidence=CONFIDENCE)
+    assert math.isinf(result.epsilon_hat) and result.epsilon_lower > result.claimed_epsilon
