@@ -71,8 +71,10 @@ def psm(
 ) -> EffectEstimate:
     """Propensity-score matching estimate of the ATE or ATT (paper 003; DESIGN.md "Estimators").
 
-    Each subject (ATE) or each treated subject (ATT) is matched 1:1, with replacement, to the
-    subject of the other arm with the nearest propensity score (ties: :func:`nearest_neighbor_match`).
+    Each subject (ATE) or each treated subject (ATT) is matched, with replacement, to the subjects
+    of the other arm with the nearest propensity score; **all tied nearest subjects are averaged**
+    (Abadie & Imbens 2006, section 2: M = 1 with ties, each of the ``M_k`` tied matches weighted
+    ``1 / M_k``). The estimate therefore depends on the values only, never on the row order.
 
     Parameters
     ----------
@@ -96,14 +98,14 @@ def psm(
     EffectEstimate
         ``se`` is the Abadie–Imbens (2006) standard error with the propensity treated as known
         (see :func:`_abadie_imbens_se`; None when an arm has a single subject or with
-        ``compute_se=False``), with a normal
-        interval; the paper's analyses use the bootstrap instead. ``n_treated``/``n_control`` are
-        the arm sizes given.
-        Diagnostics: ``match_weights`` (per subject, the weight in the matched sample used for
-        balance: ATT, treated 1 and control the number of times used; ATE, 1 + the number of
-        times used as a match; 0 for dropped subjects), ``matched_index`` (per subject, the index
-        of its match, -1 when dropped or not matched), ``n_unmatched``, ``n_matched_controls``
-        (distinct controls used) and ``n_matched_treated``.
+        ``compute_se=False``), with a normal interval; the paper's analyses use the bootstrap
+        instead. ``n_treated``/``n_control`` are the arm sizes given.
+        Diagnostics: ``match_weights`` (per subject, its weight in the matched sample used for
+        balance: ATT, treated 1 and control ``K_k``, the sum of ``1 / M`` over the queries it
+        matches; ATE, 1 + ``K_k``; 0 for dropped subjects), ``n_matches`` (per query subject, the
+        number of tied nearest matches, 0 when dropped or not a query), ``n_tied_queries``
+        (queries with more than one nearest match), ``n_unmatched``, ``n_matched_controls`` and
+        ``n_matched_treated``.
     """
     estimand = check_estimand(estimand)
     t = check_treatment(t)
@@ -115,25 +117,38 @@ def psm(
     treated = np.flatnonzero(t == 1)
     control = np.flatnonzero(t == 0)
     query = treated if estimand == "att" else np.arange(n)
-    partner = np.empty(query.size, dtype=np.intp)
+    imputed = np.empty(query.size)
+    distance = np.empty(query.size)
+    n_matches = np.zeros(query.size, dtype=np.intp)
     q_treated = t[query] == 1
-    partner[q_treated] = control[nearest_neighbor_match(e[query[q_treated]], e[control])]
-    partner[~q_treated] = treated[nearest_neighbor_match(e[query[~q_treated]], e[treated])]
-    kept = np.ones(query.size, dtype=bool) if caliper is None else np.abs(e[query] - e[partner]) <= caliper
+    k_sum = np.zeros(n)  # K_k: sum over kept queries of 1 / M_q
+    k_sq = np.zeros(n)  # sum over kept queries of 1 / M_q^2
+    kept = np.ones(query.size, dtype=bool)
+    for is_treated, pool in ((True, control), (False, treated)):
+        sel = q_treated == is_treated
+        if not sel.any():
+            continue
+        ties = TiedMatches(e[pool], y[pool], e[query[sel]])
+        if caliper is not None:
+            kept[sel] = ties.distance <= caliper
+        imputed[sel], distance[sel], n_matches[sel] = ties.mean_outcome, ties.distance, ties.count
+        w1, w2 = ties.pool_weights(kept[sel])
+        k_sum[pool] += w1
+        k_sq[pool] += w2
     if not kept.any():
         raise InputError(
             f"no subject has a match within the caliper {caliper:g}",
             "widen the caliper or check the overlap of the propensity scores",
         )
-    q, p = query[kept], partner[kept]
-    diff = np.where(t[q] == 1, y[q] - y[p], y[p] - y[q])  # Y^(1) - Y^(0) of each query subject
-    weights = np.bincount(p, minlength=n).astype(np.float64)
+    q = query[kept]
+    diff = np.where(t[q] == 1, y[q] - imputed[kept], imputed[kept] - y[q])  # Y^(1) - Y^(0) per query
+    weights = k_sum.copy()
     weights[q] += 1.0
-    matched_index = np.full(n, -1, dtype=np.intp)
-    matched_index[q] = p
     estimate = float(diff.mean())
-    se = _abadie_imbens_se(y, t, e, p, diff, estimate, estimand) if compute_se else None
+    se = _abadie_imbens_se(y, t, e, k_sum, k_sq, diff, estimate, estimand) if compute_se else None
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
+    per_subject = np.zeros(n, dtype=np.intp)
+    per_subject[q] = n_matches[kept]
     return EffectEstimate(
         estimate=estimate,
         se=se,
@@ -145,7 +160,8 @@ def psm(
         n_control=int(control.size),
         diagnostics={
             "match_weights": weights,
-            "matched_index": matched_index,
+            "n_matches": per_subject,
+            "n_tied_queries": int(np.count_nonzero(n_matches[kept] > 1)),
             "n_unmatched": int(query.size - q.size),
             "n_matched_treated": int(np.count_nonzero(weights[treated])),
             "n_matched_controls": int(np.count_nonzero(weights[control])),
@@ -154,29 +170,87 @@ def psm(
     )
 
 
+class TiedMatches:
+    """Every query's tied nearest pool subjects on a score, summarised per run of equal pool scores.
+
+    The pool is sorted once and cut into runs of equal scores; a query's nearest subjects are the
+    whole run(s) at the smallest distance (two runs when the query lies exactly midway). Outcome
+    sums per run give each query's mean matched outcome in O((n_pool + n_query) log n_pool).
+
+    Parameters
+    ----------
+    pool_scores, pool_outcomes : ndarray of shape (n_pool,)
+    query_scores : ndarray of shape (n_query,)
+
+    Attributes
+    ----------
+    mean_outcome, distance : ndarray of shape (n_query,)
+        Mean outcome of the tied nearest pool subjects, and their distance to the query.
+    count : ndarray of int, shape (n_query,)
+        Number of tied nearest pool subjects (``M_q``).
+    """
+
+    def __init__(
+        self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64], query_scores: NDArray[np.float64]
+    ) -> None:
+        order = np.argsort(pool_scores, kind="stable")
+        s = pool_scores[order]
+        starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+        self._values = s[starts]
+        self._run_of = np.empty(s.size, dtype=np.intp)
+        self._run_of[order] = np.cumsum(np.r_[True, s[1:] != s[:-1]]) - 1
+        run_size = np.diff(np.r_[starts, s.size])
+        run_sum = np.add.reduceat(pool_outcomes[order], starts)
+        right = np.searchsorted(self._values, query_scores, side="left")
+        left = right - 1
+        last = self._values.size - 1
+        d_left = np.where(left >= 0, query_scores - self._values[np.maximum(left, 0)], np.inf)
+        d_right = np.where(right <= last, self._values[np.minimum(right, last)] - query_scores, np.inf)
+        self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
+        self._left, self._right = np.maximum(left, 0), np.minimum(right, last)
+        self.count = run_size[self._left] * self._use_left + run_size[self._right] * self._use_right
+        total = run_sum[self._left] * self._use_left + run_sum[self._right] * self._use_right
+        self.mean_outcome = total / self.count
+        self.distance = np.minimum(d_left, d_right)
+
+    def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per pool subject, the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
+        runs = self._values.size
+        inv = np.where(kept, 1.0 / self.count, 0.0)
+        w1 = np.zeros(runs)
+        w2 = np.zeros(runs)
+        for run, use in ((self._left, self._use_left), (self._right, self._use_right)):
+            np.add.at(w1, run[use], inv[use])
+            np.add.at(w2, run[use], inv[use] ** 2)
+        return w1[self._run_of], w2[self._run_of]
+
+
 def _abadie_imbens_se(
     y: NDArray[np.float64],
     t: NDArray[np.int8],
     e: NDArray[np.float64],
-    partner: NDArray[np.intp],
+    k_sum: NDArray[np.float64],
+    k_sq: NDArray[np.float64],
     diff: NDArray[np.float64],
     estimate: float,
     estimand: str,
 ) -> float | None:
-    """Abadie & Imbens (2006, Econometrica 74(1), Theorem 7) variance of 1:1 matching, with replacement.
+    """Abadie & Imbens (2006, Econometrica 74(1), Theorem 7) variance of matching with replacement.
 
-    With K_k the number of times subject k is used as a match and sigma^2_k its conditional
-    outcome variance (estimated by :func:`_within_arm_variance`), over the N kept query subjects::
+    With ``K_k = sum_q w_qk`` the total weight of subject k as a match (``w_qk = 1 / M_q`` over the
+    ``M_q`` tied matches of query q), ``Q_k = sum_q w_qk^2``, and sigma^2_k its conditional outcome
+    variance (estimated by :func:`_within_arm_variance`), over the N kept query subjects::
 
-        ATE: V = (1/N^2) [sum (Y^_k(1) - Y^_k(0) - ATE)^2 + sum_k (K_k^2 + K_k) sigma^2_k]
-        ATT: V = (1/N1^2) [sum_{T=1} (Y_k - Y_match(k) - ATT)^2 + sum_{T=0} K_k (K_k - 1) sigma^2_k]
+        ATE: V = (1/N^2) [sum (Y^_k(1) - Y^_k(0) - ATE)^2 + sum_k (K_k^2 + 2 K_k - Q_k) sigma^2_k]
+        ATT: V = (1/N1^2) [sum_{T=1} (Y_k - Y^_k(0) - ATT)^2 + sum_{T=0} (K_k^2 - Q_k) sigma^2_k]
 
-    The propensity is treated as known (the correction of Abadie & Imbens 2016 for an estimated
-    propensity is not applied). None when an arm has a single subject.
+    With M matches for every query (``w = 1/M``) these are the paper's ``(K/M)^2 + ((2M-1)/M)(K/M)``
+    and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. The propensity is treated as
+    known (the correction of Abadie & Imbens 2016 for an estimated propensity is not applied). None
+    when an arm has a single subject.
     """
-    uses = np.bincount(partner, minlength=t.size).astype(np.float64)
-    extra = uses * (uses + 1.0) if estimand == "ate" else np.where(t == 0, uses * (uses - 1.0), 0.0)
-    involved = extra > 0.0
+    extra = k_sum**2 + 2.0 * k_sum - k_sq if estimand == "ate" else np.where(t == 0, k_sum**2 - k_sq, 0.0)
+    involved = extra > 1e-12
     sigma2 = _within_arm_variance(y, t, e)
     if np.isnan(sigma2[involved]).any():
         return None
@@ -185,21 +259,36 @@ def _abadie_imbens_se(
 
 
 def _within_arm_variance(y: NDArray[np.float64], t: NDArray[np.int8], e: NDArray[np.float64]) -> NDArray[np.float64]:
-    """sigma^2_k = (Y_k - Y_j)^2 / 2, j the nearest other subject of k's arm on e (Abadie & Imbens 2006, J = 1).
+    """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on e.
 
-    Ties go to the smaller score; NaN for a subject alone in its arm.
+    Abadie & Imbens (2006), J = 1, with ties averaged so the result does not depend on row order:
+    subjects sharing k's score are its nearest (distance 0); otherwise the nearest run(s) of equal
+    scores on either side. NaN for a subject alone in its arm.
     """
     out = np.full(t.size, np.nan)
     for arm in (0, 1):
         idx = np.flatnonzero(t == arm)
         if idx.size < 2:
             continue
-        idx = idx[np.argsort(e[idx], kind="stable")]
-        s, ys = e[idx], y[idx]
-        gaps = np.diff(s)
-        d_left = np.r_[np.inf, gaps]
-        d_right = np.r_[gaps, np.inf]
-        pos = np.arange(idx.size)
-        neighbour = np.where(d_right < d_left, pos + 1, pos - 1)
-        out[idx] = 0.5 * (ys - ys[neighbour]) ** 2
+        order = np.argsort(e[idx], kind="stable")
+        s, ys = e[idx][order], y[idx][order]
+        new_run = np.r_[True, s[1:] != s[:-1]]
+        starts = np.flatnonzero(new_run)
+        run = np.cumsum(new_run) - 1
+        size = np.diff(np.r_[starts, s.size]).astype(np.float64)
+        s1, s2 = np.add.reduceat(ys, starts), np.add.reduceat(ys * ys, starts)
+        values = s[starts]
+        # default: the other members of k's own run (sum over j != k of (y_k - y_j)^2 has no j = k term)
+        n_other, sum1, sum2 = size[run] - 1.0, s1[run] - ys, s2[run] - ys * ys
+        alone = n_other == 0
+        r = run[alone]
+        d_left = np.where(r > 0, values[r] - values[np.maximum(r - 1, 0)], np.inf)
+        d_right = np.where(r < values.size - 1, values[np.minimum(r + 1, values.size - 1)] - values[r], np.inf)
+        use_l, use_r = d_left <= d_right, d_right <= d_left
+        rl, rr = np.maximum(r - 1, 0), np.minimum(r + 1, values.size - 1)
+        n_other[alone] = size[rl] * use_l + size[rr] * use_r
+        sum1[alone] = s1[rl] * use_l + s1[rr] * use_r
+        sum2[alone] = s2[rl] * use_l + s2[rr] * use_r
+        mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
+        out[idx[order]] = 0.5 * mean_sq
     return out

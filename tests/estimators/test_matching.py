@@ -25,7 +25,8 @@ def test_psm_ate_known_answer():
     est = psm(Y, T, E, "ate")
     assert est.estimate == pytest.approx((4 + 2 + 4 + 4 + 2) / 5)
     np.testing.assert_array_equal(est.diagnostics["match_weights"], [2, 3, 2, 1, 2])
-    np.testing.assert_array_equal(est.diagnostics["matched_index"], [2, 4, 0, 1, 1])
+    np.testing.assert_array_equal(est.diagnostics["n_matches"], [1, 1, 1, 1, 1])
+    assert est.diagnostics["n_tied_queries"] == 0
     assert est.method == "psm" and (est.n_treated, est.n_control) == (2, 3)
     assert est.diagnostics["n_unmatched"] == 0
 
@@ -68,18 +69,55 @@ def test_abadie_imbens_se_matches_the_monte_carlo_spread_with_known_propensity(e
     assert np.mean(ses) == pytest.approx(np.std(estimates), rel=0.15)
 
 
-def test_equal_distance_tie_goes_to_the_smaller_score():
-    # treated at .5 is equidistant from controls at .25 (y 0) and .75 (y 10)
+def test_equidistant_matches_on_both_sides_are_averaged():
+    # treated at .5 is equidistant from controls at .25 (y 0) and .75 (y 10): Abadie-Imbens average both
     est = psm([3.0, 0.0, 10.0], [1, 0, 0], [0.5, 0.25, 0.75], "att")
-    assert est.estimate == 3.0
+    assert est.estimate == 3.0 - 5.0
+    np.testing.assert_array_equal(est.diagnostics["match_weights"], [1, 0.5, 0.5])
+    assert est.diagnostics["n_tied_queries"] == 1
+    # the single-match utility keeps its deterministic rule (smaller score)
     np.testing.assert_array_equal(nearest_neighbor_match([0.5], [0.75, 0.25]), [1])
 
 
-def test_equal_pool_scores_tie_goes_to_the_lowest_index():
+def test_equal_pool_scores_are_averaged():
     np.testing.assert_array_equal(nearest_neighbor_match([0.4, 0.1, 0.9], [0.5, 0.25, 0.5, 0.25]), [0, 1, 0])
     est = psm([3.0, 1.0, 2.0], [1, 0, 0], [0.5, 0.25, 0.25], "att")
-    assert est.estimate == 2.0  # matched to subject 1 (y 1), not 2
-    np.testing.assert_array_equal(est.diagnostics["match_weights"], [1, 1, 0])
+    assert est.estimate == 1.5  # both controls at .25 (y 1 and y 2), not the lowest index alone
+    np.testing.assert_array_equal(est.diagnostics["match_weights"], [1, 0.5, 0.5])
+    np.testing.assert_array_equal(est.diagnostics["n_matches"], [2, 0, 0])
+
+
+@pytest.mark.parametrize("estimand", ["ate", "att"])
+def test_estimate_and_se_do_not_depend_on_row_order_with_many_ties(estimand):
+    # NSW-style data: propensities on a coarse grid, so many treated units have tied nearest controls
+    rng = np.random.default_rng(7)
+    n = 400
+    e = rng.choice(np.linspace(0.1, 0.9, 9), n)
+    t = rng.binomial(1, e)
+    y = 2.0 * t + 5.0 * e + rng.normal(size=n)
+    first = psm(y, t, e, estimand)
+    assert first.diagnostics["n_tied_queries"] > 100
+    for k in range(20):
+        p = np.random.default_rng(100 + k).permutation(n)
+        shuffled = psm(y[p], t[p], e[p], estimand)
+        assert shuffled.estimate == pytest.approx(first.estimate, rel=1e-12, abs=1e-12)
+        assert shuffled.se == pytest.approx(first.se, rel=1e-12)
+        np.testing.assert_allclose(shuffled.diagnostics["match_weights"], first.diagnostics["match_weights"][p])
+
+
+def test_tie_averaging_agrees_with_brute_force():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = int(rng.integers(4, 40))
+        e = rng.choice([0.2, 0.3, 0.4, 0.5, 0.6], n)
+        t = np.r_[1, 0, rng.integers(0, 2, n - 2)]
+        y = rng.normal(size=n)
+        expected = []
+        for k in np.flatnonzero(t == 1):
+            pool = np.flatnonzero(t == 0)
+            d = np.abs(e[pool] - e[k])
+            expected.append(y[k] - y[pool[d == d.min()]].mean())  # exact float ties, as psm sees them
+        assert psm(y, t, e, "att").estimate == pytest.approx(np.mean(expected), abs=1e-12)
 
 
 def test_caliper_drops_subjects_without_a_close_match():
