@@ -41,6 +41,7 @@ def lalonde_table(n_boot: int, n_jobs: int) -> float:
 def w_replicates_ours(n_rep: int) -> float:
     from threadpoolctl import threadpool_limits
 
+    from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.protocol.inprocess import InProcessGrid
     from collabcausal.simulations.datasets import load_lalonde
     from collabcausal.simulations.dcqe_experiment import ExperimentConfig, _replicate
@@ -50,7 +51,7 @@ def w_replicates_ours(n_rep: int) -> float:
     data = load_lalonde()
     part = partition_grid(data, 2, seed=0)
     config = ExperimentConfig(data, part, parse_settings(["W"], part), estimators=("psm", "ipw"), party_components=3)
-    grid = InProcessGrid(build_parties(data, part))
+    grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)))
     with threadpool_limits(1):
         start = time.perf_counter()
         for b in range(n_rep):
@@ -106,13 +107,14 @@ def million_child(n: int) -> None:
     """Runs in a child process so that its peak memory is measured alone."""
     from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
     from collabcausal.analyst.effects import estimate_effects
+    from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.protocol.inprocess import InProcessGrid
     from collabcausal.simulations.datasets import make_dcqe_synthetic
     from collabcausal.simulations.partition import build_parties, partition_grid
 
     data = make_dcqe_synthetic(n, 0, n_covariates=10)
     part = partition_grid(data, 2, seed=0)
-    grid = InProcessGrid(build_parties(data, part))
+    grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)))
     plan = DCQEPlan(
         part.names(), data.covariate_ranges(), n_anchors=n, party_components=4, estimators=("psm", "ipw", "aipw")
     )

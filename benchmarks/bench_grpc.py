@@ -23,6 +23,7 @@ import numpy as np
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.operations import operation
 from collabcausal.protocol import certs
 from collabcausal.protocol.client import PartyClient
@@ -43,7 +44,7 @@ def study(n_subjects: int, repeats: int) -> tuple[float, float]:
     """Best-of-``repeats`` seconds of one DC-QE run in process and over gRPC."""
     dataset = make_dcqe_synthetic(n_subjects, seed=0)
     partition = partition_grid(dataset, 2, seed=0)
-    parties = build_parties(dataset, partition)
+    parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(0))
     plan = DCQEPlan(
         row_groups=partition.names(),
         anchor_ranges=dataset.covariate_ranges(),

@@ -33,6 +33,7 @@ import numpy as np
 
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
 from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.arrays import message_frames
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
@@ -98,7 +99,7 @@ def run(n_parties: int, hostile: bool) -> dict[str, float]:
     rows = n_parties // 2
     dataset = make_dcqe_synthetic(250 * rows, seed=0)
     partition = partition_grid(dataset, rows, seed=0)
-    parties = build_parties(dataset, partition)
+    parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(0))
     plan = DCQEPlan(
         row_groups=partition.names(),
         anchor_ranges=dataset.covariate_ranges(),

@@ -43,7 +43,8 @@ class DCQEPlan:
     label_holders : sequence of str, optional
         The party holding T and Y in each row group; default: the first party of the group.
     seed : int
-        Study seed: anchor and bootstrap streams derive from it.
+        Study seed: bootstrap streams derive from it. The anchor does not: it follows from the
+        parties' anchor key, which the analyst never holds (:mod:`collabcausal.party.anchor`).
     estimand : {"ate", "att"}
     estimators : sequence of {"psm", "ipw", "aipw"}
     study : str
@@ -197,7 +198,6 @@ def run_dcqe(
         for party in group:
             params = {
                 "study": plan.study,
-                "seed": plan.seed,
                 "n_anchors": plan.n_anchors,
                 "anchor_ranges": {k: [float(v[0]), float(v[1])] for k, v in plan.anchor_ranges.items()},
                 "n_components": plan.components_of(party),

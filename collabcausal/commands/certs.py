@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from collabcausal.errors import InputError
 from collabcausal.protocol.certs import ANALYST, DEFAULT_HOSTS, init_ca, issue, request_certificate, sign_request
 
 DESCRIPTION = """\
@@ -79,6 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sign.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     sign.add_argument("--force", action="store_true", help="replace an existing party certificate of that name")
     sign.set_defaults(func=run_sign)
+    anchor = actions.add_parser(
+        "anchor-key",
+        help="make the study's anchor key (at one party; give it to every party, never to the coordinator)",
+        **_example("certs anchor-key --out anchor.key"),
+    )
+    anchor.add_argument("--out", default="anchor.key", metavar="FILE", help="where to write it (default: anchor.key)")
+    anchor.add_argument("--force", action="store_true", help="overwrite an existing key file")
+    anchor.set_defaults(func=run_anchor_key)
 
 
 def _example(*commands: str) -> dict:
@@ -114,4 +124,16 @@ def run_sign(args: argparse.Namespace) -> int:
     """Sign a request."""
     issued = sign_request(args.dir, args.csr, days=args.days, force=args.force)
     print(f"{issued.name}: certificate {issued.cert} (send it back with ca.pem)")
+    return 0
+
+
+def run_anchor_key(args: argparse.Namespace) -> int:
+    """Write a fresh anchor key; refuse to overwrite one without --force."""
+    from collabcausal.party.anchor import new_anchor_key
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise InputError(f"{out} exists: replacing it changes the study's anchor", "pass --force, or another --out")
+    new_anchor_key(out)
+    print(f"anchor key: {out} (mode 0600; give it to every party out of band, never to the coordinator)")
     return 0

@@ -1,25 +1,67 @@
 """The shared anchor data set (paper 003, Algorithm 2 line 1; DESIGN.md "DC-QE" step 1).
 
-The anchor is never built from private rows: column ``k`` is uniform on ``[lo_k, hi_k]``, drawn
-from a stream derived from the study seed and the column's name. Every party can therefore build
-exactly its own columns of the same ``r x m`` matrix without seeing anyone else's, and the
-analyst can check nothing private went into it.
+The anchor is never built from private rows, and it is a **secret of the parties**: column ``k`` is
+uniform on its public range ``[lo_k, hi_k]``, drawn from a stream derived by HMAC-SHA256 from the
+study's anchor key, the study id and the column's name. Every party holds the same key (a file
+made by ``collabcausal certs anchor-key`` and given to every party out of band, like the row
+group's alignment key; ``[anchor] key_file`` in ``party.toml``), so each builds exactly its own
+columns of the same ``r x m`` matrix without seeing anyone else's, while the analyst, which never
+holds the key, cannot compute X_anc. With X_anc known, the analyst could fit each party's affine
+reducer by least squares from (X_anc, A~) and invert it on X~ (exact reconstruction, measured:
+``collabcausal.attacks.known_anchor``); no request carries anything from which the anchor follows.
+
+Simulations derive the key from the study seed (:func:`simulation_anchor_key`): the same code path,
+but a key anyone who knows the seed can rebuild, so it is for simulations only.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.errors import InputError
+from collabcausal.errors import ConfigError, InputError
 from collabcausal.estimators.validation import check_bounds
-from collabcausal.randomness import child_rng
+
+KEY_BYTES = 32
+_SIMULATION_LABEL = b"collabcausal simulation-only anchor key"
+
+
+def new_anchor_key(path: str | Path) -> Path:
+    """Write a fresh random 256-bit anchor key (hex) to ``path`` with mode 0600; give it to every party."""
+    file = Path(path)
+    file.write_text(secrets.token_hex(KEY_BYTES) + "\n")
+    file.chmod(0o600)
+    return file
+
+
+def read_anchor_key(path: str | Path) -> bytes:
+    """Read a key written by :func:`new_anchor_key`; one-line :class:`ConfigError` otherwise."""
+    file = Path(path)
+    try:
+        key = bytes.fromhex(file.read_text().strip())
+    except FileNotFoundError:
+        raise ConfigError(f"{file}: no such anchor key file", "copy the study's anchor key there") from None
+    except ValueError:
+        raise ConfigError(f"{file} is not a hex anchor key", "make one with `collabcausal certs anchor-key`") from None
+    if len(key) < 16:
+        raise ConfigError(f"{file}: the anchor key has {len(key)} bytes, fewer than 16", "use a 32-byte key")
+    return key
+
+
+def simulation_anchor_key(seed: int) -> bytes:
+    """The anchor key of a simulation with study seed ``seed``: SIMULATION ONLY (anyone with the seed has it)."""
+    return hashlib.sha256(_SIMULATION_LABEL + str(int(seed)).encode()).digest()
 
 
 def anchor_columns(
-    seed: int,
+    key: bytes,
+    study: str,
     columns: Sequence[str],
     ranges: Mapping[str, Sequence[float]],
     n_anchors: int,
@@ -28,8 +70,10 @@ def anchor_columns(
 
     Parameters
     ----------
-    seed : int
-        The study seed (public within the study).
+    key : bytes
+        The study's anchor key, held by the parties only.
+    study : str
+        The study id: one key gives a different anchor in every study.
     columns : sequence of str
         Covariate names, in the order the party shares them.
     ranges : mapping of str to (low, high)
@@ -48,5 +92,12 @@ def anchor_columns(
         if name not in ranges:
             raise InputError(f"no anchor range for covariate {name!r}", "declare [low, high] for every covariate")
         lo, hi = check_bounds(tuple(ranges[name]), f"anchor range of {name!r}")
-        out[:, k] = child_rng(seed, "anchor", name).uniform(lo, hi, int(n_anchors))
+        out[:, k] = _column_stream(key, study, name).uniform(lo, hi, int(n_anchors))
     return out
+
+
+def _column_stream(key: bytes, study: str, column: str) -> np.random.Generator:
+    """A Generator keyed by HMAC-SHA256(key, study / column): unpredictable without the key."""
+    digest = hmac.new(key, f"anchor/{study}/{column}".encode(), hashlib.sha256).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 32, 4)]
+    return np.random.default_rng(np.random.SeedSequence(words))

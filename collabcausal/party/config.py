@@ -36,6 +36,9 @@ Sections (paths are relative to the file's folder)::
 
     [alignment]                     # optional: the row group's shared secret (never sent)
     key_file = "alignment.key"
+
+    [anchor]                        # the study's anchor key, shared by every party, never the analyst
+    key_file = "anchor.key"         # (`collabcausal certs anchor-key`); needed for dc_representation
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from typing import Any
 
 from collabcausal.errors import ConfigError
 from collabcausal.party.alignment import read_alignment_key
+from collabcausal.party.anchor import read_anchor_key
 from collabcausal.party.audit import JsonlAuditLog
 from collabcausal.party.node import Party
 from collabcausal.party.policy import PartyPolicy
@@ -58,7 +62,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-_SECTIONS = {"party", "analyst", "data", "policy", "privacy", "audit", "alignment"}
+_SECTIONS = {"party", "analyst", "data", "policy", "privacy", "audit", "alignment", "anchor"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class PartyConfig:
     policy: PartyPolicy
     privacy: Mapping[str, Any] | None
     audit_path: Path
+    anchor_key: bytes | None = None
 
     def build_party(self) -> Party:
         """Load the table (only the policy's columns), open ledger and audit log; return the Party."""
@@ -109,7 +114,14 @@ class PartyConfig:
             ledger = PrivacyLedger(
                 path, epsilon=p["epsilon"], delta=p.get("delta", 0.0), dataset=p.get("dataset", dataset)
             )
-        return Party(self.name, table, policy=self.policy, ledger=ledger, audit=JsonlAuditLog(self.audit_path))
+        return Party(
+            self.name,
+            table,
+            policy=self.policy,
+            ledger=ledger,
+            audit=JsonlAuditLog(self.audit_path),
+            anchor_key=self.anchor_key,
+        )
 
     def _path(self, value: str) -> Path:
         return (self.path.parent / value).resolve()
@@ -143,6 +155,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
             "give ca, cert and key (from the study coordinator), or insecure = true on loopback",
         )
     key_file = doc.get("alignment", {}).get("key_file")
+    anchor_file = doc.get("anchor", {}).get("key_file")
     policy = PartyPolicy(
         operations,
         columns,
@@ -168,6 +181,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
         policy=policy,
         privacy=privacy,
         audit_path=(base / doc.get("audit", {}).get("path", "audit.jsonl")).resolve(),
+        anchor_key=None if anchor_file is None else read_anchor_key(base / anchor_file),
     )
 
 

@@ -51,6 +51,9 @@ class Party:
         differentially private operations; ``None`` refuses them.
     audit : AuditLog, optional
         Where every release is recorded; ``None`` records nothing (simulations).
+    anchor_key : bytes, optional
+        The study's anchor key, shared by the parties and never by the analyst
+        (:mod:`collabcausal.party.anchor`); ``None`` refuses ``dc_representation``.
     reducer_factory : callable, optional
         ``reducer_factory(n_components) -> transformer`` with sklearn's ``fit``/``transform``;
         defaults to :class:`collabcausal.party.reducer.StandardizedPCA`. The fitted reducer
@@ -65,6 +68,7 @@ class Party:
         policy: Policy | None = None,
         ledger: Any = None,
         audit: AuditLog | None = None,
+        anchor_key: bytes | None = None,
         reducer_factory: Callable[[int | float], Any] | None = None,
     ) -> None:
         self.name = name
@@ -72,6 +76,7 @@ class Party:
         self.policy = policy
         self.ledger = ledger
         self.audit = audit
+        self.anchor_key = anchor_key
         self.reducer_factory = reducer_factory
 
     def handle(self, request: Message) -> Message:

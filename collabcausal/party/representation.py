@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.errors import InputError, ProtocolError
+from collabcausal.errors import InputError, PolicyError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_columns
 from collabcausal.party.node import Party
@@ -54,7 +54,7 @@ def describe(party: Party, request: Message) -> Message:
 def dc_representation(party: Party, request: Message) -> Message:
     """Intermediate representations X~_ij and A~_ij of the party's (resampled) rows.
 
-    Request params: ``seed`` (study seed), ``n_anchors``, ``anchor_ranges`` ({column: [lo, hi]}),
+    Request params: ``study`` (study id), ``n_anchors``, ``anchor_ranges`` ({column: [lo, hi]}),
     ``n_components`` (m~_ij: an int, capped at the party's covariates, or a variance fraction),
     ``labels`` (bool: include treatment and outcome).
     Request arrays: optional ``rows`` (int64 positions into the party's table).
@@ -62,10 +62,15 @@ def dc_representation(party: Party, request: Message) -> Message:
     """
     p = request.params
     try:
-        seed, n_anchors, n_components = int(p["seed"]), int(p["n_anchors"]), p["n_components"]
+        n_anchors, n_components = int(p["n_anchors"]), p["n_components"]
         ranges: Mapping[str, list[float]] = p["anchor_ranges"]
     except KeyError as exc:
         raise ProtocolError(f"dc_representation request lacks {exc.args[0]!r}", "send a complete request") from None
+    if party.anchor_key is None:
+        raise PolicyError(
+            f"party {party.name!r} has no anchor key, so it cannot build the study's secret anchor",
+            "give every party the study's anchor key: [anchor] key_file in party.toml",
+        )
     rows = selected_rows(party, request)
     X = party.table.covariates if rows is None else party.table.covariates[rows]
     if isinstance(n_components, int):
@@ -73,7 +78,9 @@ def dc_representation(party: Party, request: Message) -> Message:
     reducer = (party.reducer_factory or StandardizedPCA)(n_components)
     x_tilde = reducer.fit_transform(X)
     columns = party.table.covariate_names
-    anchor = _anchor(seed, columns, tuple((c, *map(float, ranges[c])) for c in columns if c in ranges), n_anchors)
+    study = str(p.get("study", ""))
+    bounds = tuple((c, *map(float, ranges[c])) for c in columns if c in ranges)
+    anchor = _anchor(party.anchor_key, study, columns, bounds, n_anchors)
     arrays = {"x_tilde": np.asarray(x_tilde, dtype=np.float64), "a_tilde": np.asarray(reducer.transform(anchor))}
     if p.get("labels", False):
         if not party.table.has_labels:
@@ -101,8 +108,8 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
 
 @lru_cache(maxsize=8)
 def _anchor(
-    seed: int, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
+    key: bytes, study: str, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
 ) -> NDArray[np.float64]:
-    out = anchor_columns(seed, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+    out = anchor_columns(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
     out.setflags(write=False)
     return out

@@ -200,6 +200,11 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
         },
         "audit": {"path": "audit.jsonl"},
     }
+    if party.anchor_key is not None:
+        key_file = folder / "anchor.key"
+        key_file.write_text(party.anchor_key.hex() + "\n")
+        key_file.chmod(0o600)
+        sections["anchor"] = {"key_file": "anchor.key"}
     if policy is not None and policy.alignment_key is not None:
         (folder / "alignment.key").write_text(policy.alignment_key.hex() + "\n")
         sections["alignment"] = {"key_file": "alignment.key"}

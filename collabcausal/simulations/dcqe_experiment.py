@@ -29,6 +29,7 @@ from collabcausal.errors import CollabCausalError, InputError
 from collabcausal.estimators.balance import smd
 from collabcausal.estimators.bootstrap import run_replicates, stratified_resample, summarize
 from collabcausal.estimators.validation import check_estimand
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.node import Party
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.randomness import child_rng
@@ -169,7 +170,7 @@ def run_experiment(
     progress : bool
         Show a progress bar on stderr.
     """
-    parties = build_parties(config.dataset, config.partition)
+    parties = build_parties(config.dataset, config.partition, anchor_key=simulation_anchor_key(config.seed))
     context = nullcontext(InProcessGrid(parties)) if grid_factory is None else grid_factory(parties)
     with context as grid:
         diagnostics: dict[str, BalanceDiagnostics] = {}

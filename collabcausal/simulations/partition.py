@@ -106,8 +106,11 @@ def partition_grid(
     return GridPartition(tuple(np.sort(part).astype(np.int64) for part in np.array_split(order, n_row_groups)), groups)
 
 
-def build_parties(dataset: CausalDataset, partition: GridPartition) -> list[Party]:
+def build_parties(dataset: CausalDataset, partition: GridPartition, *, anchor_key: bytes) -> list[Party]:
     """Party objects for every cell of the grid, each holding only its own slice.
+
+    ``anchor_key`` is the parties' shared anchor key; simulations pass
+    :func:`~collabcausal.party.anchor.simulation_anchor_key` of the study seed (simulation only).
 
     Every party of a row holds the row's treatment and outcome (DESIGN.md "Notation": by default
     every party of the row is a label holder) and validates its slice with the same rules as a
@@ -126,5 +129,5 @@ def build_parties(dataset: CausalDataset, partition: GridPartition) -> list[Part
                 source=f"{dataset.name}[{name}]",
                 min_subjects=2,
             )
-            parties.append(Party(name, table))
+            parties.append(Party(name, table, anchor_key=anchor_key))
     return parties

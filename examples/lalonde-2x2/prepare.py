@@ -3,14 +3,21 @@
 Row groups: subjects split at random in two halves (seed 0), as ``collabcausal simulate`` does;
 column groups: (age, married, education, nodegree) and (hispanic, black, re74, re75). Every party
 of a row group holds the treatment and outcome (label holder) and a subject id column.
+
+It also writes ``anchor.key``, the study's anchor key that every party reads (``[anchor]`` in each
+party.toml) and the analyst never gets: in a real study one party makes it with
+``collabcausal certs anchor-key --out anchor.key`` and hands it to the others out of band.
 """
 
 from pathlib import Path
 
+from collabcausal.party.anchor import new_anchor_key
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import partition_grid
 
 here = Path(__file__).resolve().parent
+if not (here / "anchor.key").exists():
+    new_anchor_key(here / "anchor.key")
 dataset = load_lalonde()
 partition = partition_grid(dataset, 2, seed=0)
 for i, rows in enumerate(partition.row_groups):

@@ -6,6 +6,7 @@ import pytest
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.analyst.dp_cate import dp_cate_on_representation
 from collabcausal.errors import InputError
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import make_dcqe_synthetic
@@ -20,7 +21,7 @@ def study():
     part = partition_grid(data, 2, seed=0)
     ranges = {c: (-4.0, 4.0) for c in data.covariates}
     plan = DCQEPlan(part.names(), ranges, n_anchors=600, party_components=3, n_components=6)
-    return run_dcqe(InProcessGrid(build_parties(data, part)), plan)
+    return run_dcqe(InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0))), plan)
 
 
 def bounds(result):
@@ -68,7 +69,8 @@ def test_release_over_grpc_uses_the_same_representation_as_in_process(study, tmp
     part = partition_grid(data, 2, seed=0)
     plan = DCQEPlan(part.names(), {c: (-4.0, 4.0) for c in data.covariates}, n_anchors=600, party_components=3,
                     n_components=6)
-    with local_grpc_grid(build_parties(data, part), workdir=tmp_path, tls=False) as grid:
+    parties = build_parties(data, part, anchor_key=simulation_anchor_key(0))
+    with local_grpc_grid(parties, workdir=tmp_path, tls=False) as grid:
         over_grpc = run_dcqe(grid, plan)
     assert np.array_equal(over_grpc.representation.X_hat, study.representation.X_hat)
     ledger = PrivacyLedger(tmp_path / "study.db", epsilon=20.0, delta=1e-3)

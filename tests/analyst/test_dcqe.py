@@ -11,6 +11,7 @@ from collabcausal.analyst.effects import estimate_effects
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import smd
 from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -21,12 +22,13 @@ def lalonde_grid() -> tuple[InProcessGrid, DCQEPlan, object]:
     part = partition_grid(data, 2, seed=0)
     ranges = data.covariate_ranges()
     plan = DCQEPlan(part.names(), ranges, n_anchors=data.n_subjects, party_components=4, estimand="att")
-    return InProcessGrid(build_parties(data, part)), plan, (data, part)
+    return InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0))), plan, (data, part)
 
 
 def test_full_rank_single_party_dcqe_propensities_equal_centralized() -> None:
     data = load_lalonde()
-    party = Party("solo", PartyTable.from_frame(data.frame, data.covariates, treatment="treat", outcome="re78"))
+    table = PartyTable.from_frame(data.frame, data.covariates, treatment="treat", outcome="re78")
+    party = Party("solo", table, anchor_key=simulation_anchor_key(0))
     ranges = data.covariate_ranges()
     plan = DCQEPlan([["solo"]], ranges, n_anchors=data.n_subjects, party_components=8, n_components=8)
     result = run_dcqe(InProcessGrid([party]), plan)

@@ -14,6 +14,7 @@ import pytest
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -63,7 +64,7 @@ def _study() -> tuple[list, DCQEPlan]:
     part = partition_grid(data, 2, seed=0)
     plan = DCQEPlan(part.names(), data.covariate_ranges(), n_anchors=500, party_components=4, estimand="att",
                     estimators=("ipw",))
-    return build_parties(data, part), plan
+    return build_parties(data, part, anchor_key=simulation_anchor_key(0)), plan
 
 
 @pytest.mark.parametrize("case", sorted(TAMPERINGS))

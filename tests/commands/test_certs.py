@@ -85,3 +85,15 @@ def test_sign_refuses_reserved_names_and_existing_parties_without_force(tmp_path
     assert {p.name: p.read_bytes() for p in coordinator.iterdir()} == before
     assert main(["certs", "sign", "--csr", csr, "--dir", str(coordinator), "--force"]) == 0
     assert (coordinator / "hospital-a.pem").read_bytes() != before["hospital-a.pem"]
+
+
+def test_anchor_key_is_written_once_and_not_overwritten_without_force(tmp_path, capsys):
+    from collabcausal.cli import main
+    from collabcausal.party.anchor import read_anchor_key
+
+    out = tmp_path / "anchor.key"
+    assert main(["certs", "anchor-key", "--out", str(out)]) == 0
+    first = read_anchor_key(out)
+    assert main(["certs", "anchor-key", "--out", str(out)]) != 0
+    assert "exists" in capsys.readouterr().err and read_anchor_key(out) == first
+    assert main(["certs", "anchor-key", "--out", str(out), "--force"]) == 0 and read_anchor_key(out) != first

@@ -1,30 +1,60 @@
-"""Anchor columns: uniform on public ranges, the same for every party from the study seed."""
+"""Anchor columns: uniform on public ranges, the same for every party holding the study's anchor key."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from collabcausal.errors import InputError
-from collabcausal.party.anchor import anchor_columns
+from collabcausal.errors import ConfigError, InputError
+from collabcausal.party.anchor import (
+    anchor_columns,
+    new_anchor_key,
+    read_anchor_key,
+    simulation_anchor_key,
+)
+from collabcausal.randomness import child_rng
 
 RANGES = {"age": (18.0, 80.0), "bmi": (15.0, 40.0), "sbp": (90.0, 200.0)}
+KEY = bytes(range(32))
 
 
 def test_a_party_builds_exactly_its_slice_of_the_shared_anchor() -> None:
-    full = anchor_columns(7, ["age", "bmi", "sbp"], RANGES, 500)
-    right = anchor_columns(7, ["sbp"], RANGES, 500)
+    full = anchor_columns(KEY, "s", ["age", "bmi", "sbp"], RANGES, 500)
+    right = anchor_columns(KEY, "s", ["sbp"], RANGES, 500)
     np.testing.assert_array_equal(full[:, [2]], right)
 
 
 def test_columns_are_uniform_on_their_ranges() -> None:
-    a = anchor_columns(0, ["age", "bmi"], RANGES, 20000)
+    a = anchor_columns(KEY, "s", ["age", "bmi"], RANGES, 20000)
     assert a[:, 0].min() >= 18 and a[:, 0].max() <= 80
-    assert abs(a[:, 1].mean() - 27.5) < 0.2
+    assert abs(a[:, 1].mean() - 27.5) < 0.2  # sd of the mean 0.05: 4 sd
 
 
-def test_other_seed_gives_other_anchor() -> None:
-    assert not np.array_equal(anchor_columns(0, ["age"], RANGES, 10), anchor_columns(1, ["age"], RANGES, 10))
+def test_other_key_or_study_gives_other_anchor() -> None:
+    base = anchor_columns(KEY, "s", ["age"], RANGES, 10)
+    assert not np.array_equal(base, anchor_columns(bytes(32), "s", ["age"], RANGES, 10))
+    assert not np.array_equal(base, anchor_columns(KEY, "t", ["age"], RANGES, 10))
+
+
+def test_the_anchor_no_longer_follows_from_the_study_seed() -> None:
+    # the old derivation (public seed -> child_rng per column) is what an analyst knowing the seed could rebuild
+    study_seed = 0
+    old = child_rng(study_seed, "anchor", "age").uniform(18.0, 80.0, 10)
+    new = anchor_columns(simulation_anchor_key(study_seed), "s", ["age"], RANGES, 10)[:, 0]
+    assert not np.allclose(old, new)
+
+
+def test_key_files_round_trip_and_bad_ones_are_refused(tmp_path) -> None:
+    path = new_anchor_key(tmp_path / "anchor.key")
+    assert len(read_anchor_key(path)) == 32 and (path.stat().st_mode & 0o777) == 0o600
+    (tmp_path / "bad.key").write_text("not hex\n")
+    with pytest.raises(ConfigError, match="is not a hex anchor key"):
+        read_anchor_key(tmp_path / "bad.key")
+    with pytest.raises(ConfigError, match="no such anchor key file"):
+        read_anchor_key(tmp_path / "missing.key")
+    (tmp_path / "short.key").write_text("abcd\n")
+    with pytest.raises(ConfigError, match="fewer than 16"):
+        read_anchor_key(tmp_path / "short.key")
 
 
 @pytest.mark.parametrize(
@@ -37,4 +67,4 @@ def test_other_seed_gives_other_anchor() -> None:
 )
 def test_bad_anchor_specifications_are_refused(columns, ranges, n, message) -> None:
     with pytest.raises(InputError, match=message):
-        anchor_columns(0, columns, ranges, n)
+        anchor_columns(KEY, "s", columns, ranges, n)

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collabcausal.errors import InputError, ProtocolError
+from collabcausal.errors import InputError, PolicyError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.anchor import anchor_columns
 from collabcausal.party.reducer import StandardizedPCA
 
 RANGES = {"a": [-4.0, 4.0], "b": [-4.0, 4.0], "c": [-4.0, 4.0]}
+KEY = bytes(range(32))
 
 
 def party(labels: bool = True, ids: bool = False) -> Party:
@@ -20,11 +21,12 @@ def party(labels: bool = True, ids: bool = False) -> Party:
     df = pd.DataFrame(rng.normal(size=(50, 3)), columns=["a", "b", "c"])
     df["t"], df["y"], df["id"] = np.arange(50) % 2, rng.normal(size=50), [f"u{i}" for i in range(50)]
     kw = {"treatment": "t", "outcome": "y"} if labels else {}
-    return Party("p11", PartyTable.from_frame(df, ["a", "b", "c"], subject_id="id" if ids else None, **kw))
+    table = PartyTable.from_frame(df, ["a", "b", "c"], subject_id="id" if ids else None, **kw)
+    return Party("p11", table, anchor_key=KEY)
 
 
 def request(**params: object) -> Message:
-    base = {"seed": 5, "n_anchors": 40, "anchor_ranges": RANGES, "n_components": 2, "labels": True}
+    base = {"study": "s", "n_anchors": 40, "anchor_ranges": RANGES, "n_components": 2, "labels": True}
     arrays = params.pop("arrays", {})
     return Message("dc_representation", base | params, arrays)
 
@@ -34,10 +36,17 @@ def test_representation_is_the_private_reducer_applied_to_rows_and_anchor() -> N
     reply = p.handle(request())
     reducer = StandardizedPCA(2).fit(p.table.covariates)
     np.testing.assert_allclose(reply.arrays["x_tilde"], reducer.transform(p.table.covariates))
-    anchor = anchor_columns(5, ["a", "b", "c"], RANGES, 40)
+    anchor = anchor_columns(KEY, "s", ["a", "b", "c"], RANGES, 40)
     np.testing.assert_allclose(reply.arrays["a_tilde"], reducer.transform(anchor))
     np.testing.assert_array_equal(reply.arrays["treatment"], p.table.treatment)
     assert set(reply.arrays) == {"x_tilde", "a_tilde", "treatment", "outcome"}
+
+
+def test_a_party_without_the_anchor_key_refuses() -> None:
+    p = party()
+    p.anchor_key = None
+    with pytest.raises(PolicyError, match="has no anchor key"):
+        p.handle(request())
 
 
 def test_rows_refit_the_reducer_on_the_resample() -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.party import Party
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol import certs
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -26,7 +27,7 @@ def lalonde_2x2() -> tuple[list[Party], DCQEPlan]:
         estimators=("psm", "ipw"),
         study="lalonde-2x2",
     )
-    return build_parties(dataset, partition), plan
+    return build_parties(dataset, partition, anchor_key=simulation_anchor_key(0)), plan
 
 
 @pytest.fixture(scope="session")

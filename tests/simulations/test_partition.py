@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.simulations.datasets import load_lalonde, make_dcqe_synthetic
 from collabcausal.simulations.partition import build_parties, partition_grid
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
@@ -28,7 +29,7 @@ def test_row_rule_by_column_orders_groups_by_that_column() -> None:
 def test_parties_hold_only_their_cell() -> None:
     data = load_lalonde()
     part = partition_grid(data, 2, seed=1)
-    parties = {p.name: p for p in build_parties(data, part)}
+    parties = {p.name: p for p in build_parties(data, part, anchor_key=simulation_anchor_key(0))}
     p21 = parties["p21"].table
     assert p21.covariate_names == ("age", "married", "education", "nodegree")
     np.testing.assert_array_equal(p21.column("age"), data.frame["age"].to_numpy()[part.row_groups[1]])
