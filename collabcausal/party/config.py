@@ -24,6 +24,11 @@ Sections (paths are relative to the file's folder)::
     columns = ["age", "educ"]       # the covariates the study may use (the only ones loaded)
     operations = ["describe", "dc_representation", "weighted_moments"]
     min_subjects = 50
+    max_components = 2              # m~ released at most (default: one fewer than the party's covariates)
+    allow_full_rank = false         # true lets m~ equal the number of covariates (invertible: see threat model)
+    min_anchors = 10                # smallest and largest r accepted
+    max_anchors = 1000000
+    max_representation_requests = 1100   # per study (B bootstrap replicates ask B + 1)
 
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0
@@ -62,6 +67,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+_REDUCTION_KEYS = ("max_components", "allow_full_rank", "min_anchors", "max_anchors", "max_representation_requests")
 _SECTIONS = {"party", "analyst", "data", "policy", "privacy", "audit", "alignment", "anchor"}
 
 
@@ -161,6 +167,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
         columns,
         min_subjects=policy_doc.get("min_subjects", 10),
         alignment_key=None if key_file is None else read_alignment_key(base / key_file),
+        **{k: policy_doc[k] for k in _REDUCTION_KEYS if k in policy_doc},
     )
     privacy = doc.get("privacy")
     if privacy is not None and "epsilon" not in privacy:

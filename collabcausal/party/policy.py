@@ -11,7 +11,14 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   request (``arms`` + ``weights``: subjects with a non-zero weight) must cover at least this many
   subjects, so that no reply describes a handful of people (e.g. a one-hot weight vector would
   otherwise return one subject's covariates);
-* differentially private operations need a privacy ledger (the ``[privacy]`` section).
+* differentially private operations need a privacy ledger (the ``[privacy]`` section);
+* the DC-QE reduction (paper 003, section 4.2; docs/threat-model.md): ``dc_representation`` may ask
+  for at most ``max_components`` components, by default strictly fewer than the party's covariates
+  (a full-rank representation is an invertible affine image of the rows: only with
+  ``allow_full_rank = true``); a variance fraction is refused unless full rank is allowed (its
+  number of components is data-dependent); ``r`` must lie in ``[min_anchors, max_anchors]``; and at
+  most ``max_representation_requests`` requests per study are answered (a study with B bootstrap
+  replicates asks B + 1).
 """
 
 from __future__ import annotations
@@ -53,6 +60,11 @@ class PartyPolicy:
     columns: frozenset[str]
     min_subjects: int = 10
     alignment_key: bytes | None = None
+    max_components: int | None = None
+    allow_full_rank: bool = False
+    min_anchors: int = 10
+    max_anchors: int = 1_000_000
+    max_representation_requests: int = 1_100
 
     def __init__(
         self,
@@ -60,6 +72,12 @@ class PartyPolicy:
         columns: Iterable[str],
         min_subjects: int = 10,
         alignment_key: bytes | None = None,
+        *,
+        max_components: int | None = None,
+        allow_full_rank: bool = False,
+        min_anchors: int = 10,
+        max_anchors: int = 1_000_000,
+        max_representation_requests: int = 1_100,
     ) -> None:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
@@ -67,6 +85,22 @@ class PartyPolicy:
         object.__setattr__(self, "columns", frozenset(columns))
         object.__setattr__(self, "min_subjects", min_subjects)
         object.__setattr__(self, "alignment_key", alignment_key)
+        for name, value in (
+            ("min_anchors", min_anchors),
+            ("max_anchors", max_anchors),
+            ("max_representation_requests", max_representation_requests),
+            ("max_components", 1 if max_components is None else max_components),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"policy {name} must be a positive integer, got {value!r}", "e.g. 2")
+        if min_anchors > max_anchors:
+            raise ConfigError(f"policy min_anchors {min_anchors} exceeds max_anchors {max_anchors}", "swap them")
+        object.__setattr__(self, "max_components", max_components)
+        object.__setattr__(self, "allow_full_rank", bool(allow_full_rank))
+        object.__setattr__(self, "min_anchors", min_anchors)
+        object.__setattr__(self, "max_anchors", max_anchors)
+        object.__setattr__(self, "max_representation_requests", max_representation_requests)
+        object.__setattr__(self, "_representation_requests", {})
 
     def authorize(self, party: Party, op: Operation, request: Message) -> None:
         """Return if the request is allowed; raise :class:`PolicyError` naming the rule if not."""
@@ -86,6 +120,8 @@ class PartyPolicy:
             self._check_subjects(
                 who, op, _distinct(request.arrays["rows"], party.table.n_subjects), "the requested rows"
             )
+        if op.name == "dc_representation":
+            self._check_reduction(who, len(party.table.covariate_names), request)
         if "arms" in request.arrays and "weights" in request.arrays:
             arms = np.asarray(request.arrays["arms"])
             nonzero = np.asarray(request.arrays["weights"]) != 0
@@ -93,6 +129,42 @@ class PartyPolicy:
                 return  # the operation itself reports the malformed request
             for arm in (0, 1):
                 self._check_subjects(who, op, int(np.sum(nonzero & (arms == arm))), f"arm {arm} of the weights")
+
+    def _check_reduction(self, who: str, n_covariates: int, request: Message) -> None:
+        """The reduction rules of the module docstring; counts the request against its study's limit."""
+        p = request.params
+        largest = n_covariates if self.allow_full_rank else n_covariates - 1
+        if self.max_components is not None:
+            largest = min(largest, self.max_components)
+        asked = p.get("n_components")
+        if isinstance(asked, bool) or not isinstance(asked, (int, float)):
+            raise PolicyError(f"{who} refuses 'dc_representation': n_components {asked!r} is not a number", _FIX)
+        if isinstance(asked, float) and not self.allow_full_rank:
+            raise PolicyError(
+                f"{who} refuses a variance fraction of components ({asked:g}): its rank is data-dependent",
+                f"ask for an integer number of components, at most {largest}",
+            )
+        if isinstance(asked, int) and asked > largest:
+            capped = self.max_components is not None and largest == self.max_components
+            rule = "max_components" if capped else f"fewer than its {n_covariates} covariates unless allow_full_rank"
+            raise PolicyError(
+                f"{who} releases at most {largest} components ({rule}), the study asked for {asked}",
+                f"ask for n_components <= {largest}" if largest >= 1 else _FIX,
+            )
+        r = p.get("n_anchors")
+        if isinstance(r, bool) or not isinstance(r, int) or not self.min_anchors <= r <= self.max_anchors:
+            raise PolicyError(
+                f"{who} accepts {self.min_anchors} to {self.max_anchors} anchor rows, the study asked for {r!r}",
+                "change n_anchors in study.toml",
+            )
+        study = str(p.get("study", ""))
+        count = self._representation_requests.get(study, 0)
+        if count >= self.max_representation_requests:
+            raise PolicyError(
+                f"{who} has answered {count} representation requests in study {study!r}, its limit",
+                "use fewer bootstrap replicates, or ask the party to raise max_representation_requests",
+            )
+        self._representation_requests[study] = count + 1
 
     def _check_subjects(self, who: str, op: Operation, count: int, what: str) -> None:
         if count < self.min_subjects:

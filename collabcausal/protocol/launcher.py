@@ -197,7 +197,8 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
             "columns": list(table.covariate_names),
             "operations": sorted(policy.operations) if policy else list(registered()),
             "min_subjects": policy.min_subjects if policy else 1,
-        },
+        }
+        | _reduction_policy(policy),
         "audit": {"path": "audit.jsonl"},
     }
     if party.anchor_key is not None:
@@ -211,6 +212,16 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
     path = folder / "party.toml"
     path.write_text("\n".join(_toml_section(name, values) for name, values in sections.items()))
     return path
+
+
+def _reduction_policy(policy: PartyPolicy | None) -> dict:
+    """The reduction keys of ``policy``; a simulation party without a policy allows everything in process,
+    so its file allows full rank and any r too."""
+    if policy is None:
+        return {"allow_full_rank": True, "min_anchors": 1, "max_anchors": 10**9, "max_representation_requests": 10**9}
+    keys = ("allow_full_rank", "min_anchors", "max_anchors", "max_representation_requests")
+    out = {k: getattr(policy, k) for k in keys}
+    return out if policy.max_components is None else out | {"max_components": policy.max_components}
 
 
 def _toml_section(name: str, values: dict) -> str:

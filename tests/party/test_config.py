@@ -107,3 +107,14 @@ def test_policy_column_missing_from_the_table_is_an_input_error(folder):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_party_config(tmp_path / "absent.toml")
+
+
+def test_reduction_rules_and_anchor_key_are_read(folder):
+    from collabcausal.party.anchor import new_anchor_key, read_anchor_key
+
+    new_anchor_key(folder / "anchor.key")
+    text = GOOD.replace("min_subjects = 5", "min_subjects = 5\nallow_full_rank = true\nmax_anchors = 5000")
+    party = load_party_config(_write(folder, text + '\n[anchor]\nkey_file = "anchor.key"\n')).build_party()
+    assert party.policy.allow_full_rank and party.policy.max_anchors == 5000 and party.policy.min_anchors == 10
+    assert party.anchor_key == read_anchor_key(folder / "anchor.key")
+    assert load_party_config(_write(folder, GOOD)).build_party().anchor_key is None

@@ -81,3 +81,52 @@ def test_dp_operation_without_a_ledger_is_refused():
 def test_min_subjects_must_be_a_positive_integer(bad):
     with pytest.raises(ConfigError, match="min_subjects"):
         PartyPolicy(OPS, ["a"], min_subjects=bad)
+
+
+def _representation(n_components, n_anchors=50, study="s") -> Message:
+    params = {"study": study, "n_anchors": n_anchors, "anchor_ranges": {"a": [-4, 4], "b": [-4, 4]},
+              "n_components": n_components}
+    return Message("dc_representation", params)
+
+
+def _dc_party(**rules) -> Party:
+    party = _party(PartyPolicy(["dc_representation"], ["a", "b"], min_subjects=10, **rules))
+    party.anchor_key = bytes(32)
+    return party
+
+
+def test_full_rank_representation_is_refused_by_default_and_allowed_by_opt_in():
+    rule = "at most 1 components \\(fewer than its 2 covariates unless allow_full_rank\\)"
+    with pytest.raises(PolicyError, match=rule):
+        _dc_party().handle(_representation(2))
+    assert _dc_party().handle(_representation(1)).arrays["x_tilde"].shape == (40, 1)
+    assert _dc_party(allow_full_rank=True).handle(_representation(2)).arrays["x_tilde"].shape == (40, 2)
+
+
+def test_max_components_and_variance_fractions():
+    with pytest.raises(PolicyError, match="max_components"):
+        _dc_party(allow_full_rank=True, max_components=1).handle(_representation(2))
+    with pytest.raises(PolicyError, match="variance fraction"):
+        _dc_party().handle(_representation(0.99))
+
+
+@pytest.mark.parametrize("r", [9, 2 * 10**8])
+def test_anchor_rows_outside_the_bounds_are_refused_before_any_work(r):
+    with pytest.raises(PolicyError, match=f"accepts 10 to 1000000 anchor rows, the study asked for {r}"):
+        _dc_party().handle(_representation(1, n_anchors=r))
+
+
+def test_representation_requests_per_study_are_limited():
+    party = _dc_party(max_representation_requests=3)
+    for _ in range(3):
+        party.handle(_representation(1))
+    with pytest.raises(PolicyError, match="answered 3 representation requests in study 's', its limit"):
+        party.handle(_representation(1))
+    assert party.handle(_representation(1, study="other")).arrays["x_tilde"].shape == (40, 1)
+
+
+def test_bad_reduction_rules_are_config_errors():
+    with pytest.raises(ConfigError, match="min_anchors 50 exceeds max_anchors 20"):
+        PartyPolicy(["dc_representation"], ["a"], min_anchors=50, max_anchors=20)
+    with pytest.raises(ConfigError, match="max_components must be a positive integer"):
+        PartyPolicy(["dc_representation"], ["a"], max_components=0)
