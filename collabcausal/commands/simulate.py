@@ -9,6 +9,7 @@ from functools import partial
 
 from collabcausal.errors import InputError
 from collabcausal.protocol.launcher import local_grpc_grid
+from collabcausal.reporting.document import simulation_warnings
 from collabcausal.simulations.datasets import CausalDataset, load_csv_dataset, load_lalonde, make_dcqe_synthetic
 from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
 from collabcausal.simulations.partition import partition_grid
@@ -128,6 +129,8 @@ def run_command(args: argparse.Namespace) -> int:
         result = run_experiment(config, progress=not (args.quiet or args.log_quiet))
     title = f"{dataset.name}: {partition.shape[0]}x{partition.shape[1]} grid, B = {config.n_boot}, seed {config.seed}"
     print(format_table(result.rows(), title))
+    for warning in simulation_warnings(result):
+        log.warning("warning: %s", warning)
     for path in write_results(result, args.out):
         log.info("wrote %s", path)
     return 0

@@ -138,10 +138,30 @@ def bootstrap_figure(result: ExperimentResult):
     )
 
 
+PROPENSITY_DRIFT_WARNING = 0.02
+
+
 def simulation_warnings(result: ExperimentResult) -> list[str]:
-    """Failed replicates, and W-clb estimates further than one bootstrap SE of CA from CA."""
+    """Failed replicates, collaborations whose propensities drift from CA's, and W-clb estimates
+    further than one bootstrap SE of CA from CA.
+
+    The drift is the mean absolute difference between a collaboration's propensities and CA's
+    (the "Incons. CA" column); above :data:`PROPENSITY_DRIFT_WARNING` the reduction (m~ below the
+    party's covariates) or the row split loses information the centralized analysis uses.
+    """
     cfg = result.config
     out = []
+    seen = set()
+    for row in result.rows():
+        drift, setting = row.get("inconsistency_ca"), str(row["setting"])
+        if setting.endswith("-clb") and drift is not None and np.isfinite(drift) and setting not in seen:
+            seen.add(setting)
+            if drift > PROPENSITY_DRIFT_WARNING:
+                out.append(
+                    f"{setting} propensities differ from CA's by {drift:.3g} on average (more than "
+                    f"{PROPENSITY_DRIFT_WARNING:g}): the reduction m~ or the row split loses information; "
+                    "compare with more components per party."
+                )
     for (setting, estimator), reps in result.replicates.items():
         failed = int(np.isnan(reps["estimate"]).sum())
         if failed:

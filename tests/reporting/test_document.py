@@ -54,8 +54,11 @@ def _with_estimates(result: ExperimentResult, w: np.ndarray, ca: np.ndarray) -> 
 
 def test_warnings_name_failed_replicates_and_w_clb_drift_from_ca(small_result) -> None:
     ca = np.array([1.0, 1.1, 0.9, 1.0, 1.05, 0.95])  # bootstrap SE about 0.07
-    assert simulation_document(_with_estimates(small_result, ca + 0.05, ca), {})["warnings"] == []
-    drifted = simulation_document(_with_estimates(small_result, ca + 0.5, ca), {})["warnings"]
+    def estimate_drift(warnings):  # the fixture's reduced W-clb also carries a (true) propensity-drift warning
+        return [w for w in warnings if "differs from CA by" in w]
+
+    assert estimate_drift(simulation_document(_with_estimates(small_result, ca + 0.05, ca), {})["warnings"]) == []
+    drifted = estimate_drift(simulation_document(_with_estimates(small_result, ca + 0.5, ca), {})["warnings"])
     assert len(drifted) == 3 and all(w.startswith("W-clb") and "differs from CA by 0.5" in w for w in drifted)
     failed = ca.copy()
     failed[[1, 4]] = np.nan
@@ -83,3 +86,24 @@ def test_study_document_from_report_json() -> None:
     }
     assert doc["estimates"][0]["estimator"] == "ipw" and doc["provenance"]["seed"] == 3
     assert doc["warnings"] == ["party p22 did not join; the study ran without it."]
+
+
+def test_propensity_drift_of_a_reduced_collaboration_is_warned_about_and_full_rank_is_not():
+    from collabcausal.reporting.document import simulation_warnings
+    from collabcausal.simulations.datasets import load_lalonde
+    from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
+    from collabcausal.simulations.partition import partition_grid
+    from collabcausal.simulations.settings import parse_settings
+
+    data = load_lalonde()
+    part = partition_grid(data, 2, seed=0)
+
+    def warnings(components):
+        config = ExperimentConfig(
+            data, part, parse_settings(["W", "CA"], part), n_boot=2, party_components=components, estimators=("ipw",)
+        )
+        return simulation_warnings(run_experiment(config, progress=False))
+
+    reduced = warnings(1)  # one component of four per party: seeded, drift 0.036
+    assert any(w.startswith("W-clb propensities differ from CA's by 0.036") for w in reduced)
+    assert not any("propensities differ" in w for w in warnings(4))  # full rank: drift ~1e-15
