@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -28,34 +27,21 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.errors import ConfigError, PolicyError, ProtocolError
+from collabcausal.errors import PolicyError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
-
-KEY_BYTES = 32
+from collabcausal.party.secret_keys import new_key_file, read_key_file
 
 
 def new_alignment_key(path: str | Path) -> Path:
     """Write a fresh random 256-bit key (hex) to ``path`` with mode 0600; share it within the row group."""
-    file = Path(path)
-    file.write_text(secrets.token_hex(KEY_BYTES) + "\n")
-    file.chmod(0o600)
-    return file
+    return new_key_file(path)
 
 
 def read_alignment_key(path: str | Path) -> bytes:
     """Read a key written by :func:`new_alignment_key`."""
-    file = Path(path)
-    try:
-        key = bytes.fromhex(file.read_text().strip())
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: no such alignment key file", "copy the row group's shared key there") from None
-    except ValueError:
-        raise ConfigError(f"{file} is not a hex alignment key", "make one with new_alignment_key") from None
-    if len(key) < 16:
-        raise ConfigError(f"{file}: the alignment key has {len(key)} bytes, fewer than 16", "use a 32-byte key")
-    return key
+    return read_key_file(path, "alignment", "new_alignment_key")
 
 
 def hmac_ids(ids: Iterable[str], key: bytes) -> NDArray[np.uint8]:

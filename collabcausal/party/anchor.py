@@ -18,40 +18,27 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.errors import ConfigError, InputError
+from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_bounds
+from collabcausal.party.secret_keys import new_key_file, read_key_file
 
-KEY_BYTES = 32
 _SIMULATION_LABEL = b"collabcausal simulation-only anchor key"
 
 
 def new_anchor_key(path: str | Path) -> Path:
     """Write a fresh random 256-bit anchor key (hex) to ``path`` with mode 0600; give it to every party."""
-    file = Path(path)
-    file.write_text(secrets.token_hex(KEY_BYTES) + "\n")
-    file.chmod(0o600)
-    return file
+    return new_key_file(path)
 
 
 def read_anchor_key(path: str | Path) -> bytes:
     """Read a key written by :func:`new_anchor_key`; one-line :class:`ConfigError` otherwise."""
-    file = Path(path)
-    try:
-        key = bytes.fromhex(file.read_text().strip())
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: no such anchor key file", "copy the study's anchor key there") from None
-    except ValueError:
-        raise ConfigError(f"{file} is not a hex anchor key", "make one with `collabcausal certs anchor-key`") from None
-    if len(key) < 16:
-        raise ConfigError(f"{file}: the anchor key has {len(key)} bytes, fewer than 16", "use a 32-byte key")
-    return key
+    return read_key_file(path, "anchor", "`collabcausal certs anchor-key`")
 
 
 def simulation_anchor_key(seed: int) -> bytes:
