@@ -61,11 +61,12 @@ def main() -> None:
                 {
                     "estimator": row["estimator"],
                     "setting": row["setting"],
-                    "ours": row["estimate"],
+                    "ours": row["boot_mean"],  # the paper's tables print the bootstrap mean: like for like
+                    "ours_full_sample": row["estimate"],
                     "ours_se": row["se"],
                     "paper": est,
                     "paper_se": se,
-                    "within_one_se": abs(row["estimate"] - est) <= row["se"],
+                    "within_one_se": abs(row["boot_mean"] - est) <= row["se"],
                     "ours_gap": row["gap"],
                     "paper_gap": gap,
                     "ours_masmd": row["masmd"],

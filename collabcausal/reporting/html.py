@@ -47,12 +47,13 @@ SELF_CHECK = """<script>
 ESTIMATE_COLUMNS = (
     ("setting", "setting"),
     ("estimator", "estimator"),
-    ("estimate", "estimate"),
+    ("estimate", "full-sample estimate"),
     ("se", "SE"),
     ("ci_low", "95% CI low"),
     ("ci_high", "95% CI high"),
     ("gap", "gap from benchmark"),
     ("masmd", "MASMD"),
+    ("boot_mean", "bootstrap mean"),
     ("n_failed", "failed replicates"),
 )
 

@@ -122,7 +122,13 @@ class ExperimentResult:
     diagnostics: dict[str, BalanceDiagnostics] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, object]]:
-        """Table rows (paper 003 Tables 2-3 layout), estimator blocks in order."""
+        """Table rows (paper 003 Tables 2-3 layout), estimator blocks in order.
+
+        ``estimate`` is the full-sample estimate; ``se``, ``ci_low``/``ci_high`` (percentile) and
+        ``gap`` (eq. 39) come from the bootstrap replicates, and ``boot_mean`` is their mean, the
+        number paper 003's tables report (use it only to compare with them like for like).
+        ``n_failed`` counts replicates that failed and were left out.
+        """
         out = []
         benchmark = self.config.dataset.benchmark
         for estimator in self.config.estimators:
@@ -134,8 +140,8 @@ class ExperimentResult:
                     "setting": setting.name,
                     "estimator": setting.estimator_label(estimator),
                     "estimand": self.config.estimand,
-                    "point_estimate": _clean(self.point[key]["estimate"]),
-                    "estimate": _clean(est.mean) if est else _clean(self.point[key]["estimate"]),
+                    "estimate": _clean(self.point[key]["estimate"]),
+                    "boot_mean": _clean(est.mean) if est else None,
                     "se": _clean(est.se) if est else None,
                     "ci_low": _clean(est.ci_low) if est else None,
                     "ci_high": _clean(est.ci_high) if est else None,

@@ -19,7 +19,7 @@ def test_simulation_document_has_every_section_and_is_json_ready(small_result) -
     assert doc["provenance"]["seed"] == 0 and doc["provenance"]["versions"]["numpy"] == np.__version__
     assert doc["provenance"]["timestamp"].endswith("+00:00")
     assert {r["setting"] for r in doc["estimates"]} == {"L-IA", "W-clb", "CA"}
-    assert all(r["ci_low"] <= r["estimate"] <= r["ci_high"] for r in doc["estimates"])
+    assert all(r["ci_low"] <= r["boot_mean"] <= r["ci_high"] and np.isfinite(r["estimate"]) for r in doc["estimates"])
     assert set(doc["bootstrap"]) == {"psm", "ipw", "aipw"} and len(doc["bootstrap"]["ipw"]["CA"]) == 6
     assert doc["privacy"] is None and "not DP" in doc["privacy_note"]
 

@@ -34,7 +34,8 @@ def table(dataset, tokens, n_boot: int, party_components: int) -> dict[tuple[str
 def check_lalonde(rows: dict, se_factor: float) -> None:
     for key in [("W-clb", "psm"), ("W-clb", "ipw"), ("CA", "psm"), ("CA", "ipw")]:
         ours, paper = rows[key], TABLE_3[key][0]
-        assert abs(ours["estimate"] - paper) <= se_factor * ours["se"], (key, ours["estimate"], ours["se"], paper)
+        # like for like: the paper's tables print the bootstrap mean
+        assert abs(ours["boot_mean"] - paper) <= se_factor * ours["se"], (key, ours["boot_mean"], ours["se"], paper)
     for est in ("psm", "ipw"):
         assert rows[("L-IA", est)]["estimate"] < -3.0  # paper: -5.99 / -5.98
         w = rows[("W-clb", est)]["masmd"]
