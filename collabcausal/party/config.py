@@ -29,6 +29,7 @@ Sections (paths are relative to the file's folder)::
     min_anchors = 10                # smallest and largest r accepted
     max_anchors = 1000000
     max_representation_requests = 1100   # per study (B bootstrap replicates ask B + 1)
+    min_weight_ratio = 0.01         # a weighted request's subject counts if its weight >= this x the largest
 
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0
@@ -67,7 +68,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-_REDUCTION_KEYS = ("max_components", "allow_full_rank", "min_anchors", "max_anchors", "max_representation_requests")
+_REDUCTION_KEYS = (
+    "max_components",
+    "allow_full_rank",
+    "min_anchors",
+    "max_anchors",
+    "max_representation_requests",
+    "min_weight_ratio",
+)
 _SECTIONS = {"party", "analyst", "data", "policy", "privacy", "audit", "alignment", "anchor"}
 
 

@@ -8,9 +8,11 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
 * ``columns``: the party's table may hold only these covariates, and a request naming columns
   (``params["columns"]``) may name only these;
 * ``min_subjects``: the table, a resample (``rows``: distinct subjects) and every arm of a weighted
-  request (``arms`` + ``weights``: subjects with a non-zero weight) must cover at least this many
-  subjects, so that no reply describes a handful of people (e.g. a one-hot weight vector would
-  otherwise return one subject's covariates);
+  request (``arms`` + ``weights``: distinct subjects whose summed weight is at least
+  ``min_weight_ratio`` times the arm's largest) must cover at least this many subjects, so that no
+  reply describes a handful of people (e.g. a one-hot weight vector, or weight 1 on one subject and
+  1e-300 on the rest, would otherwise return one subject's covariates); ``arms`` and ``weights``
+  must be 1-D, one value per requested row;
 * differentially private operations need a privacy ledger (the ``[privacy]`` section);
 * the DC-QE reduction (paper 003, section 4.2; docs/threat-model.md): ``dc_representation`` may ask
   for at most ``max_components`` components, by default strictly fewer than the party's covariates
@@ -65,6 +67,7 @@ class PartyPolicy:
     min_anchors: int = 10
     max_anchors: int = 1_000_000
     max_representation_requests: int = 1_100
+    min_weight_ratio: float = 0.01
 
     def __init__(
         self,
@@ -78,6 +81,7 @@ class PartyPolicy:
         min_anchors: int = 10,
         max_anchors: int = 1_000_000,
         max_representation_requests: int = 1_100,
+        min_weight_ratio: float = 0.01,
     ) -> None:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
@@ -101,6 +105,9 @@ class PartyPolicy:
         object.__setattr__(self, "max_anchors", max_anchors)
         object.__setattr__(self, "max_representation_requests", max_representation_requests)
         object.__setattr__(self, "_representation_requests", {})
+        if not (isinstance(min_weight_ratio, (int, float)) and 0.0 <= float(min_weight_ratio) <= 1.0):
+            raise ConfigError(f"policy min_weight_ratio must lie in [0, 1], got {min_weight_ratio!r}", "e.g. 0.01")
+        object.__setattr__(self, "min_weight_ratio", float(min_weight_ratio))
 
     def authorize(self, party: Party, op: Operation, request: Message) -> None:
         """Return if the request is allowed; raise :class:`PolicyError` naming the rule if not."""
@@ -122,13 +129,39 @@ class PartyPolicy:
             )
         if op.name == "dc_representation":
             self._check_reduction(who, len(party.table.covariate_names), request)
-        if "arms" in request.arrays and "weights" in request.arrays:
-            arms = np.asarray(request.arrays["arms"])
-            nonzero = np.asarray(request.arrays["weights"]) != 0
-            if arms.shape != nonzero.shape:
-                return  # the operation itself reports the malformed request
-            for arm in (0, 1):
-                self._check_subjects(who, op, int(np.sum(nonzero & (arms == arm))), f"arm {arm} of the weights")
+        if "arms" in request.arrays or "weights" in request.arrays:
+            self._check_weighted(who, op, party.table.n_subjects, request)
+
+    def _check_weighted(self, who: str, op: Operation, n_subjects: int, request: Message) -> None:
+        """Every arm must describe ``min_subjects`` distinct subjects of non-negligible weight.
+
+        ``arms`` and ``weights`` must be 1-D with one value per requested row (a (n, 1) array is
+        refused, not flattened). Weights are summed per subject (``rows`` may repeat a subject), and
+        a subject counts only if its total weight is at least ``min_weight_ratio`` times the arm's
+        largest: weight 1 on one subject and 1e-300 on the others describes one subject.
+        """
+        arrays = request.arrays
+        rows = np.asarray(arrays["rows"]) if "rows" in arrays else None
+        expected = n_subjects if rows is None else rows.size
+        arms, weights = (np.asarray(arrays.get(k, np.empty(0))) for k in ("arms", "weights"))
+        for name, values in (("arms", arms), ("weights", weights)):
+            if values.ndim != 1 or values.shape[0] != expected or not np.issubdtype(values.dtype, np.number):
+                raise PolicyError(
+                    f"{who} refuses {op.name!r}: {name} has shape {values.shape} and dtype {values.dtype}, "
+                    f"not one number per requested row ({expected},)",
+                    "send 1-D arms and weights, one per row",
+                )
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise PolicyError(f"{who} refuses {op.name!r}: weights must be finite and >= 0", "send valid weights")
+        subject = np.arange(expected) if rows is None else rows.astype(np.int64, copy=False)
+        valid = (subject >= 0) & (subject < n_subjects)
+        for arm in (0, 1):
+            mask = valid & (arms == arm)
+            total = np.bincount(subject[mask], weights=weights[mask], minlength=n_subjects)
+            largest = float(total.max()) if total.size else 0.0
+            count = 0 if largest <= 0 else int(np.count_nonzero(total >= self.min_weight_ratio * largest))
+            what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"
+            self._check_subjects(who, op, count, what)
 
     def _check_reduction(self, who: str, n_covariates: int, request: Message) -> None:
         """The reduction rules of the module docstring; counts the request against its study's limit."""

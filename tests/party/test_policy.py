@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -58,10 +60,38 @@ def test_one_hot_weights_that_would_reveal_a_subject_are_refused():
     party = _party(PartyPolicy(OPS, ["a", "b"], min_subjects=5))
     weights = np.zeros(40)
     weights[[0, 1]] = 1.0
-    with pytest.raises(PolicyError, match="arm 0 of the weights cover only 1 subjects"):
+    with pytest.raises(PolicyError, match=re.escape("arm 0 of the weights (distinct subjects of non-negligible")):
         party.handle(_moments(np.arange(40) % 2, weights))
     reply = party.handle(_moments(np.arange(40) % 2, np.ones(40)))
     assert reply.operation == "weighted_moments"
+
+
+def test_weights_shaped_n_by_1_are_refused_not_flattened():
+    party = _party(PartyPolicy(OPS, ["a", "b"], min_subjects=5))
+    weights = np.zeros((40, 1))
+    weights[0] = 1.0
+    with pytest.raises(PolicyError, match=r"weights has shape \(40, 1\).*not one number per requested row \(40,\)"):
+        party.handle(_moments(np.arange(40) % 2, weights))
+    with pytest.raises(PolicyError, match=re.escape("arms has shape (40, 1)")):
+        party.handle(_moments((np.arange(40) % 2)[:, None], np.ones(40)))
+
+
+def test_negligible_weights_on_the_others_do_not_count():
+    # weight 1 on subject 0 and 1e-300 on the other arm-0 subjects describes subject 0 alone
+    party = _party(PartyPolicy(OPS, ["a", "b"], min_subjects=5))
+    weights = np.full(40, 1e-300)
+    weights[0] = weights[1] = 1.0
+    with pytest.raises(PolicyError, match=r"arm 0 .* cover only 1 subjects"):
+        party.handle(_moments(np.arange(40) % 2, weights))
+
+
+def test_repeated_rows_count_once_per_subject_in_each_arm():
+    # 20 copies of subject 0 plus 3 other subjects in arm 0: four distinct subjects, below 5
+    party = _party(PartyPolicy(OPS, ["a", "b"], min_subjects=5))
+    rows = np.r_[np.zeros(20, dtype=np.int64), np.arange(1, 21)]
+    arms = np.r_[np.zeros(20, dtype=np.int64), np.zeros(3, dtype=np.int64), np.ones(17, dtype=np.int64)]
+    with pytest.raises(PolicyError, match=r"arm 0 .* cover only 4 subjects"):
+        party.handle(Message("weighted_moments", {}, {"rows": rows, "arms": arms, "weights": np.ones(40)}))
 
 
 def test_resample_with_too_few_distinct_subjects_is_refused():
