@@ -103,3 +103,18 @@ def test_only_ipw_is_offered_on_dp_representations(lalonde_grid):
     psm = DCQEPlan(**{**plan.__dict__, "estimators": ("psm", "ipw")})
     with pytest.raises(InputError, match="IPW estimator only"):
         run_dp_dcqe(InProcessGrid(parties), psm, DPRepresentationSpec(1.0, 1e-5, (0.0, 125.0)))
+
+
+def test_a_dp_study_runs_over_mutual_tls_with_each_party_charging_its_own_ledger(lalonde_grid, tmp_path):
+    from collabcausal.party.ledger import PrivacyLedger as Ledger
+    from collabcausal.protocol.launcher import local_grpc_grid
+
+    parties, plan = lalonde_grid
+    spec = DPRepresentationSpec(1e8, 1e-5, (0.0, 125.0))
+    with local_grpc_grid(parties, workdir=tmp_path, tls=True) as grid:
+        result = run_dp_dcqe(grid, plan, spec, n_boot=0)
+    plain = run_dcqe(InProcessGrid(parties), plan).effects.estimates["ipw"].estimate
+    assert result.estimate.estimate == pytest.approx(plain, abs=0.05)  # tolerance: see the in-process test
+    for party in parties:
+        ledger = Ledger.from_file(tmp_path / party.name / "ledger.sqlite")
+        assert [c.operation for c in ledger.history()] == ["dp_representation"]
