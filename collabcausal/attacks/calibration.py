@@ -11,7 +11,7 @@ sign, place the source on the column's scale and measure the 1-Wasserstein dista
 distribution to the column's public marginal (relative to the range width); assign sources to
 columns by the Hungarian algorithm on the sign-minimised distances; output each assigned source
 mapped monotonically onto the column's public quantiles (the best guess consistent with the
-marginal: binary columns come out 0/1 at the public rate). Columns no source reaches get the
+marginal; binary columns come out at the range ends, at the public rate). Columns no source reaches get the
 public mean. The truth is never used.
 """
 
@@ -77,6 +77,12 @@ class PublicInfo:
             return self.quantiles
         return self.ranges[:, :1] + self.width[:, None] * levels()[None, :]
 
+    def binary(self) -> NDArray[np.bool_]:
+        """Columns whose public marginal takes only the two ends of the range (all False without marginals)."""
+        if self.quantiles is None:
+            return np.zeros(self.ranges.shape[0], dtype=bool)
+        return np.all((self.quantiles == self.ranges[:, :1]) | (self.quantiles == self.ranges[:, 1:]), axis=1)
+
     def means(self) -> NDArray[np.float64]:
         """Public mean per column (of the marginal)."""
         return _trapezoid_mean(self.marginals())
@@ -130,12 +136,15 @@ def place_sources(
         cost[:, c] = np.minimum(up, down) / width[c]
         signs[:, c] = np.where(up <= down, 1.0, -1.0)
     out = np.tile(public.means(), (z.shape[0], 1))
+    binary, mid = public.binary(), public.ranges.mean(axis=1)
     for s, c in zip(*linear_sum_assignment(cost), strict=True):
         placed = offsets[c] + signs[s, c] * scales[c] * z[:, s]
-        if public.quantiles is not None:
-            out[:, c] = quantile_map(placed, marginals[c])
-        else:
+        if public.quantiles is None:
             out[:, c] = np.clip(placed, *public.ranges[c])
+        elif binary[c]:
+            out[:, c] = np.where(quantile_map(placed, marginals[c]) > mid[c], *public.ranges[c, ::-1])
+        else:
+            out[:, c] = quantile_map(placed, marginals[c])
     return out
 
 

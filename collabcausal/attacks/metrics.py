@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import linear_sum_assignment
+from scipy.optimize import brentq, linear_sum_assignment
+from scipy.stats import t as student_t
 
 from collabcausal.errors import InputError
 
@@ -100,6 +101,22 @@ def reconstruction_error(
         binary_accuracy=np.where(binary, np.mean((guess > mid) == (truth == bounds[:, 1]), axis=0), np.nan),
         majority_rate=np.where(binary, np.maximum(high_rate, 1.0 - high_rate), np.nan),
     )
+
+
+def null_correlation(n_rows: int, n_pairs: int, rate: float = 1e-4) -> float:
+    """|correlation| that guesses independent of the truth exceed with probability below ``rate``.
+
+    For a guess column of i.i.d. Gaussian values independent of a true column (a random
+    projection), ``r sqrt(n - 2) / sqrt(1 - r^2)`` follows Student's t with n - 2 degrees of
+    freedom whatever the true column; a union bound over the ``n_pairs`` (true, guess) pairs the
+    Hungarian assignment can choose from gives the threshold. A score above it is a leak, not luck.
+    """
+    dof = int(n_rows) - 2
+
+    def excess(r: float) -> float:
+        return n_pairs * 2.0 * student_t.sf(r * np.sqrt(dof) / np.sqrt(1.0 - r * r), dof) - rate
+
+    return float(brentq(excess, 1e-9, 1.0 - 1e-12))
 
 
 def _cross_correlation(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
