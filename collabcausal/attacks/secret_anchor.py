@@ -85,7 +85,7 @@ def moment_matching(
 
     rng = child_rng(seed, "moment-matching")
     fits = [
-        least_squares(residuals, rng.standard_normal(m * p) / np.sqrt(m), method="lm", max_nfev=2000)
+        least_squares(residuals, rng.standard_normal(m * p) / np.sqrt(m), method="trf", max_nfev=2000)
         for _ in range(N_STARTS)
     ]
     b_white = min(fits, key=lambda fit: fit.cost).x.reshape(m, p)
