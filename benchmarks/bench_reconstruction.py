@@ -54,7 +54,7 @@ from collabcausal.attacks.known_anchor import known_anchor_attack
 from collabcausal.attacks.many_requests import ica_on_requests
 from collabcausal.attacks.metrics import AttackResult, null_correlation
 from collabcausal.attacks.representation_ica import ica_on_representation
-from collabcausal.attacks.secret_anchor import ica_on_anchor, moment_matching
+from collabcausal.attacks.secret_anchor import secret_anchor_attack
 from collabcausal.errors import CollabCausalError
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_columns, simulation_anchor_key
@@ -235,9 +235,10 @@ ATTACKS: dict[str, Attack] = {
         sc.anchor(p), v.releases[p][1], v.releases[p][0], sc.public(p).ranges, sc.truth(p)),
     "a: seed-guessed anchor": lambda sc, v, p: known_anchor_attack(
         sc.seed_guessed_anchor(p), v.releases[p][1], v.releases[p][0], sc.public(p).ranges, sc.truth(p)),
-    "b: ICA on A~": lambda sc, v, p: ica_on_anchor(*v.releases[p][::-1], sc.public(p), seed=SEED, truth=sc.truth(p)),
-    "b: moment matching": lambda sc, v, p: moment_matching(
-        *v.releases[p][::-1], sc.public(p), seed=SEED, truth=sc.truth(p)),
+    "b: ICA on A~": lambda sc, v, p: secret_anchor_attack(
+        *v.releases[p][::-1], sc.public(p), method="ica", seed=SEED, truth=sc.truth(p)),
+    "b: moment matching": lambda sc, v, p: secret_anchor_attack(
+        *v.releases[p][::-1], sc.public(p), method="moments", seed=SEED, truth=sc.truth(p)),
     "c: ICA on X~": lambda sc, v, p: ica_on_representation(v.releases[p][0], sc.public(p), seed=SEED,
                                                             truth=sc.truth(p)),
     "d: ICA on K requests": lambda sc, v, p: ica_on_requests(v.requests[p], sc.public(p), seed=SEED,
