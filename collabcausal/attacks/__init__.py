@@ -1,6 +1,16 @@
-"""Reconstruction attacks on DC-QE intermediate representations, as an honest-but-curious analyst would run them.
+"""Reconstruction attacks on DC-QE representations, as an honest-but-curious or colluding analyst would run them.
 
-Each attack returns its reconstruction; :mod:`collabcausal.attacks.metrics` scores it against the
-truth and against the public-midpoint baseline. They measure what the representations leak; they
-are not used by any study.
+One module per attack (issue 9, item 4), each a function taking only the arrays the analyst holds
+and public facts (:class:`~collabcausal.attacks.calibration.PublicInfo`), plus the truth for
+scoring only, and returning an :class:`~collabcausal.attacks.metrics.AttackResult`:
+
+(a) :mod:`~collabcausal.attacks.known_anchor`: least squares with a known (or guessed) anchor;
+(b) :mod:`~collabcausal.attacks.secret_anchor`: ICA or moment matching on A~ under the anchor's public law;
+(c) :mod:`~collabcausal.attacks.representation_ica`: ICA on X~ alone;
+(d) :mod:`~collabcausal.attacks.many_requests`: several requests for the same subjects, stacked;
+(e) :mod:`~collabcausal.attacks.collusion`: the analyst holds a row partner's anchor key.
+
+:mod:`~collabcausal.attacks.dp_bound` bounds what any attack achieves on DP representations.
+They measure what the representations leak (``benchmarks/bench_reconstruction.py``); no study
+uses them.
 """

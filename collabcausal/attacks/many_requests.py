@@ -63,15 +63,21 @@ def ica_on_requests(
     releases: Sequence[tuple[NDArray[np.int64] | None, NDArray[np.float64]]],
     public: PublicInfo,
     *,
+    n_subjects: int | None = None,
     seed: int = 0,
     truth: NDArray[np.float64] | None = None,
 ) -> AttackResult:
     """ICA on the stacked releases of the subjects every release covers; the others get the public means.
 
-    ``truth`` (n x m, all the party's subjects) is used for scoring only; ``n`` is the number of
-    rows of the release made without ``rows`` or, failing one, the largest requested position + 1.
+    ``n_subjects`` (public: ``describe``) defaults to the rows of ``truth``, else of a release made
+    without ``rows``, else the largest requested position + 1. ``truth`` (n x m) is for scoring only.
     """
-    n = max(x.shape[0] if rows is None else int(np.max(rows)) + 1 for rows, x in releases)
+    if n_subjects is not None:
+        n = int(n_subjects)
+    elif truth is not None:
+        n = truth.shape[0]
+    else:
+        n = max(x.shape[0] if rows is None else int(np.max(rows)) + 1 for rows, x in releases)
     stacked, covered = stack_requests(releases, n)
     if not covered.any():
         raise InputError("no subject is in every release", "combine releases that share subjects")
