@@ -150,7 +150,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         treated = self.decision_function(X) > 0.0
         return self.classes_[treated.astype(np.intp)]
 
-    def __sklearn_tags__(self):  # noqa: D105
+    def __sklearn_tags__(self):  # scikit-learn's estimator tags
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False  # a propensity model: two arms
         return tags

@@ -6,11 +6,13 @@ Each check returns a clean float64 (or int8 for treatments) array or raises
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
+from sklearn.exceptions import DataConversionWarning
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
@@ -125,9 +127,14 @@ def check_binary_labels(y: ArrayLike, name: str = "y", *, n: int | None = None) 
     "positive" class); one label, more than two, or a continuous target are refused.
     """
     if y is None:
-        raise InputError(f"{name} is missing: fit requires y to be passed, but the target y is None", "pass the treatment")
+        raise InputError(f"{name} is missing: fit requires y to be passed, but the target y is None", "pass it")
     raw = np.asarray(y)
     if raw.ndim == 2 and raw.shape[1] == 1:
+        warnings.warn(
+            f"A column-vector {name} was passed when a 1d array was expected; it is read as {name}.ravel()",
+            DataConversionWarning,
+            stacklevel=3,
+        )
         raw = raw[:, 0]
     if raw.ndim != 1:
         raise InputError(f"{name} must be one-dimensional, got shape {raw.shape}", "pass a 1-D array")
