@@ -108,12 +108,12 @@ class _CATELearner(BaseEstimator):
     def ate(self, X: ArrayLike | None = None) -> float:
         """Average of tau^ over ``X`` (default: the training covariates)."""
         self._fitted_check()
-        return float(np.mean(self.effect(self.X_train_ if X is None else X)))
+        return float(np.mean(self._effect(self.X_train_ if X is None else self._check_query(X))))
 
     def att(self) -> float:
         """Average of tau^ over the treated training subjects."""
         self._fitted_check()
-        return float(np.mean(self.effect(self._treated_rows())))
+        return float(np.mean(self._effect(self._treated_rows())))
 
     def effect_interval(self, X: ArrayLike, alpha: float = 0.05) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """``(lower, upper)`` bounds of tau^(x) at each row of ``X`` at level ``1 - alpha``, each shape (n,).
