@@ -73,7 +73,8 @@ def make(cls: type) -> BaseEstimator:
 
 def test_the_introspection_finds_the_estimators_of_every_family():
     names = {cls.__name__ for cls in CLASSES}
-    expected = {"LogisticPropensity", "SLearner", "DRLearner", "DPCATELearner", "DPCATE", "EpsADUM", "GaussianKRR"}
+    expected = {"LogisticPropensity", "PropensityScoreMatching", "InverseProbabilityWeighting", "AugmentedIPW",
+                "SLearner", "DRLearner", "DPCATELearner", "DPCATE", "EpsADUM", "GaussianKRR"}
     assert expected <= names
 
 
