@@ -86,7 +86,14 @@ def check_features(estimator: BaseEstimator, X: ArrayLike, *, reset: bool) -> ND
 
 def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDArray[np.float64]:
     """A finite 1-D float array of length ``n`` (when given)."""
-    arr = np.asarray(y, dtype=np.float64)
+    arr = _one_per_subject(np.asarray(y, dtype=np.float64), name, n)
+    if not np.isfinite(arr).all():
+        raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
+    return arr
+
+
+def _one_per_subject(arr: NDArray, name: str, n: int | None) -> NDArray:
+    """``arr`` as a 1-D array (an (n, 1) column is read as its ravel) with ``n`` entries when given."""
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:
@@ -96,8 +103,6 @@ def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDAr
             f"{name} has {arr.shape[0]} entries but {n} were expected",
             "pass arrays with one entry per subject, in the same order",
         )
-    if not np.isfinite(arr).all():
-        raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
     return arr
 
 
@@ -135,14 +140,7 @@ def check_binary_labels(y: ArrayLike, name: str = "y", *, n: int | None = None) 
             DataConversionWarning,
             stacklevel=3,
         )
-        raw = raw[:, 0]
-    if raw.ndim != 1:
-        raise InputError(f"{name} must be one-dimensional, got shape {raw.shape}", "pass a 1-D array")
-    if n is not None and raw.shape[0] != n:
-        raise InputError(
-            f"{name} has {raw.shape[0]} entries but {n} were expected",
-            "pass arrays with one entry per subject, in the same order",
-        )
+    raw = _one_per_subject(raw, name, n)
     if raw.dtype.kind in "fc" and not np.isfinite(raw).all():
         raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
     kind = type_of_target(raw)
