@@ -28,8 +28,7 @@ def _logistic_data(n: int, seed: int):
 def test_noisy_logistic_on_exact_labels_is_the_maximum_likelihood_fit():
     _, X, t = _logistic_data(3000, 0)
     model = LogisticPropensity().fit(X, t.astype(np.int8))
-    e = model.predict_proba(X)
-    e = e[:, 1] if e.ndim == 2 else e
+    e = model.predict_propensity(X)
     beta = noisy_logistic(X, t, ridge=0.0)
     np.testing.assert_allclose(1 / (1 + np.exp(-(beta[0] + X @ beta[1:]))), e, atol=1e-6)
 
