@@ -24,7 +24,8 @@ public mean (below 1: better than knowing the published mean). ``null`` is the |
 guesses stay under with probability 1 - 1e-4 (:func:`collabcausal.attacks.metrics.null_correlation`).
 The utility table gives, per setting, the W-clb effect (Hajek IPW, the only estimator DP
 representations support; SIMEX-corrected for DP) beside the centralized analysis (CA) of the same
-subjects and its gap. ``--csv`` writes every column's scores.
+subjects and its gap. ``--csv`` writes every column's scores. Plain DC-QE rows are deterministic
+(seed 0); DP rows are one draw of the OpenDP noise, which is not seedable, and vary between runs.
 
 A new representation mode is one function ``mode(scenario, level, n_requests) -> View`` added to
 ``MODES`` with its levels in ``LEVELS``.
