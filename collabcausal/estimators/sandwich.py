@@ -48,6 +48,15 @@ class LogisticNuisance:
     ``IF_beta,k = H^{-1} s_k`` with ``H = mean_k e_k (1 - e_k) x_k x_k'`` (the Fisher
     information per subject).
 
+    Attributes
+    ----------
+    design : ndarray of shape (n, m + 1)
+        The standardized design ``[1, X]`` (same column space, better scaled).
+    information_inverse : ndarray of shape (m + 1, m + 1)
+        ``H^{-1}`` on that design.
+    influence : ndarray of shape (n, m + 1)
+        ``IF_beta`` per subject.
+
     Parameters
     ----------
     X : array-like of shape (n, m)
@@ -76,8 +85,8 @@ class LogisticNuisance:
                 "X_propensity=None to treat the propensity as known",
             )
         self.e = e
-        information = self.design.T @ (self.design * (e * (1.0 - e))[:, None]) / t.size
-        self.influence = (self.design * residual[:, None]) @ np.linalg.pinv(information)
+        self.information_inverse = np.linalg.pinv(self.design.T @ (self.design * (e * (1.0 - e))[:, None]) / t.size)
+        self.influence = (self.design * residual[:, None]) @ self.information_inverse
 
     def jacobian(self, dg_deta: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dbeta`` from ``dg_k/deta_k`` (eta the linear predictor, logit of e)."""
