@@ -13,6 +13,7 @@ from collabcausal.estimators.balance import (
 )
 from collabcausal.estimators.bootstrap import BootstrapSummary, gap, run_replicates, stratified_resample, summarize
 from collabcausal.estimators.doubly_robust import aipw
+from collabcausal.estimators.intervals import INTERVALS, IntervalEstimate, bca_interval, interval_estimate
 from collabcausal.estimators.matching import nearest_neighbor_match, psm
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.estimators.results import EffectEstimate, wald_interval
@@ -22,9 +23,13 @@ __all__ = [
     "ArmMoments",
     "BootstrapSummary",
     "EffectEstimate",
+    "INTERVALS",
+    "IntervalEstimate",
     "LogisticPropensity",
     "aipw",
+    "bca_interval",
     "gap",
+    "interval_estimate",
     "ipw",
     "ipw_weights",
     "masmd",
