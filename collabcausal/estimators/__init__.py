@@ -20,10 +20,10 @@ from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.weighting import ipw, ipw_weights
 
 __all__ = [
+    "INTERVALS",
     "ArmMoments",
     "BootstrapSummary",
     "EffectEstimate",
-    "INTERVALS",
     "IntervalEstimate",
     "LogisticPropensity",
     "aipw",
