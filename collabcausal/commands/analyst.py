@@ -9,9 +9,10 @@ from typing import Any
 
 from collabcausal.analyst.alignment import align_row_group
 from collabcausal.analyst.config import StudyConfig, load_study_config
-from collabcausal.analyst.dcqe import run_dcqe
+from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError
+from collabcausal.estimators.intervals import interval_estimate
 from collabcausal.logs import log_progress
 from collabcausal.party.config import read_toml
 from collabcausal.protocol.server import GrpcGrid
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     log_progress("analyst", f"study {config.study!r} listening on {grid.address}; roster {', '.join(config.roster)}")
     try:
         joined = grid.wait_for_parties(config.join_deadline, on_missing=config.on_missing_party)
-        report = run_study(grid, config, joined)
+        report = run_study(grid, config, joined, progress=True)
     except CollabCausalError as exc:
         grid.finish(failed=str(exc), linger=5.0)
         raise
@@ -86,15 +87,21 @@ def run(args: argparse.Namespace) -> int:
     html = write_html(study_document(report, read_toml(config.path), seed=report["seed"]), config.out / REPORT_HTML)
     grid.finish()
     for name, row in report["estimates"].items():
-        se = "" if row["se"] is None else f" (se {row['se']:.4g})"
-        masmd = "" if row["masmd"] is None else f", MASMD {row['masmd']:.4g}"
-        print(f"{report['estimand'].upper()} {name}: {row['estimate']:.6g}{se}{masmd}")
+        print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
     print(f"report: {path} and {html}")
     return 0
 
 
-def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) -> dict[str, Any]:
-    """Align (if configured) and run DC-QE on ``grid``; return the report as a JSON-ready dict."""
+def run_study(
+    grid: Grid, config: StudyConfig, joined: list[str] | None = None, *, progress: bool = False
+) -> dict[str, Any]:
+    """Align (if configured), run DC-QE on ``grid`` and bootstrap it; return the report as a JSON-ready dict.
+
+    Every estimate is the full-sample one with the SE and interval of ``[study] interval``
+    (:func:`~collabcausal.estimators.intervals.interval_estimate`, the function behind
+    ``collabcausal simulate``'s table too), from ``[study] bootstrap`` replicates resampled as
+    the simulation resamples them.
+    """
     plan = config.plan(joined)
     alignment = {}
     if config.align:
@@ -102,14 +109,16 @@ def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) 
             if len(group) > 1:
                 outcome = align_row_group(grid, group, timeout=config.task_timeout)
                 alignment[",".join(group)] = {"n_matched": outcome.n_matched, "unmatched": outcome.unmatched}
-    result = run_dcqe(grid, plan, timeout=config.task_timeout)
+    described = describe_parties(grid, plan, timeout=config.task_timeout)
+    result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
+    replicates = bootstrap_dcqe(
+        grid, plan, config.n_boot, described=described, timeout=config.task_timeout, progress=progress
+    )
     estimates = {
         name: {
-            "estimate": e.estimate,
-            "se": e.se,
-            "ci_low": e.ci_low,
-            "ci_high": e.ci_high,
+            **interval_estimate(e, replicates[name] if config.n_boot else None, config.interval).to_dict(),
             "method": e.method,
+            "se_kind": e.diagnostics.get("se_kind"),
             "n_treated": e.n_treated,
             "n_control": e.n_control,
             "masmd": result.masmd(name),
@@ -128,6 +137,21 @@ def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) 
         "smd_unweighted": dict(zip(result.covariates, map(float, result.smd_unweighted), strict=True)),
         "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
     }
+
+
+def format_estimate(row: dict[str, Any]) -> str:
+    """``estimate (se SE), 95% KIND CI [lo, hi], B = .., failed .., MASMD ..`` for one estimator's report row."""
+    text = f"{row['estimate']:.6g}"
+    if row["se"] is not None:
+        text += f" (se {row['se']:.4g})"
+    level = round(100 * (1 - row["alpha"]))
+    if row["ci_low"] is not None:
+        text += f", {level}% {row['interval']} CI [{row['ci_low']:.6g}, {row['ci_high']:.6g}]"
+    if row["n_boot"]:
+        text += f", B = {row['n_boot']} ({row['n_failed']} failed)"
+    if row.get("masmd") is not None:
+        text += f", MASMD {row['masmd']:.4g}"
+    return text
 
 
 def write_report(report: dict[str, Any], folder: Path) -> Path:
