@@ -42,12 +42,12 @@ def _numerical_sandwich(psi, theta: np.ndarray) -> np.ndarray:
 
 def _logistic(X, t):
     model = LogisticPropensity(tol=1e-14).fit(X, t)
-    return np.r_[model.intercept_, model.coef_], model.predict_proba(X)
+    return np.r_[model.intercept_, model.coef_]
 
 
 def _ipw_reference_se(X, t, y, estimand: str, normalized: bool) -> tuple[float, float]:
     Z = np.column_stack([np.ones(len(t)), X])
-    beta, e = _logistic(X, t)
+    beta = _logistic(X, t)
     p = Z.shape[1]
 
     def parts(b):
@@ -91,7 +91,7 @@ def _aipw_reference_se(X, t, y, estimand: str) -> tuple[float, float]:
     n = len(t)
     Z = np.column_stack([np.ones(n), X])
     p = Z.shape[1]
-    beta, e = _logistic(X, t)
+    beta = _logistic(X, t)
     alpha1 = np.linalg.lstsq(Z[t == 1], y[t == 1], rcond=None)[0]
     alpha0 = np.linalg.lstsq(Z[t == 0], y[t == 0], rcond=None)[0]
 
