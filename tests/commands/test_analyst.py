@@ -183,9 +183,9 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
     folder = _example(tmp_path, certificates=False, tables=False)
     study = folder / "study.toml"
     text = study.read_text()
-    study.write_text(text.replace("[study]\n", '[study]\ninterval = "bca"\nbootstrap = 0\n'))
+    study.write_text(text.replace('interval = "percentile"', 'interval = "bca"').replace("bootstrap = 200", "bootstrap = 0"))
     with pytest.raises(ConfigError, match="needs bootstrap replicates"):
         load_study_config(study)
-    study.write_text(text.replace("[study]\n", '[study]\ninterval = "studentized"\n'))
+    study.write_text(text.replace('interval = "percentile"', 'interval = "studentized"'))
     with pytest.raises(ConfigError, match="interval"):
         load_study_config(study)
