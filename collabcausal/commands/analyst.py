@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from collabcausal.analyst.config import StudyConfig, load_study_config
 from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError
-from collabcausal.estimators.intervals import interval_estimate
+from collabcausal.estimators.intervals import interval_caveat, interval_estimate
 from collabcausal.logs import log_progress
 from collabcausal.party.config import read_toml
 from collabcausal.protocol.server import GrpcGrid
@@ -21,6 +22,7 @@ from collabcausal.reporting.document import overlap_histogram, study_document
 from collabcausal.reporting.html import REPORT_HTML, write_html
 
 REPORT = "report.json"
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 Run a study as its coordinator. The analyst listens (mutual TLS by default), waits for the
@@ -88,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     grid.finish()
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
+    for warning in report["warnings"]:
+        log.warning("warning: %s", warning)
     print(f"report: {path} and {html}")
     return 0
 
@@ -136,6 +140,7 @@ def run_study(
         "smd": {name: dict(zip(result.covariates, map(float, smd), strict=True)) for name, smd in result.smd.items()},
         "smd_unweighted": dict(zip(result.covariates, map(float, result.smd_unweighted), strict=True)),
         "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
+        "warnings": [w for w in (interval_caveat(name, config.interval) for name in estimates) if w],
     }
 
 

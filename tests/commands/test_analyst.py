@@ -164,6 +164,7 @@ def test_serve_and_simulate_print_the_same_quantities_for_the_same_study(tmp_pat
     )
     parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(seed))
     report = run_study(InProcessGrid(parties), load_study_config(study))
+    assert any("PSM with a bootstrap" in w for w in report["warnings"]) == (interval != "analytic")
     for name, served in report["estimates"].items():
         row = simulated[f"DC-QE({name.upper()})"]
         assert served["interval"] == row["interval"] == interval

@@ -52,3 +52,12 @@ def test_interval_estimate_refuses_bootstrap_kinds_without_replicates():
         interval_estimate(_ipw_point(), None, "percentile")
     with pytest.raises(InputError, match="unknown interval"):
         check_interval("studentized")
+
+
+def test_psm_bootstrap_intervals_carry_a_caveat_and_analytic_ones_do_not():
+    from collabcausal.estimators.intervals import interval_caveat
+
+    assert "not valid for nearest-neighbour matching" in interval_caveat("psm", "percentile")
+    assert "Abadie & Imbens 2008" in interval_caveat("PSM", "bca")
+    assert interval_caveat("psm", "analytic") is None
+    assert interval_caveat("ipw", "bca") is None
