@@ -79,7 +79,7 @@ def estimate_effects(
         False (inside a bootstrap, where they go unused) skips PSM's and leaves IPW's and AIPW's
         with the propensity treated as known. With ``clip`` the propensity is treated as known.
     """
-    e = LogisticPropensity(clip=clip).fit(features, treatment).predict_proba(features)
+    e = LogisticPropensity(clip=clip).fit(features, treatment).predict_propensity(features)
     X_e = features if analytic_se and clip is None else None
     run = {
         "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e),

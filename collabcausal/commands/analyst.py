@@ -6,20 +6,14 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collabcausal.analyst.alignment import align_row_group
-from collabcausal.analyst.config import StudyConfig, load_study_config
-from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
-from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError
-from collabcausal.estimators.intervals import interval_caveat, interval_estimate
 from collabcausal.logs import log_progress
-from collabcausal.party.config import read_toml
-from collabcausal.protocol.server import GrpcGrid
-from collabcausal.protocol.tls import TlsFiles
-from collabcausal.reporting.document import overlap_histogram, study_document
-from collabcausal.reporting.html import REPORT_HTML, write_html
+
+if TYPE_CHECKING:
+    from collabcausal.analyst.config import StudyConfig
+    from collabcausal.analyst.grid import Grid
 
 REPORT = "report.json"
 log = logging.getLogger(__name__)
@@ -66,6 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve the study until it completes or fails."""
+    from collabcausal.analyst.config import load_study_config
+    from collabcausal.party.config import read_toml
+    from collabcausal.protocol.server import GrpcGrid
+    from collabcausal.protocol.tls import TlsFiles
+    from collabcausal.reporting.document import study_document
+    from collabcausal.reporting.html import REPORT_HTML, write_html
+
     config = load_study_config(args.study)
     server = config.server
     insecure = args.insecure or server.insecure
@@ -106,6 +107,11 @@ def run_study(
     ``collabcausal simulate``'s table too), from ``[study] bootstrap`` replicates resampled as
     the simulation resamples them.
     """
+    from collabcausal.analyst.alignment import align_row_group
+    from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
+    from collabcausal.estimators.intervals import interval_caveat, interval_estimate
+    from collabcausal.reporting.document import overlap_histogram
+
     plan = config.plan(joined)
     alignment = {}
     if config.align:

@@ -81,7 +81,7 @@ class LogisticNuisance:
             raise InputError(
                 f"the propensities are not the unpenalized logistic fit on X_propensity (mean score up to "
                 f"{np.max(np.abs(score)):.2g})",
-                "pass the unclipped predict_proba of LogisticPropensity() fitted on X_propensity, or "
+                "pass the unclipped predict_propensity of LogisticPropensity() fitted on X_propensity, or "
                 "X_propensity=None to treat the propensity as known",
             )
         self.e = e

@@ -27,7 +27,7 @@ def _ipw_point():
     X = rng.normal(size=(300, 2))
     t = (rng.random(300) < 0.5).astype(np.int8)
     y = X[:, 0] + t + rng.normal(size=300)
-    e = LogisticPropensity().fit(X, t).predict_proba(X)
+    e = LogisticPropensity().fit(X, t).predict_propensity(X)
     return ipw(y, t, e, X_propensity=X)
 
 

@@ -201,7 +201,7 @@ def test_abadie_imbens_2016_correction_brings_the_se_to_the_monte_carlo_spread(e
     estimates, known, corrected = [], [], []
     for _ in range(120):
         X, t, y = _abadie_imbens_dgp(rng, 500)
-        e = LogisticPropensity().fit(X, t).predict_proba(X)
+        e = LogisticPropensity().fit(X, t).predict_propensity(X)
         plain = psm(y, t, e, estimand)
         adjusted = psm(y, t, e, estimand, X_propensity=X)
         assert adjusted.estimate == plain.estimate
@@ -222,7 +222,7 @@ def test_abadie_imbens_2016_se_does_not_depend_on_row_order():
     rng = np.random.default_rng(3)
     X, t, y = _abadie_imbens_dgp(rng, 300)
     X = np.round(X, 1)  # coarse covariates: many tied propensities
-    e = LogisticPropensity().fit(X, t).predict_proba(X)
+    e = LogisticPropensity().fit(X, t).predict_propensity(X)
     for estimand in ("ate", "att"):
         first = psm(y, t, e, estimand, X_propensity=X)
         for k in range(5):

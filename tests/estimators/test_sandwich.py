@@ -78,7 +78,7 @@ def _ipw_reference_se(X, t, y, estimand: str, normalized: bool) -> tuple[float, 
 @pytest.mark.parametrize("normalized", [True, False])
 def test_ipw_se_with_estimated_propensity_equals_numerical_stacked_sandwich(estimand, normalized):
     X, t, y = _data(0)
-    e = LogisticPropensity(tol=1e-14).fit(X, t).predict_proba(X)
+    e = LogisticPropensity(tol=1e-14).fit(X, t).predict_propensity(X)
     ours = ipw(y, t, e, estimand, normalized, X_propensity=X)
     estimate, se = _ipw_reference_se(X, t, y, estimand, normalized)
     assert ours.estimate == pytest.approx(estimate, rel=1e-10)
@@ -127,7 +127,7 @@ def test_aipw_se_with_estimated_nuisances_equals_numerical_stacked_sandwich(esti
     X, t, y = _data(1)
     if outcome_misspecified:
         y = y + 2.0 * X[:, 1] ** 2  # outcome model linear in X: now wrong, the stacking matters
-    e = LogisticPropensity(tol=1e-14).fit(X, t).predict_proba(X)
+    e = LogisticPropensity(tol=1e-14).fit(X, t).predict_propensity(X)
     ours = aipw(y, t, e, X, estimand, X_propensity=X)
     estimate, se = _aipw_reference_se(X, t, y, estimand)
     assert ours.estimate == pytest.approx(estimate, rel=1e-10)
@@ -143,7 +143,7 @@ def test_ipw_se_equals_post_stratification_formula_for_a_saturated_propensity():
     x = (rng.random(n) < 0.4).astype(float)
     t = (rng.random(n) < np.where(x == 1, 0.7, 0.3)).astype(np.int8)
     y = 2.0 * x + t * (1.0 + x) + rng.normal(size=n) * (1.0 + x)
-    e = LogisticPropensity(tol=1e-14).fit(x[:, None], t).predict_proba(x[:, None])
+    e = LogisticPropensity(tol=1e-14).fit(x[:, None], t).predict_propensity(x[:, None])
     ours = ipw(y, t, e, "ate", X_propensity=x[:, None])
     cells = [x == v for v in (0.0, 1.0)]
     tau_s = [y[c & (t == 1)].mean() - y[c & (t == 0)].mean() for c in cells]
@@ -165,7 +165,7 @@ def test_ipw_and_aipw_match_statsmodels_treatment_effect():
     X, t, y = _data(2, n=800)
     Z = sm.add_constant(X)
     te = te_module.TreatmentEffect(sm.OLS(y, Z), t, results_select=sm.Logit(t, Z).fit(disp=0))
-    e = LogisticPropensity(tol=1e-14).fit(X, t).predict_proba(X)
+    e = LogisticPropensity(tol=1e-14).fit(X, t).predict_propensity(X)
     checks = [
         (te.ipw(return_results=True, effect_group="all", disp=False), ipw(y, t, e, "ate", X_propensity=X)),
         (te.ipw(return_results=True, effect_group=1, disp=False), ipw(y, t, e, "att", X_propensity=X)),
@@ -178,7 +178,7 @@ def test_ipw_and_aipw_match_statsmodels_treatment_effect():
 
 def test_clipped_or_foreign_propensity_is_refused_for_the_estimated_propensity_se():
     X, t, y = _data(4)
-    e = LogisticPropensity(clip=(0.2, 0.8)).fit(X, t).predict_proba(X)
+    e = LogisticPropensity(clip=(0.2, 0.8)).fit(X, t).predict_propensity(X)
     with pytest.raises(InputError, match="not the unpenalized logistic fit"):
         ipw(y, t, e, X_propensity=X)
     with pytest.raises(InputError, match="not the unpenalized logistic fit"):
