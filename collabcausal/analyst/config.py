@@ -14,6 +14,8 @@ Sections (paths relative to the file's folder)::
     on_missing_party = "fail"         # or "continue": run without parties that did not join
     align = false                     # align subjects by keyed hashes first (vertical splits)
     out = "report"                    # folder for report.json
+    interval = "percentile"           # "analytic", "percentile" or "bca" (docs/estimators.md)
+    bootstrap = 200                   # B bootstrap replicates (0: none; needs interval = "analytic")
 
     [server]
     address = "0.0.0.0:50051"
@@ -41,6 +43,7 @@ from typing import Any
 
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.errors import ConfigError
+from collabcausal.estimators.intervals import INTERVALS
 from collabcausal.party.config import read_toml
 
 _ON_MISSING = ("fail", "continue")
@@ -73,6 +76,8 @@ class StudyConfig:
     on_missing_party: str
     align: bool
     out: Path
+    interval: str = "percentile"
+    n_boot: int = 200
 
     @property
     def roster(self) -> tuple[str, ...]:
@@ -151,6 +156,7 @@ def load_study_config(path: str | Path) -> StudyConfig:
     ranges = doc.get("anchor_ranges", {})
     if not isinstance(ranges, Mapping) or not ranges:
         raise ConfigError(f"{where}: [anchor_ranges] is missing", "give the public range of every covariate")
+    interval, n_boot = _interval_settings(study, where)
     return StudyConfig(
         path=file.resolve(),
         study=study["id"],
@@ -164,4 +170,22 @@ def load_study_config(path: str | Path) -> StudyConfig:
         on_missing_party=on_missing,
         align=bool(study.get("align", False)),
         out=(base / study.get("out", "report")).resolve(),
+        interval=interval,
+        n_boot=n_boot,
     )
+
+
+def _interval_settings(study: Mapping[str, Any], where: str) -> tuple[str, int]:
+    """``[study] interval`` and ``bootstrap``, checked (the same choices as ``collabcausal simulate``)."""
+    interval = study.get("interval", "percentile")
+    if not isinstance(interval, str) or interval.lower() not in INTERVALS:
+        raise ConfigError(f"{where}: [study] interval = {interval!r}", f"use one of {list(INTERVALS)}")
+    n_boot = study.get("bootstrap", 200)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        raise ConfigError(f"{where}: [study] bootstrap = {n_boot!r}", "give a number of replicates >= 0, e.g. 200")
+    if n_boot == 0 and interval.lower() != "analytic":
+        raise ConfigError(
+            f"{where}: [study] interval = {interval!r} needs bootstrap replicates (bootstrap = 0)",
+            'set bootstrap = 200, or interval = "analytic"',
+        )
+    return interval.lower(), n_boot

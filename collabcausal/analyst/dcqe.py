@@ -8,20 +8,24 @@ deployment (gRPC grid); a bootstrap replicate is the same call with resampled ``
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
+from tqdm.auto import tqdm
 
 from collabcausal.analyst.balance import federated_smd
 from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, check_estimators, estimate_effects
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description, check_representation
-from collabcausal.errors import InputError, StudyFailedError
+from collabcausal.errors import InputError, NumericalError, StudyFailedError
+from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
 from collabcausal.messages import Message
+from collabcausal.randomness import child_rng
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,7 @@ def run_dcqe(
     timeout: float | None = None,
     analytic_se: bool = True,
     unweighted_smd: bool = True,
+    balance: bool = True,
     described: Mapping[str, Message] | None = None,
 ) -> DCQEResult:
     """Run the DC-QE pipeline once.
@@ -186,6 +191,9 @@ def run_dcqe(
     unweighted_smd : bool
         Also compute the unweighted SMDs (one more round of federated moments with unit weights;
         off inside a bootstrap, where they go unused).
+    balance : bool
+        Compute the federated SMDs of each estimator's balanced sample (False: ``smd`` is empty,
+        e.g. in the analyst's bootstrap, which needs the estimates only).
     described : mapping of str to Message, optional
         The parties' :func:`describe_parties` replies; asked for when not given. Every reply is
         checked against them (:mod:`collabcausal.analyst.replies`).
@@ -227,7 +235,7 @@ def run_dcqe(
     if rows is None:
         rows = [np.arange(x.shape[0]) for x in x_tilde]
     smd, names = {}, ()
-    for name in plan.estimators:
+    for name in plan.estimators if balance else ():
         weights = effects.balance_weights(name)
         if weights is not None:
             names, smd[name] = federated_smd(
@@ -239,3 +247,46 @@ def run_dcqe(
             grid, plan.balance_parties, rows, t, np.ones(t.shape[0]), study=plan.study, timeout=timeout
         )
     return DCQEResult(representation, t, y, effects, smd, names, before)
+
+
+def bootstrap_dcqe(
+    grid: Grid,
+    plan: DCQEPlan,
+    n_boot: int,
+    *,
+    described: Mapping[str, Message],
+    timeout: float | None = None,
+    progress: bool = False,
+) -> dict[str, NDArray[np.float64]]:
+    """Bootstrap replicates of every estimator's estimate: the whole pipeline on resampled rows.
+
+    Replicate b resamples subjects within each row group with ``child_rng(plan.seed, "bootstrap",
+    b)`` (paper 003, section 5), exactly as ``collabcausal simulate`` does, so a study and its
+    simulation print the same numbers. A replicate whose estimators fail numerically (e.g. an
+    empty arm) is NaN, counted as failed by :func:`~collabcausal.estimators.intervals.interval_estimate`;
+    a party's refusal or a protocol failure ends the study.
+
+    Returns
+    -------
+    dict of str to ndarray of shape (n_boot,)
+    """
+    sizes = [int(described[group[0]].params["n_subjects"]) for group in plan.row_groups]
+    out = {name: np.full(int(n_boot), np.nan) for name in plan.estimators}
+    for b in tqdm(range(int(n_boot)), desc="bootstrap", disable=not progress, file=sys.stderr):
+        rows = stratified_resample(sizes, child_rng(plan.seed, "bootstrap", b))
+        try:
+            result = run_dcqe(
+                grid,
+                plan,
+                rows,
+                timeout=timeout,
+                analytic_se=False,
+                unweighted_smd=False,
+                balance=False,
+                described=described,
+            )
+        except (InputError, NumericalError):
+            continue
+        for name, estimate in result.effects.estimates.items():
+            out[name][b] = estimate.estimate
+    return out

@@ -74,12 +74,16 @@ def estimate_effects(
     clip : (low, high), optional
         Clip propensities (none by default, as in the paper).
     analytic_se : bool
-        Compute PSM's Abadie-Imbens standard error (skip it inside a bootstrap).
+        Compute the analytic standard errors with the propensity's estimation accounted for
+        (PSM: Abadie-Imbens 2006 with the 2016 correction; IPW and AIPW: the stacked sandwich).
+        False (inside a bootstrap, where they go unused) skips PSM's and leaves IPW's and AIPW's
+        with the propensity treated as known. With ``clip`` the propensity is treated as known.
     """
     e = LogisticPropensity(clip=clip).fit(features, treatment).predict_propensity(features)
+    X_e = features if analytic_se and clip is None else None
     run = {
-        "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se),
-        "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True),
-        "aipw": lambda: aipw(outcome, treatment, e, features, estimand=estimand),
+        "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e),
+        "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True, X_propensity=X_e),
+        "aipw": lambda: aipw(outcome, treatment, e, features, estimand=estimand, X_propensity=X_e),
     }
     return EffectBundle(e, {name: run[name]() for name in check_estimators(estimators)})

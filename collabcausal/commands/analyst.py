@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from collabcausal.analyst.grid import Grid
 
 REPORT = "report.json"
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 Run a study as its coordinator. The analyst listens (mutual TLS by default), waits for the
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     log_progress("analyst", f"study {config.study!r} listening on {grid.address}; roster {', '.join(config.roster)}")
     try:
         joined = grid.wait_for_parties(config.join_deadline, on_missing=config.on_missing_party)
-        report = run_study(grid, config, joined)
+        report = run_study(grid, config, joined, progress=True)
     except CollabCausalError as exc:
         grid.finish(failed=str(exc), linger=5.0)
         raise
@@ -88,17 +90,26 @@ def run(args: argparse.Namespace) -> int:
     html = write_html(study_document(report, read_toml(config.path), seed=report["seed"]), config.out / REPORT_HTML)
     grid.finish()
     for name, row in report["estimates"].items():
-        se = "" if row["se"] is None else f" (se {row['se']:.4g})"
-        masmd = "" if row["masmd"] is None else f", MASMD {row['masmd']:.4g}"
-        print(f"{report['estimand'].upper()} {name}: {row['estimate']:.6g}{se}{masmd}")
+        print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
+    for warning in report["warnings"]:
+        log.warning("warning: %s", warning)
     print(f"report: {path} and {html}")
     return 0
 
 
-def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) -> dict[str, Any]:
-    """Align (if configured) and run DC-QE on ``grid``; return the report as a JSON-ready dict."""
+def run_study(
+    grid: Grid, config: StudyConfig, joined: list[str] | None = None, *, progress: bool = False
+) -> dict[str, Any]:
+    """Align (if configured), run DC-QE on ``grid`` and bootstrap it; return the report as a JSON-ready dict.
+
+    Every estimate is the full-sample one with the SE and interval of ``[study] interval``
+    (:func:`~collabcausal.estimators.intervals.interval_estimate`, the function behind
+    ``collabcausal simulate``'s table too), from ``[study] bootstrap`` replicates resampled as
+    the simulation resamples them.
+    """
     from collabcausal.analyst.alignment import align_row_group
-    from collabcausal.analyst.dcqe import run_dcqe
+    from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
+    from collabcausal.estimators.intervals import interval_caveat, interval_estimate
     from collabcausal.reporting.document import overlap_histogram
 
     plan = config.plan(joined)
@@ -108,14 +119,16 @@ def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) 
             if len(group) > 1:
                 outcome = align_row_group(grid, group, timeout=config.task_timeout)
                 alignment[",".join(group)] = {"n_matched": outcome.n_matched, "unmatched": outcome.unmatched}
-    result = run_dcqe(grid, plan, timeout=config.task_timeout)
+    described = describe_parties(grid, plan, timeout=config.task_timeout)
+    result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
+    replicates = bootstrap_dcqe(
+        grid, plan, config.n_boot, described=described, timeout=config.task_timeout, progress=progress
+    )
     estimates = {
         name: {
-            "estimate": e.estimate,
-            "se": e.se,
-            "ci_low": e.ci_low,
-            "ci_high": e.ci_high,
+            **interval_estimate(e, replicates[name] if config.n_boot else None, config.interval).to_dict(),
             "method": e.method,
+            "se_kind": e.diagnostics.get("se_kind"),
             "n_treated": e.n_treated,
             "n_control": e.n_control,
             "masmd": result.masmd(name),
@@ -133,7 +146,23 @@ def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) 
         "smd": {name: dict(zip(result.covariates, map(float, smd), strict=True)) for name, smd in result.smd.items()},
         "smd_unweighted": dict(zip(result.covariates, map(float, result.smd_unweighted), strict=True)),
         "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
+        "warnings": [w for w in (interval_caveat(name, config.interval) for name in estimates) if w],
     }
+
+
+def format_estimate(row: dict[str, Any]) -> str:
+    """``estimate (se SE), 95% KIND CI [lo, hi], B = .., failed .., MASMD ..`` for one estimator's report row."""
+    text = f"{row['estimate']:.6g}"
+    if row["se"] is not None:
+        text += f" (se {row['se']:.4g})"
+    level = round(100 * (1 - row["alpha"]))
+    if row["ci_low"] is not None:
+        text += f", {level}% {row['interval']} CI [{row['ci_low']:.6g}, {row['ci_high']:.6g}]"
+    if row["n_boot"]:
+        text += f", B = {row['n_boot']} ({row['n_failed']} failed)"
+    if row.get("masmd") is not None:
+        text += f", MASMD {row['masmd']:.4g}"
+    return text
 
 
 def write_report(report: dict[str, Any], folder: Path) -> Path:

@@ -85,6 +85,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     study.add_argument("--anchors", type=int, help="anchor rows r (default: number of subjects, as in paper 003)")
     run = p.add_argument_group("run")
     run.add_argument("--bootstrap", type=int, default=200, metavar="B", help="bootstrap replicates (paper: 1000)")
+    run.add_argument(
+        "--interval",
+        default="percentile",
+        help="SE and 95%% interval around each full-sample estimate: bootstrap percentile (default), "
+        "bootstrap BCa, or analytic (sandwich / Abadie-Imbens with the propensity's estimation accounted for); "
+        "analyst serve takes the same choice from study.toml",
+    )
     run.add_argument("--seed", type=int, default=0, help="study seed (default 0)")
     run.add_argument("--jobs", type=int, default=1, help="parallel bootstrap workers (default 1)")
     run.add_argument("--out", default="results", help="output folder (default results/)")
@@ -124,6 +131,7 @@ def run_command(args: argparse.Namespace) -> int:
         party_components=_party_components(args.party_components),
         n_anchors=args.anchors,
         n_jobs=args.jobs,
+        interval=args.interval,
     )
     if args.transport == "grpc":
         with tempfile.TemporaryDirectory(prefix="collabcausal-grpc-") as workdir:
@@ -131,7 +139,10 @@ def run_command(args: argparse.Namespace) -> int:
             result = run_experiment(config, grid_factory=factory, progress=not (args.quiet or args.log_quiet))
     else:
         result = run_experiment(config, progress=not (args.quiet or args.log_quiet))
-    title = f"{dataset.name}: {partition.shape[0]}x{partition.shape[1]} grid, B = {config.n_boot}, seed {config.seed}"
+    title = (
+        f"{dataset.name}: {partition.shape[0]}x{partition.shape[1]} grid, B = {config.n_boot}, seed {config.seed}, "
+        f"{config.interval} SE and interval"
+    )
     print(format_table(result.rows(), title))
     for warning in simulation_warnings(result):
         log.warning("warning: %s", warning)

@@ -18,21 +18,26 @@ from collabcausal.estimators.balance import (
 )
 from collabcausal.estimators.bootstrap import BootstrapSummary, gap, run_replicates, stratified_resample, summarize
 from collabcausal.estimators.doubly_robust import aipw
+from collabcausal.estimators.intervals import INTERVALS, IntervalEstimate, bca_interval, interval_estimate
 from collabcausal.estimators.matching import nearest_neighbor_match, psm
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.weighting import ipw, ipw_weights
 
 __all__ = [
+    "INTERVALS",
     "ArmMoments",
     "AugmentedIPW",
     "BootstrapSummary",
     "EffectEstimate",
+    "IntervalEstimate",
     "InverseProbabilityWeighting",
     "LogisticPropensity",
     "PropensityScoreMatching",
     "aipw",
+    "bca_interval",
     "gap",
+    "interval_estimate",
     "ipw",
     "ipw_weights",
     "masmd",

@@ -41,7 +41,11 @@ if TYPE_CHECKING:
 class _PropensityScoreEstimator(BaseEstimator, ABC):
     """Fit the propensity model, then the effect; EconML-style accessors on top.
 
-    Subclasses implement ``_estimate(y, t, e, X, alpha) -> EffectEstimate``.
+    Subclasses implement ``_estimate(y, t, e, X, alpha, X_propensity) -> EffectEstimate``.
+    ``X_propensity`` is X when the propensity is an unpenalized, unclipped
+    :class:`LogisticPropensity` with an intercept (the default), so the SE accounts for its
+    estimation (stacked sandwich for IPW/AIPW, Abadie–Imbens 2016 for PSM); otherwise None and the
+    propensity is treated as known.
     """
 
     def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> _PropensityScoreEstimator:
@@ -64,12 +68,23 @@ class _PropensityScoreEstimator(BaseEstimator, ABC):
         if self.clip is not None:
             e = np.clip(e, self.clip, 1.0 - self.clip)
         self.propensity_ = e
+        model = self.propensity_model_
+        logistic_mle = (
+            isinstance(model, LogisticPropensity)
+            and model.penalty == 0.0
+            and model.fit_intercept
+            and model.clip is None
+            and self.clip is None
+        )
         self._fit_data = (y, t, e, Xa)  # for intervals at other levels
-        self.result_ = self._estimate(y, t, e, Xa, 0.05)
+        self._X_propensity = Xa if logistic_mle else None
+        self.result_ = self._estimate(*self._fit_data, 0.05, self._X_propensity)
         return self
 
     @abstractmethod
-    def _estimate(self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float) -> EffectEstimate:
+    def _estimate(
+        self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float, X_propensity: NDArray | None
+    ) -> EffectEstimate:
         """The effect from outcomes, treatment, propensities and covariates, interval at level 1 - alpha."""
 
     def _result(self, estimand: str) -> EffectEstimate:
@@ -84,7 +99,7 @@ class _PropensityScoreEstimator(BaseEstimator, ABC):
 
     def _interval(self, estimand: str, alpha: float) -> tuple[float, float]:
         self._result(estimand)
-        res = self._estimate(*self._fit_data, alpha)
+        res = self._estimate(*self._fit_data, alpha, self._X_propensity)
         if res.ci_low is None:
             raise InputError(
                 f"{res.method} has no analytic standard error here (an arm with a single subject)",
@@ -113,7 +128,7 @@ class _PropensityScoreEstimator(BaseEstimator, ABC):
         import pandas as pd
 
         check_is_fitted(self, "result_", "fit(Y, T, X=...)")
-        res = self._estimate(*self._fit_data, alpha)
+        res = self._estimate(*self._fit_data, alpha, self._X_propensity)
         row = [res.estimate, *(np.nan if v is None else v for v in (res.se, res.ci_low, res.ci_high))]
         table = pd.DataFrame([row], index=[res.estimand], columns=["point_estimate", "stderr", "ci_lower", "ci_upper"])
         table.index.name = f"{type(self).__name__} ({res.method}, n={res.n_treated + res.n_control}, alpha={alpha:g})"
@@ -154,8 +169,10 @@ class PropensityScoreMatching(_PropensityScoreEstimator):
         self.clip = clip
         self.caliper = caliper
 
-    def _estimate(self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float) -> EffectEstimate:
-        return psm(y, t, e, self.estimand, self.caliper, alpha=alpha)
+    def _estimate(
+        self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float, X_propensity: NDArray | None
+    ) -> EffectEstimate:
+        return psm(y, t, e, self.estimand, self.caliper, alpha=alpha, X_propensity=X_propensity)
 
 
 class InverseProbabilityWeighting(_PropensityScoreEstimator):
@@ -180,8 +197,10 @@ class InverseProbabilityWeighting(_PropensityScoreEstimator):
         self.clip = clip
         self.normalized = normalized
 
-    def _estimate(self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float) -> EffectEstimate:
-        return ipw(y, t, e, self.estimand, self.normalized, alpha=alpha)
+    def _estimate(
+        self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float, X_propensity: NDArray | None
+    ) -> EffectEstimate:
+        return ipw(y, t, e, self.estimand, self.normalized, alpha=alpha, X_propensity=X_propensity)
 
 
 class AugmentedIPW(_PropensityScoreEstimator):
@@ -206,5 +225,7 @@ class AugmentedIPW(_PropensityScoreEstimator):
         self.outcome_model = outcome_model
         self.clip = clip
 
-    def _estimate(self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float) -> EffectEstimate:
-        return aipw(y, t, e, X, self.estimand, self.outcome_model, alpha=alpha)
+    def _estimate(
+        self, y: NDArray, t: NDArray, e: NDArray, X: NDArray, alpha: float, X_propensity: NDArray | None
+    ) -> EffectEstimate:
+        return aipw(y, t, e, X, self.estimand, self.outcome_model, alpha=alpha, X_propensity=X_propensity)

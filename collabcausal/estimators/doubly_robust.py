@@ -13,6 +13,7 @@ from sklearn.base import clone
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.results import EffectEstimate, wald_interval
+from collabcausal.estimators.sandwich import LogisticNuisance, OlsNuisance, stacked_influence
 from collabcausal.estimators.validation import (
     check_estimand,
     check_matrix,
@@ -33,6 +34,7 @@ def aipw(
     outcome_model: Any = None,
     *,
     alpha: float = 0.05,
+    X_propensity: ArrayLike | None = None,
 ) -> EffectEstimate:
     """Doubly robust (AIPW) estimate of the ATE or ATT.
 
@@ -49,8 +51,11 @@ def aipw(
         a_k = (t_k - (1 - t_k) e_k / (1 - e_k)) (y_k - m0(x_k))
         ATT = sum(a) / n1,  psi_k = (a_k - ATT t_k) / (n1 / n)
 
-    Standard error ``sqrt(sum psi^2) / n``: the influence function with the nuisance models
-    treated as known, valid when both are correct; use the bootstrap otherwise.
+    Standard error ``sqrt(sum IF^2) / n`` from the stacked M-estimation sandwich (Lunceford &
+    Davidian 2004, section 3.2; :mod:`collabcausal.estimators.sandwich`): the linear outcome
+    regressions (``outcome_model=None``) are always stacked, and with ``X_propensity`` so is the
+    logistic propensity, so the SE stays valid when one of the two models is misspecified. A
+    custom ``outcome_model`` is treated as known (its estimating equations are not available).
 
     Parameters
     ----------
@@ -66,12 +71,16 @@ def aipw(
         otherwise, to keep bootstrap loops fast).
     alpha : float, default 0.05
         Level of the normal interval.
+    X_propensity : array-like of shape (n, k), optional
+        Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
+        intercept, unclipped; checked through the score equations). None: e treated as known.
 
     Returns
     -------
     EffectEstimate
         method ``"aipw"``; diagnostics ``mu0_hat`` (and for the ATE ``mu1_hat``: the outcome
-        predictions for every subject) and ``outcome_model`` (its class name).
+        predictions for every subject), ``outcome_model`` (its class name), ``influence`` (the
+        influence function per subject) and ``se_kind`` (which nuisances were stacked).
     """
     estimand = check_estimand(estimand)
     t = check_treatment(t)
@@ -79,24 +88,42 @@ def aipw(
     y = check_vector(y, "y", n=n)
     e = check_propensity(e, "propensity", n=n)
     X = check_matrix(X, "X", n_rows=n)
+    logistic = None if X_propensity is None else LogisticNuisance(X_propensity, t, e)
     is_t = t == 1
     m0 = _predict_arm(outcome_model, X, y, ~is_t, "control")
     diagnostics = {
         "mu0_hat": m0,
         "outcome_model": "LinearRegression" if outcome_model is None else type(outcome_model).__name__,
     }
+    odds = e / (1.0 - e)
     if estimand == "ate":
         m1 = _predict_arm(outcome_model, X, y, is_t, "treated")
         phi = m1 - m0 + np.where(is_t, (y - m1) / e, -(y - m0) / (1.0 - e))
         estimate = float(phi.mean())
-        psi = phi - estimate
+        g, dg_dtau = phi - estimate, -1.0
+        dg_deta = np.where(is_t, -(y - m1) / odds, -(y - m0) * odds)
+        outcome_terms = [(is_t, m1, np.where(is_t, 1.0 - 1.0 / e, 1.0)), (~is_t, m0, np.where(is_t, -1.0, odds))]
         diagnostics["mu1_hat"] = m1
     else:
-        a = np.where(is_t, 1.0, -e / (1.0 - e)) * (y - m0)
-        p1 = is_t.mean()
+        a = np.where(is_t, 1.0, -odds) * (y - m0)
         estimate = float(a.sum() / is_t.sum())
-        psi = (a - estimate * is_t) / p1
-    se = float(np.sqrt(psi @ psi) / n)
+        g, dg_dtau = a - estimate * is_t, -float(is_t.mean())
+        dg_deta = np.where(is_t, 0.0, -odds * (y - m0))
+        outcome_terms = [(~is_t, m0, np.where(is_t, -1.0, odds))]
+    nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = []
+    if outcome_model is None:
+        nuisances += [(OlsNuisance(X, y, arm, fit), dg_dm) for arm, fit, dg_dm in outcome_terms]
+    if logistic is not None:
+        nuisances.append((logistic, dg_deta))
+    influence = stacked_influence(g, dg_dtau, nuisances)
+    se = float(np.sqrt(influence @ influence) / n)
+    diagnostics["influence"] = influence
+    diagnostics["se_kind"] = ", ".join(
+        [
+            "outcome models " + ("estimated" if outcome_model is None else "known"),
+            "propensity " + ("known" if logistic is None else "estimated"),
+        ]
+    )
     lo, hi = wald_interval(estimate, se, alpha)
     return EffectEstimate(
         estimate=estimate,

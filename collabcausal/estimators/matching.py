@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.results import EffectEstimate, wald_interval
+from collabcausal.estimators.sandwich import LogisticNuisance
 from collabcausal.estimators.validation import check_estimand, check_propensity, check_treatment, check_vector
 
 
@@ -68,6 +69,7 @@ def psm(
     *,
     compute_se: bool = True,
     alpha: float = 0.05,
+    X_propensity: ArrayLike | None = None,
 ) -> EffectEstimate:
     """Propensity-score matching estimate of the ATE or ATT (paper 003; DESIGN.md "Estimators").
 
@@ -92,20 +94,29 @@ def psm(
         Compute the Abadie–Imbens standard error (False skips it, e.g. inside a bootstrap loop).
     alpha : float, default 0.05
         Level of the normal interval.
+    X_propensity : array-like of shape (n, m), optional
+        Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
+        intercept, unclipped; checked through the score equations). Given (and no caliper), the
+        SE carries the Abadie–Imbens (2016) correction for the estimated propensity
+        (:func:`_estimated_propensity_adjustment`).
 
     Returns
     -------
     EffectEstimate
-        ``se`` is the Abadie–Imbens (2006) standard error with the propensity treated as known
-        (see :func:`_abadie_imbens_se`; None when an arm has a single subject or with
-        ``compute_se=False``), with a normal interval; the paper's analyses use the bootstrap
-        instead. ``n_treated``/``n_control`` are the arm sizes given.
+        ``se`` is the Abadie–Imbens (2006) standard error (see :func:`_abadie_imbens_variance`), with
+        the Abadie–Imbens (2016) correction when ``X_propensity`` is given; None when an arm has
+        a single subject, when the corrected variance is not positive, or with
+        ``compute_se=False``; with a normal interval. ``diagnostics["se_kind"]`` says which.
+        ``n_treated``/``n_control`` are the arm sizes given.
         Diagnostics: ``match_weights`` (per subject, its weight in the matched sample used for
         balance: ATT, treated 1 and control ``K_k``, the sum of ``1 / M`` over the queries it
         matches; ATE, 1 + ``K_k``; 0 for dropped subjects), ``n_matches`` (per query subject, the
         number of tied nearest matches, 0 when dropped or not a query), ``n_tied_queries``
         (queries with more than one nearest match), ``n_unmatched``, ``n_matched_controls`` and
-        ``n_matched_treated``.
+        ``n_matched_treated``; ``influence``: the linear representation
+        ``estimate = sum_k a_k y_k`` with the matches held fixed, as ``n a_k (y_k - mean of k's
+        arm)`` centred to mean 0 (used only for the BCa acceleration; the bootstrap is not valid
+        for matching estimators, Abadie & Imbens 2008).
     """
     estimand = check_estimand(estimand)
     t = check_treatment(t)
@@ -145,7 +156,21 @@ def psm(
     weights = k_sum.copy()
     weights[q] += 1.0
     estimate = float(diff.mean())
-    se = _abadie_imbens_se(y, t, e, k_sum, k_sq, diff, estimate, estimand) if compute_se else None
+    coef = np.where(t == 1, 1.0, -1.0) * weights / q.size  # estimate = coef @ y
+    centred = y - np.where(t == 1, y[t == 1].mean(), y[t == 0].mean())
+    influence = n * coef * centred
+    influence -= influence.mean()
+    se, se_kind = None, "not computed"
+    if compute_se:
+        var = _abadie_imbens_variance(y, t, e, k_sum, k_sq, diff, estimate, estimand)
+        se_kind = "propensity known (Abadie-Imbens 2006)"
+        if var is not None and X_propensity is not None and caliper is None:
+            logistic = LogisticNuisance(X_propensity, t, e)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, query)
+            se_kind = "propensity estimated (Abadie-Imbens 2016)"
+        se = None if var is None or var <= 0.0 else float(np.sqrt(var))
+        if se is None:
+            se_kind = "unavailable"
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
     per_subject = np.zeros(n, dtype=np.intp)
     per_subject[q] = n_matches[kept]
@@ -166,6 +191,8 @@ def psm(
             "n_matched_treated": int(np.count_nonzero(weights[treated])),
             "n_matched_controls": int(np.count_nonzero(weights[control])),
             "caliper": caliper,
+            "influence": influence,
+            "se_kind": se_kind,
         },
     )
 
@@ -225,7 +252,7 @@ class TiedMatches:
         return w1[self._run_of], w2[self._run_of]
 
 
-def _abadie_imbens_se(
+def _abadie_imbens_variance(
     y: NDArray[np.float64],
     t: NDArray[np.int8],
     e: NDArray[np.float64],
@@ -246,16 +273,15 @@ def _abadie_imbens_se(
 
     With M matches for every query (``w = 1/M``) these are the paper's ``(K/M)^2 + ((2M-1)/M)(K/M)``
     and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. The propensity is treated as
-    known (the correction of Abadie & Imbens 2016 for an estimated propensity is not applied). None
-    when an arm has a single subject.
+    known here (:func:`_estimated_propensity_adjustment` corrects for its estimation). None when
+    an arm has a single subject.
     """
     extra = k_sum**2 + 2.0 * k_sum - k_sq if estimand == "ate" else np.where(t == 0, k_sum**2 - k_sq, 0.0)
     involved = extra > 1e-12
     sigma2 = _within_arm_variance(y, t, e)
     if np.isnan(sigma2[involved]).any():
         return None
-    var = (np.sum((diff - estimate) ** 2) + extra[involved] @ sigma2[involved]) / diff.size**2
-    return float(np.sqrt(var))
+    return float((np.sum((diff - estimate) ** 2) + extra[involved] @ sigma2[involved]) / diff.size**2)
 
 
 def _within_arm_variance(y: NDArray[np.float64], t: NDArray[np.int8], e: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -292,3 +318,96 @@ def _within_arm_variance(y: NDArray[np.float64], t: NDArray[np.int8], e: NDArray
         mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
         out[idx[order]] = 0.5 * mean_sq
     return out
+
+
+COVARIANCE_NEIGHBOURS = 2  # L of the Abadie-Imbens (2016) covariance estimates (Stata's default nn(2))
+
+
+def _estimated_propensity_adjustment(
+    logistic: LogisticNuisance,
+    y: NDArray[np.float64],
+    t: NDArray[np.int8],
+    e: NDArray[np.float64],
+    estimate: float,
+    estimand: str,
+    imputed: NDArray[np.float64],
+    query: NDArray[np.intp],
+) -> float:
+    """The amount to subtract from the variance for matching on an estimated logistic propensity.
+
+    Abadie & Imbens (2016, Econometrica 84(2), Theorems 1 and 2), with ``f_k = e_k (1 - e_k)`` the
+    logistic density at the index, x the design ``[1, X]``, ``I = sum_k f_k x_k x_k'`` the Fisher
+    information of the whole sample and ``cov_w,k = cov(x, Y | e = e_k, T = w)``::
+
+        ATE: V_adj = V - c' I^{-1} c,                  c = (1/n) sum_k f_k (cov_1,k / e_k + cov_0,k / (1 - e_k))
+        ATT: V_adj = V - c' I^{-1} c + d' I^{-1} d,    c = (1/n1) sum_k f_k (cov_1,k + e_k/(1 - e_k) cov_0,k)
+                                                       d = (1/n1) sum_k f_k x_k (Y^_k(1) - Y^_k(0) - ATT)
+
+    so this returns ``c' I^{-1} c`` (ATE) or ``c' I^{-1} c - d' I^{-1} d`` (ATT). ``cov_w,k`` is
+    the sample covariance of (x, Y) over the ``L = 2`` subjects of arm w nearest to k on e
+    (k itself included when it is in arm w; whole runs of tied scores, so row order never
+    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. For the ATT every
+    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, so the controls are matched too.
+    """
+    n = t.size
+    D = logistic.design
+    f = e * (1.0 - e)
+    values = np.column_stack([D, y, D * y[:, None]])
+    p = D.shape[1]
+    cov = {}
+    for w in (0, 1):
+        arm = np.flatnonzero(t == w)
+        sums, count = _nearest_run_sums(e[arm], values[arm], e, COVARIANCE_NEIGHBOURS)
+        sx, sy, sxy = sums[:, :p], sums[:, p : p + 1], sums[:, p + 1 :]
+        cov[w] = (sxy - sx * sy / count[:, None]) / (count[:, None] - 1.0)
+    information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
+    if estimand == "ate":
+        c = f @ (cov[1] / e[:, None] + cov[0] / (1.0 - e)[:, None]) / n
+        return float(c @ information_inverse @ c)
+    n1 = int(np.count_nonzero(t))
+    c = f @ (cov[1] + (e / (1.0 - e))[:, None] * cov[0]) / n1
+    effect = np.empty(n)
+    is_query = np.zeros(n, dtype=bool)
+    is_query[query] = True
+    effect[query] = np.where(t[query] == 1, y[query] - imputed, imputed - y[query])
+    controls = np.flatnonzero(~is_query)
+    if controls.size:
+        treated = np.flatnonzero(t == 1)
+        effect[controls] = TiedMatches(e[treated], y[treated], e[controls]).mean_outcome - y[controls]
+    d = (f * (effect - estimate)) @ D / n1
+    return float(c @ information_inverse @ c - d @ information_inverse @ d)
+
+
+def _nearest_run_sums(
+    pool_scores: NDArray[np.float64], pool_values: NDArray[np.float64], query_scores: NDArray[np.float64], size: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per query, column sums of ``pool_values`` over its at least ``size`` nearest pool subjects.
+
+    Runs of equal pool scores are taken whole and the nearer run on either side is added first
+    (both when equally near) until the count reaches ``size``: the result depends on the values
+    only, never on the row order. Returns (sums of shape (n_query, q), counts of shape (n_query,)).
+    """
+    order = np.argsort(pool_scores, kind="stable")
+    s = pool_scores[order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    values = s[starts]
+    run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
+    run_sums = np.add.reduceat(pool_values[order], starts, axis=0)
+    runs = values.size
+    right = np.searchsorted(values, query_scores, side="left")
+    left = right - 1
+    sums = np.zeros((query_scores.size, pool_values.shape[1]))
+    count = np.zeros(query_scores.size)
+    active = np.ones(query_scores.size, dtype=bool)
+    while active.any():
+        d_left = np.where(left >= 0, query_scores - values[np.maximum(left, 0)], np.inf)
+        d_right = np.where(right < runs, values[np.minimum(right, runs - 1)] - query_scores, np.inf)
+        take_left = active & (d_left <= d_right) & np.isfinite(d_left)
+        take_right = active & (d_right <= d_left) & np.isfinite(d_right)
+        for take, pos in ((take_left, left), (take_right, right)):
+            sums[take] += run_sums[pos[take]]
+            count[take] += run_count[pos[take]]
+        left = left - take_left
+        right = right + take_right
+        active &= (count < size) & ((left >= 0) | (right < runs))
+    return sums, count

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from collabcausal.estimators.intervals import interval_caveat
 from collabcausal.reporting.figures import bootstrap_plot
 from collabcausal.simulations.dcqe_experiment import BalanceDiagnostics, ExperimentResult
 
@@ -142,7 +143,8 @@ PROPENSITY_DRIFT_WARNING = 0.02
 
 
 def simulation_warnings(result: ExperimentResult) -> list[str]:
-    """Failed replicates, collaborations whose propensities drift from CA's, and W-clb estimates
+    """Failed replicates, collaborations whose propensities drift from CA's, intervals not valid for
+    an estimator (:func:`~collabcausal.estimators.intervals.interval_caveat`), and W-clb estimates
     further than one bootstrap SE of CA from CA.
 
     The drift is the mean absolute difference between a collaboration's propensities and CA's
@@ -169,6 +171,7 @@ def simulation_warnings(result: ExperimentResult) -> list[str]:
                 f"{setting} {estimator.upper()}: {failed} of {len(reps['estimate'])} bootstrap replicates failed "
                 "(numerical error) and are left out of the mean, SE and interval."
             )
+    out += [w for w in (interval_caveat(k, cfg.interval) for k in cfg.estimators) if w]
     names = {s.name for s in cfg.settings}
     if {"W-clb", "CA"} <= names and cfg.n_boot > 1:
         for estimator in cfg.estimators:

@@ -51,6 +51,7 @@ ESTIMATE_COLUMNS = (
     ("se", "SE"),
     ("ci_low", "95% CI low"),
     ("ci_high", "95% CI high"),
+    ("interval", "interval"),
     ("gap", "gap from benchmark"),
     ("masmd", "MASMD"),
     ("boot_mean", "bootstrap mean"),

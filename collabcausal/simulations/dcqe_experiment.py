@@ -4,8 +4,9 @@ Paper 003, section 5: each replicate resamples subjects within each row group (t
 for every setting, so settings are compared on the same data), re-runs the whole pipeline
 (reducers, SVD, propensity, estimators) and records the estimate, MASMD and the propensity
 inconsistencies with the truth (eq. 40) and with CA (eq. 41). The table reports the full-sample
-estimate with the bootstrap standard error, percentile interval and gap from the benchmark
-(eq. 39); the bootstrap mean (what the paper's tables print) is kept as ``boot_mean``.
+estimate with the SE and interval of the configured kind (analytic, bootstrap percentile or BCa)
+and the gap from the benchmark (eq. 39); the bootstrap mean (what the paper's tables print) is
+kept as ``boot_mean``.
 
 Collaborations run through the parties' own operations (:mod:`collabcausal.party.representation`)
 over a :class:`~collabcausal.analyst.grid.Grid`; IA and CA, impossible in a deployment, are
@@ -26,9 +27,11 @@ from threadpoolctl import threadpool_limits
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, estimate_effects
 from collabcausal.analyst.grid import Grid
-from collabcausal.errors import CollabCausalError, InputError
+from collabcausal.errors import CollabCausalError, InputError, NumericalError
 from collabcausal.estimators.balance import smd
 from collabcausal.estimators.bootstrap import run_replicates, stratified_resample, summarize
+from collabcausal.estimators.intervals import check_interval, interval_estimate
+from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.validation import check_estimand
 from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.node import Party
@@ -63,6 +66,10 @@ class ExperimentConfig:
         Anchor rows r; default the number of subjects (paper 003, section 5.1).
     n_jobs : int
         Parallel bootstrap workers (in-process grids only).
+    interval : {"analytic", "percentile", "bca"}
+        The SE and interval printed around each full-sample estimate
+        (:func:`~collabcausal.estimators.intervals.interval_estimate`; ``analyst serve`` takes the
+        same choice from study.toml). The bootstrap kinds need ``n_boot > 0``.
     """
 
     dataset: CausalDataset
@@ -76,11 +83,18 @@ class ExperimentConfig:
     n_anchors: int | None = None
     n_jobs: int = 1
     anchor_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    interval: str = "percentile"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "estimand", check_estimand(self.estimand or self.dataset.estimand))
+        object.__setattr__(self, "interval", check_interval(self.interval))
         if int(self.n_boot) < 0:
             raise InputError(f"n_boot must be >= 0, got {self.n_boot}", "pass a bootstrap count such as 1000")
+        if int(self.n_boot) == 0 and self.interval != "analytic":
+            raise InputError(
+                f"the {self.interval} interval needs bootstrap replicates (n_boot = 0)",
+                "draw some (--bootstrap 200) or use the analytic interval (--interval analytic)",
+            )
         if not self.anchor_ranges:
             object.__setattr__(self, "anchor_ranges", self.dataset.covariate_ranges())
 
@@ -114,21 +128,24 @@ class BalanceDiagnostics:
 class ExperimentResult:
     """Per setting and estimator: the full-sample values and the bootstrap replicates.
 
-    ``diagnostics`` holds each setting's full-sample :class:`BalanceDiagnostics`.
+    ``diagnostics`` holds each setting's full-sample :class:`BalanceDiagnostics`, ``estimates``
+    each setting and estimator's full-sample :class:`EffectEstimate` (analytic SE, influence).
     """
 
     config: ExperimentConfig
     point: dict[tuple[str, str], dict[str, float]]
     replicates: dict[tuple[str, str], dict[str, NDArray[np.float64]]]
     diagnostics: dict[str, BalanceDiagnostics] = field(default_factory=dict)
+    estimates: dict[tuple[str, str], EffectEstimate] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, object]]:
         """Table rows (paper 003 Tables 2-3 layout), estimator blocks in order.
 
-        ``estimate`` is the full-sample estimate; ``se``, ``ci_low``/``ci_high`` (percentile) and
-        ``gap`` (eq. 39) come from the bootstrap replicates, and ``boot_mean`` is their mean, the
-        number paper 003's tables report (use it only to compare with them like for like).
-        ``n_failed`` counts replicates that failed and were left out.
+        ``estimate`` is the full-sample estimate; ``se``, ``ci_low``/``ci_high`` are those of
+        ``config.interval`` (:func:`~collabcausal.estimators.intervals.interval_estimate`, as
+        ``analyst serve`` prints them); ``gap`` (eq. 39) comes from the bootstrap replicates, and
+        ``boot_mean`` is their mean, the number paper 003's tables report (use it only to compare
+        with them like for like). ``n_failed`` counts replicates that failed and were left out.
         """
         out = []
         benchmark = self.config.dataset.benchmark
@@ -136,17 +153,23 @@ class ExperimentResult:
             for setting in self.config.settings:
                 key = (setting.name, estimator)
                 reps = self.replicates[key]
-                est = summarize(reps["estimate"], benchmark=benchmark) if len(reps["estimate"]) else None
+                boot = reps["estimate"] if len(reps["estimate"]) else None
+                try:
+                    shown = interval_estimate(self.estimates[key], boot, self.config.interval).to_dict()
+                except NumericalError:  # e.g. BCa with every replicate on one side, or all failed
+                    shown = {"se": None, "ci_low": None, "ci_high": None}
+                est = summarize(boot, benchmark=benchmark) if boot is not None and benchmark is not None else None
                 row: dict[str, object] = {
                     "setting": setting.name,
                     "estimator": setting.estimator_label(estimator),
                     "estimand": self.config.estimand,
                     "estimate": _clean(self.point[key]["estimate"]),
-                    "boot_mean": _clean(est.mean) if est else None,
-                    "se": _clean(est.se) if est else None,
-                    "ci_low": _clean(est.ci_low) if est else None,
-                    "ci_high": _clean(est.ci_high) if est else None,
-                    "gap": _clean(est.gap) if est and benchmark is not None else None,
+                    "boot_mean": None if boot is None else _clean(float(np.nanmean(boot))),
+                    "se": _clean(shown["se"]),
+                    "ci_low": _clean(shown["ci_low"]),
+                    "ci_high": _clean(shown["ci_high"]),
+                    "interval": self.config.interval,
+                    "gap": _clean(est.gap) if est else None,
                     "n_boot": len(reps["estimate"]),
                     "n_failed": int(np.isnan(reps["estimate"]).sum()),
                 }
@@ -181,7 +204,8 @@ def run_experiment(
     context = nullcontext(InProcessGrid(parties)) if grid_factory is None else grid_factory(parties)
     with context as grid:
         diagnostics: dict[str, BalanceDiagnostics] = {}
-        point = _replicate(config, grid, -1, diagnostics)
+        estimates: dict[tuple[str, str], EffectEstimate] = {}
+        point = _replicate(config, grid, -1, diagnostics, estimates)
         in_process = isinstance(grid, InProcessGrid)
         fn = partial(_replicate_in_process, config, parties) if in_process else partial(_replicate, config, grid)
         n_jobs = config.n_jobs if in_process else 1
@@ -191,7 +215,7 @@ def run_experiment(
             reps = run_replicates(fn, config.n_boot, n_jobs=n_jobs, progress=progress) if config.n_boot else []
     keys = list(point)
     replicates = {key: {m: np.array([r[key][m] for r in reps], dtype=np.float64) for m in METRICS} for key in keys}
-    return ExperimentResult(config, point, replicates, diagnostics)
+    return ExperimentResult(config, point, replicates, diagnostics, estimates)
 
 
 def _replicate_in_process(config: ExperimentConfig, parties: list[Party], b: int) -> dict:
@@ -199,9 +223,16 @@ def _replicate_in_process(config: ExperimentConfig, parties: list[Party], b: int
 
 
 def _replicate(
-    config: ExperimentConfig, grid: Grid, b: int, diagnostics: dict[str, BalanceDiagnostics] | None = None
+    config: ExperimentConfig,
+    grid: Grid,
+    b: int,
+    diagnostics: dict[str, BalanceDiagnostics] | None = None,
+    estimates: dict[tuple[str, str], EffectEstimate] | None = None,
 ) -> dict[tuple[str, str], dict[str, float]]:
-    """All settings on replicate ``b`` (``b = -1``: the full sample); fills ``diagnostics`` if given."""
+    """All settings on replicate ``b`` (``b = -1``: the full sample).
+
+    Fills ``diagnostics`` and ``estimates`` (the full-sample EffectEstimates) when given.
+    """
     part, data = config.partition, config.dataset
     sizes = [len(r) for r in part.row_groups]
     rows = (
@@ -267,6 +298,8 @@ def _replicate(
         e_ca = np.concatenate([ca_e[i] for i in groups])
         e_true = None if data.true_propensity is None else data.true_propensity[idx]
         for k in config.estimators:
+            if estimates is not None:
+                estimates[(setting.name, k)] = bundle.estimates[k]
             out[(setting.name, k)] = {
                 "estimate": bundle.estimates[k].estimate,
                 "masmd": np.nan if masmd[k] is None else masmd[k],

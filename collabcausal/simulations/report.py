@@ -24,6 +24,7 @@ TABLE_COLUMNS = (
     "setting",
     "estimate",
     "se",
+    "ci",
     "boot_mean",
     "n_failed",
     "gap",
@@ -36,11 +37,15 @@ TABLE_COLUMNS = (
 def format_table(rows: Sequence[dict[str, object]], title: str = "") -> str:
     """The paper 003 Table 2/3 layout: value (bootstrap SE) per column.
 
-    The first number is the full-sample estimate with its bootstrap SE; ``Boot mean`` is the mean
-    of the replicates (what the paper's tables print), ``Failed`` the replicates left out.
+    The first number is the full-sample estimate with the SE of the row's ``interval`` kind, then
+    its 95% interval; ``Boot mean`` is the mean of the replicates (what the paper's tables print),
+    ``Failed`` the replicates left out.
     """
 
     def cell(row: dict[str, object], key: str) -> str:
+        if key == "ci":
+            lo, hi = row.get("ci_low"), row.get("ci_high")
+            return "-" if lo is None or hi is None else f"[{lo:.4f}, {hi:.4f}]"
         value = row.get(key)
         if value is None:
             return "-"
@@ -54,6 +59,7 @@ def format_table(rows: Sequence[dict[str, object]], title: str = "") -> str:
         "Estimator",
         "Setting",
         f"{str(rows[0]['estimand']).upper()} (SE)",
+        f"95% CI ({rows[0].get('interval', 'percentile')})",
         "Boot mean",
         "Failed",
         "Gap",
@@ -120,6 +126,7 @@ def _metadata(result: ExperimentResult) -> dict[str, object]:
         "estimators": list(cfg.estimators),
         "estimand": cfg.estimand,
         "n_boot": cfg.n_boot,
+        "interval": cfg.interval,
         "seed": cfg.seed,
         "party_components": cfg.party_components,
         "n_anchors": cfg.n_anchors or cfg.dataset.n_subjects,

@@ -61,6 +61,8 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen:
 @pytest.mark.slow
 def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
     folder = _example(tmp_path)
+    study_toml = folder / "study.toml"
+    study_toml.write_text(study_toml.read_text().replace("bootstrap = 200", "bootstrap = 5"))
     analyst = _cli("analyst", "serve", "--study", "study.toml", cwd=folder)
     parties = [_cli("party", "join", "--config", f"{name}/party.toml", cwd=folder) for name in PARTIES]
     try:
@@ -81,8 +83,13 @@ def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
     assert report["estimates"] == json.loads(json.dumps(expected["estimates"]))
     assert report["smd"] == expected["smd"]
     audit = [json.loads(line) for line in (folder / "p11" / "audit.jsonl").read_text().splitlines()]
-    # representation; balance moments weighted by PSM, by IPW, and unweighted (the Love plot's "before")
-    assert [e["operation"] for e in audit] == ["dc_representation", *["weighted_moments"] * 3]
+    # representation; balance moments weighted by PSM, by IPW, and unweighted (the Love plot's "before");
+    # then one representation of resampled rows per bootstrap replicate
+    assert [e["operation"] for e in audit] == [
+        "dc_representation",
+        *["weighted_moments"] * 3,
+        *["dc_representation"] * 5,
+    ]
     assert "ATT psm:" in out
     html = (folder / "report" / "report.html").read_text()
     assert html.count("<figure>") == 3 and "Covariate balance: PSM" in html and "Propensity overlap" in html
@@ -118,3 +125,69 @@ def test_run_study_in_process_matches_run_dcqe(tmp_path):
     direct = run_dcqe(InProcessGrid(parties), study.plan())
     assert report["estimates"]["psm"]["estimate"] == direct.effects.estimates["psm"].estimate
     assert report["missing_parties"] == [] and report["estimand"] == "att"
+
+
+@pytest.mark.parametrize("interval", ["analytic", "percentile", "bca"])
+def test_serve_and_simulate_print_the_same_quantities_for_the_same_study(tmp_path, interval, capsys):
+    """One study, run by `collabcausal simulate` (W-clb) and by the analyst's `run_study`: the same
+    full-sample estimate, SE, interval (of the same kind), bootstrap mean and failure count."""
+    from collabcausal.commands.analyst import format_estimate
+    from collabcausal.party.anchor import simulation_anchor_key
+    from collabcausal.simulations.datasets import make_dcqe_synthetic
+    from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
+    from collabcausal.simulations.partition import build_parties, partition_grid
+    from collabcausal.simulations.report import format_table
+    from collabcausal.simulations.settings import parse_settings
+
+    seed, n_boot = 3, 12
+    dataset = make_dcqe_synthetic(n_subjects=400, seed=seed)
+    partition = partition_grid(dataset, 2, seed=seed)
+    config = ExperimentConfig(
+        dataset=dataset,
+        partition=partition,
+        settings=parse_settings(["W"], partition),
+        estimators=("psm", "ipw", "aipw"),
+        n_boot=n_boot,
+        seed=seed,
+        party_components=3,
+        interval=interval,
+    )
+    simulated = {row["estimator"]: row for row in run_experiment(config).rows()}
+    ranges = "\n".join(f"{name} = [{lo!r}, {hi!r}]" for name, (lo, hi) in config.anchor_ranges.items())
+    groups = "\n".join(f"[[row_groups]]\nparties = {list(row)!r}".replace("'", '"') for row in partition.names())
+    study = tmp_path / "study.toml"
+    study.write_text(
+        f'[study]\nid = "simulation:W-clb"\nseed = {seed}\nestimand = "{config.estimand}"\n'
+        f'estimators = ["psm", "ipw", "aipw"]\nn_anchors = {dataset.n_subjects}\nparty_components = 3\n'
+        f'interval = "{interval}"\nbootstrap = {n_boot}\n'
+        f'[server]\naddress = "127.0.0.1:0"\ninsecure = true\n[anchor_ranges]\n{ranges}\n{groups}\n'
+    )
+    parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(seed))
+    report = run_study(InProcessGrid(parties), load_study_config(study))
+    assert any("PSM with a bootstrap" in w for w in report["warnings"]) == (interval != "analytic")
+    for name, served in report["estimates"].items():
+        row = simulated[f"DC-QE({name.upper()})"]
+        assert served["interval"] == row["interval"] == interval
+        for key in ("estimate", "se", "ci_low", "ci_high", "boot_mean", "n_failed"):
+            assert served[key] == pytest.approx(row[key], rel=1e-12), (name, key)
+        assert served["se"] is not None and served["ci_low"] < served["estimate"] < served["ci_high"]
+        # and both print them: the analyst's line and the simulation's table carry the same numbers
+        line, table = format_estimate(served), format_table([row])
+        assert f"{interval} CI [{served['ci_low']:.6g}, {served['ci_high']:.6g}]" in line
+        assert f"{row['estimate']:.4f} ({row['se']:.4f})" in table
+        assert f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]" in table and f"({interval})" in table
+
+
+def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
+    from collabcausal.errors import ConfigError
+
+    folder = _example(tmp_path, certificates=False, tables=False)
+    study = folder / "study.toml"
+    text = study.read_text()
+    bca = text.replace('interval = "percentile"', 'interval = "bca"')
+    study.write_text(bca.replace("bootstrap = 200", "bootstrap = 0"))
+    with pytest.raises(ConfigError, match="needs bootstrap replicates"):
+        load_study_config(study)
+    study.write_text(text.replace('interval = "percentile"', 'interval = "studentized"'))
+    with pytest.raises(ConfigError, match="interval"):
+        load_study_config(study)

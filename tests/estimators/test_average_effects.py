@@ -30,12 +30,13 @@ def data():
 
 
 def the_functions(estimator, X, T, Y, e, alpha):
+    # the default propensity is the unpenalized logistic MLE: its estimation enters the SE
     Xa = X.to_numpy()
     if isinstance(estimator, PropensityScoreMatching):
-        return psm(Y, T, e, estimator.estimand, alpha=alpha)
+        return psm(Y, T, e, estimator.estimand, alpha=alpha, X_propensity=Xa)
     if isinstance(estimator, InverseProbabilityWeighting):
-        return ipw(Y, T, e, estimator.estimand, alpha=alpha)
-    return aipw(Y, T, e, Xa, estimator.estimand, alpha=alpha)
+        return ipw(Y, T, e, estimator.estimand, alpha=alpha, X_propensity=Xa)
+    return aipw(Y, T, e, Xa, estimator.estimand, alpha=alpha, X_propensity=Xa)
 
 
 @pytest.mark.parametrize("cls", [PropensityScoreMatching, InverseProbabilityWeighting, AugmentedIPW])
@@ -75,3 +76,14 @@ def test_any_classifier_and_regressor_plug_in_and_clone(data):
     assert twin.propensity_model_.C == 10.0 and model.get_params()["outcome_model__alpha"] == 1.0
     assert twin.propensity_.min() >= 0.02 and twin.propensity_.max() <= 0.98
     assert abs(twin.ate() - 2.0) < 0.3  # seeded data, true effect 2
+
+
+def test_the_default_propensity_enters_the_se_and_other_models_are_treated_as_known(data):
+    X, T, Y = data
+    assert InverseProbabilityWeighting().fit(Y, T, X=X).result_.diagnostics["se_kind"] == "propensity estimated"
+    psm_se = PropensityScoreMatching().fit(Y, T, X=X).result_.diagnostics["se_kind"]
+    assert psm_se == "propensity estimated (Abadie-Imbens 2016)"
+    clipped, penalized = InverseProbabilityWeighting(clip=0.02), AugmentedIPW(propensity_model=LogisticRegression())
+    others = (clipped, penalized)
+    for model in others:
+        assert model.fit(Y, T, X=X).result_.diagnostics["se_kind"].endswith("propensity known")

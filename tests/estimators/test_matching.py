@@ -178,3 +178,66 @@ def test_psm_validates_its_inputs():
         psm(Y, T, E, caliper=-1.0)
     with pytest.raises(InputError, match="empty"):
         nearest_neighbor_match([0.5], [])
+
+
+def _abadie_imbens_dgp(rng: np.random.Generator, n: int):
+    """Abadie & Imbens (2016), section 5: X uniform on [-1/2, 1/2]^2, logistic propensity."""
+    from scipy.special import expit
+
+    X = rng.uniform(-0.5, 0.5, size=(n, 2))
+    t = (rng.random(n) < expit(X[:, 0] + 2.0 * X[:, 1])).astype(np.int8)
+    y0 = 3.0 * X[:, 0] - 3.0 * X[:, 1] + rng.normal(size=n)
+    y1 = 5.0 + 5.0 * X[:, 0] + X[:, 1] + rng.normal(size=n)
+    return X, t, np.where(t == 1, y1, y0)
+
+
+@pytest.mark.parametrize("estimand", ["ate", "att"])
+def test_abadie_imbens_2016_correction_brings_the_se_to_the_monte_carlo_spread(estimand):
+    """Seeded (deterministic). Measured with 300 replications at n = 500 and 2000: ATE sd 0.134,
+    AI-2006 SE 0.176 (99.7% coverage), corrected SE 0.142 (95.7%); here 120 replications at n = 500."""
+    from collabcausal.estimators import LogisticPropensity
+
+    rng = np.random.default_rng(11)
+    estimates, known, corrected = [], [], []
+    for _ in range(120):
+        X, t, y = _abadie_imbens_dgp(rng, 500)
+        e = LogisticPropensity().fit(X, t).predict_propensity(X)
+        plain = psm(y, t, e, estimand)
+        adjusted = psm(y, t, e, estimand, X_propensity=X)
+        assert adjusted.estimate == plain.estimate
+        assert adjusted.diagnostics["se_kind"] == "propensity estimated (Abadie-Imbens 2016)"
+        estimates.append(plain.estimate)
+        known.append(plain.se)
+        corrected.append(adjusted.se)
+    spread = np.std(estimates)
+    assert np.mean(corrected) == pytest.approx(spread, rel=0.12)
+    if estimand == "ate":  # the ATE correction is never positive (Abadie & Imbens 2016, Theorem 1)
+        assert np.all(np.array(corrected) <= np.array(known))
+        assert np.mean(known) > 1.15 * spread
+
+
+def test_abadie_imbens_2016_se_does_not_depend_on_row_order():
+    from collabcausal.estimators import LogisticPropensity
+
+    rng = np.random.default_rng(3)
+    X, t, y = _abadie_imbens_dgp(rng, 300)
+    X = np.round(X, 1)  # coarse covariates: many tied propensities
+    e = LogisticPropensity().fit(X, t).predict_propensity(X)
+    for estimand in ("ate", "att"):
+        first = psm(y, t, e, estimand, X_propensity=X)
+        for k in range(5):
+            p = np.random.default_rng(50 + k).permutation(t.size)
+            again = psm(y[p], t[p], e[p], estimand, X_propensity=X[p])
+            assert again.se == pytest.approx(first.se, rel=1e-9)
+
+
+def test_psm_influence_is_the_linear_representation_with_matches_fixed():
+    rng = np.random.default_rng(4)
+    X, t, y = _abadie_imbens_dgp(rng, 200)
+    e = np.clip(0.5 + 0.3 * X[:, 0], 0.05, 0.95)
+    for estimand in ("ate", "att"):
+        est = psm(y, t, e, estimand)
+        w = est.diagnostics["match_weights"]
+        coef = np.where(t == 1, 1.0, -1.0) * w / (t.size if estimand == "ate" else t.sum())
+        assert coef @ y == pytest.approx(est.estimate, rel=1e-12)
+        assert est.diagnostics["influence"].mean() == pytest.approx(0.0, abs=1e-10)
