@@ -115,7 +115,8 @@ def baseline_summary(rows: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
             "beats_own_const": f"{int((ok['sqrt_pehe'] < ok['const_own_pehe']).sum())}/{len(g)}",
         })
         if "clipped_outcomes" in g:
-            record["max_clipped_outcomes"] = f"{100 * g['clipped_outcomes'].max():.1f}%"
+            worst = g["clipped_outcomes"].max()
+            record["max_clipped_outcomes"] = "—" if np.isnan(worst) else f"{100 * worst:.1f}%"
         if "note" in g:
             notes = sorted({n for n in g["note"].dropna() if n})
             record["note"] = "; ".join(notes)

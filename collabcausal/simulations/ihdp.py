@@ -150,10 +150,10 @@ def _non_private(name: str, seed: int):
 
 @dataclass(frozen=True)
 class Estimate:
-    """tau^ of one learner on one replication, with what the declared bounds clipped (share of Y)."""
+    """tau^ of one learner on one replication, with what the declared bounds clipped (share of Y; NaN if none)."""
 
     tau_hat: NDArray[np.float64]
-    clipped_outcomes: float = 0.0
+    clipped_outcomes: float = np.nan
 
 
 def _check_finite_release(model: DPCATE, X: NDArray[np.float64], outcome_bounds: tuple[float, float]) -> None:
