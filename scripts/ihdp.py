@@ -39,9 +39,10 @@ def plot(table, out: Path, title: str) -> None:
     labels = [f"{name}" + ("" if np.isinf(eps) else f" eps={eps:g}") for (name, eps), _ in groups]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ax.boxplot([g["sqrt_pehe"] for _, g in groups], showfliers=True)
-    ax.plot(range(1, len(groups) + 1), [g["econml_pehe"].mean() for _, g in groups], "s", color="C2",
+    ax.plot(range(1, len(groups) + 1), [g["econml_sqrt_pehe"].mean() for _, g in groups], "s", color="C2",
             label="EconML peer (mean)")
-    ax.axhline(float(cells["const_true_pehe"].mean()), color="grey", ls="--", lw=1, label="constant true ATE (mean)")
+    ax.axhline(float(cells["const_true_sqrt_pehe"].mean()), color="grey", ls="--", lw=1,
+               label="constant true ATE (mean)")
     ax.set_xticks(range(1, len(groups) + 1), labels, rotation=60, ha="right", fontsize=7)
     ax.set(yscale="log", xlabel="learner (privacy budget epsilon)",
            ylabel="sqrt(PEHE), within-sample (outcome units)", title=title)

@@ -94,25 +94,26 @@ def _cell(values: pd.Series) -> str:
     return f"{v.mean():.3g} ({v.std(ddof=1):.2g}) [{v.min():.3g}–{v.max():.3g}]"
 
 
-def baseline_summary(rows: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+def baseline_summary(rows: pd.DataFrame, keys: Sequence[str], metric: str = "sqrt_pehe") -> pd.DataFrame:
     """Per ``keys`` group: mean (sd) [min–max] of the learner and its baselines, and the win counts.
 
-    ``rows`` has one row per (replication, seed, learner, ...) with columns ``sqrt_pehe``,
-    ``econml_pehe``, ``const_true_pehe``, ``const_own_pehe`` and optionally ``clipped_outcomes``
-    (share) and ``note``.
+    ``rows`` has one row per (replication or repetition, seed, learner, ...) with the columns
+    ``metric`` (lower is better), ``econml_<metric>``, ``const_true_<metric>``,
+    ``const_own_<metric>`` and optionally ``clipped_outcomes`` (share) and ``note``.
     """
+    peer, true, own = (f"{p}_{metric}" for p in ("econml", "const_true", "const_own"))
     out = []
     for key, g in rows.groupby(list(keys), sort=False, dropna=False):
-        ok = g.dropna(subset=["sqrt_pehe"])
+        ok = g.dropna(subset=[metric])
         record = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
         record.update({
             "cells": len(g),
-            "sqrt_pehe": _cell(g["sqrt_pehe"]),
-            "econml_peer": _cell(g["econml_pehe"]),
-            "const_true_ate": _cell(g["const_true_pehe"]),
-            "const_own_ate": _cell(g["const_own_pehe"]),
-            "beats_true_const": f"{int((ok['sqrt_pehe'] < ok['const_true_pehe']).sum())}/{len(g)}",
-            "beats_own_const": f"{int((ok['sqrt_pehe'] < ok['const_own_pehe']).sum())}/{len(g)}",
+            metric: _cell(g[metric]),
+            "econml_peer": _cell(g[peer]),
+            "const_true_ate": _cell(g[true]),
+            "const_own_ate": _cell(g[own]),
+            "beats_true_const": f"{int((ok[metric] < ok[true]).sum())}/{len(g)}",
+            "beats_own_const": f"{int((ok[metric] < ok[own]).sum())}/{len(g)}",
         })
         if "clipped_outcomes" in g:
             worst = g["clipped_outcomes"].max()

@@ -218,8 +218,8 @@ def _row(name, eps, rep, seed, data: IHDPReplication, est: Estimate | None, peer
     return {"replication": rep, "seed": seed, "learner": name, "epsilon": np.inf if eps is None else eps,
             "sqrt_pehe": np.nan if tau_hat is None else pehe(data.tau, tau_hat),
             "ate_error": abs(own_ate - float(np.mean(data.tau))),
-            "econml_pehe": peer, "const_true_pehe": constant_ate_pehe(data.tau),
-            "const_own_pehe": np.nan if tau_hat is None else constant_ate_pehe(data.tau, own_ate),
+            "econml_sqrt_pehe": peer, "const_true_sqrt_pehe": constant_ate_pehe(data.tau),
+            "const_own_sqrt_pehe": np.nan if tau_hat is None else constant_ate_pehe(data.tau, own_ate),
             "clipped_outcomes": np.nan if est is None else est.clipped_outcomes, "note": note}
 
 

@@ -84,14 +84,15 @@ def test_quick_table_puts_the_constant_and_econml_baselines_beside_every_row():
     table = ihdp_quick(seed=0)
     sd_tau = float(np.std(load_ihdp(1).tau))
     assert len(table) == 6 and set(table["seed"]) == {0, 1}
-    assert np.allclose(table["const_true_pehe"], sd_tau)
-    assert (table["const_own_pehe"] >= table["const_true_pehe"] - 1e-12).all()  # no constant beats the true ATE
+    assert np.allclose(table["const_true_sqrt_pehe"], sd_tau)
+    # no constant beats the true ATE
+    assert (table["const_own_sqrt_pehe"] >= table["const_true_sqrt_pehe"] - 1e-12).all()
     s_rows = table[table["learner"] == "S"]
     assert (s_rows["sqrt_pehe"] < sd_tau).all()  # boosting on [X, T] finds real heterogeneity here
     # collabcausal's learners and EconML's with the same base models agree closely on the same data
-    np.testing.assert_allclose(s_rows["sqrt_pehe"], s_rows["econml_pehe"], rtol=0.02)
+    np.testing.assert_allclose(s_rows["sqrt_pehe"], s_rows["econml_sqrt_pehe"], rtol=0.02)
     dr = table[table["learner"] == "DR"]
-    np.testing.assert_allclose(dr["sqrt_pehe"], dr["econml_pehe"], rtol=1e-6)  # same stratified folds
+    np.testing.assert_allclose(dr["sqrt_pehe"], dr["econml_sqrt_pehe"], rtol=1e-6)  # same stratified folds
     private = table[table["learner"] == "DP-EBM S"]
     assert (private["epsilon"] == 8.0).all() and (private["clipped_outcomes"] == 0.0).all()
     assert np.isfinite(private["sqrt_pehe"]).all()
