@@ -119,8 +119,8 @@ def baseline_summary(rows: pd.DataFrame, keys: Sequence[str], metric: str = "sqr
             worst = g["clipped_outcomes"].max()
             record["max_clipped_outcomes"] = "—" if np.isnan(worst) else f"{100 * worst:.1f}%"
         if "note" in g:
-            notes = sorted({n for n in g["note"].dropna() if n})
-            record["note"] = "; ".join(notes)
+            notes = [n for n in g["note"].dropna() if n]
+            record["note"] = f"refused in {len(notes)}/{len(g)} cells, e.g. {notes[0]}" if notes else ""
         out.append(record)
     return pd.DataFrame(out)
 
