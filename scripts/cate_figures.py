@@ -2,13 +2,14 @@
 and paper 004 (DP-CATE: PEHE vs eps on dataset 2, finite and functional releases).
 
 Writes under results/cate/: paper000.csv, paper000_setup<S>.png (MSE vs eps per n, one panel per
-learner), paper000_bias_variance.png (DR learner), paper004.csv, paper004.png and claims.json, and
+learner), paper000_bias_variance.png (DR learner), paper004.csv, paper004.png, claims.json,
+paper000_rows.csv / paper004_rows.csv (every repetition) and
 paper000.md / paper004.md: every row beside the constant-ATE baselines and EconML's non-private
 learner of the same kind on the same data, mean (sd) [min–max] over repetitions (use --reps >= 5).
 
     .venv/bin/python scripts/cate_figures.py [--quick] [--papers 000 004] [--setups A B C D E]
         [--ns 500 ... 32000] [--reps 5] [--reps004 10] [--jobs 2] [--scheduler tcp://host:8786]
-        [--seed 0] [--out results/cate]
+        [--eps004 1 10 100] [--seed 0] [--out results/cate]
 
 ``--quick`` runs the CI grid of paper 000 (setup A, n in {500, 8000}, eps in {1, 16}, --reps
 repetitions) and paper 004's dataset 1 (600 samples, eps in {1, 1000}); ``--scheduler`` is
@@ -128,6 +129,7 @@ def main() -> None:
             rows0 = paper000_quick(seed=args.seed, n_jobs=args.jobs, reps=args.reps, peers=True)
         else:
             rows0 = paper000_rows(args.setups, args.ns, PAPER000_EPS, ("dr", "r", "s"), args.reps, **run)
+        rows0.to_csv(args.out / "paper000_rows.csv", index=False)
         r0 = paper000_means(rows0)
         r0.to_csv(args.out / "paper000.csv", index=False)
         plot_paper000(r0, args.out)
@@ -141,6 +143,7 @@ def main() -> None:
         else:
             cfg = Paper004Config(epsilons=tuple(args.eps004), reps=args.reps004)
         rows4 = paper004_rows(cfg, **run)
+        rows4.to_csv(args.out / "paper004_rows.csv", index=False)
         r4 = rows4.groupby(["variant", "epsilon"], as_index=False)["pehe"].agg(["mean", "std"])
         r4 = r4.rename(columns={"mean": "pehe", "std": "pehe_sd"})
         r4.to_csv(args.out / "paper004.csv", index=False)

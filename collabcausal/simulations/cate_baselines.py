@@ -94,12 +94,22 @@ def _cell(values: pd.Series) -> str:
     return f"{v.mean():.3g} ({v.std(ddof=1):.2g}) [{v.min():.3g}–{v.max():.3g}]"
 
 
+def _wins(score: pd.Series, constant: pd.Series) -> int:
+    """Cells strictly better than the constant; a tie within 1e-9 (relative) is not a win.
+
+    A constant prediction (e.g. the additive DP-EBM S-learner's) scores exactly its own-ATE
+    constant up to rounding, which must not count as beating it.
+    """
+    return int((score < constant * (1.0 - 1e-9)).sum())
+
+
 def baseline_summary(rows: pd.DataFrame, keys: Sequence[str], metric: str = "sqrt_pehe") -> pd.DataFrame:
     """Per ``keys`` group: mean (sd) [min–max] of the learner and its baselines, and the win counts.
 
     ``rows`` has one row per (replication or repetition, seed, learner, ...) with the columns
     ``metric`` (lower is better), ``econml_<metric>``, ``const_true_<metric>``,
-    ``const_own_<metric>`` and optionally ``clipped_outcomes`` (share) and ``note``.
+    ``const_own_<metric>`` and optionally ``clipped_outcomes`` (share) and ``note``. Refused cells
+    (metric NaN) count as losses.
     """
     peer, true, own = (f"{p}_{metric}" for p in ("econml", "const_true", "const_own"))
     out = []
@@ -112,8 +122,8 @@ def baseline_summary(rows: pd.DataFrame, keys: Sequence[str], metric: str = "sqr
             "econml_peer": _cell(g[peer]),
             "const_true_ate": _cell(g[true]),
             "const_own_ate": _cell(g[own]),
-            "beats_true_const": f"{int((ok[metric] < ok[true]).sum())}/{len(g)}",
-            "beats_own_const": f"{int((ok[metric] < ok[own]).sum())}/{len(g)}",
+            "beats_true_const": f"{_wins(ok[metric], ok[true])}/{len(g)}",
+            "beats_own_const": f"{_wins(ok[metric], ok[own])}/{len(g)}",
         })
         if "clipped_outcomes" in g:
             worst = g["clipped_outcomes"].max()

@@ -39,6 +39,8 @@ def test_summary_counts_wins_against_each_constant_and_reports_spreads():
     assert rec["mse"] == "1.62 (1.1) [0.5–3]"
     assert rec["econml_peer"].startswith("0.4 (0)")
     assert rec["note"] == "refused in 1/5 cells, e.g. refused: noise too large"
+    tie = rows.assign(mse=rows["const_own_mse"] * (1 + 1e-12))  # a constant learner scores its own constant
+    assert baseline_summary(tie, ["learner"], metric="mse")["beats_own_const"].item() == "0/5"
     markdown = to_markdown(baseline_summary(rows, ["learner"], metric="mse"))
     assert markdown.splitlines()[0].startswith("| learner | cells | mse | econml_peer |")
     assert markdown.count("\n") == 2
