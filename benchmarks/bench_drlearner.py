@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                              model_final=LinearRegression(), cv=2, random_state=0).fit(Y, T, X=X)
     their_effect = theirs.effect(X)
     t_theirs = time.perf_counter() - start
-    se = ours.ate_interval().se
+    se = ours.ate_inference().se
     print(f"n = {args.n}: collabcausal DRLearner {t_ours:.3f} s, EconML DRLearner {t_theirs:.3f} s, "
           f"ratio EconML/ours = {t_theirs / t_ours:.2f}")
     print(f"ATE ours {ours_effect.mean():.4f}, EconML {their_effect.mean():.4f} (our AIPW se {se:.4f})")

@@ -45,6 +45,7 @@ from collabcausal.estimators.dp.aggregates import OUTCOME
 from collabcausal.estimators.dp.partitions import CentersPartition, regular_cut
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.ledger import ADD_REMOVE, SUBSTITUTION, PrivacyLedger
 
 RELATIONS = (SUBSTITUTION, ADD_REMOVE)
@@ -197,8 +198,10 @@ def _party(case: AuditCase, frame: pd.DataFrame, ledger: Path, n_releases: int) 
     table = PartyTable.from_frame(
         frame, list(case.covariates), treatment=case.treatment, outcome=case.outcome, min_subjects=1
     )
-    budget = PrivacyLedger(ledger, epsilon=case.claimed_epsilon * n_releases * 2.0, dataset="audit")
-    return Party("audited", table, ledger=budget)
+    delta = float(case.request.params.get("delta", 0.0))
+    epsilon = case.claimed_epsilon * n_releases * 2.0
+    budget = PrivacyLedger(ledger, epsilon=epsilon, delta=min(0.5, delta * n_releases * 2.0), dataset="audit")
+    return Party("audited", table, ledger=budget, anchor_key=simulation_anchor_key(0))
 
 
 def _fast_directory() -> str | None:
@@ -270,6 +273,13 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
             "dp_range median",
             _request("dp_range", epsilon, columns=["a"], bounds=[[-5.0, 5.0]], quantiles=[0.5]),
             ("a",), ("ranges",), _pair(cluster, a=5.0), **labels,
+        ),
+        AuditCase(
+            "dp_representation",
+            _request("dp_representation", epsilon, delta=1e-5, n_components=2, n_anchors=10, labels=True,
+                     anchor_ranges={"a": [-5.0, 5.0], "b": [-5.0, 5.0]}, outcome_range=[-1.0, 1.0]),
+            ("a", "b"), ("x_tilde", "t_noisy", "y_noisy"), _pair(base.assign(b=base["a"]), a=5.0, b=5.0, t=1, y=1.0),
+            **labels,
         ),
         AuditCase(
             "dp_discover hsic",

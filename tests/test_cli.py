@@ -22,7 +22,9 @@ LEAVES = (
     ["certs", "issue"],
     ["certs", "request"],
     ["certs", "sign"],
+    ["certs", "anchor-key"],
 )
+HEAVY = ("numpy", "scipy", "pandas", "sklearn", "grpc")
 
 
 def test_help_and_version_import_no_command_module() -> None:
@@ -37,6 +39,22 @@ def test_help_and_version_import_no_command_module() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out
     assert "collabcausal 0." in out
+
+
+def test_every_command_help_imports_no_numerics_or_network() -> None:
+    """`collabcausal <command> --help` answers at once: the command modules import heavy libraries in run()."""
+    code = (
+        "import sys\n"
+        "from collabcausal.cli import main\n"
+        f"for argv in {[list(a) for a in LEAVES]!r}:\n"
+        "    assert main([*argv, '--help']) == 0\n"
+        f"    heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
+        "    print('HEAVY', ' '.join(argv), heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    lines = [line for line in out.splitlines() if line.startswith("HEAVY")]
+    assert len(lines) == len(LEAVES)
+    assert all(line.endswith("[]") for line in lines), lines
 
 
 def test_top_level_help_lists_every_command_with_examples(capsys) -> None:

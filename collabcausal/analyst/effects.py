@@ -76,7 +76,7 @@ def estimate_effects(
     analytic_se : bool
         Compute PSM's Abadie-Imbens standard error (skip it inside a bootstrap).
     """
-    e = LogisticPropensity(clip=clip).fit(features, treatment).predict_proba(features)
+    e = LogisticPropensity(clip=clip).fit(features, treatment).predict_propensity(features)
     run = {
         "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se),
         "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True),

@@ -5,19 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collabcausal.analyst.alignment import align_row_group
-from collabcausal.analyst.config import StudyConfig, load_study_config
-from collabcausal.analyst.dcqe import run_dcqe
-from collabcausal.analyst.grid import Grid
 from collabcausal.errors import CollabCausalError
 from collabcausal.logs import log_progress
-from collabcausal.party.config import read_toml
-from collabcausal.protocol.server import GrpcGrid
-from collabcausal.protocol.tls import TlsFiles
-from collabcausal.reporting.document import overlap_histogram, study_document
-from collabcausal.reporting.html import REPORT_HTML, write_html
+
+if TYPE_CHECKING:
+    from collabcausal.analyst.config import StudyConfig
+    from collabcausal.analyst.grid import Grid
 
 REPORT = "report.json"
 
@@ -63,6 +58,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve the study until it completes or fails."""
+    from collabcausal.analyst.config import load_study_config
+    from collabcausal.party.config import read_toml
+    from collabcausal.protocol.server import GrpcGrid
+    from collabcausal.protocol.tls import TlsFiles
+    from collabcausal.reporting.document import study_document
+    from collabcausal.reporting.html import REPORT_HTML, write_html
+
     config = load_study_config(args.study)
     server = config.server
     insecure = args.insecure or server.insecure
@@ -95,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_study(grid: Grid, config: StudyConfig, joined: list[str] | None = None) -> dict[str, Any]:
     """Align (if configured) and run DC-QE on ``grid``; return the report as a JSON-ready dict."""
+    from collabcausal.analyst.alignment import align_row_group
+    from collabcausal.analyst.dcqe import run_dcqe
+    from collabcausal.reporting.document import overlap_histogram
+
     plan = config.plan(joined)
     alignment = {}
     if config.align:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from collabcausal.errors import InputError
@@ -36,7 +37,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    init = actions.add_parser("init", help="make the study CA (ca.pem, ca.key)", **_example("certs init --dir certs"))
+    init = actions.add_parser(
+        "init",
+        help="make the study CA (ca.pem, ca.key)",
+        **_example(
+            "Make the study's certificate authority at the coordinator: ca.pem goes to every party, ca.key "
+            "stays private (it signs every certificate of the study).",
+            "certs init --dir certs",
+        ),
+    )
     init.add_argument("--dir", default="certs", help="folder for the CA files (default: certs)")
     init.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     init.add_argument("--force", action="store_true", help="overwrite an existing CA")
@@ -45,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "issue",
         help="issue a party or analyst key and certificate",
         **_example(
+            "Issue a private key and a certificate signed by the study CA, for a party (by roster name) or for "
+            "the analyst (with the host names parties dial). The key is written beside the certificate: send it "
+            "to the party over a secure channel, or use 'certs request' so that it never leaves the party.",
             "certs issue --party hospital-a --dir certs",
             "certs issue --analyst --host coordinator.example.org --dir certs",
         ),
@@ -65,7 +77,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     req = actions.add_parser(
         "request",
         help="make a party key and a signing request (at the party)",
-        **_example("certs request --party hospital-a --dir certs"),
+        **_example(
+            "At the party: make its private key (kept here) and a certificate signing request to send to the "
+            "coordinator, who answers with 'certs sign'.",
+            "certs request --party hospital-a --dir certs",
+        ),
     )
     req.add_argument("--party", required=True, metavar="NAME", help="the party's roster name")
     req.add_argument("--dir", default="certs", help="folder for NAME.key and NAME.csr (default: certs)")
@@ -74,7 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sign = actions.add_parser(
         "sign",
         help="sign a party's request with the study CA (at the coordinator)",
-        **_example("certs sign --csr hospital-a.csr --dir certs"),
+        **_example(
+            "At the coordinator: sign a party's request with the study CA; send the certificate and ca.pem back.",
+            "certs sign --csr hospital-a.csr --dir certs",
+        ),
     )
     sign.add_argument("--csr", required=True, metavar="FILE", help="the party's NAME.csr")
     sign.add_argument("--dir", default="certs", help="folder holding the CA (default: certs)")
@@ -84,17 +103,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     anchor = actions.add_parser(
         "anchor-key",
         help="make the study's anchor key (at one party; give it to every party, never to the coordinator)",
-        **_example("certs anchor-key --out anchor.key"),
+        **_example(
+            "At one party: make the secret key from which every party derives the DC-QE anchor. Give it to "
+            "every party out of band and name it in [anchor] key_file; the coordinator must never see it.",
+            "certs anchor-key --out anchor.key",
+        ),
     )
     anchor.add_argument("--out", default="anchor.key", metavar="FILE", help="where to write it (default: anchor.key)")
     anchor.add_argument("--force", action="store_true", help="overwrite an existing key file")
     anchor.set_defaults(func=run_anchor_key)
 
 
-def _example(*commands: str) -> dict:
-    """``add_parser`` keywords showing ``commands`` as examples under the options."""
+def _example(description: str, *commands: str) -> dict:
+    """``add_parser`` keywords: ``description`` above the options, ``commands`` as examples below."""
     lines = "\n".join(f"  collabcausal {c}" for c in commands)
-    return {"epilog": f"example:\n{lines}", "formatter_class": argparse.RawDescriptionHelpFormatter}
+    return {
+        "description": textwrap.fill(description, 100),
+        "epilog": f"example:\n{lines}",
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
 
 
 def run_init(args: argparse.Namespace) -> int:

@@ -12,9 +12,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collabcausal.errors import ConfigError, InputError
-from collabcausal.party.ledger import PrivacyLedger, default_ledger_location, ledger_budgets, migrate_ledger
+
+if TYPE_CHECKING:
+    from collabcausal.party.ledger import PrivacyLedger
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -58,6 +61,8 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the budget report; return 0."""
+    from collabcausal.party.ledger import PrivacyLedger, ledger_budgets, migrate_ledger
+
     path = args.ledger if args.ledger is not None else ledger_path_from_config(args.config)
     if not Path(path).is_file():
         raise InputError(f"ledger {path} does not exist", "check the path (a ledger is created by the first charge)")
@@ -76,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
 def ledger_path_from_config(config: Path) -> Path:
     """The ledger of a party config: ``[privacy] ledger``, else the default next to ``[data] path``."""
+    from collabcausal.party.ledger import default_ledger_location
+
     try:
         data = tomllib.loads(Path(config).read_text())
     except FileNotFoundError:

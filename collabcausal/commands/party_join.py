@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 
 from collabcausal.logs import progress_logger
-from collabcausal.party.config import load_party_config
-from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
-from collabcausal.protocol.tls import TlsFiles
 
 DESCRIPTION = """\
 Serve one study as a party. The party dials the analyst (no inbound port is needed at the
@@ -42,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the configuration, build the party, serve until the study ends."""
+    from collabcausal.party.config import load_party_config
+    from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
+    from collabcausal.protocol.tls import TlsFiles
+
     config = load_party_config(args.config)
     party = config.build_party()
     conn = config.connection

@@ -6,15 +6,13 @@ import argparse
 import logging
 import tempfile
 from functools import partial
+from typing import TYPE_CHECKING
 
 from collabcausal.errors import InputError
-from collabcausal.protocol.launcher import local_grpc_grid
-from collabcausal.reporting.document import simulation_warnings
-from collabcausal.simulations.datasets import CausalDataset, load_csv_dataset, load_lalonde, make_dcqe_synthetic
-from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
-from collabcausal.simulations.partition import partition_grid
-from collabcausal.simulations.report import format_table, write_results
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
+
+if TYPE_CHECKING:
+    from collabcausal.simulations.datasets import CausalDataset
 
 DESCRIPTION = """\
 Split a data set into a grid of parties (row groups hold different subjects, column groups
@@ -102,6 +100,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Validate everything, run, print the table and write the results."""
+    from collabcausal.protocol.launcher import local_grpc_grid
+    from collabcausal.reporting.document import simulation_warnings
+    from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
+    from collabcausal.simulations.partition import partition_grid
+    from collabcausal.simulations.report import format_table, write_results
+
     dataset = _dataset(args)
     groups = (
         [tuple(c.strip() for c in g.split(",") if c.strip()) for g in args.columns.split(";")] if args.columns else None
@@ -137,6 +141,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _dataset(args: argparse.Namespace) -> CausalDataset:
+    from collabcausal.simulations.datasets import load_csv_dataset, load_lalonde, make_dcqe_synthetic
+
     if args.data is None:
         return load_lalonde() if args.dataset == "lalonde" else make_dcqe_synthetic(seed=args.seed)
     missing = [f"--{k}" for k in ("covariates", "treatment", "outcome") if getattr(args, k) is None]

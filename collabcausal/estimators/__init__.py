@@ -1,8 +1,13 @@
 """Pure-math estimators on in-memory arrays: propensity, matching, weighting, balance, bootstrap.
 
+Functions (``psm``, ``ipw``, ``aipw``) work on given propensities; the scikit-learn-style classes
+(``PropensityScoreMatching``, ``InverseProbabilityWeighting``, ``AugmentedIPW``) fit the propensity
+model too.
+
 No I/O, no network, no global state. See docs/estimators.md.
 """
 
+from collabcausal.estimators.average_effects import AugmentedIPW, InverseProbabilityWeighting, PropensityScoreMatching
 from collabcausal.estimators.balance import (
     ArmMoments,
     masmd,
@@ -20,9 +25,12 @@ from collabcausal.estimators.weighting import ipw, ipw_weights
 
 __all__ = [
     "ArmMoments",
+    "AugmentedIPW",
     "BootstrapSummary",
     "EffectEstimate",
+    "InverseProbabilityWeighting",
     "LogisticPropensity",
+    "PropensityScoreMatching",
     "aipw",
     "gap",
     "ipw",

@@ -8,12 +8,16 @@ one formula (:func:`smd_from_moments`) serves every caller.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, NumericalError
 from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -108,13 +112,19 @@ def smd_from_moments(m: ArmMoments) -> NDArray[np.float64]:
     return out
 
 
-def smd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64]:
+def smd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64] | pd.Series:
     """Standardized mean difference of each covariate (paper 003, eq. 42; weighted: eqs. 43–44).
 
     For PSM pass the ``match_weights`` diagnostic of :func:`~collabcausal.estimators.matching.psm`
     (the matched sample); for IPW the ``weights`` of :func:`~collabcausal.estimators.weighting.ipw`.
+    A DataFrame ``X`` gives a pandas Series indexed by its column names, an array an array.
     """
-    return smd_from_moments(weighted_moments(X, check_treatment(t), weights))
+    values = smd_from_moments(weighted_moments(X, check_treatment(t), weights))
+    if hasattr(X, "columns"):
+        import pandas as pd
+
+        return pd.Series(values, index=X.columns, name="smd")
+    return values
 
 
 def masmd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> float:

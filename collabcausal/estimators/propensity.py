@@ -15,17 +15,21 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.validation import check_bounds, check_matrix, check_treatment
+from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
 _GRAM_TOL = 1e-12  # eigenvalue ratio of the Gram matrix above which its whitening is accurate
 _SEPARATION_TOL = 1e-6  # every fitted propensity this close to the observed arm: complete separation
 
 
-class LogisticPropensity:
+class LogisticPropensity(ClassifierMixin, BaseEstimator):
     """Logistic-regression propensity model P(T = 1 | x) fitted by Newton/IRLS.
+
+    A scikit-learn binary classifier of the treatment (classes 0 and 1): ``predict_proba`` gives
+    both columns, ``predict_propensity`` the treated column alone (the propensity score).
 
     Minimizes ``sum_k [log(1 + exp(eta_k)) - t_k eta_k] + (penalty / 2) ||coef||^2`` with
     ``eta = intercept + X coef`` (paper 003, eq. 32; the intercept is never penalized, so
@@ -56,6 +60,11 @@ class LogisticPropensity:
         Newton iterations used.
     converged_ : bool
         True after a successful fit (a failed fit raises).
+    classes_ : ndarray of shape (2,)
+        The two labels of ``y``, control first: ``[0, 1]`` for a treatment coded 0/1.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names, when fitted on a DataFrame with string column names.
 
     Notes
     -----
@@ -81,11 +90,15 @@ class LogisticPropensity:
         self.max_iter = max_iter
         self.tol = tol
 
-    def fit(self, X: ArrayLike, t: ArrayLike) -> LogisticPropensity:
-        """Fit the model on covariates ``X`` (n x m) and treatment ``t`` (0/1); returns self."""
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LogisticPropensity:
+        """Fit the model on covariates ``X`` (n x m) and the treatment ``y``; returns self.
+
+        ``y`` holds two labels (the treatment coded 0/1, or any two values as in scikit-learn);
+        the larger one, ``classes_[1]``, is the treated arm whose probability is the propensity.
+        """
         self._check_params()
-        X = check_matrix(X, "X")
-        t = check_treatment(t, "treatment", n=X.shape[0]).astype(np.float64)
+        X = check_features(self, X, reset=True)
+        self.classes_, t = check_binary_labels(y, "y", n=X.shape[0])
         m = X.shape[1]
         center = X.mean(axis=0) if self.fit_intercept else np.zeros(m)
         Xc = X - center
@@ -111,28 +124,36 @@ class LogisticPropensity:
         self.intercept_ = float(b0 - center @ self.coef_)
         self.n_iter_ = n_iter
         self.converged_ = True
-        self.n_features_in_ = m
         return self
 
     def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
         """The linear predictor (logit of the propensity) ``intercept_ + X coef_``."""
-        if not hasattr(self, "coef_"):
-            raise InputError("this LogisticPropensity is not fitted yet", "call fit(X, t) first")
-        X = check_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise InputError(
-                f"X has {X.shape[1]} columns but the model was fitted on {self.n_features_in_}",
-                "pass the same covariates, in the same order, as in fit",
-            )
+        check_is_fitted(self, "coef_", "fit(X, t)")
+        X = check_features(self, X, reset=False)
         return self.intercept_ + X @ self.coef_
 
-    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
+    def predict_propensity(self, X: ArrayLike) -> NDArray[np.float64]:
         """Propensity scores P(T = 1 | x), shape (n,), clipped to ``clip`` when given."""
         e = expit(self.decision_function(X))
         if self.clip is not None:
             lo, hi = self.clip
             np.clip(e, lo, hi, out=e)
         return e
+
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Class probabilities as in scikit-learn, shape (n, 2): ``[1 - e(x), e(x)]`` (control, treated)."""
+        e = self.predict_propensity(X)
+        return np.column_stack([1.0 - e, e])
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """The more likely arm, a label of ``classes_`` (treated when the propensity exceeds 1/2)."""
+        treated = self.decision_function(X) > 0.0
+        return self.classes_[treated.astype(np.intp)]
+
+    def __sklearn_tags__(self):  # scikit-learn's estimator tags
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # a propensity model: two arms
+        return tags
 
     def _check_params(self) -> None:
         if not (np.isfinite(self.penalty) and self.penalty >= 0.0):

@@ -6,12 +6,21 @@ Each check returns a clean float64 (or int8 for treatments) array or raises
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
+from sklearn.exceptions import DataConversionWarning
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import validate_data
 
 from collabcausal.errors import InputError
+
+if TYPE_CHECKING:
+    from sklearn.base import BaseEstimator
 
 Estimand = Literal["ate", "att"]
 ESTIMANDS: tuple[str, ...] = ("ate", "att")
@@ -34,9 +43,57 @@ def check_matrix(X: ArrayLike, name: str = "X", *, n_rows: int | None = None) ->
     return arr
 
 
+class NotFittedError(InputError, SklearnNotFittedError):
+    """An estimator was used before ``fit``: an :class:`InputError` that is also scikit-learn's NotFittedError."""
+
+
+def check_is_fitted(estimator: BaseEstimator, attribute: str, fit_call: str = "fit(...)") -> None:
+    """Raise :class:`NotFittedError` unless ``estimator`` has the fitted ``attribute``."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet", f"call {fit_call} first")
+
+
+def check_features(estimator: BaseEstimator, X: ArrayLike, *, reset: bool) -> NDArray[np.float64]:
+    """The covariates of a scikit-learn-style estimator, checked at the door; a float64 matrix.
+
+    Beyond :func:`check_matrix`, X must be dense, real and 2-D (subjects x covariates, at least one
+    of each), and scikit-learn's bookkeeping applies: ``reset=True`` (in ``fit``) records
+    ``n_features_in_`` and, for a DataFrame with string column names, ``feature_names_in_``;
+    ``reset=False`` (in ``predict``/``effect``) refuses other numbers or names of columns. The
+    messages keep scikit-learn's wording, which its estimator checks look for.
+    """
+    if sparse.issparse(X):
+        raise InputError("X is a sparse matrix: sparse input is not supported", "pass a dense array (X.toarray())")
+    raw = np.asarray(X)
+    if np.iscomplexobj(raw):
+        raise InputError("X has complex values: Complex data not supported", "pass real numbers")
+    if raw.ndim != 2:
+        raise InputError(
+            f"X must be 2-D (subjects x covariates), got {raw.ndim} dimension(s)",
+            "Reshape your data, e.g. X.reshape(-1, 1) for a single covariate",
+        )
+    if raw.shape[1] == 0:
+        raise InputError(f"0 feature(s) (shape={raw.shape}) while a minimum of 1 is required.", "pass covariates")
+    if raw.shape[0] == 0:
+        raise InputError(f"0 sample(s) (shape={raw.shape}) while a minimum of 1 is required.", "pass subjects")
+    arr = check_matrix(raw, "X")
+    try:
+        validate_data(estimator, X if hasattr(X, "columns") else arr, skip_check_array=True, reset=reset)
+    except ValueError as exc:
+        raise InputError(str(exc).strip(), "pass the same covariates, in the same order, as in fit") from exc
+    return arr
+
+
 def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDArray[np.float64]:
     """A finite 1-D float array of length ``n`` (when given)."""
-    arr = np.asarray(y, dtype=np.float64)
+    arr = _one_per_subject(np.asarray(y, dtype=np.float64), name, n)
+    if not np.isfinite(arr).all():
+        raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
+    return arr
+
+
+def _one_per_subject(arr: NDArray, name: str, n: int | None) -> NDArray:
+    """``arr`` as a 1-D array (an (n, 1) column is read as its ravel) with ``n`` entries when given."""
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:
@@ -46,8 +103,6 @@ def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDAr
             f"{name} has {arr.shape[0]} entries but {n} were expected",
             "pass arrays with one entry per subject, in the same order",
         )
-    if not np.isfinite(arr).all():
-        raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
     return arr
 
 
@@ -68,6 +123,37 @@ def check_treatment(t: ArrayLike, name: str = "treatment", *, n: int | None = No
             "both treated and control subjects are needed to estimate an effect",
         )
     return out
+
+
+def check_binary_labels(y: ArrayLike, name: str = "y", *, n: int | None = None) -> tuple[NDArray, NDArray[np.float64]]:
+    """A classifier's two-label target: ``(classes, indicator)``, ``indicator`` 1.0 where ``y == classes[1]``.
+
+    Any two labels are accepted, as scikit-learn classifiers accept them (sorted, the larger is the
+    "positive" class); one label, more than two, or a continuous target are refused.
+    """
+    if y is None:
+        raise InputError(f"{name} is missing: fit requires y to be passed, but the target y is None", "pass it")
+    raw = np.asarray(y)
+    if raw.ndim == 2 and raw.shape[1] == 1:
+        warnings.warn(
+            f"A column-vector {name} was passed when a 1d array was expected; it is read as {name}.ravel()",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+    raw = _one_per_subject(raw, name, n)
+    if raw.dtype.kind in "fc" and not np.isfinite(raw).all():
+        raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
+    kind = type_of_target(raw)
+    if kind not in ("binary", "multiclass"):
+        raise InputError(f"Unknown label type: {name} is {kind}, not two arms", "code the treatment 0/1")
+    classes = np.unique(raw)
+    if classes.size != 2:
+        raise InputError(
+            f"{name} has {classes.size} class(es) ({', '.join(map(str, classes[:5]))}): Only binary classification "
+            "is supported",
+            "code the treatment 0 (control) / 1 (treated), with both arms present",
+        )
+    return classes, (raw == classes[1]).astype(np.float64)
 
 
 def check_propensity(e: ArrayLike, name: str = "propensity", *, n: int | None = None) -> NDArray[np.float64]:

@@ -9,7 +9,14 @@ import importlib
 from collabcausal.party.node import Party
 from collabcausal.party.table import PartyTable
 
-OPERATION_MODULES: tuple[str, ...] = ("representation", "balance", "dp_queries", "alignment", "discovery")
+OPERATION_MODULES: tuple[str, ...] = (
+    "representation",
+    "dp_representation",
+    "balance",
+    "dp_queries",
+    "alignment",
+    "discovery",
+)
 
 for _module in OPERATION_MODULES:
     importlib.import_module(f"collabcausal.party.{_module}")

@@ -79,12 +79,12 @@ def anchor_columns(
         if name not in ranges:
             raise InputError(f"no anchor range for covariate {name!r}", "declare [low, high] for every covariate")
         lo, hi = check_bounds(tuple(ranges[name]), f"anchor range of {name!r}")
-        out[:, k] = _column_stream(key, study, name).uniform(lo, hi, int(n_anchors))
+        out[:, k] = keyed_stream(key, f"anchor/{study}/{name}").uniform(lo, hi, int(n_anchors))
     return out
 
 
-def _column_stream(key: bytes, study: str, column: str) -> np.random.Generator:
-    """A Generator keyed by HMAC-SHA256(key, study / column): unpredictable without the key."""
-    digest = hmac.new(key, f"anchor/{study}/{column}".encode(), hashlib.sha256).digest()
+def keyed_stream(key: bytes, label: str) -> np.random.Generator:
+    """A Generator keyed by HMAC-SHA256(key, label): unpredictable without the key."""
+    digest = hmac.new(key, label.encode(), hashlib.sha256).digest()
     words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 32, 4)]
     return np.random.default_rng(np.random.SeedSequence(words))

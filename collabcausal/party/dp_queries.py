@@ -168,12 +168,18 @@ def _admit(request: Message) -> float:
     return check_epsilon(request.params["epsilon"], f"epsilon of {request.operation}")
 
 
-def _charge(party: Party, request: Message, eps: float, **extra: Any) -> Charge:
+def require_ledger(party: Party, operation: str) -> Any:
+    """The party's privacy ledger; a one-line :class:`PolicyError` when it has none."""
     if party.ledger is None:
         raise PolicyError(
-            f"party {party.name!r} has no privacy ledger, so it answers no DP query ({request.operation})",
+            f"party {party.name!r} has no privacy ledger, so it answers no DP query ({operation})",
             "configure a [privacy] section (epsilon, delta, ledger) in the party's config",
         )
+    return party.ledger
+
+
+def _charge(party: Party, request: Message, eps: float, **extra: Any) -> Charge:
+    require_ledger(party, request.operation)
     details = {"columns": [str(c) for c in request.params.get("columns", [])], **extra}
     spec = request.params.get("partition")
     if isinstance(spec, Mapping):

@@ -20,7 +20,8 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   ``allow_full_rank = true``); a variance fraction is refused unless full rank is allowed (its
   number of components is data-dependent); ``r`` must lie in ``[min_anchors, max_anchors]``; and at
   most ``max_representation_requests`` requests per study are answered (a study with B bootstrap
-  replicates asks B + 1).
+  replicates asks B + 1). ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys
+  the same rules except that it may have full rank: its guarantee is differential privacy.
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ class PartyPolicy:
             self._check_subjects(
                 who, op, _distinct(request.arrays["rows"], party.table.n_subjects), "the requested rows"
             )
-        if op.name == "dc_representation":
-            self._check_reduction(who, len(party.table.covariate_names), request)
+        if op.name in ("dc_representation", "dp_representation"):
+            self._check_reduction(who, len(party.table.covariate_names), request, private=op.differentially_private)
         if "arms" in request.arrays or "weights" in request.arrays:
             self._check_weighted(who, op, party.table.n_subjects, request)
 
@@ -163,15 +164,19 @@ class PartyPolicy:
             what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"
             self._check_subjects(who, op, count, what)
 
-    def _check_reduction(self, who: str, n_covariates: int, request: Message) -> None:
-        """The reduction rules of the module docstring; counts the request against its study's limit."""
+    def _check_reduction(self, who: str, n_covariates: int, request: Message, *, private: bool = False) -> None:
+        """The reduction rules of the module docstring; counts the request against its study's limit.
+
+        A differentially private representation (``private``) may have full rank: its guarantee
+        does not rest on the reduction.
+        """
         p = request.params
-        largest = n_covariates if self.allow_full_rank else n_covariates - 1
+        largest = n_covariates if self.allow_full_rank or private else n_covariates - 1
         if self.max_components is not None:
             largest = min(largest, self.max_components)
         asked = p.get("n_components")
         if isinstance(asked, bool) or not isinstance(asked, (int, float)):
-            raise PolicyError(f"{who} refuses 'dc_representation': n_components {asked!r} is not a number", _FIX)
+            raise PolicyError(f"{who} refuses {request.operation!r}: n_components {asked!r} is not a number", _FIX)
         if isinstance(asked, float) and not self.allow_full_rank:
             raise PolicyError(
                 f"{who} refuses a variance fraction of components ({asked:g}): its rank is data-dependent",

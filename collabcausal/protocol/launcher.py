@@ -40,9 +40,10 @@ class LocalStudy:
     Parameters
     ----------
     parties : sequence of Party
-        In-memory parties (no custom ``reducer_factory`` or ``ledger``: they cannot cross a
-        process boundary). A :class:`PartyPolicy` is carried over; otherwise every registered
-        operation and every column is allowed, as in process.
+        In-memory parties (no custom ``reducer_factory``: it cannot cross a process boundary). A
+        :class:`PartyPolicy` is carried over; otherwise every registered operation and every
+        column is allowed, as in process. A party with a ledger gets a fresh ledger of the same
+        budget in its folder (``ledger.sqlite``, its ``[privacy]`` section).
     workdir : path
         Where tables, configurations, certificates, audit and party logs go.
     tls : bool
@@ -63,9 +64,9 @@ class LocalStudy:
         task_timeout: float = 600.0,
     ) -> None:
         for party in parties:
-            if party.reducer_factory is not None or party.ledger is not None:
+            if party.reducer_factory is not None:
                 raise InputError(
-                    f"party {party.name!r} has a custom reducer_factory or a ledger, which cannot cross a process",
+                    f"party {party.name!r} has a custom reducer_factory, which cannot cross a process",
                     "use the in-process transport for it, or configure it through party.toml",
                 )
         self.workdir = Path(workdir)
@@ -201,6 +202,9 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
         | _reduction_policy(policy),
         "audit": {"path": "audit.jsonl"},
     }
+    if party.ledger is not None:
+        # The party process keeps its own ledger, with the in-process ledger's budget.
+        sections["privacy"] = {"epsilon": party.ledger.epsilon, "delta": party.ledger.delta, "ledger": "ledger.sqlite"}
     if party.anchor_key is not None:
         key_file = folder / "anchor.key"
         key_file.write_text(party.anchor_key.hex() + "\n")

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from collabcausal.errors import InputError
-from collabcausal.simulations.partition import GridPartition
+
+if TYPE_CHECKING:
+    from collabcausal.simulations.partition import GridPartition
 
 Kind = Literal["central", "individual", "collaboration"]
 

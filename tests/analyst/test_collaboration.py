@@ -88,6 +88,6 @@ def test_full_rank_collaboration_equals_centralized_propensity_for_any_row_split
     order = np.argsort(groups, kind="stable")
     reduced = [_party_reduce(X[groups == g], anchor) for g in range(3)]
     rep = collaborative_representation([r[0] for r in reduced], [r[1] for r in reduced], m)
-    e_collab = LogisticPropensity().fit(rep.X_hat, t[order]).predict_proba(rep.X_hat)
-    e_central = LogisticPropensity().fit(X[order], t[order]).predict_proba(X[order])
+    e_collab = LogisticPropensity().fit(rep.X_hat, t[order]).predict_propensity(rep.X_hat)
+    e_central = LogisticPropensity().fit(X[order], t[order]).predict_propensity(X[order])
     assert np.max(np.abs(e_collab - e_central)) < 1e-6

@@ -127,3 +127,10 @@ def test_through_a_party_its_own_ledger_and_policy_apply(capsys, data, tmp_path)
     assert code == 4 and "unprotected" in err
     assert run(capsys, "discover", "--config", str(config), *BOTH, "--epsilon", "1")[0] == 0
     assert PrivacyLedger.from_file(tmp_path / "own.sqlite").spent() == (1.0, 0.0)
+
+
+def test_the_help_lists_exactly_the_scores_with_a_private_release() -> None:
+    from collabcausal.commands.discover import SCORES
+    from collabcausal.estimators.discovery.private_scores import PROTECTIONS
+
+    assert set(SCORES) == {score for score, protections in PROTECTIONS.items() if protections}

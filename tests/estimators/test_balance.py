@@ -85,3 +85,14 @@ def test_balance_validates_its_inputs():
         propensity_inconsistency([0.2, 0.3], [0.2])
     with pytest.raises(InputError, match="covariates"):
         weighted_moments(X, T) + weighted_moments(X[:, :1], T)
+
+
+def test_a_dataframe_gives_the_smd_of_each_covariate_by_name():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame(rng.normal(size=(200, 3)), columns=["age", "bmi", "sbp"])
+    t = rng.integers(0, 2, 200)
+    named = smd(X, t)
+    assert list(named.index) == ["age", "bmi", "sbp"]
+    np.testing.assert_array_equal(named.to_numpy(), smd(X.to_numpy(), t))
+    assert masmd(X, t) == np.abs(named).max()

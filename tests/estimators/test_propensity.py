@@ -23,7 +23,7 @@ def test_unpenalized_fit_matches_sklearn_to_1e_6(data):
     assert ours.converged_
     np.testing.assert_allclose(ours.coef_, ref.coef_[0], atol=1e-6)
     assert ours.intercept_ == pytest.approx(ref.intercept_[0], abs=1e-6)
-    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X)[:, 1], atol=1e-6)
+    np.testing.assert_allclose(ours.predict_propensity(X), ref.predict_proba(X)[:, 1], atol=1e-6)
 
 
 def test_l2_penalty_equals_sklearn_with_c_the_inverse_penalty(data):
@@ -46,9 +46,9 @@ def test_propensities_are_invariant_to_invertible_affine_maps(data):
     X, t = data
     rng = np.random.default_rng(1)
     A = rng.normal(size=(4, 4)) * np.array([1e3, 1.0, 1e-2, 50.0])
-    base = LogisticPropensity().fit(X, t).predict_proba(X)
+    base = LogisticPropensity().fit(X, t).predict_propensity(X)
     Xa = X @ A + rng.normal(size=4) * 100
-    np.testing.assert_allclose(LogisticPropensity().fit(Xa, t).predict_proba(Xa), base, atol=1e-8)
+    np.testing.assert_allclose(LogisticPropensity().fit(Xa, t).predict_propensity(Xa), base, atol=1e-8)
 
 
 def test_one_column_scaled_by_1e6_gives_the_same_fit(data):
@@ -57,7 +57,7 @@ def test_one_column_scaled_by_1e6_gives_the_same_fit(data):
     Xs[:, 2] *= 1e6
     base = LogisticPropensity().fit(X, t)
     scaled = LogisticPropensity().fit(Xs, t)
-    np.testing.assert_allclose(scaled.predict_proba(Xs), base.predict_proba(X), atol=1e-8)
+    np.testing.assert_allclose(scaled.predict_propensity(Xs), base.predict_propensity(X), atol=1e-8)
     assert scaled.coef_[2] * 1e6 == pytest.approx(base.coef_[2], rel=1e-7)
 
 
@@ -69,14 +69,14 @@ def test_converges_on_collaborative_representation_like_scaling():
     mixing = np.diag([1e3, 1.0, 1e-3]) @ np.linalg.qr(rng.normal(size=(3, 3)))[0]  # singular values 1e3..1e-3
     model = LogisticPropensity().fit(Z @ mixing, t)
     ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(Z, t)
-    np.testing.assert_allclose(model.predict_proba(Z @ mixing), ref.predict_proba(Z)[:, 1], atol=1e-6)
+    np.testing.assert_allclose(model.predict_propensity(Z @ mixing), ref.predict_proba(Z)[:, 1], atol=1e-6)
     assert model.n_iter_ < 20
 
 
 def test_clip_bounds_the_predicted_propensities(data):
     X, t = data
-    e_raw = LogisticPropensity().fit(X, t).predict_proba(X)
-    e = LogisticPropensity(clip=(0.2, 0.8)).fit(X, t).predict_proba(X)
+    e_raw = LogisticPropensity().fit(X, t).predict_propensity(X)
+    e = LogisticPropensity(clip=(0.2, 0.8)).fit(X, t).predict_propensity(X)
     assert e.min() == 0.2 and e.max() == 0.8
     inside = (e_raw > 0.2) & (e_raw < 0.8)
     np.testing.assert_array_equal(e[inside], e_raw[inside])
@@ -92,7 +92,7 @@ def test_complete_separation_raises_numerical_error_naming_it():
 def test_penalty_makes_a_separated_problem_solvable():
     x = np.linspace(-2, 2, 40)[:, None]
     t = (x[:, 0] > 0).astype(int)
-    e = LogisticPropensity(penalty=1.0).fit(x, t).predict_proba(x)
+    e = LogisticPropensity(penalty=1.0).fit(x, t).predict_propensity(x)
     assert np.all((e > 0) & (e < 1)) and e[-1] > 0.9
 
 
@@ -124,13 +124,15 @@ def test_bad_parameters_raise_input_error(data, params, match):
 
 def test_bad_inputs_raise_input_error(data):
     X, t = data
-    with pytest.raises(InputError, match="0/1"):
-        LogisticPropensity().fit(X, t + 1)
+    with pytest.raises(InputError, match="Only binary"):
+        LogisticPropensity().fit(X, t + t[::-1])
+    with pytest.raises(InputError, match="1 class"):
+        LogisticPropensity().fit(X, np.ones_like(t))
     with pytest.raises(InputError, match="NaN"):
         LogisticPropensity().fit(np.where(X > 3, np.nan, X), t)
     with pytest.raises(InputError, match="entries"):
         LogisticPropensity().fit(X, t[:-1])
     with pytest.raises(InputError, match="not fitted"):
-        LogisticPropensity().predict_proba(X)
-    with pytest.raises(InputError, match="columns"):
-        LogisticPropensity().fit(X, t).predict_proba(X[:, :2])
+        LogisticPropensity().predict_propensity(X)
+    with pytest.raises(InputError, match="2 features, but LogisticPropensity is expecting 4"):
+        LogisticPropensity().fit(X, t).predict_propensity(X[:, :2])

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.krr import LOO_REGULARIZATIONS, LOO_WIDTHS, GaussianKRR, loo_select
@@ -100,7 +101,7 @@ class DirectionScores:
         return self.score_yx - self.score_xy
 
 
-class AdditiveNoiseModel:
+class AdditiveNoiseModel(BaseEstimator):
     """Fit the two regressions of paper 002, Algorithm 1, and score their test residuals.
 
     Parameters

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cho_factor, cho_solve
+from sklearn.base import BaseEstimator
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_vector
@@ -35,7 +36,7 @@ def residual_bound(n_train: int, regularization: float) -> float:
     return 8.0 / (n_train * regularization**1.5)
 
 
-class GaussianKRR:
+class GaussianKRR(BaseEstimator):
     """Kernel ridge regression of paper 002, eq. 5.
 
     Parameters

@@ -18,14 +18,22 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.aggregates import NoisyAggregates, noisy_aggregates
 from collabcausal.estimators.dp.partitions import Partition
-from collabcausal.estimators.validation import check_bounds, check_epsilon, check_matrix, check_treatment, check_vector
+from collabcausal.estimators.validation import (
+    check_bounds,
+    check_epsilon,
+    check_is_fitted,
+    check_matrix,
+    check_treatment,
+    check_vector,
+)
 
 
-class EpsADUM:
+class EpsADUM(BaseEstimator):
     """The eps-ADUM uplift model on a fixed public partition.
 
     Parameters
@@ -106,8 +114,7 @@ class EpsADUM:
 
     def predict(self, X: ArrayLike) -> NDArray[np.float64]:
         """Uplift of each row of ``X``: the uplift of its cell (Algorithm 1, PREDICT)."""
-        if not hasattr(self, "uplift_"):
-            raise InputError("this EpsADUM is not fitted", "call fit() or fit_aggregates() first")
+        check_is_fitted(self, "uplift_", "fit() or fit_aggregates()")
         return self.uplift_[self.partition.assign(X)]
 
 

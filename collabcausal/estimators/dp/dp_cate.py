@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import lu_factor, lu_solve
 from scipy.optimize import minimize
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
@@ -47,6 +47,7 @@ from collabcausal.estimators.validation import (
     check_bounds,
     check_delta,
     check_epsilon,
+    check_is_fitted,
     check_matrix,
     check_treatment,
     check_vector,
@@ -127,7 +128,7 @@ class PrivateCATEFunction:
         return self._owner._predict(Xq) + self.noise_scale * self.path(Xq)
 
 
-class DPCATE:
+class DPCATE(BaseEstimator):
     """Paper 004's DP-CATE for the R- or DR-learner.
 
     Parameters
@@ -224,8 +225,7 @@ class DPCATE:
                 raise InputError(f"{name} must be > 0, got {getattr(self, name)!r}", f"pass a positive {name}")
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "beta_"):
-            raise InputError("DPCATE is not fitted", "call fit(Y, T, X=...) first")
+        check_is_fitted(self, "beta_", "fit(Y, T, X=...)")
 
     def _check_domain(self, X: ArrayLike) -> NDArray[np.float64]:
         self._check_fitted()

@@ -32,6 +32,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize
+from sklearn.base import BaseEstimator
 from sklearn.preprocessing import PolynomialFeatures
 
 from collabcausal.errors import InputError, NumericalError
@@ -40,13 +41,14 @@ from collabcausal.estimators.validation import (
     check_bounds,
     check_delta,
     check_epsilon,
+    check_is_fitted,
     check_matrix,
     check_treatment,
     check_vector,
 )
 
 
-class _ScaledLinearModel:
+class _ScaledLinearModel(BaseEstimator):
     """Shared plumbing: clip to [-1, 1], add the intercept, predict ``[1, z] @ coef_``."""
 
     rng: np.random.Generator | None
@@ -60,8 +62,7 @@ class _ScaledLinearModel:
 
     def predict(self, Z: ArrayLike) -> NDArray[np.float64]:
         """The scaled outcome's conditional mean at each row of ``Z``."""
-        if not hasattr(self, "coef_"):
-            raise InputError(f"this {type(self).__name__} is not fitted", "call fit() first")
+        check_is_fitted(self, "coef_")
         return self._design(Z) @ self.coef_
 
 
@@ -213,7 +214,7 @@ def _sigmoid(z: NDArray[np.float64]) -> NDArray[np.float64]:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-class DPTwoModel:
+class DPTwoModel(BaseEstimator):
     """A two-model (T-learner) uplift estimator from two DP regressions (paper 001's eps-TM).
 
     Covariates are clipped to ``x_bounds`` and mapped to ``[-1, 1]``, expanded to polynomial
@@ -255,8 +256,7 @@ class DPTwoModel:
 
     def predict(self, X: ArrayLike) -> NDArray[np.float64]:
         """Uplift ``mu_1(x) - mu_0(x)`` in outcome units."""
-        if not hasattr(self, "models_"):
-            raise InputError("this DPTwoModel is not fitted", "call fit() first")
+        check_is_fitted(self, "models_")
         Z = self._features(X)
         lo, hi = check_bounds(self.y_bounds, "y_bounds")
         return (self.models_[1].predict(Z) - self.models_[0].predict(Z)) * (hi - lo) / 2.0

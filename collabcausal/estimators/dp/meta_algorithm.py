@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
-from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_matrix
+from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_is_fitted, check_matrix
 from collabcausal.randomness import SeedLike
 
 Learner = Literal["dr", "r", "s"]
@@ -140,7 +140,7 @@ def pseudo_outcome_bound(learner: Learner, outcome_bounds: tuple[float, float], 
     return span * (1 + 1 / clip) if learner == "dr" else span / clip
 
 
-class DPCATELearner:
+class DPCATELearner(BaseEstimator):
     """Paper 000's (eps, delta)-DP CATE learner with DP-EBM base learners (Algorithms 1-2).
 
     Parameters
@@ -259,8 +259,7 @@ class DPCATELearner:
 
     def effect(self, X: ArrayLike) -> NDArray[np.float64]:
         """tau^(x) (post-processing of the DP release)."""
-        if not hasattr(self, "model_"):
-            raise InputError("DPCATELearner is not fitted", "call fit(Y, T, X=...) first")
+        check_is_fitted(self, "model_", "fit(Y, T, X=...)")
         return self.model_.effect(X)
 
     def ate(self, X: ArrayLike) -> float:

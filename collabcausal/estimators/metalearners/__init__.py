@@ -1,5 +1,6 @@
-"""CATE meta-learners (S, T, X, DR, R) and their sample-splitting plans."""
+"""CATE meta-learners (S, T, X, DR, R), their bootstrap inference and sample-splitting plans."""
 
+from collabcausal.estimators.metalearners.inference import BootstrapInference
 from collabcausal.estimators.metalearners.learners import (
     DRLearner,
     RLearner,
@@ -10,6 +11,7 @@ from collabcausal.estimators.metalearners.learners import (
 from collabcausal.estimators.metalearners.splits import Round, cross_fit_plan, disjoint_plan
 
 __all__ = [
+    "BootstrapInference",
     "DRLearner",
     "RLearner",
     "Round",

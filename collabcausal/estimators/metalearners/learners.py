@@ -1,8 +1,12 @@
 """Meta-learners for the conditional average treatment effect tau(x) = E[Y(1) - Y(0) | X = x].
 
 S-, T-, X- (Künzel et al. 2019), DR- (Kennedy 2020) and R-learners (Nie & Wager 2020) with any
-scikit-learn-style base learners, in the API users know from EconML: ``fit(Y, T, X=...)``,
-``effect(X)``, ``ate()``, ``att()`` and, for the DR-learner, ``ate_interval()``.
+scikit-learn-style base learners, in the API users know from EconML: ``fit(Y, T, X=...,
+inference=None | "bootstrap")``, ``effect(X)``, ``effect_interval(X, alpha=)``, ``ate(X)``,
+``ate_interval(X, alpha=)`` (each interval a ``(lower, upper)`` tuple), ``att()``, ``summary()`` and
+``cate_feature_names()``. Every learner is a scikit-learn ``BaseEstimator`` (``clone``,
+``get_params``/``set_params``); fitted on a DataFrame, it keeps the column names
+(``feature_names_in_``) and uses them in ``summary()``.
 
 The two-stage learners (DR, R) take a sample-splitting plan from
 :mod:`collabcausal.estimators.metalearners.splits`: cross-fitting by default, or the disjoint
@@ -12,16 +16,21 @@ split of paper 000 (Algorithm 1) that the differentially private meta-algorithm 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.metalearners.inference import BootstrapInference, replicate
 from collabcausal.estimators.metalearners.splits import Round, cross_fit_plan, disjoint_plan
 from collabcausal.estimators.results import EffectEstimate, wald_interval
-from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector
+from collabcausal.estimators.validation import check_features, check_is_fitted, check_treatment, check_vector
 from collabcausal.randomness import SeedLike
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_CLIP = 0.01
 
@@ -33,48 +42,159 @@ def _predict_proba(model, X: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.asarray(model.predict(X), dtype=float)
 
 
+def _linear_final(learner: Any) -> NDArray[np.float64] | None:
+    """``[intercept, coef...]`` of a learner's final model of tau^ when it is linear, else None."""
+    final = getattr(learner, "model_final_", None)
+    coef = getattr(final, "coef_", None)
+    if coef is None or np.ndim(coef) != 1:
+        return None
+    return np.r_[float(getattr(final, "intercept_", 0.0)), np.asarray(coef, dtype=float)]
+
+
 def _with_t(X: NDArray[np.float64], t: float | NDArray) -> NDArray[np.float64]:
     return np.column_stack([X, np.broadcast_to(np.asarray(t, dtype=float), (X.shape[0],))])
 
 
-class _CATELearner:
-    """Shared door checks, the EconML-style averages, and the fitted-state guard."""
+class _CATELearner(BaseEstimator):
+    """Shared door checks, the EconML-style effects, averages and intervals, and the summary table.
+
+    Subclasses implement ``_fit(Y, T, X)`` (returning self, setting ``X_train_``/``T_train_``)
+    and ``_effect(X)`` on checked arrays.
+    """
+
+    def fit(
+        self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike, inference: str | BootstrapInference | None = None
+    ) -> _CATELearner:
+        """Fit tau^ on outcomes ``Y``, treatment ``T`` (0/1) and covariates ``X``; returns self.
+
+        Parameters
+        ----------
+        Y, T : array-like of shape (n,)
+        X : array-like or DataFrame of shape (n, m)
+            A DataFrame's column names are kept (``feature_names_in_``, ``summary()``).
+        inference : None, "bootstrap" or BootstrapInference
+            None: point estimates only (the DR-learner still has its analytic ATE interval).
+            "bootstrap": EconML's bootstrap, 100 refits on resamples stratified by arm, pivot
+            intervals; a :class:`BootstrapInference` sets the number, type, seed and workers.
+        """
+        how = BootstrapInference.from_argument(inference)
+        self._fit(Y, T, X)
+        self.inference_ = how
+        self.bootstrap_estimators_ = None if how is None else how.refit(self, *self._training_arrays(Y))
+        return self
+
+    def _training_arrays(self, Y: ArrayLike) -> tuple[NDArray, NDArray, NDArray]:
+        return check_vector(Y, "Y", n=self.X_train_.shape[0]), self.T_train_, self.X_train_
 
     def _check_fit_input(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike | None):
         if X is None:
             raise InputError("X is required for a CATE learner", "pass the covariates as X=...")
-        Xa = check_matrix(X, "X")
+        Xa = check_features(self, X, reset=True)
         y = check_vector(Y, "Y", n=Xa.shape[0])
         t = check_treatment(T, "T", n=Xa.shape[0])
         return y, t, Xa
 
     def _fitted_check(self) -> None:
-        if not hasattr(self, "X_train_"):
-            raise InputError(f"{type(self).__name__} is not fitted", "call fit(Y, T, X=...) first")
+        check_is_fitted(self, "X_train_", "fit(Y, T, X=...)")
 
     def _check_query(self, X: ArrayLike) -> NDArray[np.float64]:
         self._fitted_check()
-        Xq = check_matrix(X, "X")
-        if Xq.shape[1] != self.X_train_.shape[1]:
-            raise InputError(
-                f"X has {Xq.shape[1]} columns but the learner was fitted on {self.X_train_.shape[1]}",
-                "pass the same covariates, in the same order",
-            )
-        return Xq
+        return check_features(self, X, reset=False)
 
     def effect(self, X: ArrayLike) -> NDArray[np.float64]:
-        """tau^(x) at each row of ``X``."""
+        """tau^(x) at each row of ``X``, shape (n,)."""
         return self._effect(self._check_query(X))
 
     def ate(self, X: ArrayLike | None = None) -> float:
         """Average of tau^ over ``X`` (default: the training covariates)."""
         self._fitted_check()
-        return float(np.mean(self.effect(self.X_train_ if X is None else X)))
+        return float(np.mean(self._effect(self.X_train_ if X is None else self._check_query(X))))
 
     def att(self) -> float:
         """Average of tau^ over the treated training subjects."""
         self._fitted_check()
-        return float(np.mean(self.effect(self.X_train_[self.T_train_ == 1])))
+        return float(np.mean(self._effect(self._treated_rows())))
+
+    def effect_interval(self, X: ArrayLike, alpha: float = 0.05) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``(lower, upper)`` bounds of tau^(x) at each row of ``X`` at level ``1 - alpha``, each shape (n,).
+
+        Needs ``fit(..., inference="bootstrap")``.
+        """
+        Xq = self._check_query(X)
+        boot = self._bootstrap("effect_interval")
+        return self.inference_.interval(self._effect(Xq), replicate(boot, lambda est: est._effect(Xq)), alpha)
+
+    def ate_interval(self, X: ArrayLike | None = None, alpha: float = 0.05) -> tuple[float, float]:
+        """``(lower, upper)`` bounds of :meth:`ate` over ``X`` (default: the training covariates).
+
+        From the bootstrap of ``fit(..., inference="bootstrap")``; without it, the DR-learner
+        gives its analytic interval over the training subjects (:meth:`DRLearner.ate_inference`).
+        """
+        _, _, lower, upper = self._average_inference(None if X is None else self._check_query(X), alpha)
+        if np.isnan(lower):
+            self._bootstrap("ate_interval")
+        return lower, upper
+
+    def cate_feature_names(self) -> list[str]:
+        """Covariate names, as EconML: the fitted DataFrame's columns, else ``X0, X1, ...``."""
+        self._fitted_check()
+        if hasattr(self, "feature_names_in_"):
+            return [str(name) for name in self.feature_names_in_]
+        return [f"X{j}" for j in range(self.n_features_in_)]
+
+    def summary(self, alpha: float = 0.05) -> pd.DataFrame:
+        """The fitted learner's estimates as a table, one row per quantity.
+
+        Rows ``ate`` and ``att`` (averages of tau^ over the training subjects, all and treated),
+        and, when the final model of tau^ is linear (``coef_``/``intercept_``, e.g. a
+        ``LinearRegression`` final stage of the DR- or R-learner), ``cate_intercept`` and one
+        ``cate_coef[<covariate>]`` row per covariate, named by :meth:`cate_feature_names`.
+        Columns ``point_estimate``, ``stderr``, ``ci_lower``, ``ci_upper`` (level ``1 - alpha``);
+        uncertainty is NaN where the learner was fitted without inference.
+        """
+        import pandas as pd
+
+        self._fitted_check()
+        rows = {
+            "ate": self._average_inference(None, alpha),
+            "att": self._average_inference(self._treated_rows(), alpha),
+        }
+        linear = _linear_final(self)
+        if linear is not None:
+            names = ["cate_intercept", *(f"cate_coef[{name}]" for name in self.cate_feature_names())]
+            boot = self.bootstrap_estimators_
+            reps = None if boot is None else replicate(boot, _linear_final)
+            for j, name in enumerate(names):
+                rows[name] = self._inference(linear[j], None if reps is None else reps[:, j], alpha)
+        columns = ["point_estimate", "stderr", "ci_lower", "ci_upper"]
+        table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+        table.index.name = f"{type(self).__name__} (n={self.X_train_.shape[0]}, alpha={alpha:g})"
+        return table
+
+    def _treated_rows(self) -> NDArray[np.float64]:
+        return self.X_train_[self.T_train_ == 1]
+
+    def _bootstrap(self, method: str) -> list[Any]:
+        self._fitted_check()
+        if self.bootstrap_estimators_ is None:
+            raise InputError(
+                f"{type(self).__name__}.{method} needs inference: the learner was fitted without it",
+                'fit with inference="bootstrap" (or a BootstrapInference(...))',
+            )
+        return self.bootstrap_estimators_
+
+    def _average_inference(self, X: NDArray | None, alpha: float) -> tuple[float, float, float, float]:
+        """(point, stderr, lower, upper) of the mean of tau^ over ``X`` (None: the training subjects)."""
+        Xq = self.X_train_ if X is None else X
+        boot = self.bootstrap_estimators_
+        reps = None if boot is None else replicate(boot, lambda est: est._effect(Xq).mean())
+        return self._inference(float(self._effect(Xq).mean()), reps, alpha)
+
+    def _inference(self, point: float, reps: NDArray | None, alpha: float) -> tuple[float, float, float, float]:
+        if reps is None:
+            return float(point), np.nan, np.nan, np.nan
+        lower, upper = self.inference_.interval(point, reps, alpha)
+        return float(point), float(reps.std(ddof=1)), lower, upper
 
 
 class SLearner(_CATELearner):
@@ -89,7 +209,7 @@ class SLearner(_CATELearner):
     def __init__(self, overall_model) -> None:
         self.overall_model = overall_model
 
-    def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> SLearner:
+    def _fit(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike) -> SLearner:
         y, t, Xa = self._check_fit_input(Y, T, X)
         self.model_ = clone(self.overall_model).fit(_with_t(Xa, t), y)
         self.X_train_, self.T_train_ = Xa, t
@@ -105,7 +225,7 @@ class TLearner(_CATELearner):
     def __init__(self, models) -> None:
         self.models = models
 
-    def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> TLearner:
+    def _fit(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike) -> TLearner:
         y, t, Xa = self._check_fit_input(Y, T, X)
         self.models_ = tuple(clone(self.models).fit(Xa[t == arm], y[t == arm]) for arm in (0, 1))
         self.X_train_, self.T_train_ = Xa, t
@@ -129,7 +249,7 @@ class XLearner(_CATELearner):
         self.propensity_model = propensity_model
         self.clip = clip
 
-    def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> XLearner:
+    def _fit(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike) -> XLearner:
         y, t, Xa = self._check_fit_input(Y, T, X)
         mu = [clone(self.models).fit(Xa[t == arm], y[t == arm]) for arm in (0, 1)]
         cate = self.models if self.cate_models is None else self.cate_models
@@ -174,7 +294,7 @@ class _TwoStageLearner(_CATELearner):
             return disjoint_plan(n, self.nuisance_names, self.split, self.random_state)
         return cross_fit_plan(n, self.nuisance_names, self.cv, self.random_state, strata=T)
 
-    def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> _TwoStageLearner:
+    def _fit(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike) -> _TwoStageLearner:
         y, t, Xa = self._check_fit_input(Y, T, X)
         self.plan_ = self.plan(Xa.shape[0], t)
         self.nuisances_ = []
@@ -263,11 +383,12 @@ class DRLearner(_TwoStageLearner):
         psi = mu1 - mu0 + t * (y - mu1) / e - (1 - t) * (y - mu0) / (1 - e)
         return psi, None
 
-    def ate_interval(self, alpha: float = 0.05) -> EffectEstimate:
+    def ate_inference(self, alpha: float = 0.05) -> EffectEstimate:
         """AIPW estimate of the ATE: the mean pseudo-outcome with a normal interval.
 
         Robins et al. (1994); with cross-fitting the mean of psi is the DML estimator of
-        Chernozhukov et al. (2018), with standard error sd(psi)/sqrt(n).
+        Chernozhukov et al. (2018), with standard error sd(psi)/sqrt(n). Needs no bootstrap;
+        :meth:`ate_interval` and :meth:`summary` use it when the learner was fitted without one.
         """
         self._fitted_check()
         psi = self.pseudo_outcome_
@@ -275,6 +396,12 @@ class DRLearner(_TwoStageLearner):
         lo, hi = wald_interval(est, se, alpha)
         treated = int(self.T_train_[self.final_rows_].sum())
         return EffectEstimate(est, se, lo, hi, "ate", "dr-learner", treated, int(psi.size) - treated)
+
+    def _average_inference(self, X: NDArray | None, alpha: float) -> tuple[float, float, float, float]:
+        if X is None and self.bootstrap_estimators_ is None:
+            res = self.ate_inference(alpha)
+            return res.estimate, res.se, res.ci_low, res.ci_high
+        return super()._average_inference(X, alpha)
 
 
 class RLearner(_TwoStageLearner):

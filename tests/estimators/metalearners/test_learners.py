@@ -51,10 +51,11 @@ def test_s_learner_with_linear_model_gives_the_constant_effect():
     assert eff[0] == pytest.approx(1.0, abs=0.08)
 
 
-def test_dr_ate_interval_covers_the_truth_and_matches_mean_pseudo_outcome():
+def test_dr_ate_inference_covers_the_truth_and_matches_mean_pseudo_outcome():
     X, T, Y, tau = linear_data(seed=3)
     model = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), random_state=1).fit(Y, T, X=X)
-    res = model.ate_interval()
+    res = model.ate_inference()
+    assert model.ate_interval() == (res.ci_low, res.ci_high)
     assert res.estimate == pytest.approx(model.pseudo_outcome_.mean())
     assert res.ci_low < tau.mean() < res.ci_high
     assert res.n_treated + res.n_control == X.shape[0] and res.method == "dr-learner"
@@ -82,7 +83,7 @@ def test_unfitted_learner_and_wrong_query_width_are_refused():
         model.effect(np.zeros((2, 3)))
     X, T, Y, _ = linear_data(n=200)
     model.fit(Y, T, X=X)
-    with pytest.raises(InputError, match="columns"):
+    with pytest.raises(InputError, match="4 features, but TLearner is expecting 3"):
         model.effect(np.zeros((2, 4)))
     with pytest.raises(InputError, match="X is required"):
         SLearner(LinearRegression()).fit(Y, T, X=None)

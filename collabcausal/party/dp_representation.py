@@ -1,0 +1,187 @@
+"""Differentially private DC-QE representations (docs/dcqe.md, "DP representations").
+
+Plain DC-QE representations are not differentially private: the reducer is fitted on the party's
+rows and the released rows are exact images of them, from which the covariates can be largely
+recovered (docs/threat-model.md). The ``dp_representation`` operation releases instead, once per
+study and for all of the party's subjects, rows that are (epsilon, delta)-DP under the project's
+relation (substitution of one subject, n public; docs/differential-privacy.md):
+
+1. **A data-independent map.** Each covariate is clipped to its public range ``[lo, hi]`` (the
+   study's anchor ranges) and scaled to ``s = (x - mid) / half`` in ``[-1, 1]``; then
+   ``z = R s`` with ``R`` an ``m~ x m`` matrix of orthonormal rows drawn from a stream keyed by the
+   study's anchor key (:func:`collabcausal.party.anchor.keyed_stream`). No parameter of the map is
+   fitted on the party's rows, so the map itself releases nothing, and the anchor's image
+   ``A~ = f(X_anc)`` is a function of the key and public parameters only.
+2. **Clipping to a public norm.** A row with ``||z|| > C`` is scaled to norm ``C`` (``clip_norm``;
+   default ``sqrt(m)``, which never binds because ``||R s|| <= ||s|| <= sqrt(m)``).
+3. **Labels.** The label holder appends ``t_s = 2 t - 1`` and ``y_s = (clip(y) - mid_y) / half_y``
+   on the study's public outcome range.
+4. **Gaussian noise.** Every released entry gets ``N(0, sigma^2)`` from the vetted OpenDP sampler
+   (:func:`collabcausal.estimators.dp.mechanisms.gaussian`), sigma the analytic Gaussian
+   calibration (Balle & Wang 2018, Theorem 8) of the L2 sensitivity
+
+       Delta = 2 sqrt(C^2 + 2 [labels])
+
+   Substituting one subject changes one row of the release; the covariate part lies in a ball of
+   radius ``C`` (diameter ``2C``) and each label coordinate moves by at most 2.
+
+The whole release is charged once to the party's ledger, before anything is computed. The analyst
+bootstraps the released rows itself (no per-replicate requests, so no composition over replicates)
+and corrects its propensity model for the known noise (:mod:`collabcausal.analyst.dp_release`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError, PolicyError, ProtocolError
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
+from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
+from collabcausal.messages import Message
+from collabcausal.party.anchor import anchor_columns, keyed_stream
+from collabcausal.party.dp_queries import require_ledger
+from collabcausal.party.node import Party
+from collabcausal.party.operations import operation
+
+_FIX = "send a complete dp_representation request (see docs/protocol.md)"
+
+
+@dataclass(frozen=True)
+class PublicMap:
+    """The data-independent map f(x) = R ((clip(x, lo, hi) - mid) / half) of step 1.
+
+    Attributes
+    ----------
+    low, high : ndarray of shape (m,)
+        Public range per covariate.
+    rotation : ndarray of shape (m~, m)
+        Orthonormal rows, keyed by the study's anchor key.
+    """
+
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
+    rotation: NDArray[np.float64]
+
+    def transform(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Clip each column to its range, scale to [-1, 1] and rotate."""
+        mid, half = (self.high + self.low) / 2.0, (self.high - self.low) / 2.0
+        return ((np.clip(X, self.low, self.high) - mid) / half) @ self.rotation.T
+
+
+def public_map(
+    key: bytes, study: str, columns: Sequence[str], ranges: Mapping[str, Sequence[float]], n_components: int
+) -> PublicMap:
+    """The map of step 1 for the party's ``columns``; the same for every party holding them.
+
+    ``R`` is the first ``n_components`` rows of the orthogonal factor of a keyed Gaussian matrix
+    (a Haar-random rotation, signs fixed by the diagonal of the triangular factor).
+    """
+    bounds = []
+    for name in columns:
+        if name not in ranges:
+            raise InputError(f"no public range for covariate {name!r}", "declare [low, high] for every covariate")
+        bounds.append(check_bounds(tuple(ranges[name]), f"public range of {name!r}"))
+    m = len(columns)
+    gaussians = keyed_stream(key, f"dp-rotation/{study}/" + "\x1f".join(columns)).standard_normal((m, m))
+    q, r = np.linalg.qr(gaussians)
+    q = q * np.sign(np.diag(r))
+    low, high = (np.array(b, dtype=np.float64) for b in zip(*bounds, strict=True))
+    return PublicMap(low, high, np.ascontiguousarray(q.T[:n_components]))
+
+
+def clip_norms(Z: NDArray[np.float64], clip_norm: float) -> tuple[NDArray[np.float64], int]:
+    """Scale rows with L2 norm above ``clip_norm`` down to it; return them and how many moved."""
+    norms = np.linalg.norm(Z, axis=1)
+    factor = np.minimum(1.0, clip_norm / np.maximum(norms, np.finfo(float).tiny))
+    return Z * factor[:, None], int(np.count_nonzero(factor < 1.0))
+
+
+def representation_sensitivity(clip_norm: float, labels: bool) -> float:
+    """L2 sensitivity of one party's release under substitution: ``2 sqrt(C^2 + 2 [labels])``."""
+    return 2.0 * math.sqrt(clip_norm**2 + (2.0 if labels else 0.0))
+
+
+def representation_sigma(clip_norm: float, labels: bool, epsilon: float, delta: float) -> float:
+    """The Gaussian noise standard deviation of a release (analytic calibration)."""
+    return analytic_gaussian_sigma(representation_sensitivity(clip_norm, labels), epsilon, delta)
+
+
+@operation("dp_representation", differentially_private=True)
+def dp_representation(party: Party, request: Message) -> Message:
+    """An (epsilon, delta)-DP representation of all the party's subjects (module docstring).
+
+    Request params: ``study``, ``epsilon``, ``delta``, ``n_components`` (int m~ <= m),
+    ``n_anchors``, ``anchor_ranges`` ({column: [lo, hi]}, also the map's public ranges),
+    ``clip_norm`` (optional C), ``labels`` (bool) and, with labels, ``outcome_range`` ([lo, hi]).
+    No ``rows``: the release covers every subject once.
+    Reply params: ``sigma``, ``sensitivity``, ``clip_norm``, ``epsilon``, ``delta``,
+    ``n_components``. Reply arrays: ``x_tilde`` (n x m~, noisy), ``a_tilde`` (r x m~, exact:
+    no private data), and with labels ``t_noisy`` and ``y_noisy`` (noisy ``t_s`` and ``y_s``).
+    """
+    p = request.params
+    if "rows" in request.arrays:
+        raise PolicyError(
+            f"party {party.name!r} releases a DP representation of all its subjects, not of resampled rows",
+            "bootstrap the released rows on the analyst's side",
+        )
+    if party.anchor_key is None:
+        raise PolicyError(
+            f"party {party.name!r} has no anchor key, so it cannot build the study's map and anchor",
+            "give every party the study's anchor key: [anchor] key_file in party.toml",
+        )
+    try:
+        eps = check_epsilon(p["epsilon"], "epsilon of dp_representation")
+        delta = check_delta(p["delta"], "delta of dp_representation")
+        n_components, n_anchors = p["n_components"], p["n_anchors"]
+        ranges: Mapping[str, Sequence[float]] = p["anchor_ranges"]
+    except KeyError as exc:
+        raise ProtocolError(f"dp_representation request lacks {exc.args[0]!r}", _FIX) from None
+    columns = party.table.covariate_names
+    m = len(columns)
+    if isinstance(n_components, bool) or not isinstance(n_components, int) or not 1 <= n_components <= m:
+        raise InputError(f"n_components must be an integer in 1..{m}, got {n_components!r}", "fix the study plan")
+    if delta <= 0.0:
+        raise InputError("a DP representation needs delta > 0 (Gaussian mechanism)", "e.g. delta = 1e-6")
+    labels = bool(p.get("labels", False))
+    if labels and not party.table.has_labels:
+        raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
+    clip_norm = float(p.get("clip_norm") or math.sqrt(m))
+    if not (math.isfinite(clip_norm) and clip_norm > 0.0):
+        raise InputError(f"clip_norm must be a positive number, got {p.get('clip_norm')!r}", "e.g. 2.0")
+    if labels and not isinstance(p.get("outcome_range"), (list, tuple)):
+        raise InputError("the label holder's DP representation needs a public outcome_range", "add [lo, hi]")
+    y_lo, y_hi = check_bounds(tuple(p["outcome_range"]), "outcome_range") if labels else (0.0, 1.0)
+    mapping = public_map(party.anchor_key, str(p.get("study", "")), columns, ranges, n_components)
+    sensitivity = representation_sensitivity(clip_norm, labels)
+    require_ledger(party, "dp_representation").charge(
+        "dp_representation",
+        eps,
+        delta,
+        study=str(p.get("study", "")),
+        details={"columns": list(columns), "n_components": n_components, "clip_norm": clip_norm, "labels": labels},
+    )
+    Z, _ = clip_norms(mapping.transform(party.table.covariates), clip_norm)
+    parts = [Z]
+    if labels:
+        t_s = 2.0 * party.table.treatment.astype(np.float64) - 1.0
+        y_s = (np.clip(party.table.outcome, y_lo, y_hi) - (y_hi + y_lo) / 2.0) / ((y_hi - y_lo) / 2.0)
+        parts += [t_s[:, None], y_s[:, None]]
+    noisy = gaussian(np.hstack(parts), sensitivity, eps, delta)
+    anchor = anchor_columns(party.anchor_key, str(p.get("study", "")), columns, ranges, int(n_anchors))
+    arrays = {"x_tilde": noisy[:, :n_components], "a_tilde": mapping.transform(anchor)}
+    if labels:
+        arrays["t_noisy"], arrays["y_noisy"] = noisy[:, n_components], noisy[:, n_components + 1]
+    params = {
+        "n_components": n_components,
+        "sigma": analytic_gaussian_sigma(sensitivity, eps, delta),
+        "sensitivity": sensitivity,
+        "clip_norm": clip_norm,
+        "epsilon": eps,
+        "delta": delta,
+    }
+    return Message("dp_representation", params, arrays)
