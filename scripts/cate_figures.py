@@ -2,14 +2,18 @@
 and paper 004 (DP-CATE: PEHE vs eps on dataset 2, finite and functional releases).
 
 Writes under results/cate/: paper000.csv, paper000_setup<S>.png (MSE vs eps per n, one panel per
-learner), paper000_bias_variance.png (DR learner), paper004.csv, paper004.png and claims.json.
+learner), paper000_bias_variance.png (DR learner), paper004.csv, paper004.png, claims.json,
+paper000_rows.csv / paper004_rows.csv (every repetition) and
+paper000.md / paper004.md: every row beside the constant-ATE baselines and EconML's non-private
+learner of the same kind on the same data, mean (sd) [min–max] over repetitions (use --reps >= 5).
 
     .venv/bin/python scripts/cate_figures.py [--quick] [--papers 000 004] [--setups A B C D E]
         [--ns 500 ... 32000] [--reps 5] [--reps004 10] [--jobs 2] [--scheduler tcp://host:8786]
-        [--seed 0] [--out results/cate]
+        [--eps004 1 10 100] [--seed 0] [--out results/cate]
 
-``--quick`` runs the CI grids (``paper000_quick``: setup A, n in {500, 8000}, eps in {1, 16};
-``paper004_quick``: dataset 1, 600 samples, eps in {1, 1000}); ``--scheduler`` is ignored there.
+``--quick`` runs the CI grid of paper 000 (setup A, n in {500, 8000}, eps in {1, 16}, --reps
+repetitions) and paper 004's dataset 1 (600 samples, eps in {1, 1000}); ``--scheduler`` is
+ignored there. ``--eps004`` restricts paper 004's epsilons.
 ``--scheduler`` sends every cell of the full sweeps to a Dask cluster (joblib's dask backend).
 """
 
@@ -25,14 +29,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from collabcausal.simulations.cate_baselines import baseline_summary, to_markdown
 from collabcausal.simulations.cate_experiments import (
     PAPER000_EPS,
     PAPER000_NS,
+    PAPER004_EPS,
     Paper004Config,
+    paper000_means,
     paper000_quick,
-    paper000_sweep,
-    paper004_quick,
-    paper004_sweep,
+    paper000_rows,
+    paper004_rows,
 )
 
 
@@ -109,34 +115,46 @@ def main() -> None:
     parser.add_argument("--ns", type=int, nargs="+", default=list(PAPER000_NS), help="paper 000 sample sizes")
     parser.add_argument("--reps", type=int, default=5, help="paper 000 repetitions")
     parser.add_argument("--reps004", type=int, default=10, help="paper 004 repetitions")
+    parser.add_argument("--eps004", type=float, nargs="+", default=list(PAPER004_EPS), help="paper 004 epsilons")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://10.0.0.1:8786")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("results/cate"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    run = {"seed": args.seed, "n_jobs": args.jobs, "scheduler": args.scheduler}
+    run = {"seed": args.seed, "n_jobs": args.jobs, "scheduler": args.scheduler, "peers": True}
     results = {}
     if "000" in args.papers:
         if args.quick:
-            r0 = paper000_quick(seed=args.seed, n_jobs=args.jobs)
+            rows0 = paper000_quick(seed=args.seed, n_jobs=args.jobs, reps=args.reps, peers=True)
         else:
-            r0 = paper000_sweep(args.setups, args.ns, PAPER000_EPS, ("dr", "r", "s"), args.reps, **run)
+            rows0 = paper000_rows(args.setups, args.ns, PAPER000_EPS, ("dr", "r", "s"), args.reps, **run)
+        rows0.to_csv(args.out / "paper000_rows.csv", index=False)
+        r0 = paper000_means(rows0)
         r0.to_csv(args.out / "paper000.csv", index=False)
         plot_paper000(r0, args.out)
         results["paper000"] = claims000(r0)
-        print(r0.to_string(index=False))
+        table0 = to_markdown(baseline_summary(rows0, ["setup", "n", "epsilon", "learner"], metric="mse"))
+        (args.out / "paper000.md").write_text(table0 + "\n")
+        print("paper 000: test MSE of tau, mean (sd) [min–max] over repetitions\n" + table0)
     if "004" in args.papers:
         if args.quick:
-            r4 = paper004_quick(seed=args.seed, n_jobs=args.jobs)
+            cfg = Paper004Config(dataset=1, n=600, epsilons=(1.0, 1000.0), variants=("linear", "functional"), reps=1)
         else:
-            r4 = paper004_sweep(Paper004Config(reps=args.reps004), **run)
+            cfg = Paper004Config(epsilons=tuple(args.eps004), reps=args.reps004)
+        rows4 = paper004_rows(cfg, **run)
+        rows4.to_csv(args.out / "paper004_rows.csv", index=False)
+        r4 = rows4.groupby(["variant", "epsilon"], as_index=False)["pehe"].agg(["mean", "std"])
+        r4 = r4.rename(columns={"mean": "pehe", "std": "pehe_sd"})
         r4.to_csv(args.out / "paper004.csv", index=False)
         plot_paper004(r4, args.out)
         results["paper004_pehe"] = {f"{v}@{e:g}": float(x) for (v, e), x in r4.set_index(["variant", "epsilon"])[
             "pehe"].items()}
-        print(r4.to_string(index=False))
+        table4 = to_markdown(baseline_summary(rows4, ["variant", "epsilon"], metric="pehe"))
+        (args.out / "paper004.md").write_text(table4 + "\n")
+        print(f"paper 004, dataset {cfg.dataset}: sqrt(PEHE), mean (sd) [min–max] over repetitions\n" + table4)
     (args.out / "claims.json").write_text(json.dumps(results, indent=2))
+
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,12 @@ Paper 004: PEHE on the test split of dataset 2 (3000 samples, 90/10) for DP-CATE
 queries (kernel ridge and linear second stage) and the functional release, against the same
 learner without privacy (non-private gradient-boosting nuisances, no output noise).
 
+Beside every cell (``peers=True``): the constant-ATE baselines (the true ATE everywhere: MSE
+Var(tau), sqrt(PEHE) sd(tau); the learner's own ATE everywhere) and EconML's non-private learner
+of the same kind on the same training data (:mod:`collabcausal.simulations.cate_baselines`).
+``*_rows`` return one row per repetition (for means, spreads and win counts), ``*_sweep`` the
+means per cell.
+
 Sweeps run in parallel with joblib; given a Dask scheduler address they run on that cluster.
 """
 
@@ -27,6 +33,7 @@ from collabcausal.estimators.dp.dp_cate import DPCATE
 from collabcausal.estimators.dp.meta_algorithm import DPCATELearner
 from collabcausal.estimators.metrics import pehe
 from collabcausal.randomness import child_rng
+from collabcausal.simulations.cate_baselines import constant_ate_pehe, econml_learner
 from collabcausal.simulations.cate_setups import paper000_setup, paper004_dataset
 
 PAPER000_NS = (500, 1000, 2000, 4000, 8000, 16000, 32000)
@@ -42,25 +49,46 @@ def bias_variance(mse_1: float, mse_2: float, mse_avg: float) -> tuple[float, fl
     return mse, bias2, mse - bias2
 
 
-def _dp_learner_fit_predict(setup: str, n: int, eps: float, learner: str, seed_path: tuple, X_test):
+def _fit_predict(setup: str, n: int, eps: float, learner: str, seed_path: tuple, X_test, peers: bool):
+    """The DP-EBM learner's predictions at ``X_test`` and, with ``peers``, EconML's on the same training set."""
     data = paper000_setup(setup, n, child_rng(*seed_path))
     half_span = 0.5 * (data.outcome_bounds[1] - data.outcome_bounds[0])
     model = DPCATELearner(learner, epsilon=eps, delta=DELTA, feature_bounds=data.feature_bounds,
                           outcome_bounds=data.outcome_bounds, pseudo_outcome_bounds=(-half_span, half_span),
                           random_state=child_rng(*seed_path, "split"))
-    return model.fit(data.Y, data.T, X=data.X).effect(X_test)
+    private = model.fit(data.Y, data.T, X=data.X).effect(X_test)
+    if not peers:
+        return private, None
+    peer = econml_learner(learner.upper(), seed_path[-2]).fit(data.Y, data.T, X=data.X)
+    return private, np.asarray(peer.effect(X_test), dtype=float).ravel()
 
 
-def paper000_cell(setup: str, n: int, eps: float, learner: str, rep: int, seed: int, n_test: int) -> dict:
-    """One repetition of one (setup, n, eps, learner) cell: both training sets and the three MSEs."""
+def _mse(pred, tau) -> float:
+    return float(np.mean((pred - tau) ** 2))
+
+
+def paper000_cell(setup: str, n: int, eps: float, learner: str, rep: int, seed: int, n_test: int,
+                  peers: bool = False) -> dict:
+    """One repetition of one (setup, n, eps, learner) cell: both training sets and the three MSEs.
+
+    With ``peers``: EconML's learner of the same kind on the same two training sets (``econml_mse``,
+    the mean of its two MSEs) and the MSE of the learner's own ATE used as a constant
+    (``const_own_mse``); the true ATE as a constant scores ``var_tau``.
+    """
     test = paper000_setup(setup, n_test, child_rng(seed, "test", setup))
-    preds = [_dp_learner_fit_predict(setup, n, eps, learner, (seed, setup, n, eps, learner, rep, k), test.X)
-             for k in (1, 2)]
-    mses = [float(np.mean((p - test.tau) ** 2)) for p in preds]
-    mse_avg = float(np.mean((0.5 * (preds[0] + preds[1]) - test.tau) ** 2))
+    fits = [_fit_predict(setup, n, eps, learner, (seed, setup, n, eps, learner, rep, k), test.X, peers)
+            for k in (1, 2)]
+    preds = [f[0] for f in fits]
+    mses = [_mse(p, test.tau) for p in preds]
+    mse_avg = _mse(0.5 * (preds[0] + preds[1]), test.tau)
     mse, bias2, var = bias_variance(mses[0], mses[1], mse_avg)
-    return {"setup": setup, "n": n, "epsilon": eps, "learner": learner, "rep": rep, "mse": mse, "bias2": bias2,
-            "variance": var, "var_tau": float(np.var(test.tau))}
+    row = {"setup": setup, "n": n, "epsilon": eps, "learner": learner, "rep": rep, "mse": mse, "bias2": bias2,
+           "variance": var, "var_tau": float(np.var(test.tau))}
+    if peers:
+        row |= {"const_true_mse": row["var_tau"],
+                "const_own_mse": float(np.mean([_mse(np.full_like(test.tau, p.mean()), test.tau) for p in preds])),
+                "econml_mse": float(np.mean([_mse(f[1], test.tau) for f in fits]))}
+    return row
 
 
 def _run(tasks: list, n_jobs: int, scheduler: str | None) -> list:
@@ -72,7 +100,7 @@ def _run(tasks: list, n_jobs: int, scheduler: str | None) -> list:
         return Parallel(n_jobs=n_jobs)(tasks)
 
 
-def paper000_sweep(
+def paper000_rows(
     setups: Sequence[str] = ("A",),
     ns: Sequence[int] = PAPER000_NS,
     epsilons: Sequence[float] = PAPER000_EPS,
@@ -83,19 +111,31 @@ def paper000_sweep(
     n_test: int = 250_000,
     n_jobs: int = 1,
     scheduler: str | None = None,
+    peers: bool = False,
 ) -> pd.DataFrame:
-    """Paper 000's grid (section 5.1.3); one row per cell, averaged over ``reps``."""
-    tasks = [delayed(paper000_cell)(s, n, e, lr, r, seed, n_test)
+    """Paper 000's grid (section 5.1.3); one row per cell and repetition."""
+    tasks = [delayed(paper000_cell)(s, n, e, lr, r, seed, n_test, peers)
              for s in setups for n in ns for e in epsilons for lr in learners for r in range(reps)]
-    rows = pd.DataFrame(_run(tasks, n_jobs, scheduler))
+    return pd.DataFrame(_run(tasks, n_jobs, scheduler))
+
+
+def paper000_means(rows: pd.DataFrame) -> pd.DataFrame:
+    """Means over repetitions per (setup, n, eps, learner), with the sd of the MSE (``mse_sd``)."""
     keys = ["setup", "n", "epsilon", "learner"]
-    return rows.groupby(keys, as_index=False)[["mse", "bias2", "variance", "var_tau"]].mean()
+    metrics = [c for c in rows.columns if c not in (*keys, "rep")]
+    out = rows.groupby(keys, as_index=False)[metrics].mean()
+    return out.merge(rows.groupby(keys, as_index=False)["mse"].std().rename(columns={"mse": "mse_sd"}), on=keys)
 
 
-def paper000_quick(seed: int = 0, n_jobs: int = 1) -> pd.DataFrame:
-    """CI version: setup A, n in {500, 8000}, eps in {1, 16}, all three learners, two repetitions."""
-    return paper000_sweep(("A",), (500, 8000), (1.0, 16.0), ("dr", "r", "s"), 2, seed=seed, n_test=20_000,
-                          n_jobs=n_jobs)
+def paper000_sweep(*args, **kwargs) -> pd.DataFrame:
+    """:func:`paper000_rows` averaged over repetitions (:func:`paper000_means`)."""
+    return paper000_means(paper000_rows(*args, **kwargs))
+
+
+def paper000_quick(seed: int = 0, n_jobs: int = 1, reps: int = 2, peers: bool = False) -> pd.DataFrame:
+    """CI grid, one row per repetition: setup A, n in {500, 8000}, eps in {1, 16}, all three learners."""
+    return paper000_rows(("A",), (500, 8000), (1.0, 16.0), ("dr", "r", "s"), reps, seed=seed, n_test=20_000,
+                         n_jobs=n_jobs, peers=peers)
 
 
 @dataclass(frozen=True)
@@ -135,15 +175,36 @@ def paper004_cell(cfg: Paper004Config, variant: str, eps: float | None, rep: int
     else:
         est = model.release(Xq).estimates
     return {"variant": variant, "epsilon": np.inf if eps is None else eps, "rep": rep,
-            "pehe": pehe(data.tau[cut:], est), "private": eps is not None}
+            "pehe": pehe(data.tau[cut:], est), "private": eps is not None,
+            "const_own_pehe": constant_ate_pehe(data.tau[cut:], float(np.mean(est)))}
+
+
+def paper004_peer(cfg: Paper004Config, rep: int, seed: int) -> dict:
+    """EconML's R-learner (``NonParamDML``) and the true-ATE constant on repetition ``rep``'s data."""
+    data = paper004_dataset(cfg.dataset, cfg.n, child_rng(seed, "data", rep))
+    cut = int(0.9 * cfg.n)
+    peer = econml_learner("R", seed).fit(data.Y[:cut], data.T[:cut], X=data.X[:cut])
+    tau = data.tau[cut:]
+    return {"rep": rep, "econml_pehe": pehe(tau, np.asarray(peer.effect(data.X[cut:]), dtype=float).ravel()),
+            "const_true_pehe": constant_ate_pehe(tau), "true_ate": float(np.mean(tau))}
+
+
+def paper004_rows(cfg: Paper004Config = Paper004Config(), *, seed: int = 0, n_jobs: int = 1,
+                  scheduler: str | None = None, peers: bool = False) -> pd.DataFrame:
+    """One row per (variant, eps, repetition); eps = inf is the non-private learner."""
+    tasks = [delayed(paper004_cell)(cfg, v, e, r, seed)
+             for v in cfg.variants for e in (*cfg.epsilons, None) for r in range(cfg.reps)]
+    rows = pd.DataFrame(_run(tasks, n_jobs, scheduler))
+    if not peers:
+        return rows
+    peer = pd.DataFrame(_run([delayed(paper004_peer)(cfg, r, seed) for r in range(cfg.reps)], n_jobs, scheduler))
+    return rows.merge(peer, on="rep")
 
 
 def paper004_sweep(cfg: Paper004Config = Paper004Config(), *, seed: int = 0, n_jobs: int = 1,
                    scheduler: str | None = None) -> pd.DataFrame:
     """PEHE vs eps per variant plus the non-private learner (eps = inf), averaged over reps."""
-    tasks = [delayed(paper004_cell)(cfg, v, e, r, seed)
-             for v in cfg.variants for e in (*cfg.epsilons, None) for r in range(cfg.reps)]
-    rows = pd.DataFrame(_run(tasks, n_jobs, scheduler))
+    rows = paper004_rows(cfg, seed=seed, n_jobs=n_jobs, scheduler=scheduler)
     out = rows.groupby(["variant", "epsilon"], as_index=False)["pehe"].agg(["mean", "std"])
     return out.rename(columns={"mean": "pehe", "std": "pehe_sd"})
 

@@ -6,8 +6,10 @@ import pytest
 from collabcausal.simulations.cate_experiments import (
     Paper004Config,
     bias_variance,
+    paper000_cell,
     paper000_sweep,
     paper004_quick,
+    paper004_rows,
     paper004_sweep,
 )
 
@@ -62,3 +64,15 @@ def test_sweep_runs_on_a_dask_cluster():
     # the non-private learner is seeded, so it must agree; DP-EBM nuisance noise is not seeded.
     assert list(on_dask["epsilon"]) == [2.0, np.inf]
     assert on_dask["pehe"].iloc[1] == pytest.approx(local["pehe"].iloc[1])
+
+
+def test_paper_cells_carry_the_constant_and_econml_baselines_on_the_same_data():
+    cell = paper000_cell("A", 500, 16.0, "s", 0, 0, 2000, peers=True)
+    assert cell["const_true_mse"] == cell["var_tau"]
+    assert cell["const_own_mse"] >= cell["var_tau"]  # no constant beats the true ATE
+    assert np.isfinite(cell["econml_mse"]) and cell["econml_mse"] > 0
+    cfg = Paper004Config(dataset=1, n=300, epsilons=(2.0,), variants=("linear",), reps=1)
+    rows = paper004_rows(cfg, seed=0, peers=True)
+    assert list(rows["epsilon"]) == [2.0, np.inf]
+    assert rows["const_true_pehe"].nunique() == 1 and rows["econml_pehe"].nunique() == 1
+    assert (rows["const_own_pehe"] >= rows["const_true_pehe"]).all()

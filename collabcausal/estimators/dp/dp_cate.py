@@ -39,6 +39,7 @@ from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, clone
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath, standard_normals
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor
 from collabcausal.estimators.metalearners.splits import disjoint_plan
@@ -243,8 +244,12 @@ class DPCATE(BaseEstimator):
         if Xa.shape[1] != self.box_.shape[0]:
             raise InputError(f"X has {Xa.shape[1]} columns but {self.box_.shape[0]} feature bounds were declared",
                              "declare one (low, high) pair per covariate")
-        y = np.clip(check_vector(Y, "Y", n=Xa.shape[0]), *self.y_bounds_)
+        y = check_vector(Y, "Y", n=Xa.shape[0])
         a = check_treatment(T, "T", n=Xa.shape[0])
+        # not DP: the data holder's diagnostic of what the declared bounds clip
+        self.clipping_ = (count_outside(y, self.y_bounds_, "outcomes"), count_outside(Xa, self.box_, "covariate rows"))
+        self.warnings_ = clipping_warnings(self.clipping_)
+        y = np.clip(y, *self.y_bounds_)
         Xa = np.clip(Xa, self.box_[:, 0], self.box_[:, 1])
         rng = as_generator(self.random_state)
         share = float(self.nuisance_split)

@@ -28,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_is_fitted, check_matrix
 from collabcausal.randomness import SeedLike
@@ -164,6 +165,14 @@ class DPCATELearner(BaseEstimator):
         Seed of the sample split (the split is not a release; DP-EBM's own noise is unseeded).
     n_jobs : int
         interpret's worker count per model.
+
+    Attributes
+    ----------
+    clipping_ : tuple of ClipCount
+        How many outcomes, covariate rows and (DR, R) second-stage targets the declared bounds
+        clipped (:mod:`collabcausal.estimators.dp.clipping`; not DP: the data holder's diagnostic).
+    warnings_ : tuple of str
+        One line per count above 5%, also issued as a ``ClippingWarning``.
     """
 
     def __init__(
@@ -233,7 +242,20 @@ class DPCATELearner(BaseEstimator):
                 details={"paper": "000", "split": list(self.split) if self.learner != "s" else [1.0]},
             )
         self.model_ = model.fit(Y, T, X=X)
+        self._report_clipping(Y, fb, ob, model)
         return self
+
+    def _report_clipping(self, Y: ArrayLike, fb: list, ob: tuple[float, float], model) -> None:
+        """``clipping_`` (outcomes, covariate rows, second-stage targets) and ``warnings_`` (> 5% clipped).
+
+        Counts of the private data: a diagnostic for the data holder, NOT part of the DP release.
+        """
+        counts = [count_outside(Y, ob, "outcomes"), count_outside(model.X_train_, fb, "covariate rows")]
+        if self.learner != "s":
+            target = model.model_final_.target_bounds
+            counts.append(count_outside(model.pseudo_outcome_, target, "second-stage pseudo-outcomes"))
+        self.clipping_ = tuple(counts)
+        self.warnings_ = clipping_warnings(self.clipping_)
 
     def effect(self, X: ArrayLike) -> NDArray[np.float64]:
         """tau^(x) (post-processing of the DP release)."""

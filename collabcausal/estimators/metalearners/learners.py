@@ -284,15 +284,19 @@ class _TwoStageLearner(_CATELearner):
 
     nuisance_names: tuple[str, ...] = ()
 
-    def plan(self, n: int) -> tuple[Round, ...]:
-        """The splitting plan for ``n`` subjects (checks that every part is large enough)."""
+    def plan(self, n: int, T: ArrayLike | None = None) -> tuple[Round, ...]:
+        """The splitting plan for ``n`` subjects (checks that every part is large enough).
+
+        Cross-fitting folds are stratified on ``T`` when it is given (``fit`` always gives it), as
+        in EconML; the disjoint split of paper 000 never is (see :mod:`.splits`).
+        """
         if self.split is not None:
             return disjoint_plan(n, self.nuisance_names, self.split, self.random_state)
-        return cross_fit_plan(n, self.nuisance_names, self.cv, self.random_state)
+        return cross_fit_plan(n, self.nuisance_names, self.cv, self.random_state, strata=T)
 
     def _fit(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike) -> _TwoStageLearner:
         y, t, Xa = self._check_fit_input(Y, T, X)
-        self.plan_ = self.plan(Xa.shape[0])
+        self.plan_ = self.plan(Xa.shape[0], t)
         self.nuisances_ = []
         rows, targets, weights = [], [], []
         for rnd in self.plan_:
@@ -336,7 +340,8 @@ class DRLearner(_TwoStageLearner):
     model_regression : regressor fitted on ``[X, T]``
     model_final : regressor of psi on X
     cv : int
-        Cross-fitting folds when ``split`` is None (1 = no splitting).
+        Cross-fitting folds when ``split`` is None (1 = no splitting), stratified on T as in
+        EconML (with an integer ``random_state`` the folds are EconML's for the same seed).
     split : (float, float, float), optional
         Disjoint split fractions (propensity, outcome, final), e.g. paper 000's (0.25, 0.25, 0.5).
     clip : float

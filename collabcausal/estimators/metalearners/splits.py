@@ -6,15 +6,23 @@ trained on the union of the evaluation sets. Cross-fitting (Chernozhukov et al. 
 rounds, each training every nuisance on the complement of one fold; the disjoint split of paper 000
 (Algorithm 1) uses one round whose nuisance sets and evaluation set partition the sample, which
 is what makes parallel composition of differential privacy apply.
+
+Cross-fitting folds are stratified on the treatment, as EconML's are (scikit-learn's
+``StratifiedKFold(k, shuffle=True, random_state=seed)`` split on T: the same integer seed gives
+EconML's folds). The disjoint split is deliberately *not* stratified: a stratified partition moves
+other subjects between parts when one subject's T is substituted, which breaks the parallel
+composition argument; a uniform partition of the public n does not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
+from sklearn.model_selection import KFold, StratifiedKFold
 
 from collabcausal.errors import InputError
 from collabcausal.randomness import SeedLike, as_generator
@@ -46,26 +54,46 @@ def _check_size(size: int, what: str) -> None:
         )
 
 
-def cross_fit_plan(n: int, nuisances: Sequence[str], folds: int, seed: SeedLike = None) -> tuple[Round, ...]:
+def sklearn_seed(seed: SeedLike) -> int:
+    """An integer seed for scikit-learn splitters: an int is kept (EconML parity), else drawn from ``seed``."""
+    if isinstance(seed, Integral) and not isinstance(seed, bool):
+        return int(seed)
+    return int(as_generator(seed).integers(2**32))
+
+
+def cross_fit_plan(
+    n: int, nuisances: Sequence[str], folds: int, seed: SeedLike = None, strata: ArrayLike | None = None
+) -> tuple[Round, ...]:
     """k-fold cross-fitting: nuisances trained on k-1 folds predict on the remaining fold.
 
-    ``folds=1`` means no split: nuisances are trained and evaluated on the whole sample.
+    ``folds=1`` means no split: nuisances are trained and evaluated on the whole sample. With
+    ``strata`` (the treatment, for the learners) the folds are scikit-learn's
+    ``StratifiedKFold(folds, shuffle=True, random_state=seed)``, EconML's choice for a discrete
+    treatment: every fold holds each arm in proportion, so no nuisance is trained on one arm only.
+    Without ``strata`` they are ``KFold(folds, shuffle=True, random_state=seed)``.
     """
-    if int(folds) != folds or folds < 1:
+    if not isinstance(folds, Integral) or isinstance(folds, bool) or folds < 1:
         raise InputError(f"folds must be a positive integer, got {folds!r}", "pass e.g. folds=2")
     if folds == 1:
         everyone = np.arange(n)
         _check_size(n, "sample")
         return (Round({name: everyone for name in nuisances}, everyone),)
-    order = as_generator(seed).permutation(n)
-    parts = np.array_split(order, folds)
-    for part in parts:
-        _check_size(part.size, f"fold of a {folds}-fold cross-fit over {n} subjects")
-    rounds = []
-    for k, held in enumerate(parts):
-        rest = np.sort(np.concatenate([p for j, p in enumerate(parts) if j != k]))
-        rounds.append(Round({name: rest for name in nuisances}, np.sort(held)))
-    return tuple(rounds)
+    _check_size(n // folds, f"fold of a {folds}-fold cross-fit over {n} subjects")
+    rows = np.zeros((n, 1))
+    if strata is None:
+        splits = KFold(int(folds), shuffle=True, random_state=sklearn_seed(seed)).split(rows)
+    else:
+        labels = np.asarray(strata).reshape(-1)
+        if labels.size != n:
+            raise InputError(f"strata has {labels.size} entries for {n} subjects", "pass one label per subject")
+        values, counts = np.unique(labels, return_counts=True)
+        if counts.min() < folds:
+            raise InputError(
+                f"stratum {values[counts.argmin()]!r} has {int(counts.min())} subjects, fewer than the {folds} folds",
+                "use fewer folds (cv) or more subjects in every treatment arm",
+            )
+        splits = StratifiedKFold(int(folds), shuffle=True, random_state=sklearn_seed(seed)).split(rows, labels)
+    return tuple(Round({name: train for name in nuisances}, held) for train, held in splits)
 
 
 def disjoint_plan(

@@ -89,12 +89,25 @@ def test_unfitted_learner_and_wrong_query_width_are_refused():
         SLearner(LinearRegression()).fit(Y, T, X=None)
 
 
-def test_dr_learner_agrees_with_econml_within_monte_carlo_error():
+@pytest.mark.parametrize("cv", [2, 3])
+def test_dr_learner_equals_econml_drlearner_on_the_same_stratified_folds_and_models(cv):
+    # Same integer seed -> the same StratifiedKFold folds on T; same deterministic models and the
+    # same propensity clip -> the same pseudo-outcomes and final fit, up to floating point.
     econml_dr = pytest.importorskip("econml.dr")
-    X, T, Y, _ = linear_data(n=4000, seed=7)
-    ours = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), cv=2, random_state=0).fit(Y, T, X=X)
+    X, T, Y, _ = linear_data(n=1500, seed=7)
+    ours = DRLearner(LogisticRegression(), LinearRegression(), LinearRegression(), cv=cv, clip=0.01,
+                     random_state=11).fit(Y, T, X=X)
     theirs = econml_dr.DRLearner(model_propensity=LogisticRegression(), model_regression=LinearRegression(),
-                                 model_final=LinearRegression(), cv=2, random_state=0).fit(Y, T, X=X)
-    se = ours.ate_inference().se
-    assert abs(ours.ate() - float(theirs.ate(X))) < 3 * se
-    assert np.sqrt(np.mean((ours.effect(X) - theirs.effect(X).ravel()) ** 2)) < 0.1
+                                 model_final=LinearRegression(), cv=cv, min_propensity=0.01,
+                                 random_state=11).fit(Y, T, X=X)
+    np.testing.assert_allclose(ours.effect(X), theirs.effect(X).ravel(), rtol=1e-7, atol=1e-8)
+    assert ours.ate() == pytest.approx(float(theirs.ate(X)), abs=1e-8)
+
+
+def test_cross_fitted_nuisances_are_trained_on_both_arms_of_stratified_folds():
+    X, T, Y, _ = linear_data(n=600, seed=2)
+    model = RLearner(LinearRegression(), LogisticRegression(), LinearRegression(), cv=3, random_state=5).fit(Y, T, X=X)
+    share = T.mean()
+    for rnd in model.plan_:
+        # StratifiedKFold puts floor or ceil of (arm size / folds) of each arm in every fold
+        assert abs(T[rnd.evaluate].sum() - share * rnd.evaluate.size) <= 1.0

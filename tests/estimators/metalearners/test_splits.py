@@ -17,6 +17,25 @@ def test_cross_fit_plan_evaluates_every_subject_once_on_models_trained_without_i
             assert idx.size + r.evaluate.size == 103
 
 
+def test_stratified_cross_fit_folds_are_sklearns_stratified_kfold_and_keep_the_treated_share():
+    from sklearn.model_selection import StratifiedKFold
+
+    T = np.random.default_rng(1).binomial(1, 0.2, size=503)
+    plan = cross_fit_plan(503, ("propensity", "outcome"), 4, seed=9, strata=T)
+    reference = StratifiedKFold(4, shuffle=True, random_state=9).split(np.zeros((503, 1)), T)
+    for rnd, (train, held) in zip(plan, reference, strict=True):
+        assert np.array_equal(rnd.evaluate, held) and np.array_equal(rnd.train["outcome"], train)
+        treated = T[rnd.evaluate].sum()
+        assert T.sum() // 4 <= treated <= -(-T.sum() // 4)
+
+
+def test_an_arm_smaller_than_the_number_of_folds_is_refused():
+    T = np.zeros(100, dtype=int)
+    T[:2] = 1
+    with pytest.raises(InputError, match="fewer than the 3 folds"):
+        cross_fit_plan(100, ("a",), 3, seed=0, strata=T)
+
+
 def test_disjoint_plan_is_a_partition_with_the_requested_sizes():
     (r,) = disjoint_plan(1000, ("propensity", "outcome"), (0.25, 0.25, 0.5), seed=0)
     parts = [r.train["propensity"], r.train["outcome"], r.evaluate]
