@@ -30,13 +30,15 @@ subjects and its gap. ``--csv`` writes every column's scores. Plain DC-QE rows a
 A new representation mode is one function ``mode(scenario, level, n_requests) -> View`` added to
 ``MODES`` with its levels in ``LEVELS``.
 
-Run: ``python benchmarks/bench_reconstruction.py`` (``--quick``: fewer settings and requests).
+Run: ``python benchmarks/bench_reconstruction.py`` (``--quick``: fewer settings and requests;
+``--figure docs/privacy-utility.png``: the privacy-utility curve).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,8 +47,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
-from collabcausal.analyst.dp_release import DPRepresentationSpec, run_dp_dcqe
+from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
+from collabcausal.analyst.dp_release import DPRepresentationSpec, run_dp_dcqe, se_floor
 from collabcausal.analyst.effects import estimate_effects
 from collabcausal.attacks.calibration import PublicInfo
 from collabcausal.attacks.collusion import colluding_reconstruction
@@ -157,6 +159,7 @@ class View:
     requests: dict[str, list[tuple[NDArray[np.int64] | None, NDArray[np.float64]]]]
     effect: float | None
     bound: float | None = None
+    se_floor: float | None = None
 
 
 class RecordingGrid(InProcessGrid):
@@ -198,7 +201,8 @@ def dp_mode(scenario: Scenario, epsilon: float, n_requests: int) -> View:
         parties = scenario.parties(Path(folder))
         grid = RecordingGrid(parties.values(), "dp_representation")
         y = scenario.data.arrays[2]
-        spec = DPRepresentationSpec(epsilon, DELTA, (float(y.min()), float(y.max())))
+        # max_se_floor = inf: measure the settings a default study would refuse (se_floor, printed)
+        spec = DPRepresentationSpec(epsilon, DELTA, (float(y.min()), float(y.max())), max_se_floor=math.inf)
         effect = _effect(lambda: run_dp_dcqe(grid, scenario.plan(scenario.m_j), spec, n_boot=0).estimate.estimate)
         releases = {p: (r.arrays["x_tilde"], r.arrays["a_tilde"]) for p, r in grid.replies.items()}
         row = next(names for names in scenario.partition.names() if TARGETS[0] in names)
@@ -212,7 +216,9 @@ def dp_mode(scenario: Scenario, epsilon: float, n_requests: int) -> View:
                           "n_anchors": scenario.n_anchors, "anchor_ranges": scenario.ranges}
                 requests[target].append((None, parties[target].handle(Message("dp_representation", params))
                                          .arrays["x_tilde"]))
-    return View(releases, requests, effect, bound)
+        plan = scenario.plan(scenario.m_j)
+        floor = se_floor(plan, spec, describe_parties(InProcessGrid(parties.values()), plan))
+    return View(releases, requests, effect, bound, floor)
 
 
 Mode = Callable[[Scenario, float, int], View]
@@ -266,7 +272,8 @@ def run(scenario: Scenario, quick: bool, n_requests: int) -> tuple[list[dict], l
         for level in LEVELS[mode](scenario, quick):
             setting = LEVEL_LABEL[mode].format(level)
             view = fn(scenario, level, n_requests)
-            utility.append({"mode": mode, "setting": setting, "w_clb": view.effect, "ca": central, "bound": view.bound})
+            utility.append({"mode": mode, "setting": setting, "w_clb": view.effect, "ca": central, "bound": view.bound,
+                            "se_floor": view.se_floor})
             for attack, run_attack in ATTACKS.items():
                 for party in TARGETS:
                     error = run_attack(scenario, view, party).error
@@ -317,12 +324,46 @@ def print_tables(scenario: Scenario, scores: list[dict], utility: list[dict], n_
         print("| best attack | " + " | ".join(f"{b:.2f}" for b in best) + " |")
         print("| majority rate | " + " | ".join(f"{majority:.2f}" for _ in settings) + " |")
     print(f"\nW-clb {scenario.data.estimand.upper()} (Hajek IPW) beside CA on the same subjects\n")
-    print("| setting | W-clb | CA | gap |")
-    print("|---|---|---|---|")
+    print("SE floor: the SE the DP outcome noise alone gives the effect (analyst.dp_release.se_floor); a default")
+    print("study refuses above a quarter of the outcome range\n")
+    print("| setting | W-clb | CA | gap | SE floor |")
+    print("|---|---|---|---|---|")
     for u in utility:
         w = "failed" if u["w_clb"] is None else f"{u['w_clb']:.3f}"
         gap = "" if u["w_clb"] is None else f"{u['w_clb'] - u['ca']:+.3f}"
-        print(f"| {u['mode']} {u['setting']} | {w} | {u['ca']:.3f} | {gap} |")
+        floor = "" if u["se_floor"] is None else f"{u['se_floor']:.2f}"
+        print(f"| {u['mode']} {u['setting']} | {w} | {u['ca']:.3f} | {gap} | {floor} |")
+
+
+def plot_privacy_utility(results: list[tuple[Scenario, list[dict], list[dict]]], path: Path) -> None:
+    """The privacy-utility curve: best attack's |corr| and the W-clb gap to CA, per setting and data set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 2, figsize=(11, 3.6 * len(results)), squeeze=False)
+    for (scenario, scores, utility), (leak, cost) in zip(results, axes, strict=True):
+        settings = [f"{u['mode']} {u['setting']}" for u in utility]
+        x = np.arange(len(settings))
+        best = [max(np.median([r["corr"] for r in scores if r["setting"] == u["setting"] and r["mode"] == u["mode"]
+                               and r["attack"] == a]) for a in ATTACKS) for u in utility]
+        leak.plot(x, best, "o-", label="best attack (median over columns)")
+        dp = [i for i, u in enumerate(utility) if u["bound"] is not None]
+        leak.plot(x[dp], [utility[i]["bound"] for i in dp], "s--", label="DP bound, any attack")
+        leak.set(title=f"{scenario.name}: what the coordinator learns", ylabel="|correlation| with the true column",
+                 ylim=(0, 1.05), xticks=x)
+        leak.set_xticklabels(settings, rotation=30, ha="right")
+        leak.legend(loc="lower left", fontsize=8)
+        gaps = [np.nan if u["w_clb"] is None else abs(u["w_clb"] - u["ca"]) for u in utility]
+        cost.semilogy(x, gaps, "o-", color="tab:red")
+        cost.set(title=f"{scenario.name}: what it costs",
+                 ylabel=f"|W-clb - CA| {scenario.data.estimand.upper()} ({scenario.data.outcome_unit})", xticks=x)
+        cost.set_xticklabels(settings, rotation=30, ha="right")
+    fig.suptitle("Privacy-utility of DC-QE representations: plain (m~ components) vs DP (eps per party)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _effect(compute: Callable[[], float]) -> float | None:
@@ -336,13 +377,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer settings and requests (a smoke run)")
     parser.add_argument("--csv", type=Path, help="write every attacked column's scores to this CSV file")
+    parser.add_argument("--figure", type=Path, help="write the privacy-utility curve to this PNG file")
     args = parser.parse_args(argv)
     n_requests = 2 if args.quick else 5
     all_scores: list[Mapping] = []
+    results = []
     for scenario in scenarios():
         scores, utility = run(scenario, args.quick, n_requests)
         print_tables(scenario, scores, utility, n_requests)
         all_scores += scores
+        results.append((scenario, scores, utility))
+    if args.figure:
+        plot_privacy_utility(results, args.figure)
     if args.csv:
         with args.csv.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(all_scores[0]))

@@ -45,6 +45,7 @@ from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
 from collabcausal.messages import Message
+from collabcausal.party.dp_representation import representation_sigma
 from collabcausal.randomness import child_rng
 
 PROPENSITY_CLIP = (1e-9, 1.0 - 1e-9)
@@ -67,6 +68,10 @@ class DPRepresentationSpec:
         SIMEX noise multiples.
     simex_replicates : int
         Replicates per lambda.
+    max_se_floor : float, optional
+        Refuse the study before any request when :func:`se_floor` exceeds this; default a quarter
+        of the outcome range's width (such an estimate cannot tell a plausible effect from zero,
+        so the parties' budget would be spent for nothing). ``math.inf`` never refuses.
     """
 
     epsilon: float
@@ -75,6 +80,7 @@ class DPRepresentationSpec:
     clip_norm: float | None = None
     lambdas: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     simex_replicates: int = 20
+    max_se_floor: float | None = None
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon)
@@ -149,6 +155,14 @@ def request_release(
 ) -> DPRelease:
     """Ask every party of the plan for its DP representation (one request each) and check the replies."""
     described = describe_parties(grid, plan, timeout=timeout)
+    floor = se_floor(plan, spec, described)
+    limit = (spec.outcome_range[1] - spec.outcome_range[0]) / 4.0 if spec.max_se_floor is None else spec.max_se_floor
+    if floor > limit:
+        raise InputError(
+            f"at eps = {spec.epsilon:g} the outcome noise alone gives the effect an SE of at least {floor:.3g}, "
+            f"above {limit:.3g} (max_se_floor): the release would spend the parties' budget for nothing",
+            "raise epsilon, add subjects, narrow outcome_range, or set max_se_floor = math.inf to run anyway",
+        )
     requests = {}
     for i, group in enumerate(plan.row_groups):
         for party in group:
@@ -184,6 +198,25 @@ def request_release(
         y_star.append((hi + lo) / 2.0 + (hi - lo) / 2.0 * holder.array("y_noisy"))
     return DPRelease(tuple(x_tilde), tuple(a_tilde), tuple(noise_var), np.concatenate(t_star),
                      np.concatenate(y_star), sigma)
+
+
+def se_floor(plan: DCQEPlan, spec: DPRepresentationSpec, described: Mapping[str, Message]) -> float:
+    """A lower bound on the SE the outcome noise alone gives the effect, from public facts only.
+
+    The label holder of row group i adds N(0, s_i^2) to each outcome, s_i = (hi - lo)/2 sigma_i with
+    sigma_i its calibrated noise (:func:`collabcausal.party.dp_representation.representation_sigma`,
+    clip norm ``C`` or ``sqrt(m)`` with m its public covariate count). Even with the treatment and
+    covariates exact, a difference of arm means over n subjects has noise SE
+    ``s sqrt(1/n_1 + 1/n_0) >= 2 s / sqrt(n)``; the floor is that bound with the smallest s_i.
+    """
+    lo, hi = spec.outcome_range
+    n = sum(int(described[g[0]].params["n_subjects"]) for g in plan.row_groups)
+    sigmas = []
+    for holder in plan.label_holders:
+        m = len(described[holder].params["covariates"])
+        clip_norm = spec.clip_norm if spec.clip_norm is not None else math.sqrt(m)
+        sigmas.append(representation_sigma(clip_norm, True, spec.epsilon, spec.delta))
+    return (hi - lo) / 2.0 * min(sigmas) * 2.0 / math.sqrt(n)
 
 
 def run_dp_dcqe(

@@ -97,6 +97,16 @@ def test_at_negligible_noise_the_dp_pipeline_reproduces_plain_dcqe_ipw(lalonde_g
     assert [p.ledger.spent()[0] - s for p, s in zip(parties, spent, strict=True)] == [1e8] * 4
 
 
+def test_a_study_whose_outcome_noise_alone_swamps_any_effect_is_refused_before_any_charge(lalonde_grid):
+    # LaLonde, n = 2675, outcome range 125: at eps = 1 sigma = 18.3, so the floor is
+    # 125 * 18.3 / sqrt(2675) = 44 > 125 / 4: refused, and no party is charged.
+    parties, plan = lalonde_grid
+    spent = [p.ledger.spent() for p in parties]
+    with pytest.raises(InputError, match="SE of at least 44"):
+        run_dp_dcqe(InProcessGrid(parties), plan, DPRepresentationSpec(1.0, 1e-5, (0.0, 125.0)))
+    assert [p.ledger.spent() for p in parties] == spent
+
+
 def test_only_ipw_is_offered_on_dp_representations(lalonde_grid):
     parties, plan = lalonde_grid
     psm = DCQEPlan(**{**plan.__dict__, "estimators": ("psm", "ipw")})
