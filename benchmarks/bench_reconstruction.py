@@ -2,7 +2,7 @@
 
 For every data set (LaLonde 2x2 as in examples/lalonde-2x2; the paper-003 synthetic Experiment I
 data) and every **setting** (a representation mode and its level: plain DC-QE at m~ = 1..m_j, DP
-representations at eps in {0.5, 1, 2, 4, 8}), one study is run as the analyst would run it
+representations at eps in {0.5, 1, 2, 4, 8, 32, 128}), one study is run as the analyst would run it
 (:func:`collabcausal.analyst.dcqe.run_dcqe` / :func:`collabcausal.analyst.dp_release.run_dp_dcqe`
 on an in-process grid whose replies are recorded), and the reconstruction attacks of
 ``collabcausal/attacks`` are run on exactly what the analyst received:
@@ -43,6 +43,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -72,6 +73,7 @@ SEED = 0
 TARGETS = ("p11", "p12")
 DELTA = 1e-5
 NULL_RATE = 1e-4
+DP_BOOT = 20  # the analyst's bootstrap of the released rows (no new requests) for the DP rows' SE
 
 
 @dataclass(eq=False)
@@ -160,6 +162,7 @@ class View:
     effect: float | None
     bound: float | None = None
     se_floor: float | None = None
+    se: float | None = None
 
 
 class RecordingGrid(InProcessGrid):
@@ -203,7 +206,8 @@ def dp_mode(scenario: Scenario, epsilon: float, n_requests: int) -> View:
         y = scenario.data.arrays[2]
         # max_se_floor = inf: measure the settings a default study would refuse (se_floor, printed)
         spec = DPRepresentationSpec(epsilon, DELTA, (float(y.min()), float(y.max())), max_se_floor=math.inf)
-        effect = _effect(lambda: run_dp_dcqe(grid, scenario.plan(scenario.m_j), spec, n_boot=0).estimate.estimate)
+        estimate = _effect(lambda: run_dp_dcqe(grid, scenario.plan(scenario.m_j), spec, n_boot=DP_BOOT).estimate)
+        effect, se = (None, None) if estimate is None else (estimate.estimate, estimate.se)
         releases = {p: (r.arrays["x_tilde"], r.arrays["a_tilde"]) for p, r in grid.replies.items()}
         row = next(names for names in scenario.partition.names() if TARGETS[0] in names)
         bound = correlation_bound([grid.replies[p].params["sensitivity"] / grid.replies[p].params["sigma"]
@@ -218,14 +222,14 @@ def dp_mode(scenario: Scenario, epsilon: float, n_requests: int) -> View:
                                          .arrays["x_tilde"]))
         plan = scenario.plan(scenario.m_j)
         floor = se_floor(plan, spec, describe_parties(InProcessGrid(parties.values()), plan))
-    return View(releases, requests, effect, bound, floor)
+    return View(releases, requests, effect, bound, floor, se)
 
 
 Mode = Callable[[Scenario, float, int], View]
 MODES: dict[str, Mode] = {"plain": plain_mode, "dp": dp_mode}
 LEVELS: dict[str, Callable[[Scenario, bool], list[float]]] = {
     "plain": lambda sc, quick: list(range(1, sc.m_j + 1)) if not quick else [sc.m_j - 1, sc.m_j],
-    "dp": lambda sc, quick: [1.0, 8.0] if quick else [0.5, 1.0, 2.0, 4.0, 8.0],
+    "dp": lambda sc, quick: [1.0, 8.0] if quick else [0.5, 1.0, 2.0, 4.0, 8.0, 32.0, 128.0],
 }
 LEVEL_LABEL = {"plain": "m~={:g}", "dp": "eps={:g}"}
 
@@ -273,7 +277,7 @@ def run(scenario: Scenario, quick: bool, n_requests: int) -> tuple[list[dict], l
             setting = LEVEL_LABEL[mode].format(level)
             view = fn(scenario, level, n_requests)
             utility.append({"mode": mode, "setting": setting, "w_clb": view.effect, "ca": central, "bound": view.bound,
-                            "se_floor": view.se_floor})
+                            "se_floor": view.se_floor, "se": view.se})
             for attack, run_attack in ATTACKS.items():
                 for party in TARGETS:
                     error = run_attack(scenario, view, party).error
@@ -323,16 +327,18 @@ def print_tables(scenario: Scenario, scores: list[dict], utility: list[dict], n_
                     for a in ATTACKS) for s in settings]
         print("| best attack | " + " | ".join(f"{b:.2f}" for b in best) + " |")
         print("| majority rate | " + " | ".join(f"{majority:.2f}" for _ in settings) + " |")
-    print(f"\nW-clb {scenario.data.estimand.upper()} (Hajek IPW) beside CA on the same subjects\n")
+    print(f"\nW-clb {scenario.data.estimand.upper()} beside CA on the same subjects (plain: Hajek IPW; DP: "
+          "SIMEX-corrected Horvitz-Thompson IPW; failed: no finite propensity fit on the noisy treatment)\n")
     print("SE floor: the SE the DP outcome noise alone gives the effect (analyst.dp_release.se_floor); a default")
     print("study refuses above a quarter of the outcome range\n")
-    print("| setting | W-clb | CA | gap | SE floor |")
-    print("|---|---|---|---|---|")
+    print("| setting | W-clb | CA | gap | W-clb bootstrap SE | SE floor |")
+    print("|---|---|---|---|---|---|")
     for u in utility:
         w = "failed" if u["w_clb"] is None else f"{u['w_clb']:.3f}"
         gap = "" if u["w_clb"] is None else f"{u['w_clb'] - u['ca']:+.3f}"
+        se = "" if u["se"] is None else f"{u['se']:.2f}"
         floor = "" if u["se_floor"] is None else f"{u['se_floor']:.2f}"
-        print(f"| {u['mode']} {u['setting']} | {w} | {u['ca']:.3f} | {gap} | {floor} |")
+        print(f"| {u['mode']} {u['setting']} | {w} | {u['ca']:.3f} | {gap} | {se} | {floor} |")
 
 
 def plot_privacy_utility(results: list[tuple[Scenario, list[dict], list[dict]]], path: Path) -> None:
@@ -354,21 +360,28 @@ def plot_privacy_utility(results: list[tuple[Scenario, list[dict], list[dict]]],
         leak.set(title=f"{scenario.name}: what the coordinator learns", ylabel="|correlation| with the true column",
                  ylim=(0, 1.05), xticks=x)
         leak.set_xticklabels(settings, rotation=30, ha="right")
-        leak.legend(loc="lower left", fontsize=8)
-        gaps = [np.nan if u["w_clb"] is None else abs(u["w_clb"] - u["ca"]) for u in utility]
-        cost.semilogy(x, gaps, "o-", color="tab:red")
-        cost.set(title=f"{scenario.name}: what it costs",
-                 ylabel=f"|W-clb - CA| {scenario.data.estimand.upper()} ({scenario.data.outcome_unit})", xticks=x)
+        leak.legend(loc="lower left", bbox_to_anchor=(0.0, 0.45), fontsize=8)
+        floor = 1e-3  # gaps below are drawn at the floor (full rank: equal to CA up to rounding)
+        gaps = [np.nan if u["w_clb"] is None else max(floor, abs(u["w_clb"] - u["ca"])) for u in utility]
+        ses = [np.nan if u["se"] is None else u["se"] for u in utility]
+        cost.semilogy(x, gaps, "o-", color="tab:red", label="|W-clb - CA| (drawn at 0.001 when smaller)")
+        cost.semilogy(x, ses, "^:", color="tab:purple", label="W-clb bootstrap SE (DP)")
+        failed = [i for i, u in enumerate(utility) if u["w_clb"] is None]
+        top = np.nanmax([*gaps, *ses])
+        cost.plot(x[failed], [top] * len(failed), "kx", markersize=9, label="failed: no finite fit")
+        cost.set(title=f"{scenario.name}: what it costs", ylim=(floor / 2, top * 3),
+                 ylabel=f"{scenario.data.estimand.upper()} ({scenario.data.outcome_unit})", xticks=x)
         cost.set_xticklabels(settings, rotation=30, ha="right")
+        cost.legend(loc="lower right", fontsize=8)
     fig.suptitle("Privacy-utility of DC-QE representations: plain (m~ components) vs DP (eps per party)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def _effect(compute: Callable[[], float]) -> float | None:
+def _effect(compute: Callable[[], Any]) -> Any:
     try:
-        return float(compute())
+        return compute()
     except CollabCausalError:
         return None
 

@@ -8,7 +8,7 @@ in the outcome's units (both unbiased for the true values). The analyst then:
 1. builds the collaborative representation from the (exact, data-independent) anchor images as in
    plain DC-QE; its rows carry known Gaussian noise, covariance ``Sigma_i = G_i^T D_i G_i`` in row
    group ``i`` (``D_i`` the parties' noise variances);
-2. estimates the effect with Hajek IPW on the unbiased surrogates (``t*`` replaces ``t``: the
+2. estimates the effect with Horvitz-Thompson IPW on the unbiased surrogates (``t*`` replaces ``t``: the
    logistic score ``sum x (t* - e(x))`` and the weighted means stay unbiased estimating
    equations because the noise has mean zero given everything else);
 3. corrects for the covariate noise by SIMEX (Cook & Stefanski 1994; Carroll et al. 2006,
@@ -41,15 +41,21 @@ from scipy.optimize import OptimizeWarning, curve_fit
 from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties
 from collabcausal.analyst.grid import Grid
-from collabcausal.errors import InputError, StudyFailedError
+from collabcausal.errors import InputError, NumericalError, StudyFailedError
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
 from collabcausal.messages import Message
 from collabcausal.party.dp_representation import representation_sigma
 from collabcausal.randomness import child_rng
 
-PROPENSITY_CLIP = (1e-9, 1.0 - 1e-9)
-"""A numerical guard only: like plain DC-QE's IPW (paper 003), propensities are not trimmed."""
+MIN_POLE_DISTANCE = 0.2
+"""The rational-linear SIMEX extrapolant is used only when its pole lies below lambda = -1.2."""
+
+PROPENSITY_CLIP = {"ate": (0.01, 0.99), "att": (1e-9, 0.99)}
+"""Propensity trimming per estimand. With a noisy treatment surrogate a weight t*/e or
+(1 - t*) e/(1 - e) multiplies noise of sd sigma by 1/e or 1/(1 - e), so the weights that divide
+by a propensity are bounded at 100 (ATE: both tails; ATT: controls' e <= 0.99, while a small e
+only shrinks a control's weight and stays untrimmed, as in plain DC-QE)."""
 
 
 @dataclass(frozen=True)
@@ -127,13 +133,13 @@ class DPStudyResult:
     Attributes
     ----------
     estimate : EffectEstimate
-        SIMEX-corrected Hajek IPW (``method="ipw-simex"``); SE and percentile CI from the analyst's
+        SIMEX-corrected Horvitz-Thompson IPW (``method="ipw-simex"``); SE and percentile CI from the analyst's
         bootstrap of the released rows (None without replicates).
     naive : float
         The same IPW without the SIMEX correction.
     representation : CollaborativeRepresentation
     propensity : ndarray
-        Propensities fitted on the noisy X^ (guarded by :data:`PROPENSITY_CLIP`).
+        Propensities fitted on the noisy X^ (trimmed by :data:`PROPENSITY_CLIP`).
     simex_curve : dict of float to float
         Mean estimate per lambda (0 is the naive estimate).
     release : DPRelease
@@ -262,12 +268,15 @@ def estimate_release(
     for b in range(n_boot):
         rng = child_rng(plan.seed, "dp-bootstrap", b)
         rows = np.concatenate([rng.choice(np.flatnonzero(groups == g), size=n) for g, n in enumerate(release.sizes)])
-        reps.append(corrected(rows, rng)[0])
+        try:
+            reps.append(corrected(rows, rng)[0])
+        except NumericalError:
+            reps.append(math.nan)
     replicates = np.asarray(reps, dtype=np.float64)
     finite = replicates[np.isfinite(replicates)]
     se = float(np.std(finite, ddof=1)) if finite.size > 1 else None
     ci = (None, None) if finite.size < 2 else tuple(float(q) for q in np.quantile(finite, [alpha / 2, 1 - alpha / 2]))
-    e = _propensity(X, t)
+    e = _propensity(X, t, PROPENSITY_CLIP[plan.estimand])
     estimate = EffectEstimate(
         point, se, ci[0], ci[1], plan.estimand, "ipw-simex",
         round(float(t.sum())), round(float((1 - t).sum())),
@@ -283,7 +292,14 @@ def noisy_logistic(features: NDArray[np.float64], t_star: NDArray[np.float64], *
     Solves ``sum_i x_i (t*_i - expit(x_i b)) - ridge b = 0`` by Newton's method. With ``t*``
     unbiased for ``t`` the score is an unbiased estimating equation; the objective
     ``sum t* eta - log(1 + e^eta)`` stays concave for any real ``t*`` (its Hessian does not
-    involve ``t*``), so Newton's method converges as for 0/1 labels.
+    involve ``t*``), so Newton's method works as for 0/1 labels. Unlike the 0/1 case the objective
+    need not be bounded: labels above 1 or below 0 can pull the fit to infinity when the noise
+    swamps the treatment.
+
+    Raises
+    ------
+    NumericalError
+        No finite fit within ``max_iter`` Newton steps (the DP noise swamps the treatment).
     """
     Z = np.column_stack([np.ones(features.shape[0]), features])
     beta = np.zeros(Z.shape[1])
@@ -294,25 +310,28 @@ def noisy_logistic(features: NDArray[np.float64], t_star: NDArray[np.float64], *
         step = np.linalg.solve(hess, grad)
         beta = beta + step
         if np.max(np.abs(step)) < 1e-10:
-            break
-    return beta
+            return beta
+    raise NumericalError(
+        f"the propensity model on the noisy treatment has no finite fit after {max_iter} Newton steps",
+        "the DP noise swamps the treatment: raise epsilon or add subjects",
+    )
 
 
 def noisy_ipw(features: NDArray[np.float64], t_star: NDArray[np.float64], y_star: NDArray[np.float64],
               estimand: str) -> float:
-    """Hajek IPW (ATE or ATT) with the noisy treatment surrogate ``t*`` in place of ``t``.
+    """Horvitz-Thompson IPW (ATE or ATT) with the noisy treatment surrogate ``t*`` in place of ``t``.
 
-    ATE: ``sum(t* y / e) / sum(t* / e) - sum((1-t*) y / (1-e)) / sum((1-t*) / (1-e))``;
-    ATT: ``mean_{t*}(y) - sum((1-t*) y e/(1-e)) / sum((1-t*) e/(1-e))``, ``e`` the logistic
-    propensity of :func:`noisy_logistic` (guarded by :data:`PROPENSITY_CLIP`).
+    ATE: ``mean(t* y / e) - mean((1-t*) y / (1-e))``;
+    ATT: ``(mean(t* y) - mean((1-t*) y e/(1-e))) / mean(t*)``, ``e`` the logistic propensity of
+    :func:`noisy_logistic` (trimmed by :data:`PROPENSITY_CLIP`). Linear in ``t*`` except for
+    ATT's ``mean(t*)``: the normalized (Hajek) form divides by sums of noisy weights, which come
+    near zero at DP noise levels and make the estimate explode, so it is not used here.
     """
-    e = _propensity(features, t_star)
+    e = _propensity(features, t_star, PROPENSITY_CLIP[estimand])
     c = 1.0 - t_star
     if estimand == "att":
-        w0 = c * e / (1 - e)
-        return float((t_star @ y_star) / t_star.sum() - (w0 @ y_star) / w0.sum())
-    w1, w0 = t_star / e, c / (1 - e)
-    return float((w1 @ y_star) / w1.sum() - (w0 @ y_star) / w0.sum())
+        return float(np.mean(t_star * y_star - c * y_star * e / (1 - e)) / np.mean(t_star))
+    return float(np.mean(t_star * y_star / e - c * y_star / (1 - e)))
 
 
 def simex(
@@ -344,7 +363,12 @@ def simex(
     estimate : float
         The extrapolant through the mean estimates (:func:`extrapolate`), at lambda = -1.
     curve : dict
-        Mean estimate per lambda (including 0, the naive estimate).
+        Mean estimate per lambda (including 0, the naive estimate) over the replicates with a fit.
+
+    Raises
+    ------
+    NumericalError
+        The statistic fails without added noise, or at all but one of the lambdas.
     """
     curve = {0.0: statistic(X)}
     for lam in lambdas:
@@ -354,8 +378,14 @@ def simex(
             for g, factor in enumerate(noise):
                 rows = groups == g
                 extra[rows] = rng.standard_normal((int(rows.sum()), factor.shape[0])) @ factor
-            values.append(statistic(X + math.sqrt(lam) * extra))
-        curve[float(lam)] = float(np.mean(values))
+            try:
+                values.append(statistic(X + math.sqrt(lam) * extra))
+            except NumericalError:
+                continue
+        if values:
+            curve[float(lam)] = float(np.mean(values))
+    if len(curve) < 3:
+        raise NumericalError("SIMEX: fewer than three noise levels gave an estimate", "raise epsilon or add subjects")
     levels = np.array(sorted(curve))
     return extrapolate(levels, np.array([curve[v] for v in levels])), curve
 
@@ -366,7 +396,10 @@ def extrapolate(levels: NDArray[np.float64], values: NDArray[np.float64]) -> flo
     The rational-linear function is exact for linear models with normal measurement error and
     closer than a quadratic for logistic ones (Cook & Stefanski 1994, section 3; Carroll et al.
     2006, section 5.3.2). It is fitted by least squares from the quadratic's start; when the fit
-    fails or puts the pole at or beyond lambda = -1 (c <= 1), the quadratic extrapolant is used.
+    fails or puts the pole within :data:`MIN_POLE_DISTANCE` of lambda = -1, the quadratic
+    extrapolant is used: near its pole the rational function extrapolates without bound. (For a
+    linear model c is the reliability ratio var(X) / var(noise), so the rational form is kept
+    whenever the noise variance is below 1/1.2 of the signal's.)
     """
     quadratic = np.polyfit(levels, values, 2)
     fallback = float(np.polyval(quadratic, -1.0))
@@ -379,15 +412,17 @@ def extrapolate(levels: NDArray[np.float64], values: NDArray[np.float64]) -> flo
                                      maxfev=2000)
     except (RuntimeError, ValueError, OptimizeWarning):
         return fallback
-    if not (np.isfinite(a) and np.isfinite(b) and c > 1.0):
+    if not (np.isfinite(a) and np.isfinite(b) and c > MIN_POLE_DISTANCE + 1.0):
         return fallback
     return float(a + b / (c - 1.0))
 
 
-def _propensity(features: NDArray[np.float64], t_star: NDArray[np.float64]) -> NDArray[np.float64]:
+def _propensity(
+    features: NDArray[np.float64], t_star: NDArray[np.float64], clip: tuple[float, float]
+) -> NDArray[np.float64]:
     beta = noisy_logistic(features, t_star)
     eta = beta[0] + features @ beta[1:]
-    return np.clip(0.5 * (1.0 + np.tanh(0.5 * eta)), *PROPENSITY_CLIP)
+    return np.clip(0.5 * (1.0 + np.tanh(0.5 * eta)), *clip)
 
 
 def _noise_factors(representation: CollaborativeRepresentation, release: DPRelease) -> list[NDArray[np.float64]]:
