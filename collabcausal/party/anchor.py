@@ -52,6 +52,8 @@ def anchor_columns(
     columns: Sequence[str],
     ranges: Mapping[str, Sequence[float]],
     n_anchors: int,
+    *,
+    purpose: str = "anchor",
 ) -> NDArray[np.float64]:
     """The anchor's columns ``columns`` (``n_anchors`` rows), uniform on their declared ranges.
 
@@ -67,6 +69,10 @@ def anchor_columns(
         Public ranges per covariate (study config, or DP range estimates).
     n_anchors : int
         Number of anchor rows ``r``.
+    purpose : str
+        Separates independent anchors of one study: plain DC-QE uses ``"anchor"``, DP
+        representations ``"dp-anchor"`` (their exact anchor image lets an analyst recover that
+        anchor, which must then say nothing about the plain one).
 
     Returns
     -------
@@ -79,7 +85,7 @@ def anchor_columns(
         if name not in ranges:
             raise InputError(f"no anchor range for covariate {name!r}", "declare [low, high] for every covariate")
         lo, hi = check_bounds(tuple(ranges[name]), f"anchor range of {name!r}")
-        out[:, k] = keyed_stream(key, f"anchor/{study}/{name}").uniform(lo, hi, int(n_anchors))
+        out[:, k] = keyed_stream(key, f"{purpose}/{study}/{name}").uniform(lo, hi, int(n_anchors))
     return out
 
 

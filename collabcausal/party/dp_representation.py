@@ -11,7 +11,8 @@ relation (substitution of one subject, n public; docs/differential-privacy.md):
    ``z = R s`` with ``R`` an ``m~ x m`` matrix of orthonormal rows drawn from a stream keyed by the
    study's anchor key (:func:`collabcausal.party.anchor.keyed_stream`). No parameter of the map is
    fitted on the party's rows, so the map itself releases nothing, and the anchor's image
-   ``A~ = f(X_anc)`` is a function of the key and public parameters only.
+   ``A~ = f(X_anc)`` is a function of the key and public parameters only. The anchor is drawn
+   independently of plain DC-QE's (:data:`DP_ANCHOR`).
 2. **Clipping to a public norm.** A row with ``||z|| > C`` is scaled to norm ``C`` (``clip_norm``;
    default ``sqrt(m)``, which never binds because ``||R s|| <= ||s|| <= sqrt(m)``).
 3. **Labels.** The label holder appends ``t_s = 2 t - 1`` and ``y_s = (clip(y) - mid_y) / half_y``
@@ -49,6 +50,10 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 
 _FIX = "send a complete dp_representation request (see docs/protocol.md)"
+DP_ANCHOR = "dp-anchor"
+"""The anchor of DP representations is drawn independently of plain DC-QE's: its image A~ is exact
+and the map is a rotation, so an analyst can recover it (ICA on independent uniform columns), and it
+must then reveal nothing about the anchor of a plain ``dc_representation`` in the same study."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,8 @@ def dp_representation(party: Party, request: Message) -> Message:
         y_s = (np.clip(party.table.outcome, y_lo, y_hi) - (y_hi + y_lo) / 2.0) / ((y_hi - y_lo) / 2.0)
         parts += [t_s[:, None], y_s[:, None]]
     noisy = gaussian(np.hstack(parts), sensitivity, eps, delta)
-    anchor = anchor_columns(party.anchor_key, str(p.get("study", "")), columns, ranges, int(n_anchors))
+    anchor = anchor_columns(party.anchor_key, str(p.get("study", "")), columns, ranges, int(n_anchors),
+                            purpose=DP_ANCHOR)
     arrays = {"x_tilde": noisy[:, :n_components], "a_tilde": mapping.transform(anchor)}
     if labels:
         arrays["t_noisy"], arrays["y_noisy"] = noisy[:, n_components], noisy[:, n_components + 1]
