@@ -16,6 +16,9 @@ import numpy as np
 from protocol_helpers import PartyThread, malformed_streams, small_party, tls_of
 
 from collabcausal.messages import Message
+from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.party.policy import PartyPolicy
+from collabcausal.party.request_limits import RequestLimits
 from collabcausal.protocol.arrays import message_frames, read_message
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
@@ -76,3 +79,33 @@ def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_
     assert len(answers) == 1 and answers[0].error is None
     np.testing.assert_array_equal(answers[0].message.array("v"), np.arange(3.0) * 2)
     assert sum("refused a malformed task" in e for e in events) == len(cases)
+
+
+def test_party_refuses_oversized_requests_on_the_wire_before_charging(study_ca, tmp_path):
+    party = small_party("a", n=40)
+    party.policy = PartyPolicy(
+        ["dp_histogram", "weighted_moments", "test_echo"], ["x1", "x2"], limits=RequestLimits(max_request_bytes=1 << 16)
+    )
+    party.ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=10.0, dataset="d")
+    grid = {"kind": "grid", "columns": ["x1"], "bounds": [[-3, 3]], "n_cells": [10**12]}
+    histogram = Message("dp_histogram", {"study": "s", "epsilon": 1.0, "columns": ["x1"], "partition": grid})
+    big = Message("weighted_moments", {"study": "s"}, {"arms": np.zeros(10**5, np.int64), "weights": np.ones(10**5)})
+    tasks = [list(message_frames(m, task_id=t)) for m, t in ((histogram, "cells"), (big, "bytes"))]
+    honest = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
+    analyst = FakeAnalyst([*tasks, honest])
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=grpc_options())
+    pb_grpc.add_StudyServicer_to_server(analyst, server)
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(tls_of(study_ca, "analyst")))
+    server.start()
+    try:
+        thread = PartyThread(party, f"127.0.0.1:{port}", tls_of(study_ca, "a"))
+        thread.join(60)
+    finally:
+        server.stop(0)
+    assert thread.error is None and thread.result == "done"
+    errors = {u.task_id: u.error for u in analyst.uploads}
+    assert errors["cells"].kind == "PolicyError" and "max_cells" in errors["cells"].problem
+    assert errors["bytes"].kind == "ProtocolError" and "above the limit of 65536" in errors["bytes"].problem
+    assert "max_request_bytes" in errors["bytes"].fix
+    assert errors["honest"] is None
+    assert party.ledger.history() == []
