@@ -219,8 +219,12 @@ class PartyClient:
             return read_message(recorded(), max_bytes=self.max_message_bytes)
         except ProtocolError as exc:
             frames.cancel()
-            task_id = seen[0].header.task_id if seen and seen[0].WhichOneof("kind") == "header" else ""
+            header = seen[0].header if seen and seen[0].WhichOneof("kind") == "header" else None
+            task_id = header.task_id if header is not None else ""
             self._progress(f"refused a malformed task: {exc}")
+            if self.party.audit is not None:
+                operation = header.operation if header is not None and header.operation else "(malformed)"
+                self.party.audit.refused(self.party, Message(operation, {"task_id": task_id}), exc)
             if task_id:
                 refusal = message_frames(None, task_id=task_id, error=exc)
                 stub.UploadResult(iter(refusal), timeout=self.upload_timeout, metadata=self._metadata)

@@ -16,6 +16,8 @@ import numpy as np
 from protocol_helpers import PartyThread, malformed_streams, small_party, tls_of
 
 from collabcausal.messages import Message
+from collabcausal.party.audit import JsonlAuditLog
+from collabcausal.party.audit_verify import read_audit_log
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
@@ -53,7 +55,7 @@ class FakeAnalyst(pb_grpc.StudyServicer):
         return pb.UploadAck(task_id=envelope.task_id, accepted=True)
 
 
-def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_ca):
+def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_ca, tmp_path):
     cases = sorted(malformed_streams())
     streams = [malformed_streams(task_id=case)[case] for case in cases]
     honest = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
@@ -63,8 +65,10 @@ def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_
     port = server.add_secure_port("127.0.0.1:0", server_credentials(tls_of(study_ca, "analyst")))
     server.start()
     events: list[str] = []
+    node = small_party("a")
+    node.audit = JsonlAuditLog(tmp_path / "audit.jsonl")
     try:
-        party = PartyThread(small_party("a"), f"127.0.0.1:{port}", tls_of(study_ca, "a"), progress=events.append)
+        party = PartyThread(node, f"127.0.0.1:{port}", tls_of(study_ca, "a"), progress=events.append)
         party.join(60)
     finally:
         server.stop(0)
@@ -79,6 +83,14 @@ def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_
     assert len(answers) == 1 and answers[0].error is None
     np.testing.assert_array_equal(answers[0].message.array("v"), np.arange(3.0) * 2)
     assert sum("refused a malformed task" in e for e in events) == len(cases)
+    logged = read_audit_log(tmp_path / "audit.jsonl")
+    assert not logged.problems and not logged.torn
+    refused = [e for e in logged.entries if e["event"] == "refused"]
+    assert len(refused) == len(cases) and {e["error"]["kind"] for e in refused} == {
+        "ProtocolError",
+        "TruncatedStreamError",
+    }
+    assert [e["event"] for e in logged.entries if e["operation"] == "test_echo"][-2:] == ["received", "released"]
 
 
 def test_party_refuses_oversized_requests_on_the_wire_before_charging(study_ca, tmp_path):
