@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _paths_from_config(config: Path) -> tuple[Path, Path | None]:
     from collabcausal.commands.party_budget import ledger_path_from_config
-    from collabcausal.party.config import read_toml
+    from collabcausal.config_schema import read_toml
 
     doc = read_toml(config)
     audit = doc.get("audit", {}).get("path", "audit.jsonl")
