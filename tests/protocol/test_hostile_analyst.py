@@ -93,7 +93,7 @@ def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_
     assert [e["event"] for e in logged.entries if e["operation"] == "test_echo"][-2:] == ["received", "released"]
 
 
-def test_party_refuses_oversized_requests_on_the_wire_before_charging(study_ca, tmp_path):
+def test_party_refuses_oversized_and_differencing_requests_on_the_wire_before_charging(study_ca, tmp_path):
     party = small_party("a", n=40)
     party.policy = PartyPolicy(
         ["dp_histogram", "weighted_moments", "test_echo"], ["x1", "x2"], limits=RequestLimits(max_request_bytes=1 << 16)
@@ -102,7 +102,12 @@ def test_party_refuses_oversized_requests_on_the_wire_before_charging(study_ca, 
     grid = {"kind": "grid", "columns": ["x1"], "bounds": [[-3, 3]], "n_cells": [10**12]}
     histogram = Message("dp_histogram", {"study": "s", "epsilon": 1.0, "columns": ["x1"], "partition": grid})
     big = Message("weighted_moments", {"study": "s"}, {"arms": np.zeros(10**5, np.int64), "weights": np.ones(10**5)})
-    tasks = [list(message_frames(m, task_id=t)) for m, t in ((histogram, "cells"), (big, "bytes"))]
+    arms, without = np.arange(40) % 2, np.ones(40)
+    without[7] = 0.0  # the second request differs from the first in subject 7 only
+    everyone = Message("weighted_moments", {"study": "s"}, {"arms": arms, "weights": np.ones(40)})
+    differencing = Message("weighted_moments", {"study": "s"}, {"arms": arms, "weights": without})
+    requests = ((histogram, "cells"), (big, "bytes"), (everyone, "everyone"), (differencing, "differencing"))
+    tasks = [list(message_frames(m, task_id=t)) for m, t in requests]
     honest = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
     analyst = FakeAnalyst([*tasks, honest])
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=grpc_options())
@@ -119,5 +124,10 @@ def test_party_refuses_oversized_requests_on_the_wire_before_charging(study_ca, 
     assert errors["cells"].kind == "PolicyError" and "max_cells" in errors["cells"].problem
     assert errors["bytes"].kind == "ProtocolError" and "above the limit of 65536" in errors["bytes"].problem
     assert "max_request_bytes" in errors["bytes"].fix
+    assert errors["everyone"] is None
+    assert (
+        errors["differencing"].kind == "PolicyError"
+        and "differs from request 1 scaled on only 1" in errors["differencing"].problem
+    )
     assert errors["honest"] is None
     assert party.ledger.history() == []
