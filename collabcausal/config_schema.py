@@ -21,7 +21,7 @@ import types
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from collabcausal.errors import ConfigError
 
@@ -37,6 +37,26 @@ class Section(BaseModel):
     """Base of every configuration section: unknown keys refused, strict types, immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Endpoint(Section):
+    """A network endpoint with mutual TLS: ``[server]`` of study.toml, ``[analyst]`` of party.toml."""
+
+    address: str = Field(pattern=r"^\S+:[0-9]{1,5}$", description='host:port, e.g. "coordinator.example.org:50051"')
+    ca: str | None = Field(None, description='the study CA, e.g. "certs/ca.pem"')
+    cert: str | None = Field(None, description='this node\'s certificate, e.g. "certs/hospital-a.pem"')
+    key: str | None = Field(None, description='this node\'s key, e.g. "certs/hospital-a.key"')
+    insecure: bool = Field(False, description="true or false (plaintext, loopback only)")
+
+    def tls_paths(self, base: Path, where: str, section: str, fix: str) -> dict[str, Path | None]:
+        """``ca``, ``cert``, ``key`` resolved against ``base``; all three unless ``insecure``."""
+        paths = {
+            k: None if getattr(self, k) is None else (base / getattr(self, k)).resolve() for k in ("ca", "cert", "key")
+        }
+        missing = [k for k, v in paths.items() if v is None]
+        if missing and not self.insecure:
+            raise ConfigError(f"{where}: [{section}] {missing[0]} is missing (mutual TLS is the default)", fix)
+        return paths
 
 
 def read_toml(file: Path) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from pydantic import Field, field_validator
 
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.analyst.effects import ESTIMATORS
-from collabcausal.config_schema import Section, load_toml_model
+from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 
 
@@ -85,16 +85,6 @@ class StudySection(Section):
         return value
 
 
-class ServerSection(Section):
-    """``[server]``."""
-
-    address: str = Field(pattern=r"^\S+:[0-9]{1,5}$", description='host:port to listen on, e.g. "0.0.0.0:50051"')
-    ca: str | None = Field(None, description='the study CA, e.g. "certs/ca.pem"')
-    cert: str | None = Field(None, description='the analyst certificate, e.g. "certs/analyst.pem"')
-    key: str | None = Field(None, description='the analyst key, e.g. "certs/analyst.key"')
-    insecure: bool = Field(False, description="true or false (plaintext, loopback only)")
-
-
 class RowGroupSection(Section):
     """One ``[[row_groups]]`` entry."""
 
@@ -106,7 +96,7 @@ class StudyFile(Section):
     """The schema of ``study.toml`` (see the module docstring)."""
 
     study: StudySection
-    server: ServerSection
+    server: Endpoint
     anchor_ranges: dict[str, list[float]] = Field(
         min_length=1, description="the public range [low, high] of every covariate, e.g. age = [17, 55]"
     )
@@ -198,15 +188,8 @@ def load_study_config(path: str | Path) -> StudyConfig:
         raise ConfigError(f"{where}: a party appears in two row groups", "list each party once")
     server, study = doc.server, doc.study
     base = file.parent
-    tls = {
-        k: None if getattr(server, k) is None else (base / getattr(server, k)).resolve() for k in ("ca", "cert", "key")
-    }
-    if not server.insecure and None in tls.values():
-        missing = next(k for k, v in tls.items() if v is None)
-        raise ConfigError(
-            f"{where}: [server] {missing} is missing (mutual TLS is the default)",
-            "run `collabcausal certs init` and `certs issue --analyst`, then set ca, cert and key",
-        )
+    fix = "run `collabcausal certs init` and `certs issue --analyst`, then set ca, cert and key"
+    tls = server.tls_paths(base, where, "server", fix)
     return StudyConfig(
         path=file.resolve(),
         study=study.id,

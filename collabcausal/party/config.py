@@ -69,8 +69,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from collabcausal.config_schema import Section, load_toml_model, read_toml
-from collabcausal.errors import ConfigError
+from collabcausal.config_schema import Endpoint, Section, load_toml_model, read_toml
 from collabcausal.party.alignment import read_alignment_key
 from collabcausal.party.anchor import read_anchor_key
 from collabcausal.party.audit import JsonlAuditLog
@@ -92,14 +91,9 @@ class PartySection(Section):
     study: str = Field("", description='the study id this party agreed to join, e.g. "lalonde-2x2"')
 
 
-class AnalystSection(Section):
+class AnalystSection(Endpoint):
     """``[analyst]``: where and how to dial."""
 
-    address: str = Field(pattern=r"^\S+:[0-9]{1,5}$", description='host:port, e.g. "coordinator.example.org:50051"')
-    ca: str | None = Field(None, description='the study CA, e.g. "certs/ca.pem"')
-    cert: str | None = Field(None, description='this party\'s certificate, e.g. "certs/hospital-a.pem"')
-    key: str | None = Field(None, description='this party\'s key, e.g. "certs/hospital-a.key"')
-    insecure: bool = Field(False, description="true or false (plaintext, loopback only)")
     reconnect_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds in (0, 86400], e.g. 300")
 
 
@@ -264,16 +258,8 @@ def load_party_config(path: str | Path) -> PartyConfig:
     doc = load_toml_model(file, PartyFile)
     where, base = str(file), file.parent
     analyst, policy = doc.analyst, doc.policy
-    tls_paths = {
-        k: None if getattr(analyst, k) is None else (base / getattr(analyst, k)).resolve()
-        for k in ("ca", "cert", "key")
-    }
-    if not analyst.insecure and None in tls_paths.values():
-        missing = next(k for k, v in tls_paths.items() if v is None)
-        raise ConfigError(
-            f"{where}: [analyst] {missing} is missing (mutual TLS is the default)",
-            "give ca, cert and key (from the study coordinator), or insecure = true on loopback",
-        )
+    fix = "give ca, cert and key (from the study coordinator), or insecure = true on loopback"
+    tls_paths = analyst.tls_paths(base, where, "analyst", fix)
     rules = PartyPolicy(
         policy.operations,
         policy.columns,

@@ -55,23 +55,31 @@ class FakeAnalyst(pb_grpc.StudyServicer):
         return pb.UploadAck(task_id=envelope.task_id, accepted=True)
 
 
-def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_ca, tmp_path):
-    cases = sorted(malformed_streams())
-    streams = [malformed_streams(task_id=case)[case] for case in cases]
-    honest = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
-    analyst = FakeAnalyst([*streams, honest])
+HONEST = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
+
+
+def _serve(analyst: FakeAnalyst, party, study_ca, **kwargs) -> PartyThread:
+    """Serve ``analyst`` on an ephemeral port with mutual TLS until ``party`` has run its study."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=grpc_options())
     pb_grpc.add_StudyServicer_to_server(analyst, server)
     port = server.add_secure_port("127.0.0.1:0", server_credentials(tls_of(study_ca, "analyst")))
     server.start()
+    try:
+        thread = PartyThread(party, f"127.0.0.1:{port}", tls_of(study_ca, "a"), **kwargs)
+        thread.join(60)
+    finally:
+        server.stop(0)
+    return thread
+
+
+def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_ca, tmp_path):
+    cases = sorted(malformed_streams())
+    streams = [malformed_streams(task_id=case)[case] for case in cases]
+    analyst = FakeAnalyst([*streams, HONEST])
     events: list[str] = []
     node = small_party("a")
     node.audit = JsonlAuditLog(tmp_path / "audit.jsonl")
-    try:
-        party = PartyThread(node, f"127.0.0.1:{port}", tls_of(study_ca, "a"), progress=events.append)
-        party.join(60)
-    finally:
-        server.stop(0)
+    party = _serve(analyst, node, study_ca, progress=events.append)
     assert party.error is None and party.result == "done"
     refusals = {u.task_id: u.error for u in analyst.uploads if u.error is not None}
     headerless = {"no header", "empty stream"}
@@ -108,17 +116,8 @@ def test_party_refuses_oversized_and_differencing_requests_on_the_wire_before_ch
     differencing = Message("weighted_moments", {"study": "s"}, {"arms": arms, "weights": without})
     requests = ((histogram, "cells"), (big, "bytes"), (everyone, "everyone"), (differencing, "differencing"))
     tasks = [list(message_frames(m, task_id=t)) for m, t in requests]
-    honest = list(message_frames(Message("test_echo", {"x": 1}, {"v": np.arange(3.0)}), task_id="honest"))
-    analyst = FakeAnalyst([*tasks, honest])
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=grpc_options())
-    pb_grpc.add_StudyServicer_to_server(analyst, server)
-    port = server.add_secure_port("127.0.0.1:0", server_credentials(tls_of(study_ca, "analyst")))
-    server.start()
-    try:
-        thread = PartyThread(party, f"127.0.0.1:{port}", tls_of(study_ca, "a"))
-        thread.join(60)
-    finally:
-        server.stop(0)
+    analyst = FakeAnalyst([*tasks, HONEST])
+    thread = _serve(analyst, party, study_ca)
     assert thread.error is None and thread.result == "done"
     errors = {u.task_id: u.error for u in analyst.uploads}
     assert errors["cells"].kind == "PolicyError" and "max_cells" in errors["cells"].problem
