@@ -47,3 +47,22 @@ class Message:
                 "upgrade the sender so both sides speak the same protocol version",
             )
         return self.arrays[name]
+
+
+def nesting(value: Any, max_depth: int) -> tuple[int, int]:
+    """Nesting depth and longest container of JSON-like ``value``, walked level by level.
+
+    Returns ``(depth, longest)``: the number of nested levels of mappings and lists (0 for a
+    scalar, 1 for ``{"a": 1}``), counted up to ``max_depth + 1`` so that a hostile value nested
+    100,000 deep costs no more than ``max_depth`` levels; and the largest number of items in
+    one mapping or list among the levels walked. Iterative: no recursion limit to hit.
+    """
+    containers = (Mapping, list, tuple)
+    level = [value] if isinstance(value, containers) else []
+    depth = longest = 0
+    while level and depth <= max_depth:
+        depth += 1
+        longest = max(longest, *(len(node) for node in level))
+        children = (v for node in level for v in (node.values() if isinstance(node, Mapping) else node))
+        level = [v for v in children if isinstance(v, containers) and not isinstance(v, str | bytes)]
+    return depth, longest

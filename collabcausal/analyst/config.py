@@ -31,7 +31,10 @@ Sections (paths relative to the file's folder)::
     parties = ["hospital-a", "lab-a"]
     label_holder = "hospital-a"       # optional; default the first party
 
-The roster (parties admitted) is every party named in ``row_groups``.
+The roster (parties admitted) is every party named in ``row_groups``. The file is validated
+against :class:`StudyFile` (:mod:`collabcausal.config_schema`): unknown sections and keys are
+refused with a "did you mean" hint and every value is range-checked. A study kind adds its own
+section as one more optional field of :class:`StudyFile` (a :class:`~collabcausal.config_schema.Section`).
 """
 
 from __future__ import annotations
@@ -39,14 +42,90 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from collabcausal.analyst.dcqe import DCQEPlan
+from collabcausal.analyst.effects import ESTIMATORS
+from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.intervals import INTERVALS
-from collabcausal.party.config import read_toml
 
-_ON_MISSING = ("fail", "continue")
+
+class StudySection(Section):
+    """``[study]``."""
+
+    id: str = Field(min_length=1, description='the study id, e.g. "lalonde-2x2"')
+    seed: int = Field(0, ge=0, description="an integer >= 0, e.g. 0")
+    estimand: Literal["ate", "att"] = Field("ate", description='"ate" or "att"')
+    estimators: list[str] = Field(list(ESTIMATORS), description=f"a list drawn from {list(ESTIMATORS)}")
+    n_anchors: int = Field(1000, ge=1, description="anchor rows r, a positive integer, e.g. 2000")
+    party_components: int | float | dict[str, int | float] = Field(
+        1.0, description="m~ per party: a positive integer, a variance fraction in (0, 1], or {party: value}"
+    )
+    n_components: int | None = Field(None, ge=1, description="m^, a positive integer")
+    join_deadline: float = Field(120.0, gt=0, description="seconds > 0, e.g. 120")
+    task_timeout: float = Field(600.0, gt=0, description="seconds > 0, e.g. 600")
+    on_missing_party: Literal["fail", "continue"] = Field("fail", description='"fail" or "continue"')
+    align: bool = Field(False, description="true or false")
+    out: str = Field("report", min_length=1, description='the report folder, e.g. "report"')
+    interval: Literal[INTERVALS] = Field(  # type: ignore[valid-type]
+        "percentile", description=f"one of {list(INTERVALS)} (docs/estimators.md)"
+    )
+    bootstrap: int = Field(
+        200, ge=0, description='bootstrap replicates B >= 0, e.g. 200 (0 needs interval = "analytic")'
+    )
+
+    @model_validator(mode="after")
+    def _bootstrap_for_interval(self) -> StudySection:
+        if self.bootstrap == 0 and self.interval != "analytic":
+            raise ValueError(
+                f'interval = "{self.interval}" needs bootstrap replicates: set bootstrap = 200 or interval = "analytic"'
+            )
+        return self
+
+    @field_validator("estimators")
+    @classmethod
+    def _estimators(cls, value: list[str]) -> list[str]:
+        unknown = [e for e in value if e not in ESTIMATORS]
+        if not value or unknown:
+            raise ValueError(f"estimators must be drawn from {list(ESTIMATORS)}, got {value}")
+        return value
+
+    @field_validator("party_components")
+    @classmethod
+    def _components(cls, value: int | float | dict[str, int | float]) -> int | float | dict[str, int | float]:
+        for v in value.values() if isinstance(value, dict) else [value]:
+            if (isinstance(v, int) and v < 1) or (isinstance(v, float) and not 0.0 < v <= 1.0):
+                raise ValueError("a component count must be an integer >= 1 or a fraction in (0, 1]")
+        return value
+
+
+class RowGroupSection(Section):
+    """One ``[[row_groups]]`` entry."""
+
+    parties: list[str] = Field(min_length=1, description='the parties of the row group, e.g. ["hospital-a"]')
+    label_holder: str | None = Field(None, description="one of parties (default: the first)")
+
+
+class StudyFile(Section):
+    """The schema of ``study.toml`` (see the module docstring)."""
+
+    study: StudySection
+    server: Endpoint
+    anchor_ranges: dict[str, list[float]] = Field(
+        min_length=1, description="the public range [low, high] of every covariate, e.g. age = [17, 55]"
+    )
+    row_groups: list[RowGroupSection] = Field(min_length=1, description='[[row_groups]] with parties = ["..."]')
+
+    @field_validator("anchor_ranges")
+    @classmethod
+    def _ranges(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
+        for name, bounds in value.items():
+            if len(bounds) != 2 or not bounds[0] < bounds[1]:
+                raise ValueError(f"the range of {name!r} must be [low, high] with low < high, got {bounds}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -114,78 +193,35 @@ class StudyConfig:
 def load_study_config(path: str | Path) -> StudyConfig:
     """Read and check ``study.toml``; every problem is one :class:`ConfigError` naming the key."""
     file = Path(path)
-    doc = read_toml(file)
+    doc = load_toml_model(file, StudyFile)
     where = str(file)
-    study = doc.get("study")
-    server = doc.get("server")
-    groups = doc.get("row_groups")
-    for name, value in (("study", study), ("server", server)):
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: the [{name}] section is missing", "see docs/protocol.md for a study.toml")
-    if not isinstance(groups, list) or not groups:
-        raise ConfigError(f"{where}: no [[row_groups]]", 'add [[row_groups]] with parties = ["..."]')
     row_groups, holders = [], []
-    for i, group in enumerate(groups):
-        parties = group.get("parties") if isinstance(group, Mapping) else None
-        if not isinstance(parties, list) or not parties or not all(isinstance(p, str) for p in parties):
-            raise ConfigError(f"{where}: row_groups[{i}] needs parties = [names]", 'e.g. parties = ["hospital-a"]')
-        holder = group.get("label_holder", parties[0])
-        if holder not in parties:
+    for i, group in enumerate(doc.row_groups):
+        holder = group.label_holder or group.parties[0]
+        if holder not in group.parties:
             raise ConfigError(f"{where}: row_groups[{i}] label_holder {holder!r} is not one of its parties", "fix it")
-        row_groups.append(tuple(parties))
+        row_groups.append(tuple(group.parties))
         holders.append(holder)
     names = [p for g in row_groups for p in g]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: a party appears in two row groups", "list each party once")
-    on_missing = study.get("on_missing_party", "fail")
-    if on_missing not in _ON_MISSING:
-        raise ConfigError(f"{where}: [study] on_missing_party = {on_missing!r}", f"use one of {_ON_MISSING}")
-    if not isinstance(study.get("id"), str) or not study["id"]:
-        raise ConfigError(f"{where}: [study] id is missing", 'e.g. id = "lalonde-2x2"')
-    if not isinstance(server.get("address"), str):
-        raise ConfigError(f"{where}: [server] address is missing", 'e.g. address = "0.0.0.0:50051"')
-    insecure = bool(server.get("insecure", False))
+    server, study = doc.server, doc.study
     base = file.parent
-    tls = {k: (base / server[k]).resolve() if k in server else None for k in ("ca", "cert", "key")}
-    if not insecure and None in tls.values():
-        missing = next(k for k, v in tls.items() if v is None)
-        raise ConfigError(
-            f"{where}: [server] {missing} is missing (mutual TLS is the default)",
-            "run `collabcausal certs init` and `certs issue --analyst`, then set ca, cert and key",
-        )
-    ranges = doc.get("anchor_ranges", {})
-    if not isinstance(ranges, Mapping) or not ranges:
-        raise ConfigError(f"{where}: [anchor_ranges] is missing", "give the public range of every covariate")
-    interval, n_boot = _interval_settings(study, where)
+    fix = "run `collabcausal certs init` and `certs issue --analyst`, then set ca, cert and key"
+    tls = server.tls_paths(base, where, "server", fix)
     return StudyConfig(
         path=file.resolve(),
-        study=study["id"],
-        server=Server(server["address"], insecure=insecure, **tls),
+        study=study.id,
+        server=Server(server.address, insecure=server.insecure, **tls),
         row_groups=tuple(row_groups),
         label_holders=tuple(holders),
-        settings=study,
-        anchor_ranges=ranges,
-        join_deadline=float(study.get("join_deadline", 120.0)),
-        task_timeout=float(study.get("task_timeout", 600.0)),
-        on_missing_party=on_missing,
-        align=bool(study.get("align", False)),
-        out=(base / study.get("out", "report")).resolve(),
-        interval=interval,
-        n_boot=n_boot,
+        settings=study.model_dump(exclude_unset=True),
+        anchor_ranges=doc.anchor_ranges,
+        join_deadline=study.join_deadline,
+        task_timeout=study.task_timeout,
+        on_missing_party=study.on_missing_party,
+        align=study.align,
+        out=(base / study.out).resolve(),
+        interval=study.interval,
+        n_boot=study.bootstrap,
     )
-
-
-def _interval_settings(study: Mapping[str, Any], where: str) -> tuple[str, int]:
-    """``[study] interval`` and ``bootstrap``, checked (the same choices as ``collabcausal simulate``)."""
-    interval = study.get("interval", "percentile")
-    if not isinstance(interval, str) or interval.lower() not in INTERVALS:
-        raise ConfigError(f"{where}: [study] interval = {interval!r}", f"use one of {list(INTERVALS)}")
-    n_boot = study.get("bootstrap", 200)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
-        raise ConfigError(f"{where}: [study] bootstrap = {n_boot!r}", "give a number of replicates >= 0, e.g. 200")
-    if n_boot == 0 and interval.lower() != "analytic":
-        raise ConfigError(
-            f"{where}: [study] interval = {interval!r} needs bootstrap replicates (bootstrap = 0)",
-            'set bootstrap = 200, or interval = "analytic"',
-        )
-    return interval.lower(), n_boot

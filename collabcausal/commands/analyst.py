@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve the study until it completes or fails."""
     from collabcausal.analyst.config import load_study_config
-    from collabcausal.party.config import read_toml
+    from collabcausal.config_schema import read_toml
     from collabcausal.protocol.server import GrpcGrid
     from collabcausal.protocol.tls import TlsFiles
     from collabcausal.reporting.document import study_document

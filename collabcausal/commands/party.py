@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-PARTY_ACTIONS: tuple[str, ...] = ("budget", "join")
+PARTY_ACTIONS: tuple[str, ...] = ("audit", "budget", "join")
 
 DESCRIPTION = """\
 The commands a data holder runs.
@@ -17,6 +17,7 @@ The commands a data holder runs.
 examples:
   collabcausal party join --config party.toml      # serve a study
   collabcausal party budget --config party.toml    # privacy budget spent and left
+  collabcausal party audit --config party.toml     # verify and summarise the audit log
 """
 
 

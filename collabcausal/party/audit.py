@@ -1,30 +1,52 @@
-"""A party's audit log: every release appended to a JSONL file before it leaves.
+"""A party's audit log: one JSON line per request received, per release and per refusal.
 
-One line per release (operations marked ``private_data``), written by
-:meth:`collabcausal.party.node.Party.handle` through :meth:`JsonlAuditLog.record`: UTC time,
-study, party, operation, the request's parameters, the reply's array shapes and dtypes, and a
-SHA-256 of the reply payload (:func:`payload_digest`) plus one per array (the same digest the wire
-protocol checks, so a capture can be matched to the log). The file is opened in append mode for
-each record and flushed to disk (``fsync``) before the reply is released; nothing rewrites it.
+:meth:`collabcausal.party.node.Party.handle` writes, through :class:`JsonlAuditLog`:
+
+``received``
+    before anything else: operation, study, params, and for every array received its shape,
+    dtype and SHA-256 (so weights, arms or rows sent by a hostile analyst are on record), plus
+    ``request_sha256`` (:func:`payload_digest` of the request);
+``released``
+    before the reply leaves the party: the same ``request_sha256``, every array sent (shape,
+    dtype, SHA-256; the digest the wire protocol checks, so a capture can be matched to the log),
+    the reply's ``sha256`` and the ledger charges the release made (``charges``: id, epsilon,
+    delta);
+``refused``
+    a request the policy, the ledger or the operation refused (or that failed): the error's
+    class and one-line problem, and any charge made before the failure.
+
+Every line carries ``seq`` (1, 2, ... over the file) and ``prev``, the SHA-256 of the previous
+line's bytes: a hash chain that shows a line removed, edited or reordered (it is not a signature:
+whoever can write the file can rewrite the whole chain). Each line is written atomically in the
+sense that matters after a crash: the file is opened with ``O_APPEND``, locked (``flock``), and
+the complete line goes out in one ``os.write`` followed by ``fsync``, before the reply is
+released. A process killed during that write can leave at most a truncated last line (a "torn
+tail"); the next writer seals it with a newline instead of appending to it, so no two records are
+ever merged, and :mod:`collabcausal.party.audit_verify` reports torn lines instead of failing on
+them. The file is created with mode 0600 (and an existing log is set to 0600); nothing rewrites it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from collabcausal.errors import ConfigError
-from collabcausal.messages import Message
-from collabcausal.party.operations import Operation
+from collabcausal.messages import Message, nesting
 
 if TYPE_CHECKING:
     from collabcausal.party.node import Party
+
+_TAIL_BLOCK = 1 << 16
+_MAX_DEPTH = 64
 
 
 def array_digest(array: np.ndarray) -> str:
@@ -37,7 +59,7 @@ def payload_digest(message: Message) -> str:
 
     Each array contributes its name, dtype, shape and bytes, in name order.
     """
-    digest = hashlib.sha256(json.dumps(dict(message.params), sort_keys=True, default=str).encode())
+    digest = hashlib.sha256(_params_json(message.params).encode())
     for name in sorted(message.arrays):
         array = np.asarray(message.arrays[name])
         digest.update(f"\n{name}:{array.dtype.str}:{array.shape}\n".encode())
@@ -45,46 +67,150 @@ def payload_digest(message: Message) -> str:
     return digest.hexdigest()
 
 
+def line_digest(line: bytes) -> str:
+    """Hex SHA-256 of one log line's bytes (without its newline): the next line's ``prev``."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def array_records(arrays: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Shape, dtype and SHA-256 of every array, by name."""
+    out = {}
+    for name, value in arrays.items():
+        array = np.asarray(value)
+        out[name] = {"shape": list(array.shape), "dtype": array.dtype.str, "sha256": array_digest(array)}
+    return out
+
+
 class JsonlAuditLog:
-    """Append-only JSONL audit log.
+    """Append-only, hash-chained JSONL audit log (see the module docstring).
 
     Parameters
     ----------
     path : path
-        The log file (created with its folder if absent).
+        The log file (created with its folder if absent, mode 0600).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.touch(exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise ConfigError(f"cannot write the audit log {self.path} ({exc.strerror})", "fix [audit] path") from None
 
-    def record(self, party: Party, op: Operation, request: Message, reply: Message) -> None:
-        """Append one release (called before the reply leaves the party)."""
+    def received(self, party: Party, request: Message) -> int:
+        """Record a request as it arrives, before it is authorized or run; return the record's ``seq``."""
+        return self._write(
+            party,
+            request,
+            "received",
+            params=json.loads(_params_json(request.params)),
+            arrays=array_records(request.arrays),
+        )
+
+    def released(self, party: Party, request: Message, reply: Message, *, charges: Iterable[Any] = ()) -> int:
+        """Record a reply before it leaves the party; return the record's ``seq``."""
+        return self._write(
+            party,
+            request,
+            "released",
+            arrays=array_records(reply.arrays),
+            sha256=payload_digest(reply),
+            charges=_charges(charges),
+        )
+
+    def refused(self, party: Party, request: Message, error: BaseException, *, charges: Iterable[Any] = ()) -> int:
+        """Record a refused or failed request; return the record's ``seq``."""
+        kind = type(error).__name__
+        problem = getattr(error, "problem", str(error))
+        return self._write(
+            party, request, "refused", error={"kind": kind, "problem": problem}, charges=_charges(charges)
+        )
+
+    def entries(self) -> list[dict]:
+        """Every complete record, oldest first (torn lines skipped; see :mod:`.audit_verify`)."""
+        from collabcausal.party.audit_verify import read_audit_log
+
+        return read_audit_log(self.path).entries
+
+    def _write(self, party: Party, request: Message, event: str, **fields: Any) -> int:
         entry = {
+            "event": event,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            "study": str(request.params.get("study", "")),
             "party": party.name,
-            "operation": op.name,
-            "params": dict(request.params),
-            "shapes": {name: list(np.shape(a)) for name, a in reply.arrays.items()},
-            "dtypes": {name: np.asarray(a).dtype.str for name, a in reply.arrays.items()},
-            "array_sha256": {name: array_digest(np.asarray(a)) for name, a in reply.arrays.items()},
-            "sha256": payload_digest(reply),
-            "differentially_private": op.differentially_private,
+            "study": str(request.params.get("study", "")),
+            "operation": request.operation,
+            "request_sha256": payload_digest(request),
+            **fields,
         }
-        line = json.dumps(entry, sort_keys=True, default=str) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, line.encode())
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the audit log {self.path} ({exc.strerror})", "fix [audit] path") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            seq, prev, torn = _chain_state(fd)
+            line = json.dumps({"seq": seq + 1, "prev": prev, **entry}, sort_keys=True, default=str).encode()
+            data = (b"\n" if torn else b"") + line + b"\n"
+            written = os.write(fd, data)
+            if written != len(data):
+                raise ConfigError(
+                    f"the audit log {self.path} took {written} of {len(data)} bytes (disk full?)",
+                    "free space on the audit log's disk; the reply was not released",
+                )
             os.fsync(fd)
         finally:
             os.close(fd)
+        return seq + 1
 
-    def entries(self) -> list[dict]:
-        """Every record, oldest first."""
-        with self.path.open() as handle:
-            return [json.loads(line) for line in handle if line.strip()]
+
+def _params_json(params: Mapping[str, Any]) -> str:
+    """Canonical JSON of params; params nested deeper than :data:`_MAX_DEPTH` as a marker string.
+
+    A hostile request may nest its params 100,000 deep; the log records that fact instead of
+    failing on it (the policy then refuses the request, see ``max_params_depth``).
+    """
+    if nesting(dict(params), _MAX_DEPTH)[0] > _MAX_DEPTH:
+        return json.dumps(f"params nested deeper than {_MAX_DEPTH} levels")
+    return json.dumps(dict(params), sort_keys=True, default=str)
+
+
+def _charges(charges: Iterable[Any]) -> list[dict[str, Any]]:
+    return [{"id": c.id, "epsilon": c.epsilon, "delta": c.delta} for c in charges]
+
+
+def _chain_state(fd: int) -> tuple[int, str, bool]:
+    """``(seq, sha256, torn)`` of the file's last complete record; ``torn`` if it ends mid-line.
+
+    Reads backwards from the end in growing blocks until a complete line parses, so the cost is
+    the size of the last record, not of the log. Sealed torn lines (not JSON) are skipped.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return 0, "", False
+    torn = os.pread(fd, 1, size - 1) != b"\n"
+    block = _TAIL_BLOCK
+    while True:
+        start = max(0, size - block)
+        text = os.pread(fd, size - start, start)
+        lines = text.split(b"\n")
+        complete = lines[1:-1] if start > 0 else lines[:-1]
+        for line in reversed(complete):
+            entry = _parse(line)
+            if entry is not None:
+                return int(entry.get("seq", 0)), line_digest(line), torn
+        if start == 0:
+            return 0, "", torn
+        block *= 4
+
+
+def _parse(line: bytes) -> dict | None:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None

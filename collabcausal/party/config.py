@@ -31,6 +31,12 @@ Sections (paths are relative to the file's folder)::
     max_anchors = 1000000
     max_representation_requests = 1100   # per study (B bootstrap replicates ask B + 1)
     min_weight_ratio = 0.01         # a weighted request's subject counts if its weight >= this x the largest
+    max_cells = 100000              # public caps on one request (collabcausal/party/request_limits.py):
+    max_request_bytes = 268435456   #   histogram entries, array bytes, params bytes / depth / list
+    max_params_bytes = 1048576      #   length, and weighted_moments requests per party process
+    max_params_depth = 8
+    max_list_length = 10000
+    max_moment_requests = 32
 
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0
@@ -46,38 +52,142 @@ Sections (paths are relative to the file's folder)::
 
     [anchor]                        # the study's anchor key, shared by every party, never the analyst
     key_file = "anchor.key"         # (`collabcausal certs anchor-key`); needed for dc_representation
+
+The file is validated against :class:`PartyFile` (:mod:`collabcausal.config_schema`): unknown
+sections and keys are refused with a "did you mean" hint, every value is range-checked, and the
+policy's operation names must be operations this version implements, all before the party loads
+its data or dials the analyst.
 """
 
 from __future__ import annotations
 
-import sys
+import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from collabcausal.errors import ConfigError
+from pydantic import Field, field_validator, model_validator
+
+from collabcausal.config_schema import Endpoint, Section, load_toml_model, read_toml
 from collabcausal.party.alignment import read_alignment_key
 from collabcausal.party.anchor import read_anchor_key
 from collabcausal.party.audit import JsonlAuditLog
 from collabcausal.party.node import Party
+from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
+from collabcausal.party.request_limits import RequestLimits
 from collabcausal.party.table import PartyTable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+__all__ = ["Connection", "PartyConfig", "PartyFile", "load_party_config", "read_toml"]
 
-_REDUCTION_KEYS = (
-    "max_components",
-    "allow_full_rank",
-    "min_anchors",
-    "max_anchors",
-    "max_representation_requests",
-    "min_weight_ratio",
-)
-_SECTIONS = {"party", "analyst", "data", "policy", "privacy", "audit", "alignment", "anchor"}
+_POSITIVE = "a positive integer"
+
+
+class PartySection(Section):
+    """``[party]``."""
+
+    name: str = Field(min_length=1, description='the name on the study roster and certificate, e.g. "hospital-a"')
+    study: str = Field("", description='the study id this party agreed to join, e.g. "lalonde-2x2"')
+
+
+class AnalystSection(Endpoint):
+    """``[analyst]``: where and how to dial."""
+
+    reconnect_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds in (0, 86400], e.g. 300")
+
+
+class DataSection(Section):
+    """``[data]``: the private table."""
+
+    path: str = Field(min_length=1, description='the .csv or .parquet file, e.g. "hospital-a.csv"')
+    treatment: str | None = Field(None, description="the treatment column (label holders, with outcome)")
+    outcome: str | None = Field(None, description="the outcome column (label holders, with treatment)")
+    subject_id: str | None = Field(None, description="the subject id column (for alignment)")
+
+
+class PolicySection(Section):
+    """``[policy]``: what the party allows (:class:`collabcausal.party.policy.PartyPolicy`)."""
+
+    columns: list[str] = Field(description='the covariates the study may use, e.g. ["age", "educ"]')
+    operations: list[str] = Field(description='operations answered, e.g. ["describe", "dc_representation"]')
+    min_subjects: int = Field(10, ge=1, description=f"{_POSITIVE}, e.g. 50")
+    max_components: int | None = Field(None, ge=1, description=f"{_POSITIVE}, e.g. 2")
+    allow_full_rank: bool = Field(False, description="true or false")
+    min_anchors: int = Field(10, ge=1, description=f"{_POSITIVE} <= max_anchors, e.g. 10")
+    max_anchors: int = Field(1_000_000, ge=1, description=f"{_POSITIVE} >= min_anchors, e.g. 100000")
+    max_representation_requests: int = Field(1_100, ge=1, description=f"{_POSITIVE}, e.g. 1100")
+    min_weight_ratio: float = Field(0.01, ge=0.0, le=1.0, description="a number in [0, 1], e.g. 0.01")
+    max_cells: int = Field(RequestLimits.max_cells, ge=1, description=f"{_POSITIVE}, e.g. 100000")
+    max_request_bytes: int = Field(RequestLimits.max_request_bytes, ge=1, description=f"{_POSITIVE}, e.g. 268435456")
+    max_params_bytes: int = Field(RequestLimits.max_params_bytes, ge=1, description=f"{_POSITIVE}, e.g. 1048576")
+    max_params_depth: int = Field(RequestLimits.max_params_depth, ge=1, description=f"{_POSITIVE}, e.g. 8")
+    max_list_length: int = Field(RequestLimits.max_list_length, ge=1, description=f"{_POSITIVE}, e.g. 10000")
+    max_moment_requests: int = Field(RequestLimits.max_moment_requests, ge=1, description=f"{_POSITIVE}, e.g. 32")
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: list[str]) -> list[str]:
+        if not value or not all(value) or len(set(value)) != len(value):
+            raise ValueError("columns must list covariate names, each once")
+        return value
+
+    @field_validator("operations")
+    @classmethod
+    def _operations(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("operations must list at least one operation")
+        known = registered()
+        for name in value:
+            if name not in known:
+                guess = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                hint = f"did you mean {guess[0]!r}" if guess else f"known: {', '.join(known)}"
+                raise ValueError(f"unknown operation {name!r} ({hint})")
+        return value
+
+    @model_validator(mode="after")
+    def _anchors(self) -> PolicySection:
+        if self.min_anchors > self.max_anchors:
+            raise ValueError(f"min_anchors {self.min_anchors} exceeds max_anchors {self.max_anchors}")
+        return self
+
+    def limits(self) -> RequestLimits:
+        """The request caps of this section."""
+        return RequestLimits(**{f.name: getattr(self, f.name) for f in fields(RequestLimits)})
+
+
+class PrivacySection(Section):
+    """``[privacy]``: the budget of differentially private operations."""
+
+    epsilon: float = Field(gt=0, description="the total epsilon, a number > 0, e.g. 1.0")
+    delta: float = Field(0.0, ge=0.0, lt=1.0, description="a number in [0, 1), e.g. 1e-6")
+    ledger: str | None = Field(None, description='the ledger file, e.g. "ledger.sqlite"')
+    dataset: str | None = Field(None, description="the ledger's dataset name")
+
+
+class AuditSection(Section):
+    """``[audit]``."""
+
+    path: str = Field("audit.jsonl", min_length=1, description='the audit log, e.g. "audit.jsonl"')
+
+
+class KeyFileSection(Section):
+    """``[alignment]`` or ``[anchor]``: a shared key file."""
+
+    key_file: str = Field(min_length=1, description='the key file, e.g. "anchor.key"')
+
+
+class PartyFile(Section):
+    """The schema of ``party.toml`` (see the module docstring)."""
+
+    party: PartySection
+    analyst: AnalystSection
+    data: DataSection
+    policy: PolicySection
+    privacy: PrivacySection | None = None
+    audit: AuditSection = Field(default_factory=AuditSection)
+    alignment: KeyFileSection | None = None
+    anchor: KeyFileSection | None = None
 
 
 @dataclass(frozen=True)
@@ -145,85 +255,36 @@ class PartyConfig:
 def load_party_config(path: str | Path) -> PartyConfig:
     """Read and check ``party.toml``; every problem is one :class:`ConfigError` naming the key."""
     file = Path(path)
-    doc = read_toml(file)
-    unknown = sorted(set(doc) - _SECTIONS)
-    if unknown:
-        raise ConfigError(f"{file}: unknown section [{unknown[0]}]", f"use only {sorted(_SECTIONS)}")
-    where = str(file)
-    party = _section(doc, "party", where)
-    analyst = _section(doc, "analyst", where)
-    data = _section(doc, "data", where)
-    policy_doc = _section(doc, "policy", where)
-    name = _get(party, "name", str, where, "party")
-    columns = _get(policy_doc, "columns", list, where, "policy")
-    operations = _get(policy_doc, "operations", list, where, "policy")
-    if not columns or not all(isinstance(c, str) for c in columns):
-        raise ConfigError(f"{where}: [policy] columns must list covariate names", 'e.g. columns = ["age", "educ"]')
-    _get(data, "path", str, where, "data")
-    insecure = bool(analyst.get("insecure", False))
-    base = file.parent
-    tls_paths = {k: (base / analyst[k]).resolve() if k in analyst else None for k in ("ca", "cert", "key")}
-    if not insecure and None in tls_paths.values():
-        missing = next(k for k, v in tls_paths.items() if v is None)
-        raise ConfigError(
-            f"{where}: [analyst] {missing} is missing (mutual TLS is the default)",
-            "give ca, cert and key (from the study coordinator), or insecure = true on loopback",
-        )
-    key_file = doc.get("alignment", {}).get("key_file")
-    anchor_file = doc.get("anchor", {}).get("key_file")
-    policy = PartyPolicy(
-        operations,
-        columns,
-        min_subjects=policy_doc.get("min_subjects", 10),
-        alignment_key=None if key_file is None else read_alignment_key(base / key_file),
-        **{k: policy_doc[k] for k in _REDUCTION_KEYS if k in policy_doc},
+    doc = load_toml_model(file, PartyFile)
+    where, base = str(file), file.parent
+    analyst, policy = doc.analyst, doc.policy
+    fix = "give ca, cert and key (from the study coordinator), or insecure = true on loopback"
+    tls_paths = analyst.tls_paths(base, where, "analyst", fix)
+    rules = PartyPolicy(
+        policy.operations,
+        policy.columns,
+        min_subjects=policy.min_subjects,
+        alignment_key=None if doc.alignment is None else read_alignment_key(base / doc.alignment.key_file),
+        max_components=policy.max_components,
+        allow_full_rank=policy.allow_full_rank,
+        min_anchors=policy.min_anchors,
+        max_anchors=policy.max_anchors,
+        max_representation_requests=policy.max_representation_requests,
+        min_weight_ratio=policy.min_weight_ratio,
+        limits=policy.limits(),
     )
-    privacy = doc.get("privacy")
-    if privacy is not None and "epsilon" not in privacy:
-        raise ConfigError(f"{where}: [privacy] needs epsilon", "e.g. epsilon = 1.0 (and delta, ledger)")
     connection = Connection(
-        address=_get(analyst, "address", str, where, "analyst"),
-        insecure=insecure,
-        reconnect_timeout=float(analyst.get("reconnect_timeout", 300.0)),
-        **tls_paths,
+        address=analyst.address, insecure=analyst.insecure, reconnect_timeout=analyst.reconnect_timeout, **tls_paths
     )
     return PartyConfig(
         path=file.resolve(),
-        name=name,
-        study=str(party.get("study", "")),
+        name=doc.party.name,
+        study=doc.party.study,
         connection=connection,
-        columns=tuple(columns),
-        data=data,
-        policy=policy,
-        privacy=privacy,
-        audit_path=(base / doc.get("audit", {}).get("path", "audit.jsonl")).resolve(),
-        anchor_key=None if anchor_file is None else read_anchor_key(base / anchor_file),
+        columns=tuple(policy.columns),
+        data=doc.data.model_dump(),
+        policy=rules,
+        privacy=None if doc.privacy is None else doc.privacy.model_dump(exclude_none=True),
+        audit_path=(base / doc.audit.path).resolve(),
+        anchor_key=None if doc.anchor is None else read_anchor_key(base / doc.anchor.key_file),
     )
-
-
-def read_toml(file: Path) -> dict[str, Any]:
-    """Parse a TOML file with one-line errors."""
-    try:
-        with file.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: no such file", "check the path given to --config / --study") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file} is not valid TOML ({exc})", "fix the syntax") from None
-
-
-def _section(doc: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
-    section = doc.get(name)
-    if not isinstance(section, Mapping):
-        raise ConfigError(f"{where}: the [{name}] section is missing", "see docs/protocol.md for a party.toml")
-    return section
-
-
-def _get(section: Mapping[str, Any], key: str, kind: type, where: str, name: str) -> Any:
-    value = section.get(key)
-    if not isinstance(value, kind):
-        raise ConfigError(
-            f"{where}: [{name}] {key} is {'missing' if value is None else f'not a {kind.__name__}'}",
-            f"set {key} in the [{name}] section",
-        )
-    return value

@@ -29,10 +29,16 @@ class Policy(Protocol):
 
 
 class AuditLog(Protocol):
-    """Where a party records its releases; see :mod:`collabcausal.party.audit`."""
+    """Where a party records every request, release and refusal; see :mod:`collabcausal.party.audit`."""
 
-    def record(self, party: Party, op: Operation, request: Message, reply: Message) -> None:
-        """Append one release to the log (before the reply leaves the party)."""
+    def received(self, party: Party, request: Message) -> None:
+        """Append a request as it arrives."""
+
+    def released(self, party: Party, request: Message, reply: Message, *, charges: Any = ()) -> None:
+        """Append a release (before the reply leaves the party) with the ledger charges it made."""
+
+    def refused(self, party: Party, request: Message, error: BaseException, *, charges: Any = ()) -> None:
+        """Append a refusal or failure with any charge made before it."""
 
 
 class Party:
@@ -50,7 +56,7 @@ class Party:
         The party's privacy ledger (:class:`collabcausal.party.ledger.PrivacyLedger`), charged by
         differentially private operations; ``None`` refuses them.
     audit : AuditLog, optional
-        Where every release is recorded; ``None`` records nothing (simulations).
+        Where every request, release and refusal is recorded; ``None`` records nothing (simulations).
     anchor_key : bytes, optional
         The study's anchor key, shared by the parties and never by the analyst
         (:mod:`collabcausal.party.anchor`); ``None`` refuses ``dc_representation``.
@@ -80,7 +86,7 @@ class Party:
         self.reducer_factory = reducer_factory
 
     def handle(self, request: Message) -> Message:
-        """Authorize, run and audit one request; return the reply.
+        """Log, authorize, run and audit one request; return the reply.
 
         Raises
         ------
@@ -92,16 +98,26 @@ class Party:
         A differentially private request may carry an idempotency key ``params["request_id"]``:
         once charged, the same key returns the recorded reply (same numbers, no new charge).
         """
-        op = lookup(request.operation)
-        if self.policy is not None:
-            self.policy.authorize(self, op, request)
-        request_id = request.params.get("request_id") if op.differentially_private else None
-        if request_id is not None and self.ledger is not None:
-            reply = self._run_once(op, request, request_id)
-        else:
-            reply = op.handler(self, request)
-        if self.audit is not None and op.private_data:
-            self.audit.record(self, op, request, reply)
+        if self.audit is not None:
+            self.audit.received(self, request)
+        last_charge: int | None = None
+        try:
+            op = lookup(request.operation)
+            if op.differentially_private and self.audit is not None:
+                last_charge = _last_charge(self.ledger)
+            if self.policy is not None:
+                self.policy.authorize(self, op, request)
+            request_id = request.params.get("request_id") if op.differentially_private else None
+            if request_id is not None and self.ledger is not None:
+                reply = self._run_once(op, request, request_id)
+            else:
+                reply = op.handler(self, request)
+        except Exception as exc:
+            if self.audit is not None:
+                self.audit.refused(self, request, exc, charges=_charges_after(self.ledger, last_charge))
+            raise
+        if self.audit is not None:
+            self.audit.released(self, request, reply, charges=_charges_after(self.ledger, last_charge))
         return reply
 
     def _run_once(self, op: Operation, request: Message, request_id: Any) -> Message:
@@ -121,6 +137,17 @@ class Party:
 
     def __repr__(self) -> str:
         return f"Party({self.name!r}, n={self.table.n_subjects}, columns={list(self.table.covariate_names)})"
+
+
+def _last_charge(ledger: Any) -> int:
+    """Id of the ledger's latest charge (0 without a ledger or charges)."""
+    history = [] if ledger is None else ledger.history()
+    return history[-1].id if history else 0
+
+
+def _charges_after(ledger: Any, last: int | None) -> list[Any]:
+    """Charges the ledger recorded after charge ``last`` (those the current DP request made)."""
+    return [] if ledger is None or last is None else [c for c in ledger.history() if c.id > last]
 
 
 def request_fingerprint(request: Message) -> str:

@@ -69,6 +69,14 @@ def lookup(name: str) -> Operation:
         raise ProtocolError(f"unknown party operation {name!r}", f"use one of: {known}") from None
 
 
-def registered() -> tuple[str, ...]:
-    """Names of all registered operations, sorted."""
-    return tuple(sorted(_REGISTRY))
+def registered(package: str | None = None) -> tuple[str, ...]:
+    """Names of all registered operations, sorted; only those defined in ``package`` when given.
+
+    A launched party process knows the operations of :mod:`collabcausal` only, so the launcher
+    lists ``registered("collabcausal")``, not operations a caller registered in its own process.
+    """
+    return tuple(
+        sorted(
+            name for name, op in _REGISTRY.items() if package is None or op.handler.__module__.startswith(package + ".")
+        )
+    )

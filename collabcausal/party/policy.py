@@ -27,14 +27,16 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
+from collabcausal.party.differencing import WeightedRequestHistory
 from collabcausal.party.operations import Operation
+from collabcausal.party.request_limits import RequestLimits
 
 if TYPE_CHECKING:
     from collabcausal.party.node import Party
@@ -69,6 +71,7 @@ class PartyPolicy:
     max_anchors: int = 1_000_000
     max_representation_requests: int = 1_100
     min_weight_ratio: float = 0.01
+    limits: RequestLimits = field(default_factory=RequestLimits)
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class PartyPolicy:
         max_anchors: int = 1_000_000,
         max_representation_requests: int = 1_100,
         min_weight_ratio: float = 0.01,
+        limits: RequestLimits | None = None,
     ) -> None:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
@@ -109,12 +113,17 @@ class PartyPolicy:
         if not (isinstance(min_weight_ratio, (int, float)) and 0.0 <= float(min_weight_ratio) <= 1.0):
             raise ConfigError(f"policy min_weight_ratio must lie in [0, 1], got {min_weight_ratio!r}", "e.g. 0.01")
         object.__setattr__(self, "min_weight_ratio", float(min_weight_ratio))
+        object.__setattr__(self, "limits", limits or RequestLimits())
+        object.__setattr__(self, "_moments", WeightedRequestHistory(self.limits.max_moment_requests))
 
     def authorize(self, party: Party, op: Operation, request: Message) -> None:
         """Return if the request is allowed; raise :class:`PolicyError` naming the rule if not."""
         who = f"party {party.name!r}"
         if op.name not in self.operations:
             raise PolicyError(f"{who} does not allow the operation {op.name!r}", _FIX)
+        self.limits.check(who, request)
+        if op.name == "align":
+            self._check_align(who)
         extra = sorted(set(party.table.covariate_names) - self.columns)
         asked = request.params.get("columns")
         if asked is not None:
@@ -156,6 +165,7 @@ class PartyPolicy:
             raise PolicyError(f"{who} refuses {op.name!r}: weights must be finite and >= 0", "send valid weights")
         subject = np.arange(expected) if rows is None else rows.astype(np.int64, copy=False)
         valid = (subject >= 0) & (subject < n_subjects)
+        totals = []
         for arm in (0, 1):
             mask = valid & (arms == arm)
             total = np.bincount(subject[mask], weights=weights[mask], minlength=n_subjects)
@@ -163,6 +173,22 @@ class PartyPolicy:
             count = 0 if largest <= 0 else int(np.count_nonzero(total >= self.min_weight_ratio * largest))
             what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"
             self._check_subjects(who, op, count, what)
+            totals.append(total)
+        self._moments.admit(
+            who, op.name, (totals[0], totals[1]), min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio
+        )
+
+    def _check_align(self, who: str) -> None:
+        """``align`` re-orders the party's rows: refused once a weighted request was answered.
+
+        The differencing history (:mod:`collabcausal.party.differencing`) is kept by row position;
+        re-aligning afterwards would let a dropped or moved subject escape the comparison.
+        """
+        if len(self._moments):
+            raise PolicyError(
+                f"{who} refuses 'align' after answering {len(self._moments)} weighted requests",
+                "align subjects first, at the start of the study",
+            )
 
     def _check_reduction(self, who: str, n_covariates: int, request: Message, *, private: bool = False) -> None:
         """The reduction rules of the module docstring; counts the request against its study's limit.

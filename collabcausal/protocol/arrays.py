@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collabcausal.errors import CollabCausalError, ProtocolError
-from collabcausal.messages import Message
+from collabcausal.messages import Message, nesting
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 
 CHUNK_BYTES = 1 << 20
@@ -161,7 +161,7 @@ def read_message(
     if total > max_bytes:
         raise ProtocolError(
             f"message {header.operation!r} declares {total} bytes of arrays, above the limit of {max_bytes}",
-            "split the request or raise max_message_bytes on the receiving side",
+            "split the request, or raise the receiver's limit (a party's [policy] max_request_bytes)",
         )
     params = _params(header)
     if check_header is not None:
@@ -232,13 +232,9 @@ def _params(header: pb.MessageHeader) -> dict:
         raise ProtocolError(f"{where}: params nested deeper than {MAX_JSON_DEPTH}", _UPGRADE) from None
     if not isinstance(params, dict):
         raise ProtocolError(f"{where}: params are not a JSON object", _UPGRADE)
-    level: list = [params]
-    for _ in range(MAX_JSON_DEPTH):
-        level = [v for node in level for v in (node.values() if isinstance(node, dict) else node)]
-        level = [v for v in level if isinstance(v, dict | list)]
-        if not level:
-            return params
-    raise ProtocolError(f"{where}: params nested deeper than {MAX_JSON_DEPTH}", _UPGRADE)
+    if nesting(params, MAX_JSON_DEPTH)[0] > MAX_JSON_DEPTH:
+        raise ProtocolError(f"{where}: params nested deeper than {MAX_JSON_DEPTH}", _UPGRADE)
+    return params
 
 
 def _array_spec(spec: pb.ArrayHeader, operation: str) -> tuple[str, np.dtype, tuple[int, ...], int]:

@@ -22,6 +22,7 @@ from collabcausal import __version__
 from collabcausal.errors import CollabCausalError, IdentityError, ProtocolError, StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
+from collabcausal.party.request_limits import request_byte_limit
 from collabcausal.protocol.arrays import DEFAULT_MAX_MESSAGE_BYTES, Envelope, message_frames, read_message
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
@@ -58,6 +59,9 @@ class PartyClient:
         Long-poll length of one ``PullTask``.
     upload_timeout : float
         Deadline of one upload.
+    max_message_bytes : int
+        Largest request accepted, in bytes of arrays; lowered to the party policy's
+        ``max_request_bytes`` so an oversized request is refused from its header, unbuffered.
     progress : callable, optional
         ``progress(event)`` for status lines.
     """
@@ -84,7 +88,8 @@ class PartyClient:
         self.connect_timeout = connect_timeout
         self.poll_seconds = poll_seconds
         self.upload_timeout = upload_timeout
-        self.max_message_bytes = max_message_bytes
+        limit = request_byte_limit(party.policy)
+        self.max_message_bytes = max_message_bytes if limit is None else min(max_message_bytes, limit)
         self._progress = progress or (lambda event: None)
         self._metadata = ((PARTY_METADATA, party.name),)
         self.tasks_done = 0
@@ -214,8 +219,12 @@ class PartyClient:
             return read_message(recorded(), max_bytes=self.max_message_bytes)
         except ProtocolError as exc:
             frames.cancel()
-            task_id = seen[0].header.task_id if seen and seen[0].WhichOneof("kind") == "header" else ""
+            header = seen[0].header if seen and seen[0].WhichOneof("kind") == "header" else None
+            task_id = header.task_id if header is not None else ""
             self._progress(f"refused a malformed task: {exc}")
+            if self.party.audit is not None:
+                operation = header.operation if header is not None and header.operation else "(malformed)"
+                self.party.audit.refused(self.party, Message(operation, {"task_id": task_id}), exc)
             if task_id:
                 refusal = message_frames(None, task_id=task_id, error=exc)
                 stub.UploadResult(iter(refusal), timeout=self.upload_timeout, metadata=self._metadata)

@@ -196,7 +196,7 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
         "data": data,
         "policy": {
             "columns": list(table.covariate_names),
-            "operations": sorted(policy.operations) if policy else list(registered()),
+            "operations": sorted(policy.operations) if policy else list(registered("collabcausal")),
             "min_subjects": policy.min_subjects if policy else 1,
         }
         | _reduction_policy(policy),

@@ -50,3 +50,25 @@ def test_bad_study_is_one_config_error(tmp_path, old, new, match):
     assert old in text
     with pytest.raises(ConfigError, match=match):
         load_study_config(_write(tmp_path, text.replace(old, new)))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        ('estimators = ["psm", "ipw"]', 'estimator = ["psm"]', r"unknown key \[study\] estimator; fix: did you mean"),
+        ('estimators = ["psm", "ipw"]', 'estimators = ["psn"]', r"\[study\] estimators = \['psn'\] is invalid"),
+        ("n_anchors = 2675", "n_anchors = 0", r"\[study\] n_anchors = 0 is invalid"),
+        ("seed = 0", "seed = -1", r"\[study\] seed = -1 is invalid"),
+        ("party_components = 3", "party_components = 0", "party_components"),
+        ("task_timeout = 600", 'task_timeout = "600"', r"\[study\] task_timeout = '600' is invalid"),
+        ("age = [17.0, 55.0]", "age = [55.0, 17.0]", "range of 'age' must be"),
+        ('parties = ["p21", "p22"]', "parties = []", r"\[row_groups\[1\]\] parties = \[\] is invalid"),
+        ('estimand = "att"', 'estimand = "atc"', r"\[study\] estimand = 'atc' is invalid"),
+    ],
+)
+def test_typos_and_out_of_range_values_are_refused_in_one_line(tmp_path, old, new, match):
+    text = EXAMPLE.read_text()
+    assert old in text
+    with pytest.raises(ConfigError, match=match) as info:
+        load_study_config(_write(tmp_path, text.replace(old, new, 1)))
+    assert "\n" not in str(info.value)

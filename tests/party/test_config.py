@@ -118,3 +118,53 @@ def test_reduction_rules_and_anchor_key_are_read(folder):
     assert party.policy.allow_full_rank and party.policy.max_anchors == 5000 and party.policy.min_anchors == 10
     assert party.anchor_key == read_anchor_key(folder / "anchor.key")
     assert load_party_config(_write(folder, GOOD)).build_party().anchor_key is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        (
+            "min_subjects = 5",
+            "min_subject = 5",
+            r"unknown key \[policy\] min_subject; fix: did you mean 'min_subjects'\?",
+        ),
+        ('treatment = "t"', 'treatmnet = "t"', r"unknown key \[data\] treatmnet; fix: did you mean 'treatment'\?"),
+        (
+            'operations = ["describe"]',
+            'operations = ["describe", "dc_represention"]',
+            r"unknown operation 'dc_represention' \(did you mean 'dc_representation'\)",
+        ),
+        ("min_subjects = 5", 'min_subjects = "20"', r"\[policy\] min_subjects = '20' is invalid"),
+        ("min_subjects = 5", "min_weight_ratio = 2", r"\[policy\] min_weight_ratio = 2 is invalid.*\[0, 1\]"),
+        ("min_subjects = 5", "max_cells = 0", r"\[policy\] max_cells = 0 is invalid"),
+        ("min_subjects = 5", "min_anchors = 50\nmax_anchors = 20", "min_anchors 50 exceeds max_anchors 20"),
+        ('address = "127.0.0.1:50051"', 'address = "127.0.0.1"', r"\[analyst\] address = '127.0.0.1' is invalid"),
+        ('address = "127.0.0.1:50051"', 'address = "127.0.0.1:50051"\nreconnect_timeout = -1', "reconnect_timeout"),
+        ('address = "127.0.0.1:50051"', 'address = "127.0.0.1:50051"\ninsecure = 1', r"\[analyst\] insecure = 1"),
+        ("min_subjects = 5", "min_subjects = 5\n[privacy]\nepsilon = 0", r"\[privacy\] epsilon = 0 is invalid"),
+    ],
+)
+def test_typos_and_out_of_range_values_are_refused_in_one_line_naming_the_key(folder, old, new, match):
+    assert old in GOOD
+    with pytest.raises(ConfigError, match=match) as info:
+        load_party_config(_write(folder, GOOD.replace(old, new, 1)))
+    assert "\n" not in str(info.value) and "party.toml" in str(info.value)
+
+
+def test_every_request_cap_is_read_into_the_policy(folder):
+    caps = "max_cells = 7\nmax_request_bytes = 8\nmax_params_bytes = 9\nmax_params_depth = 3\n"
+    caps += "max_list_length = 11\nmax_moment_requests = 2\n"
+    limits = load_party_config(_write(folder, GOOD + caps)).policy.limits
+    assert (limits.max_cells, limits.max_request_bytes, limits.max_params_bytes) == (7, 8, 9)
+    assert (limits.max_params_depth, limits.max_list_length, limits.max_moment_requests) == (3, 11, 2)
+
+
+def test_the_example_party_configs_validate():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "lalonde-2x2"
+    from collabcausal.config_schema import load_toml_model
+    from collabcausal.party.config import PartyFile
+
+    for path in sorted(example.glob("p*/party.toml")):
+        assert load_toml_model(path, PartyFile).policy.min_subjects >= 1

@@ -4,15 +4,13 @@ one neighbouring relation, O(1) charges, idempotency keys."""
 from __future__ import annotations
 
 import os
-import random
-import signal
 import sqlite3
 import threading
-import time
 
 import pytest
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, NoAnswerError, ProtocolError
+from collabcausal.party.fault_injection import kill_loop
 from collabcausal.party.ledger import (
     ADD_REMOVE,
     SUBSTITUTION,
@@ -159,50 +157,36 @@ def test_composed_cost_of_nothing_is_zero():
 
 def _writer(path, fd: int) -> None:
     """Charge forever, writing each acknowledged charge id to ``fd`` (runs in a forked child)."""
-    try:
-        ledger = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d")
-        i = 0
-        while True:
-            parallel = i % 3 == 0
-            charge = ledger.charge(
-                "op",
-                0.001,
-                1e-9,
-                study="s",
-                partition="p" if parallel else None,
-                subset=str(i % 2) if parallel else None,
-                details={"i": i},
-            )
-            os.write(fd, f"{charge.id}\n".encode())
-            i += 1
-    finally:
-        os._exit(1)
+    ledger = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d")
+    i = 0
+    while True:
+        parallel = i % 3 == 0
+        charge = ledger.charge(
+            "op",
+            0.001,
+            1e-9,
+            study="s",
+            partition="p" if parallel else None,
+            subset=str(i % 2) if parallel else None,
+            details={"i": i},
+        )
+        os.write(fd, f"{charge.id}\n".encode())
+        i += 1
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("kills", [6, pytest.param(60, marks=pytest.mark.slow)])
 def test_sigkill_of_the_writer_never_corrupts_the_ledger_nor_loses_a_charge(tmp_path, kills):
     path = tmp_path / "crash.sqlite"
-    rng = random.Random(kills)
-    acknowledged: set[int] = set()
-    for _ in range(kills):
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read_fd)
-            _writer(path, write_fd)
-        os.close(write_fd)
-        with os.fdopen(read_fd) as pipe:
-            first = pipe.readline()  # the child is charging
-            time.sleep(rng.uniform(0.0, 0.2))
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            acknowledged |= {int(line) for line in (first + pipe.read()).split()}
+
+    def check(acknowledged: set[int]) -> None:
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         history = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d").history()
         assert acknowledged <= {c.id for c in history}
         assert history[-1].spent_epsilon == pytest.approx(composed_cost(history)[0])
+
+    acknowledged = kill_loop(lambda fd: _writer(path, fd), kills, seed=kills, check=check)
     assert len(acknowledged) > kills
 
 

@@ -56,6 +56,9 @@ class Partition(ABC):
         return arr
 
 
+_ASSIGN_BLOCK = 1 << 22  # floats of one block of distances in CentersPartition.assign
+
+
 class GridPartition(Partition):
     """A regular grid: column j cut into ``n_cells[j]`` equal intervals of ``bounds[j]``.
 
@@ -132,8 +135,12 @@ class CentersPartition(Partition):
 
     def assign(self, X: ArrayLike) -> NDArray[np.int64]:
         arr = self._matrix(X)
-        d2 = ((arr[:, None, :] - self.centers[None, :, :]) ** 2).sum(axis=2)
-        return np.argmin(d2, axis=1).astype(np.int64)
+        block = max(1, _ASSIGN_BLOCK // self.centers.size)  # bounded memory whatever the number of centers
+        out = np.empty(arr.shape[0], dtype=np.int64)
+        for start in range(0, arr.shape[0], block):
+            d2 = ((arr[start : start + block, None, :] - self.centers[None, :, :]) ** 2).sum(axis=2)
+            out[start : start + block] = np.argmin(d2, axis=1)
+        return out
 
     def to_spec(self) -> dict[str, Any]:
         return {"kind": "centers", "columns": list(self.columns), "centers": self.centers.tolist()}

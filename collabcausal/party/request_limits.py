@@ -1,0 +1,113 @@
+"""Public caps on what one request may ask of a party, checked before anything is charged or computed.
+
+A hostile analyst chooses the sizes in its requests: a ``dp_histogram`` of 10^12 cells was charged
+to the ledger and then died with MemoryError, 2 x 10^7 cells ran 120 s in 2.6 GB. The caps below
+are part of the party's public policy (``[policy]`` in ``party.toml``, all optional, safe
+defaults) and :meth:`RequestLimits.check` runs in
+:meth:`collabcausal.party.policy.PartyPolicy.authorize`, i.e. before the ledger is charged and
+before any private value is read. Over gRPC the byte cap is also handed to the wire
+(:func:`request_byte_limit`), so an oversized request is refused from its header, before its
+arrays are buffered.
+
+==========================  ==========  =========================================================
+key                         default     what it bounds
+==========================  ==========  =========================================================
+``max_cells``               100000      entries a ``dp_histogram`` releases: cells x arms x
+                                        (1 + summed columns)
+``max_request_bytes``       268435456   bytes of all arrays of one request (256 MiB)
+``max_params_bytes``        1048576     bytes of the request's params as JSON (1 MiB)
+``max_params_depth``        8           nesting levels of the params (the project's requests
+                                        use at most 4)
+``max_list_length``         10000       items in any one list or mapping of the params (sums,
+                                        quantiles, partition centers, ...)
+``max_moment_requests``     32          ``weighted_moments`` requests answered by one party
+                                        process (a study; see :mod:`collabcausal.party.differencing`)
+==========================  ==========  =========================================================
+
+The anchor rows (``min_anchors``/``max_anchors``) and the components of a representation
+(``max_components``) are capped by the reduction rules of :mod:`collabcausal.party.policy`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from collabcausal.errors import ConfigError, PolicyError
+from collabcausal.messages import Message, nesting
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """A party's public caps on request sizes (see the module docstring for keys and defaults)."""
+
+    max_cells: int = 100_000
+    max_request_bytes: int = 256 << 20
+    max_params_bytes: int = 1 << 20
+    max_params_depth: int = 8
+    max_list_length: int = 10_000
+    max_moment_requests: int = 32
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"policy {f.name} must be a positive integer, got {value!r}", f"e.g. {f.default}")
+
+    def check(self, who: str, request: Message) -> None:
+        """Refuse a request above any cap with a one-line :class:`PolicyError` naming the key.
+
+        Reads only the request (never the party's data), so it runs before any charge.
+        """
+        op = request.operation
+        size = sum(int(np.asarray(a).nbytes) for a in request.arrays.values())
+        self._cap(who, op, "max_request_bytes", size, "bytes of arrays", "send fewer rows")
+        depth, longest = nesting(dict(request.params), self.max_params_depth)
+        self._cap(who, op, "max_params_depth", depth, "levels of nested params", "send flat params")
+        self._cap(who, op, "max_list_length", longest, "items in one list of its params", "send shorter lists")
+        text = json.dumps(dict(request.params), default=str)
+        self._cap(who, op, "max_params_bytes", len(text.encode()), "bytes of params", "send smaller params")
+        if op == "dp_histogram":
+            what = "histogram entries (cells x arms x (1 + sums))"
+            self._cap(who, op, "max_cells", histogram_entries(request.params), what, "ask for fewer cells")
+
+    def _cap(self, who: str, op: str, key: str, value: int, what: str, fix: str) -> None:
+        limit = getattr(self, key)
+        if value > limit:
+            raise PolicyError(
+                f"{who} refuses {op!r}: {value} {what}, above its {key} of {limit}",
+                f"{fix}, or ask the party to raise [policy] {key}",
+            )
+
+
+def histogram_entries(params: Mapping[str, Any]) -> int:
+    """Numbers a ``dp_histogram`` request would release: cells x arms x (1 + summed columns).
+
+    Counted from the public partition spec without building it (a grid's cells are the product
+    of its cuts; a centers partition has one cell per center). A malformed spec counts as 0 and
+    is refused by the operation itself, still before any charge.
+    """
+    spec = params.get("partition")
+    if not isinstance(spec, Mapping):
+        return 0
+    cuts = spec.get("n_cells") if spec.get("kind") == "grid" else None
+    if spec.get("kind") == "centers" and isinstance(spec.get("centers"), list):
+        cells = len(spec["centers"])
+    elif isinstance(cuts, list) and all(isinstance(k, int) and not isinstance(k, bool) for k in cuts):
+        cells = math.prod(max(k, 0) for k in cuts)
+    else:
+        return 0
+    sums = params.get("sums", [])
+    arms = 2 if params.get("by_arm", False) else 1
+    return cells * arms * (1 + (len(sums) if isinstance(sums, list) else 0))
+
+
+def request_byte_limit(policy: Any) -> int | None:
+    """The ``max_request_bytes`` of a party's policy, for the wire to refuse bigger requests unread."""
+    limits = getattr(policy, "limits", None)
+    return None if limits is None else limits.max_request_bytes
