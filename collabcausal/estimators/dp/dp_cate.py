@@ -10,7 +10,7 @@ Stage 2 releases are (eps, delta)-DP on D, so the whole is (eps, delta)-DP (para
 
 Releases
 --------
-* :meth:`DPCATE.release` — finite queries (Theorem 1): g_D(x) + gamma(T, D) c(eps, delta, n) U,
+* :meth:`DPCATE.release` — finite queries (Theorem 1; NOT (eps, delta)-DP, see its docstring): g_D(x) + gamma(T, D) c(eps, delta, n) U,
   U ~ N(0, I_d), c = 5 sqrt(2 ln(n) ln(2/delta)) / (eps n), gamma the sample gross-error
   sensitivity sup_z ||h(x_query, x) rho (phi(z) - g(x))||_2 over the declared domain
   (Corollary 1: h = 2 J_theta H^-1 grad_theta g for a parametric second stage; Corollary 2:
@@ -38,7 +38,7 @@ from scipy.linalg import lu_factor, lu_solve
 from scipy.optimize import minimize
 from sklearn.base import clone
 
-from collabcausal.errors import InputError
+from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath, standard_normals
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor
 from collabcausal.estimators.metalearners.splits import disjoint_plan
@@ -56,6 +56,8 @@ SecondStage = Literal["krr", "linear", "functional"]
 N_RANDOM_CANDIDATES = 1000
 N_REFINED = 2
 MAX_CORNER_DIM = 10
+FINITE_QUERY_GUARANTEE = ("asymptotic (eps, delta) of paper 004 Lemma 5 with data-dependent gamma(T, D); "
+                          "not (eps, delta)-DP")
 
 
 def c_factor(epsilon: float, delta: float, n: int) -> float:
@@ -96,16 +98,19 @@ def check_query_points(X: ArrayLike, bounds: ArrayLike) -> NDArray[np.float64]:
 
 @dataclass(frozen=True)
 class PrivateRelease:
-    """A finite-query release: the query points and their DP estimates.
+    """A finite-query release: the query points and their noisy estimates.
 
-    The noise scale is data-dependent (gamma(T, D)), so it is not part of the release; the model
-    keeps it as ``sensitivity_`` / ``noise_scale_`` for the data holder's own diagnostics.
+    NOT (eps, delta)-DP: the noise is scaled by the sample gross-error sensitivity gamma(T, D),
+    which depends on the data; paper 004's Lemma 5 bounds it only asymptotically, under regularity
+    conditions. ``guarantee`` says so; the model keeps the scale as ``sensitivity_`` /
+    ``noise_scale_`` for the data holder's own diagnostics.
     """
 
     points: NDArray[np.float64]
     estimates: NDArray[np.float64]
     epsilon: float
     delta: float
+    guarantee: str = FINITE_QUERY_GUARANTEE
 
 
 class PrivateCATEFunction:
@@ -152,9 +157,11 @@ class DPCATE:
     clip : float
         Propensities clipped to [clip, 1 - clip] (keeps rho and phi bounded).
     model_propensity, model_outcome : estimators, optional
-        Non-private nuisance models (for the non-private baseline; the result is then NOT DP).
+        Non-private nuisance models (for the non-private baseline; the result is then NOT DP, and
+        a ledger is refused).
     ledger : optional
-        The party's :class:`~collabcausal.party.ledger.PrivacyLedger`.
+        The party's :class:`~collabcausal.party.ledger.PrivacyLedger`; only the DP-EBM nuisances
+        and :meth:`release_function` are charged to it (:meth:`release` is refused with a ledger).
     random_state : int or Generator, optional
         Seed of the split and of the sup search (not of released noise).
     noise_rng : numpy Generator, optional
@@ -252,6 +259,9 @@ class DPCATE:
         tilde, d = rnd.train["propensity_outcome"], rnd.evaluate
         self.partition_ = f"dp_cate:{uuid.uuid4().hex}"
         self.private_nuisances_ = self.model_propensity is None and self.model_outcome is None
+        if self.ledger is not None and not self.private_nuisances_:
+            raise PolicyError("non-private nuisance models cannot be charged as a DP release",
+                              "drop model_propensity/model_outcome (DP-EBMs are used) or pass ledger=None")
         if self.private_nuisances_:
             self._charge("nuisances", f"dp_cate_nuisances_{self.learner}", {"n": int(tilde.size)})
         self._fit_nuisances(Xa[tilde], a[tilde], y[tilde])
@@ -375,12 +385,18 @@ class DPCATE:
         return best
 
     def release(self, X_query: ArrayLike) -> PrivateRelease:
-        """DP CATE at ``X_query`` (Theorem 1): g_D(x) + gamma c(eps, delta, n) U, U ~ N(0, I_d)."""
+        """Noisy CATE at ``X_query`` (Theorem 1): g_D(x) + gamma c(eps, delta, n) U, U ~ N(0, I_d).
+
+        A paper-004 reproduction, NOT an (eps, delta)-DP release: gamma(T, D) is computed from the
+        data (Lemma 5 holds only asymptotically), so it is refused when a ledger is attached.
+        """
         if self.second_stage == "functional":
             raise InputError("release() needs second_stage 'krr' or 'linear'",
                              "use release_function() for the functional second stage")
         Xq = self._check_domain(X_query)
-        self._charge("second_stage", f"dp_cate_finite_{self.learner}_{self.second_stage}", {"queries": len(Xq)})
+        if self.ledger is not None:
+            raise PolicyError("finite-query DP-CATE scales noise by the data-dependent gamma(T, D): not (eps, delta)-DP",
+                              "use second_stage='functional' and release_function(), or pass ledger=None")
         self.sensitivity_ = self.sensitivity(Xq)
         self.noise_scale_ = self.sensitivity_ * c_factor(self.epsilon_, self.delta_, self.X_.shape[0])
         noisy = self._predict(Xq) + self.noise_scale_ * standard_normals(len(Xq), self.noise_rng)
