@@ -10,7 +10,8 @@ Stage 2 releases are (eps, delta)-DP on D, so the whole is (eps, delta)-DP (para
 
 Releases
 --------
-* :meth:`DPCATE.release` — finite queries (Theorem 1; NOT (eps, delta)-DP, see its docstring): g_D(x) + gamma(T, D) c(eps, delta, n) U,
+* :meth:`DPCATE.release` — finite queries (Theorem 1; NOT (eps, delta)-DP, see its docstring):
+  g_D(x) + gamma(T, D) c(eps, delta, n) U,
   U ~ N(0, I_d), c = 5 sqrt(2 ln(n) ln(2/delta)) / (eps n), gamma the sample gross-error
   sensitivity sup_z ||h(x_query, x) rho (phi(z) - g(x))||_2 over the declared domain
   (Corollary 1: h = 2 J_theta H^-1 grad_theta g for a parametric second stage; Corollary 2:
@@ -225,9 +226,21 @@ class DPCATE:
                 "declare a public (low, high) range for Y",
             )
         self.y_bounds_ = check_bounds(self.outcome_bounds, "outcome_bounds")
+        self._check_ledger_use()
         for name in ("ridge", "huber"):
             if not float(getattr(self, name)) > 0:
                 raise InputError(f"{name} must be > 0, got {getattr(self, name)!r}", f"pass a positive {name}")
+
+    def _check_ledger_use(self) -> None:
+        """Only (eps, delta)-DP work may be charged: DP-EBM nuisances and the functional release."""
+        if self.ledger is None:
+            return
+        if self.model_propensity is not None or self.model_outcome is not None:
+            raise PolicyError("non-private nuisance models cannot be charged as a DP release",
+                              "drop model_propensity/model_outcome (DP-EBMs are used) or pass ledger=None")
+        if self.second_stage != "functional":
+            raise PolicyError("finite-query DP-CATE scales noise by the data-dependent gamma(T, D): "
+                              "not (eps, delta)-DP", "use second_stage='functional', or pass ledger=None")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "beta_"):
@@ -259,9 +272,6 @@ class DPCATE:
         tilde, d = rnd.train["propensity_outcome"], rnd.evaluate
         self.partition_ = f"dp_cate:{uuid.uuid4().hex}"
         self.private_nuisances_ = self.model_propensity is None and self.model_outcome is None
-        if self.ledger is not None and not self.private_nuisances_:
-            raise PolicyError("non-private nuisance models cannot be charged as a DP release",
-                              "drop model_propensity/model_outcome (DP-EBMs are used) or pass ledger=None")
         if self.private_nuisances_:
             self._charge("nuisances", f"dp_cate_nuisances_{self.learner}", {"n": int(tilde.size)})
         self._fit_nuisances(Xa[tilde], a[tilde], y[tilde])
@@ -394,9 +404,7 @@ class DPCATE:
             raise InputError("release() needs second_stage 'krr' or 'linear'",
                              "use release_function() for the functional second stage")
         Xq = self._check_domain(X_query)
-        if self.ledger is not None:
-            raise PolicyError("finite-query DP-CATE scales noise by the data-dependent gamma(T, D): not (eps, delta)-DP",
-                              "use second_stage='functional' and release_function(), or pass ledger=None")
+        self._check_ledger_use()
         self.sensitivity_ = self.sensitivity(Xq)
         self.noise_scale_ = self.sensitivity_ * c_factor(self.epsilon_, self.delta_, self.X_.shape[0])
         noisy = self._predict(Xq) + self.noise_scale_ * standard_normals(len(Xq), self.noise_rng)
