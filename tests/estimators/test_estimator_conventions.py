@@ -119,7 +119,7 @@ def test_a_cloned_dp_learner_charges_the_same_ledger(tmp_path):
     X = rng.uniform(0, 1, (400, 1))
     T = rng.binomial(1, 0.5, 400)
     Y = np.clip(X[:, 0] + T + rng.normal(0, 0.1, 400), 0, 2)
-    learner = DPCATE("dr", "linear", epsilon=1.0, feature_bounds=[(0, 1)], outcome_bounds=(0, 2), ledger=ledger,
+    learner = DPCATE("dr", "functional", epsilon=1.0, feature_bounds=[(0, 1)], outcome_bounds=(0, 2), ledger=ledger,
                      random_state=0)
     twin = clone(learner)
     learner.fit(Y, T, X=X)

@@ -10,7 +10,8 @@ Stage 2 releases are (eps, delta)-DP on D, so the whole is (eps, delta)-DP (para
 
 Releases
 --------
-* :meth:`DPCATE.release` — finite queries (Theorem 1): g_D(x) + gamma(T, D) c(eps, delta, n) U,
+* :meth:`DPCATE.release` — finite queries (Theorem 1; NOT (eps, delta)-DP, see its docstring):
+  g_D(x) + gamma(T, D) c(eps, delta, n) U,
   U ~ N(0, I_d), c = 5 sqrt(2 ln(n) ln(2/delta)) / (eps n), gamma the sample gross-error
   sensitivity sup_z ||h(x_query, x) rho (phi(z) - g(x))||_2 over the declared domain
   (Corollary 1: h = 2 J_theta H^-1 grad_theta g for a parametric second stage; Corollary 2:
@@ -38,7 +39,7 @@ from scipy.linalg import lu_factor, lu_solve
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, clone
 
-from collabcausal.errors import InputError
+from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath, standard_normals
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor
@@ -58,6 +59,9 @@ SecondStage = Literal["krr", "linear", "functional"]
 N_RANDOM_CANDIDATES = 1000
 N_REFINED = 2
 MAX_CORNER_DIM = 10
+FINITE_QUERY_GUARANTEE = (
+    "asymptotic (eps, delta) of paper 004 Lemma 5 with data-dependent gamma(T, D); not (eps, delta)-DP"
+)
 
 
 def c_factor(epsilon: float, delta: float, n: int) -> float:
@@ -85,8 +89,10 @@ def check_query_points(X: ArrayLike, bounds: ArrayLike) -> NDArray[np.float64]:
     box = np.asarray(bounds, dtype=float)
     Xq = check_matrix(X, "query points")
     if Xq.shape[1] != box.shape[0]:
-        raise InputError(f"query points have {Xq.shape[1]} columns, expected {box.shape[0]}",
-                         "pass points with the fitted covariates")
+        raise InputError(
+            f"query points have {Xq.shape[1]} columns, expected {box.shape[0]}",
+            "pass points with the fitted covariates",
+        )
     outside = ((Xq < box[:, 0]) | (Xq > box[:, 1])).any(axis=1)
     if outside.any():
         raise InputError(
@@ -98,16 +104,19 @@ def check_query_points(X: ArrayLike, bounds: ArrayLike) -> NDArray[np.float64]:
 
 @dataclass(frozen=True)
 class PrivateRelease:
-    """A finite-query release: the query points and their DP estimates.
+    """A finite-query release: the query points and their noisy estimates.
 
-    The noise scale is data-dependent (gamma(T, D)), so it is not part of the release; the model
-    keeps it as ``sensitivity_`` / ``noise_scale_`` for the data holder's own diagnostics.
+    NOT (eps, delta)-DP: the noise is scaled by the sample gross-error sensitivity gamma(T, D),
+    which depends on the data; paper 004's Lemma 5 bounds it only asymptotically, under regularity
+    conditions. ``guarantee`` says so; the model keeps the scale as ``sensitivity_`` /
+    ``noise_scale_`` for the data holder's own diagnostics.
     """
 
     points: NDArray[np.float64]
     estimates: NDArray[np.float64]
     epsilon: float
     delta: float
+    guarantee: str = FINITE_QUERY_GUARANTEE
 
 
 class PrivateCATEFunction:
@@ -154,9 +163,11 @@ class DPCATE(BaseEstimator):
     clip : float
         Propensities clipped to [clip, 1 - clip] (keeps rho and phi bounded).
     model_propensity, model_outcome : estimators, optional
-        Non-private nuisance models (for the non-private baseline; the result is then NOT DP).
+        Non-private nuisance models (for the non-private baseline; the result is then NOT DP, and
+        a ledger is refused).
     ledger : optional
-        The party's :class:`~collabcausal.party.ledger.PrivacyLedger`.
+        The party's :class:`~collabcausal.party.ledger.PrivacyLedger`; only the DP-EBM nuisances
+        and :meth:`release_function` are charged to it (:meth:`release` is refused with a ledger).
     random_state : int or Generator, optional
         Seed of the split and of the sup search (not of released noise).
     noise_rng : numpy Generator, optional
@@ -220,9 +231,25 @@ class DPCATE(BaseEstimator):
                 "declare a public (low, high) range for Y",
             )
         self.y_bounds_ = check_bounds(self.outcome_bounds, "outcome_bounds")
+        self._check_ledger_use()
         for name in ("ridge", "huber"):
             if not float(getattr(self, name)) > 0:
                 raise InputError(f"{name} must be > 0, got {getattr(self, name)!r}", f"pass a positive {name}")
+
+    def _check_ledger_use(self) -> None:
+        """Only (eps, delta)-DP work may be charged: DP-EBM nuisances and the functional release."""
+        if self.ledger is None:
+            return
+        if self.model_propensity is not None or self.model_outcome is not None:
+            raise PolicyError(
+                "non-private nuisance models cannot be charged as a DP release",
+                "drop model_propensity/model_outcome (DP-EBMs are used) or pass ledger=None",
+            )
+        if self.second_stage != "functional":
+            raise PolicyError(
+                "finite-query DP-CATE scales noise by the data-dependent gamma(T, D): not (eps, delta)-DP",
+                "use second_stage='functional', or pass ledger=None",
+            )
 
     def _check_fitted(self) -> None:
         check_is_fitted(self, "beta_", "fit(Y, T, X=...)")
@@ -233,8 +260,14 @@ class DPCATE(BaseEstimator):
 
     def _charge(self, subset: str, operation: str, details: dict) -> None:
         if self.ledger is not None:
-            self.ledger.charge(operation, self.epsilon_, self.delta_, partition=self.partition_, subset=subset,
-                               details={"paper": "004", **details})
+            self.ledger.charge(
+                operation,
+                self.epsilon_,
+                self.delta_,
+                partition=self.partition_,
+                subset=subset,
+                details={"paper": "004", **details},
+            )
 
     # ---- fitting ------------------------------------------------------------------------
     def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> DPCATE:
@@ -242,8 +275,10 @@ class DPCATE(BaseEstimator):
         self._check_params()
         Xa = check_matrix(X, "X")
         if Xa.shape[1] != self.box_.shape[0]:
-            raise InputError(f"X has {Xa.shape[1]} columns but {self.box_.shape[0]} feature bounds were declared",
-                             "declare one (low, high) pair per covariate")
+            raise InputError(
+                f"X has {Xa.shape[1]} columns but {self.box_.shape[0]} feature bounds were declared",
+                "declare one (low, high) pair per covariate",
+            )
         y = check_vector(Y, "Y", n=Xa.shape[0])
         a = check_treatment(T, "T", n=Xa.shape[0])
         # not DP: the data holder's diagnostic of what the declared bounds clip
@@ -282,8 +317,10 @@ class DPCATE(BaseEstimator):
 
     def _nuisances(self, X) -> tuple[NDArray, NDArray, NDArray]:
         pi = np.clip(self.propensity_.predict_proba(X)[:, 1], self.clip, 1 - self.clip)
-        mu = [np.clip(self.outcome_.predict(np.column_stack([X, np.full(len(X), arm)])), *self.y_bounds_)
-              for arm in (0.0, 1.0)]
+        mu = [
+            np.clip(self.outcome_.predict(np.column_stack([X, np.full(len(X), arm)])), *self.y_bounds_)
+            for arm in (0.0, 1.0)
+        ]
         return pi, mu[0], mu[1]
 
     def _basis(self, X) -> NDArray[np.float64]:
@@ -374,18 +411,29 @@ class DPCATE(BaseEstimator):
         best = float(values.max())
         bounds = list(zip(self.box_[:, 0], self.box_[:, 1], strict=True))
         for start in C[np.argsort(values)[-N_REFINED:]]:
-            res = minimize(lambda x: -score(x[None, :])[0], start, method="Powell", bounds=bounds,
-                           options={"maxfev": 100, "xtol": 1e-3})
+            res = minimize(
+                lambda x: -score(x[None, :])[0],
+                start,
+                method="Powell",
+                bounds=bounds,
+                options={"maxfev": 100, "xtol": 1e-3},
+            )
             best = max(best, -float(res.fun))
         return best
 
     def release(self, X_query: ArrayLike) -> PrivateRelease:
-        """DP CATE at ``X_query`` (Theorem 1): g_D(x) + gamma c(eps, delta, n) U, U ~ N(0, I_d)."""
+        """Noisy CATE at ``X_query`` (Theorem 1): g_D(x) + gamma c(eps, delta, n) U, U ~ N(0, I_d).
+
+        A paper-004 reproduction, NOT an (eps, delta)-DP release: gamma(T, D) is computed from the
+        data (Lemma 5 holds only asymptotically), so it is refused when a ledger is attached.
+        """
         if self.second_stage == "functional":
-            raise InputError("release() needs second_stage 'krr' or 'linear'",
-                             "use release_function() for the functional second stage")
+            raise InputError(
+                "release() needs second_stage 'krr' or 'linear'",
+                "use release_function() for the functional second stage",
+            )
         Xq = self._check_domain(X_query)
-        self._charge("second_stage", f"dp_cate_finite_{self.learner}_{self.second_stage}", {"queries": len(Xq)})
+        self._check_ledger_use()
         self.sensitivity_ = self.sensitivity(Xq)
         self.noise_scale_ = self.sensitivity_ * c_factor(self.epsilon_, self.delta_, self.X_.shape[0])
         noisy = self._predict(Xq) + self.noise_scale_ * standard_normals(len(Xq), self.noise_rng)
@@ -413,8 +461,10 @@ class DPCATE(BaseEstimator):
         Its ``noise_scale`` depends only on n, eps, delta, ridge, huber and clip (not on the data).
         """
         if self.second_stage != "functional":
-            raise InputError("release_function() needs second_stage='functional'",
-                             "refit with second_stage='functional' (Huber-loss Gaussian-kernel ridge)")
+            raise InputError(
+                "release_function() needs second_stage='functional'",
+                "refit with second_stage='functional' (Huber-loss Gaussian-kernel ridge)",
+            )
         self._check_fitted()
         self._charge("second_stage", f"dp_cate_function_{self.learner}", {"bandwidth": self.bandwidth_})
         return PrivateCATEFunction(self, self.function_noise_scale()[0], self.noise_rng)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
-from collabcausal.errors import InputError
+from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.dp_cate import DPCATE, c_factor, gaussian_kernel
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
 from collabcausal.party.ledger import PrivacyLedger
@@ -107,13 +107,37 @@ def test_functional_release_noise_shrinks_with_epsilon_and_uses_the_conservative
 
 def test_ledger_composes_nuisances_and_releases_in_parallel_then_sequentially(data, tmp_path):
     ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-3)
-    m = DPCATE("r", "linear", epsilon=1.0, feature_bounds=data.feature_bounds, outcome_bounds=data.outcome_bounds,
-               random_state=0, ledger=ledger).fit(data.Y, data.T, X=data.X)
+    m = DPCATE("r", "functional", epsilon=1.0, feature_bounds=data.feature_bounds,
+               outcome_bounds=data.outcome_bounds, random_state=0, ledger=ledger).fit(data.Y, data.T, X=data.X)
     assert ledger.spent()[0] == pytest.approx(1.0)
-    m.release(np.array([[0.5, 0.5]]))
+    m.release_function()
     assert ledger.spent()[0] == pytest.approx(1.0)
-    m.release(np.array([[0.4, 0.5]]))
+    m.release_function()
     assert ledger.spent()[0] == pytest.approx(2.0)
+
+
+def test_non_private_nuisances_with_a_ledger_are_refused_before_any_charge(tmp_path):
+    """Issue 11 item 6: sklearn nuisances are not DP, so charging eps would label a non-private release."""
+    small = paper004_dataset(1, 100, seed=0)
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-3)
+    with pytest.raises(PolicyError, match="non-private nuisance"):
+        DPCATE("r", "functional", epsilon=1.0, feature_bounds=small.feature_bounds,
+               outcome_bounds=small.outcome_bounds, random_state=0, ledger=ledger,
+               model_propensity=GradientBoostingClassifier(n_estimators=5, random_state=0)).fit(
+            small.Y, small.T, X=small.X)
+    assert ledger.spent()[0] == 0.0
+
+
+def test_finite_query_release_is_labelled_asymptotic_and_never_charged(data, tmp_path):
+    """Issue 11 item 4: gamma-hat is data-dependent (paper 004 Lemma 5 is asymptotic), so the finite-query
+    release is not (eps, delta)-DP: it is refused with a ledger (before any charge) and labelled without one."""
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-3)
+    with pytest.raises(PolicyError, match="data-dependent"):
+        DPCATE("r", "linear", epsilon=1.0, feature_bounds=data.feature_bounds, outcome_bounds=data.outcome_bounds,
+               random_state=0, ledger=ledger).fit(data.Y, data.T, X=data.X)
+    assert ledger.spent()[0] == 0.0
+    rel = fitted(data, "linear").release(np.array([[0.5, 0.5]]))
+    assert "not (eps, delta)-DP" in rel.guarantee
 
 
 def test_bad_input_is_refused(data):
