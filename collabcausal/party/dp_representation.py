@@ -48,6 +48,7 @@ from collabcausal.party.anchor import anchor_columns, keyed_stream
 from collabcausal.party.dp_queries import require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
+from collabcausal.party.table import PartyTable
 
 _FIX = "send a complete dp_representation request (see docs/protocol.md)"
 DP_ANCHOR = "dp-anchor"
@@ -74,8 +75,21 @@ class PublicMap:
 
     def transform(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Clip each column to its range, scale to [-1, 1] and rotate."""
-        mid, half = (self.high + self.low) / 2.0, (self.high - self.low) / 2.0
+        mid, half = self.low / 2.0 + self.high / 2.0, self.high / 2.0 - self.low / 2.0
         return ((np.clip(X, self.low, self.high) - mid) / half) @ self.rotation.T
+
+
+def public_scale(bounds: Sequence[float], name: str) -> tuple[float, float]:
+    """``(mid, half)`` of a public range, both finite and ``half`` a normal positive float.
+
+    A range whose width overflows, or whose half-width underflows to zero, would make the scaled
+    values non-finite only after the charge; it is refused here, before it.
+    """
+    lo, hi = check_bounds(tuple(bounds), name)
+    mid, half = lo / 2.0 + hi / 2.0, hi / 2.0 - lo / 2.0
+    if not (math.isfinite(hi - lo) and half >= np.finfo(np.float64).tiny):
+        raise InputError(f"{name} ({lo:g}, {hi:g}) is too wide or too narrow to scale", "declare a usable range")
+    return mid, half
 
 
 def public_map(
@@ -88,15 +102,46 @@ def public_map(
     """
     bounds = []
     for name in columns:
-        if name not in ranges:
+        if not isinstance(ranges, Mapping) or name not in ranges:
             raise InputError(f"no public range for covariate {name!r}", "declare [low, high] for every covariate")
         bounds.append(check_bounds(tuple(ranges[name]), f"public range of {name!r}"))
+        public_scale(bounds[-1], f"public range of {name!r}")
     m = len(columns)
     gaussians = keyed_stream(key, f"dp-rotation/{study}/" + "\x1f".join(columns)).standard_normal((m, m))
     q, r = np.linalg.qr(gaussians)
     q = q * np.sign(np.diag(r))
     low, high = (np.array(b, dtype=np.float64) for b in zip(*bounds, strict=True))
     return PublicMap(low, high, np.ascontiguousarray(q.T[:n_components]))
+
+
+def release_order(key: bytes, study: str, n_subjects: int) -> NDArray[np.int64]:
+    """Which subject each released row describes: row ``i`` is subject ``release_order(...)[i]``.
+
+    A keyed permutation of the ``n`` rows, the same for every party of a row group (same key, study
+    and n, so their rows stay aligned) and unknown to the analyst. Released in table order, the
+    rows would carry whatever the table's order says about the values (a table sorted by treatment
+    gave the treatment away through the noise: ``tests/attacks/test_dp_representation_order.py``);
+    in a keyed order the position says nothing without the key.
+    """
+    return keyed_stream(key, f"dp-order/{study}/{int(n_subjects)}").permutation(int(n_subjects))
+
+
+def exact_release(
+    table: PartyTable, mapping: PublicMap, clip_norm: float, outcome_range: tuple[float, float] | None
+) -> NDArray[np.float64]:
+    """The release before noise, in table order: the clipped mapped rows and, with an
+    ``outcome_range``, ``t_s = 2t - 1`` and ``y_s`` (steps 1-3 of the module docstring).
+
+    Every row lies in the ball of radius ``clip_norm`` (covariates) times ``[-1, 1]^2`` (labels), so
+    two rows differ by at most :func:`representation_sensitivity` in L2.
+    """
+    Z, _ = clip_norms(mapping.transform(table.covariates), clip_norm)
+    if outcome_range is None:
+        return Z
+    (y_lo, y_hi), (mid, half) = outcome_range, public_scale(outcome_range, "outcome_range")
+    t_s = 2.0 * np.clip(table.treatment.astype(np.float64), 0.0, 1.0) - 1.0
+    y_s = (np.clip(table.outcome, y_lo, y_hi) - mid) / half
+    return np.column_stack([Z, t_s, y_s])
 
 
 def clip_norms(Z: NDArray[np.float64], clip_norm: float) -> tuple[NDArray[np.float64], int]:
@@ -108,7 +153,7 @@ def clip_norms(Z: NDArray[np.float64], clip_norm: float) -> tuple[NDArray[np.flo
 
 def representation_sensitivity(clip_norm: float, labels: bool) -> float:
     """L2 sensitivity of one party's release under substitution: ``2 sqrt(C^2 + 2 [labels])``."""
-    return 2.0 * math.sqrt(clip_norm**2 + (2.0 if labels else 0.0))
+    return 2.0 * math.hypot(clip_norm, math.sqrt(2.0) if labels else 0.0)
 
 
 def representation_sigma(clip_norm: float, labels: bool, epsilon: float, delta: float) -> float:
@@ -122,11 +167,13 @@ def dp_representation(party: Party, request: Message) -> Message:
 
     Request params: ``study``, ``epsilon``, ``delta``, ``n_components`` (int m~ <= m),
     ``n_anchors``, ``anchor_ranges`` ({column: [lo, hi]}, also the map's public ranges),
-    ``clip_norm`` (optional C), ``labels`` (bool) and, with labels, ``outcome_range`` ([lo, hi]).
-    No ``rows``: the release covers every subject once.
+    ``clip_norm`` (optional C <= sqrt(m)), ``labels`` (bool) and, with labels, ``outcome_range``
+    ([lo, hi]). No ``rows``: the release covers every subject once.
     Reply params: ``sigma``, ``sensitivity``, ``clip_norm``, ``epsilon``, ``delta``,
     ``n_components``. Reply arrays: ``x_tilde`` (n x m~, noisy), ``a_tilde`` (r x m~, exact:
-    no private data), and with labels ``t_noisy`` and ``y_noisy`` (noisy ``t_s`` and ``y_s``).
+    no private data), and with labels ``t_noisy`` and ``y_noisy`` (noisy ``t_s`` and ``y_s``). The
+    rows come in :func:`release_order`. Everything that depends only on the request (validation,
+    map, anchor image) is done before the charge, so a charged request always releases.
     """
     p = request.params
     if "rows" in request.arrays:
@@ -140,54 +187,78 @@ def dp_representation(party: Party, request: Message) -> Message:
             "give every party the study's anchor key: [anchor] key_file in party.toml",
         )
     try:
-        eps = check_epsilon(p["epsilon"], "epsilon of dp_representation")
-        delta = check_delta(p["delta"], "delta of dp_representation")
+        study, labels = p["study"], p.get("labels", False)
+        eps = check_epsilon(_number(p["epsilon"], "epsilon"), "epsilon of dp_representation")
+        delta = check_delta(_number(p["delta"], "delta"), "delta of dp_representation")
         n_components, n_anchors = p["n_components"], p["n_anchors"]
         ranges: Mapping[str, Sequence[float]] = p["anchor_ranges"]
     except KeyError as exc:
         raise ProtocolError(f"dp_representation request lacks {exc.args[0]!r}", _FIX) from None
     columns = party.table.covariate_names
     m = len(columns)
-    if isinstance(n_components, bool) or not isinstance(n_components, int) or not 1 <= n_components <= m:
+    if not isinstance(study, str) or not isinstance(labels, bool):
+        raise InputError("dp_representation needs a text study and a true/false labels", _FIX)
+    if _not_int(n_components) or not 1 <= n_components <= m:
         raise InputError(f"n_components must be an integer in 1..{m}, got {n_components!r}", "fix the study plan")
+    if _not_int(n_anchors) or n_anchors < 1:
+        raise InputError(f"n_anchors must be a positive integer, got {n_anchors!r}", "fix the study plan")
     if delta <= 0.0:
         raise InputError("a DP representation needs delta > 0 (Gaussian mechanism)", "e.g. delta = 1e-6")
-    labels = bool(p.get("labels", False))
     if labels and not party.table.has_labels:
         raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
-    clip_norm = float(p.get("clip_norm") or math.sqrt(m))
-    if not (math.isfinite(clip_norm) and clip_norm > 0.0):
-        raise InputError(f"clip_norm must be a positive number, got {p.get('clip_norm')!r}", "e.g. 2.0")
+    clip_norm = _clip_norm(p.get("clip_norm"), m)
     if labels and not isinstance(p.get("outcome_range"), (list, tuple)):
         raise InputError("the label holder's DP representation needs a public outcome_range", "add [lo, hi]")
-    y_lo, y_hi = check_bounds(tuple(p["outcome_range"]), "outcome_range") if labels else (0.0, 1.0)
-    mapping = public_map(party.anchor_key, str(p.get("study", "")), columns, ranges, n_components)
+    outcome_range = None
+    if labels:
+        outcome_range = check_bounds(tuple(p["outcome_range"]), "outcome_range")
+        public_scale(outcome_range, "outcome_range")
+    mapping = public_map(party.anchor_key, study, columns, ranges, n_components)
+    a_tilde = mapping.transform(anchor_columns(party.anchor_key, study, columns, ranges, n_anchors, purpose=DP_ANCHOR))
     sensitivity = representation_sensitivity(clip_norm, labels)
+    sigma = analytic_gaussian_sigma(sensitivity, eps, delta)
     require_ledger(party, "dp_representation").charge(
         "dp_representation",
         eps,
         delta,
-        study=str(p.get("study", "")),
+        study=study,
         details={"columns": list(columns), "n_components": n_components, "clip_norm": clip_norm, "labels": labels},
     )
-    Z, _ = clip_norms(mapping.transform(party.table.covariates), clip_norm)
-    parts = [Z]
-    if labels:
-        t_s = 2.0 * party.table.treatment.astype(np.float64) - 1.0
-        y_s = (np.clip(party.table.outcome, y_lo, y_hi) - (y_hi + y_lo) / 2.0) / ((y_hi - y_lo) / 2.0)
-        parts += [t_s[:, None], y_s[:, None]]
-    noisy = gaussian(np.hstack(parts), sensitivity, eps, delta)
-    anchor = anchor_columns(party.anchor_key, str(p.get("study", "")), columns, ranges, int(n_anchors),
-                            purpose=DP_ANCHOR)
-    arrays = {"x_tilde": noisy[:, :n_components], "a_tilde": mapping.transform(anchor)}
+    values = exact_release(party.table, mapping, clip_norm, outcome_range)
+    noisy = gaussian(values[release_order(party.anchor_key, study, party.table.n_subjects)], sensitivity, eps, delta)
+    arrays = {"x_tilde": noisy[:, :n_components], "a_tilde": a_tilde}
     if labels:
         arrays["t_noisy"], arrays["y_noisy"] = noisy[:, n_components], noisy[:, n_components + 1]
     params = {
         "n_components": n_components,
-        "sigma": analytic_gaussian_sigma(sensitivity, eps, delta),
+        "sigma": sigma,
         "sensitivity": sensitivity,
         "clip_norm": clip_norm,
         "epsilon": eps,
         "delta": delta,
     }
     return Message("dp_representation", params, arrays)
+
+
+def _not_int(value: object) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int)
+
+
+def _number(value: object, name: str) -> float:
+    """A real number (not a bool, not text) from a request, or a one-line :class:`InputError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{name} of dp_representation must be a number, got {value!r}", _FIX)
+    return float(value)
+
+
+def _clip_norm(value: object, m: int) -> float:
+    """The request's norm bound C in (0, sqrt(m)], or sqrt(m) when absent (above it, C never binds)."""
+    if value is None:
+        return math.sqrt(m)
+    c = _number(value, "clip_norm")
+    if not (math.isfinite(c) and 0.0 < c <= math.sqrt(m) * (1.0 + 1e-12)):
+        raise InputError(
+            f"clip_norm must lie in (0, sqrt(m)] = (0, {math.sqrt(m):.6g}], got {value!r}",
+            "omit it (sqrt(m), never binds) or ask for a smaller bound",
+        )
+    return min(c, math.sqrt(m))

@@ -21,7 +21,9 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   number of components is data-dependent); ``r`` must lie in ``[min_anchors, max_anchors]``; and at
   most ``max_representation_requests`` requests per study are answered (a study with B bootstrap
   replicates asks B + 1). ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys
-  the same rules except that it may have full rank: its guarantee is differential privacy.
+  the same rules except that it may have full rank: its guarantee is differential privacy; a
+  policy listing it may not list the plain row operations :data:`PLAIN_ROW_OPERATIONS`, whose exact
+  replies on the same rows would undo that guarantee (:class:`ConfigError`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ from collabcausal.party.request_limits import RequestLimits
 
 if TYPE_CHECKING:
     from collabcausal.party.node import Party
+
+DP_REPRESENTATION = "dp_representation"
+PLAIN_ROW_OPERATIONS = frozenset({"dc_representation", "weighted_moments"})
+"""Operations whose exact replies describe the rows: a policy answering ``dp_representation`` may
+not answer them (docs/threat-model.md, "DP representations")."""
 
 _FIX = "ask the party to change its party.toml [policy], or change the study"
 
@@ -91,6 +98,13 @@ class PartyPolicy:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
         object.__setattr__(self, "operations", frozenset(operations))
+        plain = sorted(self.operations & PLAIN_ROW_OPERATIONS) if DP_REPRESENTATION in self.operations else []
+        if plain:
+            raise ConfigError(
+                f"policy answers {DP_REPRESENTATION!r} and the non-DP {plain[0]!r} on the same rows: the exact "
+                "replies of the latter fall outside the DP guarantee and undo it",
+                f"list only {DP_REPRESENTATION!r} (with describe/align) for a guarantee, or drop it",
+            )
         object.__setattr__(self, "columns", frozenset(columns))
         object.__setattr__(self, "min_subjects", min_subjects)
         object.__setattr__(self, "alignment_key", alignment_key)
