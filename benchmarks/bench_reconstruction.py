@@ -62,6 +62,7 @@ from collabcausal.attacks.secret_anchor import secret_anchor_attack
 from collabcausal.errors import CollabCausalError
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_columns, simulation_anchor_key
+from collabcausal.party.dp_representation import release_order
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.node import Party
 from collabcausal.protocol.inprocess import InProcessGrid
@@ -88,6 +89,13 @@ class Scenario:
 
     def __post_init__(self) -> None:
         self.ranges = {k: [float(a), float(b)] for k, (a, b) in self.data.covariate_ranges().items()}
+
+    def table_order(self, released: NDArray[np.float64]) -> NDArray[np.float64]:
+        """A DP release's rows put back in table order with the key (what a colluding key holder can
+        do; the analyst alone does not know which subject a row describes): the worst case scored."""
+        out = np.empty_like(released)
+        out[release_order(simulation_anchor_key(SEED), self.study, released.shape[0])] = released
+        return out
 
     def parties(self, ledgers: Path | None = None) -> dict[str, Party]:
         """Fresh simulated parties (with ledgers in ``ledgers`` for DP releases)."""
@@ -208,7 +216,8 @@ def dp_mode(scenario: Scenario, epsilon: float, n_requests: int) -> View:
         spec = DPRepresentationSpec(epsilon, DELTA, (float(y.min()), float(y.max())), max_se_floor=math.inf)
         estimate = _effect(lambda: run_dp_dcqe(grid, scenario.plan(scenario.m_j), spec, n_boot=DP_BOOT).estimate)
         effect, se = (None, None) if estimate is None else (estimate.estimate, estimate.se)
-        releases = {p: (r.arrays["x_tilde"], r.arrays["a_tilde"]) for p, r in grid.replies.items()}
+        releases = {p: (scenario.table_order(r.arrays["x_tilde"]), r.arrays["a_tilde"])
+                    for p, r in grid.replies.items()}
         row = next(names for names in scenario.partition.names() if TARGETS[0] in names)
         bound = correlation_bound([grid.replies[p].params["sensitivity"] / grid.replies[p].params["sigma"]
                                    for p in row])
@@ -218,8 +227,8 @@ def dp_mode(scenario: Scenario, epsilon: float, n_requests: int) -> View:
             for _ in range(1, n_requests):
                 params = {"study": scenario.study, "epsilon": epsilon, "delta": DELTA, "n_components": scenario.m_j,
                           "n_anchors": scenario.n_anchors, "anchor_ranges": scenario.ranges}
-                requests[target].append((None, parties[target].handle(Message("dp_representation", params))
-                                         .arrays["x_tilde"]))
+                requests[target].append((None, scenario.table_order(
+                    parties[target].handle(Message("dp_representation", params)).arrays["x_tilde"])))
         plan = scenario.plan(scenario.m_j)
         floor = se_floor(plan, spec, describe_parties(InProcessGrid(parties.values()), plan))
     return View(releases, requests, effect, bound, floor, se)

@@ -37,6 +37,8 @@ Sections (paths are relative to the file's folder)::
     max_params_depth = 8
     max_list_length = 10000
     max_moment_requests = 32
+    allow_plain_with_dp = false     # true lets dp_representation be listed with dc_representation or
+                                    #   weighted_moments: their exact replies void its guarantee
 
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0
@@ -124,6 +126,7 @@ class PolicySection(Section):
     max_params_depth: int = Field(RequestLimits.max_params_depth, ge=1, description=f"{_POSITIVE}, e.g. 8")
     max_list_length: int = Field(RequestLimits.max_list_length, ge=1, description=f"{_POSITIVE}, e.g. 10000")
     max_moment_requests: int = Field(RequestLimits.max_moment_requests, ge=1, description=f"{_POSITIVE}, e.g. 32")
+    allow_plain_with_dp: bool = Field(False, description="true or false")
 
     @field_validator("columns")
     @classmethod
@@ -272,6 +275,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
         max_representation_requests=policy.max_representation_requests,
         min_weight_ratio=policy.min_weight_ratio,
         limits=policy.limits(),
+        allow_plain_with_dp=policy.allow_plain_with_dp,
     )
     connection = Connection(
         address=analyst.address, insecure=analyst.insecure, reconnect_timeout=analyst.reconnect_timeout, **tls_paths

@@ -23,7 +23,8 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   replicates asks B + 1). ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys
   the same rules except that it may have full rank: its guarantee is differential privacy; a
   policy listing it may not list the plain row operations :data:`PLAIN_ROW_OPERATIONS`, whose exact
-  replies on the same rows would undo that guarantee (:class:`ConfigError`).
+  replies on the same rows would undo that guarantee (:class:`ConfigError`; ``allow_plain_with_dp``
+  opts out, for simulations that compare both and claim no guarantee).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class PartyPolicy:
     max_representation_requests: int = 1_100
     min_weight_ratio: float = 0.01
     limits: RequestLimits = field(default_factory=RequestLimits)
+    allow_plain_with_dp: bool = False
 
     def __init__(
         self,
@@ -94,17 +96,20 @@ class PartyPolicy:
         max_representation_requests: int = 1_100,
         min_weight_ratio: float = 0.01,
         limits: RequestLimits | None = None,
+        allow_plain_with_dp: bool = False,
     ) -> None:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
         object.__setattr__(self, "operations", frozenset(operations))
         plain = sorted(self.operations & PLAIN_ROW_OPERATIONS) if DP_REPRESENTATION in self.operations else []
-        if plain:
+        if plain and not allow_plain_with_dp:
             raise ConfigError(
                 f"policy answers {DP_REPRESENTATION!r} and the non-DP {plain[0]!r} on the same rows: the exact "
                 "replies of the latter fall outside the DP guarantee and undo it",
-                f"list only {DP_REPRESENTATION!r} (with describe/align) for a guarantee, or drop it",
+                f"list only {DP_REPRESENTATION!r} (with describe/align) for a guarantee, drop it, or set "
+                "allow_plain_with_dp = true (simulations: no guarantee)",
             )
+        object.__setattr__(self, "allow_plain_with_dp", bool(allow_plain_with_dp))
         object.__setattr__(self, "columns", frozenset(columns))
         object.__setattr__(self, "min_subjects", min_subjects)
         object.__setattr__(self, "alignment_key", alignment_key)

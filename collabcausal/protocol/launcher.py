@@ -222,8 +222,9 @@ def _reduction_policy(policy: PartyPolicy | None) -> dict:
     """The reduction keys of ``policy``; a simulation party without a policy allows everything in process,
     so its file allows full rank and any r too."""
     if policy is None:
-        return {"allow_full_rank": True, "min_anchors": 1, "max_anchors": 10**9, "max_representation_requests": 10**9}
-    keys = ("allow_full_rank", "min_anchors", "max_anchors", "max_representation_requests")
+        return {"allow_full_rank": True, "min_anchors": 1, "max_anchors": 10**9, "max_representation_requests": 10**9,
+                "allow_plain_with_dp": True}
+    keys = ("allow_full_rank", "min_anchors", "max_anchors", "max_representation_requests", "allow_plain_with_dp")
     out = {k: getattr(policy, k) for k in keys}
     return out if policy.max_components is None else out | {"max_components": policy.max_components}
 

@@ -11,7 +11,7 @@ from collabcausal.attacks.dp_bound import correlation_bound
 from collabcausal.attacks.metrics import reconstruction_error
 from collabcausal.messages import Message
 from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.dp_representation import public_map
+from collabcausal.party.dp_representation import public_map, release_order
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -45,7 +45,9 @@ def _key_holder_inversion(data, party, epsilon):
     mapping = public_map(simulation_anchor_key(SEED), STUDY, columns, ranges, len(columns))
     scaled = reply.arrays["x_tilde"] @ mapping.rotation  # R is orthogonal: R^T z = s + noise
     guess = mapping.low + (scaled + 1.0) / 2.0 * (mapping.high - mapping.low)
-    score = reconstruction_error(party.table.covariates, guess, [ranges[c] for c in columns])
+    # the key holder also knows which subject each released row describes
+    truth = party.table.covariates[release_order(simulation_anchor_key(SEED), STUDY, party.table.n_subjects)]
+    score = reconstruction_error(truth, guess, [ranges[c] for c in columns])
     mu = reply.params["sensitivity"] / reply.params["sigma"]
     return score, mu
 

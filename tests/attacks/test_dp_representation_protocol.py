@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collabcausal.errors import CollabCausalError, ConfigError, InputError, ProtocolError
+from collabcausal.errors import CollabCausalError, ConfigError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.anchor import simulation_anchor_key
@@ -133,4 +133,5 @@ def test_a_policy_cannot_answer_dp_representations_and_plain_row_operations(plai
     with pytest.raises(ConfigError, match=plain):
         PartyPolicy(["describe", "dp_representation", plain], ["a", "b", "c"])
     PartyPolicy(["describe", "aligned_ids", "align", "dp_representation", "dp_count"], ["a"])
+    PartyPolicy(["dp_representation", plain], ["a"], allow_plain_with_dp=True)  # explicit opt-out only
 
