@@ -26,7 +26,13 @@ relation (substitution of one subject, n public; docs/differential-privacy.md):
    Substituting one subject changes one row of the release; the covariate part lies in a ball of
    radius ``C`` (diameter ``2C``) and each label coordinate moves by at most 2.
 
-The whole release is charged once to the party's ledger, before anything is computed. The analyst
+5. **Release order.** The rows leave in :func:`release_order`, a keyed permutation shared by the
+   row group, so their position says nothing about the values to an analyst without the key.
+
+The whole release is charged once to the party's ledger, before anything is computed from the
+rows; everything that depends only on the request (validation, map, anchor image, sigma) is done
+before the charge, so a charged request always releases. The calibration is audited on
+worst-case neighbours by :mod:`collabcausal.attacks.dp_audit`. The analyst
 bootstraps the released rows itself (no per-replicate requests, so no composition over replicates)
 and corrects its propensity model for the known noise (:mod:`collabcausal.analyst.dp_release`).
 """

@@ -102,8 +102,8 @@ def test_a_large_audit_at_every_epsilon_of_the_benchmark(epsilon):
 
 @pytest.mark.slow
 def test_the_audit_of_the_opendp_sampler_a_party_uses():
-    # OpenDP's sampler (OS entropy, not seedable; about 20 us per value, so 20,000 releases of 20
-    # entries per table, ~40 s): false-failure rate <= 1 - confidence = 1e-6.
+    # OpenDP's sampler (OS entropy, not seedable; about 50 us per value, so 20,000 releases of 20
+    # entries per table, ~40-90 s): false-failure rate <= 1 - confidence = 1e-6.
     first, second = _neighbours(3, math.sqrt(3), True)
     sensitivity = representation_sensitivity(math.sqrt(3), True)
     audit = audit_gaussian_release(first, second, sensitivity, 1.0, DELTA, 20_000, rng=None)
