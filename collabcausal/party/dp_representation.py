@@ -210,6 +210,12 @@ def dp_representation(party: Party, request: Message) -> Message:
         raise InputError(f"n_anchors must be a positive integer, got {n_anchors!r}", "fix the study plan")
     if delta <= 0.0:
         raise InputError("a DP representation needs delta > 0 (Gaussian mechanism)", "e.g. delta = 1e-6")
+    if delta >= 1.0 / party.table.n_subjects:
+        raise InputError(
+            f"delta {delta:g} is not below 1/n = 1/{party.table.n_subjects}: it would allow releasing a subject "
+            "in the clear",
+            "ask for a delta well below 1/n, e.g. 1e-6",
+        )
     if labels and not party.table.has_labels:
         raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
     clip_norm = _clip_norm(p.get("clip_norm"), m)

@@ -135,3 +135,13 @@ def test_a_policy_cannot_answer_dp_representations_and_plain_row_operations(plai
     PartyPolicy(["describe", "aligned_ids", "align", "dp_representation", "dp_count"], ["a"])
     PartyPolicy(["dp_representation", plain], ["a"], allow_plain_with_dp=True)  # explicit opt-out only
 
+
+
+def test_a_delta_that_allows_releasing_a_subject_in_the_clear_is_refused_uncharged(tmp_path):
+    # (0, 1/n)-DP allows publishing one random subject's row exactly; the budget alone (here 0.5)
+    # would let delta = 0.05 through for n = 40.
+    ledger = PrivacyLedger(tmp_path / "wide.sqlite", epsilon=100.0, delta=0.5, dataset="d")
+    party = Party("p", _table(0), ledger=ledger, anchor_key=KEY)
+    with pytest.raises(CollabCausalError, match="1/n"):
+        party.handle(_request(delta=0.05))
+    assert ledger.spent() == (0.0, 0.0)
