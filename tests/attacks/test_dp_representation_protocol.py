@@ -24,12 +24,12 @@ RANGES = {"a": [0.0, 10.0], "b": [-1.0, 1.0], "c": [0.0, 1.0]}
 
 
 def _table(seed: int, n: int = 40) -> PartyTable:
+    """Uniform covariates on RANGES, alternating treatment, normal outcome."""
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({
-        "a": rng.uniform(0, 10, n), "b": rng.uniform(-1, 1, n), "c": rng.uniform(0, 1, n),
-        "t": np.arange(n) % 2, "y": rng.normal(size=n),
-    })
-    return PartyTable.from_frame(frame, ["a", "b", "c"], treatment="t", outcome="y")
+    low, high = np.array(list(RANGES.values())).T
+    frame = pd.DataFrame(rng.uniform(low, high, size=(n, 3)), columns=list(RANGES))
+    return PartyTable.from_frame(frame.assign(t=np.arange(n) % 2, y=rng.normal(size=n)), list(RANGES),
+                                 treatment="t", outcome="y")
 
 
 def _party(tmp_path, *, seed: int = 0, policy=None, name: str = "ledger") -> Party:
