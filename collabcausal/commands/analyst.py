@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
     for warning in report["warnings"]:
-        log.warning("warning: %s", warning)
+        log.warning("%s", warning)
     print(f"report: {path} and {html}")
     return 0
 
