@@ -10,7 +10,8 @@ with a "did you mean" hint (:mod:`difflib`) for unknown keys::
 
     party.toml: unknown key [policy] min_subject; fix: did you mean 'min_subjects'?
 
-A field's ``description`` says what a valid value looks like; it becomes the fix of a bad value.
+A field's ``description`` says what a valid value looks like; it becomes the fix of a bad value. A
+rule over a whole section (a model validator) raises ``ValueError("problem; fix: fix")``.
 """
 
 from __future__ import annotations
@@ -103,9 +104,15 @@ def config_error(file: Path, model: type[BaseModel], exc: ValidationError) -> Co
             return ConfigError(f"{file}: unknown {kind} {typo} and {where} is missing", f"did you mean {loc[-1]!r}?")
         section = _where(loc[:-1]) if len(loc) > 1 else "the file"
         return ConfigError(f"{file}: {where} is missing", f"{section} needs {loc[-1]}: {_describe(parent, loc[-1])}")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if isinstance(error.get("input"), dict):  # a section-wide rule (a model validator): "problem; fix: fix"
+        problem, _, fix = message.partition("; fix: ")
+        return ConfigError(
+            f"{file}: {where + ': ' if loc else ''}{problem}",
+            fix or "see docs/protocol.md for the keys and their values",
+        )
     value = repr(error.get("input"))
     value = value if len(value) <= 60 else value[:57] + "..."
-    message = str(error["msg"]).removeprefix("Value error, ")
     return ConfigError(f"{file}: {where} = {value} is invalid ({message})", _describe(parent, loc[-1]))
 
 

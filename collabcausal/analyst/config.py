@@ -31,6 +31,16 @@ Sections (paths relative to the file's folder)::
     parties = ["hospital-a", "lab-a"]
     label_holder = "hospital-a"       # optional; default the first party
 
+    [dp_representation]               # optional: every party releases one (eps, delta)-DP representation
+    epsilon = 4.0                     # each party's budget for its one release
+    delta = 1e-6
+    outcome_range = [0, 30000]        # public; the label holder clips the outcome to it
+    # clip_norm, lambdas, simex_replicates, max_se_floor: see DPRepresentationSpec
+
+With ``[dp_representation]`` the study runs SIMEX-corrected IPW on the parties' DP releases
+(:func:`~collabcausal.analyst.dp_release.run_dp_dcqe`): ``estimators`` must be ``["ipw"]`` (the
+default then), ``interval`` ``"percentile"`` and ``party_components`` integers.
+
 The roster (parties admitted) is every party named in ``row_groups``. The file is validated
 against :class:`StudyFile` (:mod:`collabcausal.config_schema`): unknown sections and keys are
 refused with a "did you mean" hint and every value is range-checked. A study kind adds its own
@@ -42,11 +52,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from collabcausal.analyst.dcqe import DCQEPlan
+from collabcausal.analyst.dp_release import DPRepresentationSpec
 from collabcausal.analyst.effects import ESTIMATORS
 from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
@@ -81,7 +92,8 @@ class StudySection(Section):
     def _bootstrap_for_interval(self) -> StudySection:
         if self.bootstrap == 0 and self.interval != "analytic":
             raise ValueError(
-                f'interval = "{self.interval}" needs bootstrap replicates: set bootstrap = 200 or interval = "analytic"'
+                f'interval = "{self.interval}" needs bootstrap replicates; '
+                'fix: set bootstrap = 200 or interval = "analytic"'
             )
         return self
 
@@ -109,6 +121,42 @@ class RowGroupSection(Section):
     label_holder: str | None = Field(None, description="one of parties (default: the first)")
 
 
+class DPRepresentationSection(Section):
+    """``[dp_representation]``: every party releases one (epsilon, delta)-DP representation.
+
+    The fields are those of :class:`~collabcausal.analyst.dp_release.DPRepresentationSpec`
+    (docs/dcqe.md, "DP representations").
+    """
+
+    epsilon: float = Field(gt=0, description="each party's epsilon for its one release, a number > 0, e.g. 4.0")
+    delta: float = Field(gt=0, lt=1, description="each party's delta, in (0, 1), e.g. 1e-6")
+    outcome_range: list[float] = Field(
+        min_length=2, max_length=2, description="the public outcome range [low, high], e.g. [0, 30000]"
+    )
+    clip_norm: float | None = Field(None, gt=0, description="the public row-norm bound C > 0 (default sqrt(m))")
+    lambdas: list[Annotated[float, Field(gt=0)]] = Field(
+        [0.5, 1.0, 1.5, 2.0], min_length=1, description="SIMEX noise multiples > 0, e.g. [0.5, 1.0, 1.5, 2.0]"
+    )
+    simex_replicates: int = Field(20, ge=1, description="SIMEX replicates per multiple, an integer >= 1")
+    max_se_floor: float | None = Field(
+        None, gt=0, description="refuse the study when the outcome noise alone sets an SE above this"
+    )
+
+    @field_validator("outcome_range")
+    @classmethod
+    def _outcome_range(cls, value: list[float]) -> list[float]:
+        if not value[0] < value[1]:
+            raise ValueError(f"outcome_range must be [low, high] with low < high, got {value}")
+        return value
+
+    def spec(self) -> DPRepresentationSpec:
+        """The analyst's :class:`~collabcausal.analyst.dp_release.DPRepresentationSpec`."""
+        fields = self.model_dump()
+        return DPRepresentationSpec(
+            **fields | {"outcome_range": tuple(self.outcome_range), "lambdas": tuple(self.lambdas)}
+        )
+
+
 class StudyFile(Section):
     """The schema of ``study.toml`` (see the module docstring)."""
 
@@ -118,6 +166,30 @@ class StudyFile(Section):
         min_length=1, description="the public range [low, high] of every covariate, e.g. age = [17, 55]"
     )
     row_groups: list[RowGroupSection] = Field(min_length=1, description='[[row_groups]] with parties = ["..."]')
+    dp_representation: DPRepresentationSection | None = None
+
+    @model_validator(mode="after")
+    def _dp_study(self) -> StudyFile:
+        """DP representations run SIMEX-corrected IPW with a bootstrap of the released rows only."""
+        if self.dp_representation is None:
+            return self
+        study = self.study
+        if "estimators" in study.model_fields_set and study.estimators != ["ipw"]:
+            raise ValueError(
+                'DP representations support estimators = ["ipw"] only; '
+                "fix: drop estimators (matching needs exact labels)"
+            )
+        if study.interval != "percentile":
+            raise ValueError(
+                'DP representations support interval = "percentile" only; '
+                "fix: drop interval (the bootstrap resamples released rows)"
+            )
+        components = study.party_components
+        if any(isinstance(v, float) for v in (components.values() if isinstance(components, dict) else [components])):
+            raise ValueError(
+                "[dp_representation] needs an integer party_components (a variance fraction is data-dependent)"
+            )
+        return self
 
     @field_validator("anchor_ranges")
     @classmethod
@@ -157,6 +229,7 @@ class StudyConfig:
     out: Path
     interval: str = "percentile"
     n_boot: int = 200
+    dp: DPRepresentationSpec | None = None
 
     @property
     def roster(self) -> tuple[str, ...]:
@@ -180,13 +253,14 @@ class StudyConfig:
             )
         s = self.settings
         keys = ("seed", "estimand", "estimators", "n_components", "party_components")
+        chosen = {k: s[k] for k in keys if k in s} | ({"estimators": ("ipw",)} if self.dp is not None else {})
         return DCQEPlan(
             row_groups=groups,
             label_holders=holders,
             anchor_ranges=self.anchor_ranges,
             n_anchors=int(s.get("n_anchors", 1000)),
             study=self.study,
-            **{k: s[k] for k in keys if k in s},
+            **chosen,
         )
 
 
@@ -224,4 +298,5 @@ def load_study_config(path: str | Path) -> StudyConfig:
         out=(base / study.out).resolve(),
         interval=study.interval,
         n_boot=study.bootstrap,
+        dp=None if doc.dp_representation is None else doc.dp_representation.spec(),
     )

@@ -145,7 +145,7 @@ def run_command(args: argparse.Namespace) -> int:
     )
     print(format_table(result.rows(), title))
     for warning in simulation_warnings(result):
-        log.warning("warning: %s", warning)
+        log.warning("%s", warning)
     for path in write_results(result, args.out):
         log.info("wrote %s", path)
     return 0

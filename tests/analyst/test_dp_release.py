@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
-from collabcausal.analyst.dp_release import DPRepresentationSpec, noisy_ipw, noisy_logistic, run_dp_dcqe, simex
+from collabcausal.analyst.dp_release import (
+    DPRepresentationSpec,
+    estimate_release,
+    noisy_ipw,
+    noisy_logistic,
+    request_release,
+    run_dp_dcqe,
+    simex,
+)
 from collabcausal.errors import InputError
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.party.anchor import simulation_anchor_key
@@ -114,6 +122,15 @@ def test_only_ipw_is_offered_on_dp_representations(lalonde_grid):
         run_dp_dcqe(InProcessGrid(parties), psm, DPRepresentationSpec(1.0, 1e-5, (0.0, 125.0)))
 
 
+def test_given_a_release_the_analyst_side_is_a_function_of_the_study_seed(lalonde_grid):
+    parties, plan = lalonde_grid
+    spec = DPRepresentationSpec(1e8, 1e-5, (0.0, 125.0))
+    release = request_release(InProcessGrid(parties), plan, spec)
+    first, again = (estimate_release(release, plan, spec, n_boot=3) for _ in range(2))
+    assert first.estimate.estimate == again.estimate.estimate
+    np.testing.assert_array_equal(first.replicates, again.replicates)
+
+
 def test_a_dp_study_runs_over_mutual_tls_with_each_party_charging_its_own_ledger(lalonde_grid, tmp_path):
     from collabcausal.party.ledger import PrivacyLedger as Ledger
     from collabcausal.protocol.launcher import local_grpc_grid
@@ -127,3 +144,71 @@ def test_a_dp_study_runs_over_mutual_tls_with_each_party_charging_its_own_ledger
     for party in parties:
         ledger = Ledger.from_file(tmp_path / party.name / "ledger.sqlite")
         assert [c.operation for c in ledger.history()] == ["dp_representation"]
+
+
+def _dp_study_toml(folder, plan, extra: str = "", dp: str = "epsilon = 1e8\ndelta = 1e-5\noutcome_range = [0, 125]"):
+    ranges = "\n".join(f"{k} = [{float(lo)!r}, {float(hi)!r}]" for k, (lo, hi) in plan.anchor_ranges.items())
+    groups = "\n".join(f"[[row_groups]]\nparties = {list(g)!r}".replace("'", '"') for g in plan.row_groups)
+    path = folder / "study.toml"
+    path.write_text(
+        f'[study]\nid = "{plan.study}"\nseed = 0\nestimand = "att"\nn_anchors = 500\nparty_components = 4\n'
+        f"bootstrap = 4\n{extra}\n[server]\naddress = \"127.0.0.1:0\"\ninsecure = true\n"
+        f"[anchor_ranges]\n{ranges}\n{groups}\n[dp_representation]\n{dp}\n"
+    )
+    return path
+
+
+def test_a_served_dp_study_gives_over_grpc_the_numbers_it_gives_in_process(lalonde_grid, tmp_path):
+    """study.toml's [dp_representation]: `analyst serve`'s run_study asks one release per party and
+    reports SIMEX-corrected IPW with its bootstrap interval and each party's spend, over mutual TLS as
+    in process. The parties' noise comes from OS entropy (OpenDP), never from the study seed, so the
+    two runs agree to the noise's size, not bit for bit; given a release the analyst is deterministic."""
+    from collabcausal.analyst.config import load_study_config
+    from collabcausal.commands.analyst import format_estimate, run_study
+    from collabcausal.protocol.launcher import local_grpc_grid
+
+    parties, plan = lalonde_grid
+    config = load_study_config(_dp_study_toml(tmp_path, plan))
+    assert config.plan().estimators == ("ipw",) and config.dp.epsilon == 1e8
+    local = run_study(InProcessGrid(parties), config)
+    with local_grpc_grid(parties, workdir=tmp_path / "grpc", tls=True) as grid:
+        served = run_study(grid, config)
+    row = served["estimates"]["ipw"]
+    plain = run_dcqe(InProcessGrid(parties), plan).effects.estimates["ipw"].estimate
+    for report in (local, served):  # tolerance: see the first in-process test
+        assert report["estimates"]["ipw"]["estimate"] == pytest.approx(plain, abs=0.05)
+    assert row["method"] == "ipw-simex" and row["n_boot"] == 4 and row["ci_low"] <= row["ci_high"]
+    assert served["privacy"] == {p.name: {"epsilon": 1e8, "delta": 1e-5} for p in parties}
+    assert "smd" not in served and any("SIMEX" in w for w in served["warnings"])
+    assert "percentile CI" in format_estimate(row)
+
+
+@pytest.mark.parametrize(
+    ("extra", "dp", "problem"),
+    [
+        ('estimators = ["psm", "ipw"]', None, 'estimators = \\["ipw"\\] only'),
+        ('interval = "bca"', None, 'interval = "percentile" only'),
+        ("", "epsilon = 1.0\ndelta = 1e-5\noutcome_range = [0, 125]\nclip = 2.0", "clip_norm"),
+        ("", "epsilon = 1.0\ndelta = 0.0\noutcome_range = [0, 125]", "delta"),
+        ("", "epsilon = 1.0\ndelta = 1e-5\noutcome_range = [125, 0]", "low < high"),
+    ],
+)
+def test_a_dp_study_toml_is_refused_at_load_with_the_fix(lalonde_grid, tmp_path, extra, dp, problem):
+    from collabcausal.analyst.config import load_study_config
+    from collabcausal.errors import ConfigError
+
+    _, plan = lalonde_grid
+    kwargs = {} if dp is None else {"dp": dp}
+    with pytest.raises(ConfigError, match=problem):
+        load_study_config(_dp_study_toml(tmp_path, plan, extra, **kwargs))
+
+
+def test_a_dp_study_needs_integer_components(lalonde_grid, tmp_path):
+    from collabcausal.analyst.config import load_study_config
+    from collabcausal.errors import ConfigError
+
+    _, plan = lalonde_grid
+    path = _dp_study_toml(tmp_path, plan)
+    path.write_text(path.read_text().replace("party_components = 4", "party_components = 0.9"))
+    with pytest.raises(ConfigError, match="integer party_components"):
+        load_study_config(path)
