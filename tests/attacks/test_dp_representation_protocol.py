@@ -62,6 +62,7 @@ BAD = {
     "clip_norm bool": _request(clip_norm=True),
     "epsilon text": _request(epsilon="abc"),
     "epsilon bool": _request(epsilon=True),
+    "epsilon overflows the calibration": _request(epsilon=1e300),
     "delta bool": _request(delta=True),
     "labels text": _request(labels="no"),
     "study not text": _request(study=["s"]),

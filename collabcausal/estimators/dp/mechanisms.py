@@ -105,11 +105,14 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
         return math.log(max(gaussian_delta(math.exp(log_s), d, eps), 1e-320)) - target
 
     lo, hi = math.log(d) - 10.0, math.log(d) + 2.0
-    while gap(lo) < 0:
-        lo -= 10.0
-    while gap(hi) > 0:
-        hi += 2.0
-    return math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)) * (1.0 + 1e-9)
+    try:
+        while gap(lo) < 0:
+            lo -= 10.0
+        while gap(hi) > 0:
+            hi += 2.0
+        return math.exp(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12)) * (1.0 + 1e-9)
+    except OverflowError:
+        raise InputError(f"epsilon {eps:g} is beyond the Gaussian calibration", "ask for a smaller epsilon") from None
 
 
 def gaussian_delta(sigma: float, sensitivity: float, epsilon: float) -> float:

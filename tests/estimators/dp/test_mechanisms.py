@@ -155,3 +155,10 @@ def test_privacy_audit_of_the_gaussian_mechanism_stays_within_epsilon_delta():
     sigma = M.analytic_gaussian_sigma(1.0, eps, delta)
     audited = _audit_epsilon(out_d, out_d_prime, 0.5 + eps * sigma**2, delta)
     assert audited <= eps
+
+
+def test_an_epsilon_beyond_the_calibration_is_a_one_line_input_error():
+    # Red team 9: a hostile analyst's epsilon = 1e300 overflowed inside the calibration
+    # (OverflowError, outside the error hierarchy) before any ledger could refuse it.
+    with pytest.raises(InputError, match="epsilon"):
+        M.analytic_gaussian_sigma(4.47, 1e300, 1e-6)
