@@ -117,7 +117,8 @@ def federated_dp_smd(
 
     Each party's sums ``sum_wx`` and ``sum_wx2`` carry ``N(0, sigma^2)`` noise (sigma in its
     reply); the moments of the row groups add, and so do their noise variances. The covariates are
-    centred at the midpoints of their public bounds (SMD does not change under a shift).
+    standardised on their public bounds, ``(clip(x) - mid) / half`` (SMD does not change under a
+    positive affine map), so the bounds must be the same for every row group.
     """
     names, total, variance = _federated_moments(grid, parties, rows, treatment, weights, dp, study, timeout)
     return DPSMD(names, smd_from_moments(total), smd_noise_sd(total, np.sqrt(variance)))

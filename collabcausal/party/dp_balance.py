@@ -7,25 +7,28 @@ noise, (epsilon, delta)-DP under the project's one relation (substitution of one
 docs/differential-privacy.md), whatever weights and arms the analyst sends:
 
 1. **Public box.** Each requested covariate is clipped to the public range ``[lo, hi]`` sent in the
-   request and centred at its midpoint ``c = (lo + hi) / 2``: ``z = clip(x, lo, hi) - c`` lies in
-   ``[-h, h]`` with ``h = (hi - lo) / 2``. The reply carries the moments of ``z`` (SMD does not
-   change under a shift, and a centred box halves the noise that the squares need).
+   request and standardised to ``z = (clip(x, lo, hi) - c) / h`` in ``[-1, 1]``, with centre
+   ``c = (lo + hi) / 2`` and scale ``h = (hi - lo) / 2``. The reply carries the moments of ``z``:
+   SMD does not change under a positive affine map of a covariate, and on the standard box every
+   covariate gets the same noise whatever its range.
 2. **Weights are public.** The arms and weights are the analyst's request: ``sum_w`` and
    ``sum_w2`` per arm are functions of the request alone and are returned exactly. Subject ``k``
    enters the sums with its total weight ``W_k`` (summed over the rows that repeat it).
 3. **Sensitivity.** Subject ``k`` adds ``W_k u_k`` with ``u_k = (z_k, z_k^2)`` (m + m numbers) to
-   the block of its arm. Substituting it changes the released vector
-   ``(sum_wz, sum_wz2)`` of both arms (4m numbers) by at most, in L2,
+   the block of its arm. Substituting it changes the released vector ``(sum_wz, sum_wz2)`` of both
+   arms (4m numbers) by at most, in L2,
 
-       Delta = max_k W_k * max( sqrt(sum_j 4 h_j^2 + h_j^4), sqrt(2 sum_j h_j^2 + h_j^4) )
+       Delta = 2 sqrt(m) max_k W_k
 
-   The first term is a substitution within the subject's arm (``|z - z'| <= 2h``,
-   ``|z^2 - z'^2| <= h^2``); the second is a substitution that also flips its arm (the request's
-   arms come from the label holder, whose record may be the one substituted): ``W_k u_k`` leaves
-   one block and ``W_k u'_k`` enters the other, ``sqrt(|u|^2 + |u'|^2)`` with ``|u|^2 <= sum h^2 +
-   h^4``. A subject whose rows carry both arms changes by ``sqrt(a_0^2 + a_1^2) |u - u'| <= W_k
-   |u - u'|``. Weight 1 on one subject and 1e-300 on the others therefore buys the analyst nothing:
-   the noise is scaled to the heaviest subject.
+   Within the subject's arm, per covariate ``(z - z')^2 + (z^2 - z'^2)^2 = d^2 (1 + e^2)`` with
+   ``d = z - z'``, ``e = z + z'`` and ``|d| + |e| <= 2``; ``(2 - |e|)^2 (1 + e^2)`` decreases in
+   ``|e|``, so the maximum is 4, at opposite ends (``z = -1, z' = 1``: the bound is attained). A
+   substitution that also flips the subject's arm (the request's arms come from the label holder,
+   whose record may be the one substituted) moves ``W_k u_k`` out of one block and ``W_k u'_k``
+   into the other: ``|u|^2 + |u'|^2 <= 2 + 2`` per covariate, the same 4. A subject whose rows
+   carry both arms moves by ``sqrt(a_0^2 + a_1^2) |u - u'| <= W_k |u - u'|``. Weight 1 on one
+   subject and 1e-300 on the others therefore buys the analyst nothing: the noise is scaled to the
+   heaviest subject.
 4. **Noise.** ``N(0, sigma^2)`` on each of the 4m sums from the vetted OpenDP sampler
    (:func:`collabcausal.estimators.dp.mechanisms.gaussian`), sigma the analytic Gaussian
    calibration of ``Delta`` (Balle & Wang 2018, Theorem 8).
@@ -60,37 +63,34 @@ OPERATION = "dp_weighted_moments"
 _FIX = "send columns=[...], bounds=[[lo, hi], ...] (one per column), epsilon and 0 < delta < 1/n"
 
 
-def moments_sensitivity(half_widths: Sequence[float], max_weight: float) -> float:
-    """L2 sensitivity ``Delta`` of the centred weighted moments of both arms (module docstring, step 3).
+def moments_sensitivity(n_covariates: int, max_weight: float) -> float:
+    """L2 sensitivity ``Delta = 2 sqrt(m) max_k W_k`` of the standardised moments (module docstring, step 3).
 
     Parameters
     ----------
-    half_widths : sequence of float
-        ``h_j = (hi_j - lo_j) / 2`` of every released covariate.
+    n_covariates : int
+        ``m``, the released covariates.
     max_weight : float
         The largest total weight of one subject, ``max_k W_k``.
     """
-    h2 = np.square(np.asarray(half_widths, dtype=np.float64))
-    same_arm = math.sqrt(float(np.sum(4.0 * h2 + h2 * h2)))
-    flipped_arm = math.sqrt(2.0 * float(np.sum(h2 + h2 * h2)))
-    return float(max_weight) * max(same_arm, flipped_arm)
+    return 2.0 * math.sqrt(n_covariates) * float(max_weight)
 
 
-def centred_moments(
+def standardised_moments(
     columns: Sequence[NDArray[np.float64]],
     bounds: Sequence[tuple[float, float]],
     arms: NDArray[np.float64],
     weights: NDArray[np.float64],
     subjects: NDArray[np.int64],
 ) -> tuple[ArmMoments, list[int]]:
-    """The exact moments of ``z = clip(x, lo, hi) - (lo + hi) / 2`` (steps 1-2), before noise.
+    """The exact moments of ``z = (clip(x, lo, hi) - c) / h`` (steps 1-2), before noise.
 
     ``columns`` are the table's covariate columns, ``subjects`` the table row of each request row.
     Returns the moments and how many entries of each column were clipped.
     """
     clipped = [clip(values, *b) for values, b in zip(columns, bounds, strict=True)]
-    center = np.array([lo / 2.0 + hi / 2.0 for lo, hi in bounds])
-    Z = np.column_stack([values for values, _ in clipped])[subjects] - center
+    scales = np.array([public_scale(b, "bounds") for b in bounds])
+    Z = (np.column_stack([values for values, _ in clipped])[subjects] - scales[:, 0]) / scales[:, 1]
     return moments_of(Z, arms, weights), [k for _, k in clipped]
 
 
@@ -101,9 +101,9 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     Request params: ``study``, ``epsilon``, ``delta`` (0 < delta < 1/n), ``columns`` (covariates,
     in reply order) and ``bounds`` (one public ``[lo, hi]`` per column). Request arrays: ``arms``
     (0/1 per row), ``weights`` (>= 0 per row), optional ``rows``.
-    Reply params: ``covariates``, ``center`` (per column), ``sigma``, ``sensitivity``,
-    ``epsilon``, ``delta``. Reply arrays: the fields of
-    :class:`~collabcausal.estimators.balance.ArmMoments` of ``z = clip(x) - center``: ``sum_w``
+    Reply params: ``covariates``, ``center`` and ``scale`` (per column), ``sigma``,
+    ``sensitivity``, ``epsilon``, ``delta``. Reply arrays: the fields of
+    :class:`~collabcausal.estimators.balance.ArmMoments` of ``z = (clip(x) - center) / scale``: ``sum_w``
     and ``sum_w2`` exact (public), ``sum_wx`` and ``sum_wx2`` with ``N(0, sigma^2)`` noise.
     """
     p = request.params
@@ -120,7 +120,6 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     names = [str(c) for c in names]
     bounds = [check_bounds(b, f"bounds of {c!r}") for c, b in zip(names, raw_bounds, strict=True)]
     scales = np.array([public_scale(b, f"bounds of {c!r}") for c, b in zip(names, bounds, strict=True)])
-    center, half = scales[:, 0], scales[:, 1]
     columns = [party.table.column(c) for c in names]
     rows = selected_rows(party, request)
     subjects = np.arange(n) if rows is None else rows
@@ -129,14 +128,14 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     if (weights < 0.0).any():
         raise InputError("weights contain negative values", "send non-negative weights")
     max_weight = float(np.bincount(subjects, weights=weights, minlength=n).max(initial=0.0))
-    sensitivity = moments_sensitivity(half, max_weight)
+    sensitivity = moments_sensitivity(len(names), max_weight)
     if not (math.isfinite(sensitivity) and sensitivity > 0.0):
         raise InputError(f"the weights and bounds give sensitivity {sensitivity:g}", "send positive, finite ones")
     sigma = analytic_gaussian_sigma(sensitivity, eps, delta)
     charge = require_ledger(party, OPERATION).charge(
         OPERATION, eps, delta, study=str(p.get("study", "")), details={"columns": names, "max_weight": max_weight}
     )
-    exact, n_clipped = centred_moments(columns, bounds, arms, weights, subjects)
+    exact, n_clipped = standardised_moments(columns, bounds, arms, weights, subjects)
     annotate_clipping(party, charge, names, n_clipped)
     noisy = gaussian(np.stack([exact.sum_wx, exact.sum_wx2]), sensitivity, eps, delta)
     arrays: dict[str, NDArray[np.float64]] = {
@@ -147,7 +146,8 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     }
     params = {
         "covariates": names,
-        "center": center.tolist(),
+        "center": scales[:, 0].tolist(),
+        "scale": scales[:, 1].tolist(),
         "sigma": sigma,
         "sensitivity": sensitivity,
         "epsilon": eps,

@@ -18,17 +18,15 @@ import pytest
 from collabcausal.attacks.dp_audit import audit_gaussian_release, projection_errors, release_audit
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.balance import weighted_moments
-from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.dp_balance import OPERATION, centred_moments, moments_sensitivity
+from collabcausal.party.dp_balance import OPERATION, moments_sensitivity, standardised_moments
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 N = 40
 EPS, DELTA = 1.0, 1e-5
 BOUNDS = [[-1.0, 1.0], [0.0, 2.0]]
-HALF = [1.0, 1.0]
 ARMS = np.arange(N) % 2  # subject 0 in arm 0
 HOSTILE = np.r_[1.0, np.full(N - 1, 0.01)]  # weight 1 on subject 0; 0.01 = min_weight_ratio x 1 elsewhere
 
@@ -54,7 +52,7 @@ def _request(weights=HOSTILE, *, epsilon: float = EPS, **params) -> Message:
 
 def _exact(frame: pd.DataFrame, weights=HOSTILE) -> np.ndarray:
     columns = [frame["a"].to_numpy(float), frame["b"].to_numpy(float)]
-    moments, _ = centred_moments(columns, [tuple(b) for b in BOUNDS], ARMS, np.asarray(weights), np.arange(N))
+    moments, _ = standardised_moments(columns, [tuple(b) for b in BOUNDS], ARMS, np.asarray(weights), np.arange(N))
     return np.stack([moments.sum_wx, moments.sum_wx2])
 
 
@@ -72,7 +70,7 @@ def test_hostile_weights_through_party_handle_reveal_no_more_than_epsilon(tmp_pa
         errors.append(projection_errors(noisy, first, second, says_second))
         assert len(party.ledger.history()) == n_releases  # every release charged
     sensitivity = replies[0].params["sensitivity"]
-    assert sensitivity == pytest.approx(moments_sensitivity(HALF, 1.0))
+    assert sensitivity == pytest.approx(moments_sensitivity(2, 1.0))
     distance = float(np.linalg.norm(second - first))
     audit = release_audit(*errors, n_releases, distance, sensitivity, EPS, DELTA)
     assert audit.epsilon_lower <= EPS, audit
@@ -81,18 +79,19 @@ def test_hostile_weights_through_party_handle_reveal_no_more_than_epsilon(tmp_pa
 
 def test_a_seeded_audit_of_the_same_neighbours_sees_most_of_epsilon_and_never_more():
     first, second = _exact(_frame(0)), _exact(_frame(1))
-    sensitivity = moments_sensitivity(HALF, 1.0)
+    sensitivity = moments_sensitivity(2, 1.0)
     audit = audit_gaussian_release(first, second, sensitivity, EPS, DELTA, 200_000, rng=np.random.default_rng(3))
-    assert audit.distance <= sensitivity  # the corners are within the bound
+    assert audit.distance == pytest.approx(sensitivity, rel=1e-12)  # opposite corners attain the bound
     assert audit.epsilon_lower <= EPS and audit.mu_lower <= audit.claimed_mu
-    # Power: with N = 200,000 mu_lower sits within ~0.03 of distance/sigma (see tests/attacks/test_dp_audit.py).
-    assert audit.mu_lower >= 0.8 * audit.distance / analytic_gaussian_sigma(sensitivity, EPS, DELTA)
+    assert audit.epsilon_lower_event <= EPS
+    # Power: with N = 200,000 mu_lower sits within ~0.03 of mu (see tests/attacks/test_dp_audit.py).
+    assert audit.epsilon_lower >= 0.8
 
 
 def test_the_audit_catches_noise_calibrated_for_the_average_weight():
     # The bug the attack exploits: a sensitivity scaled by the mean weight instead of the heaviest subject's.
     first, second = _exact(_frame(0)), _exact(_frame(1))
-    naive = moments_sensitivity(HALF, float(HOSTILE.mean()))
+    naive = moments_sensitivity(2, float(HOSTILE.mean()))
     audit = audit_gaussian_release(first, second, naive, EPS, DELTA, 200_000, rng=np.random.default_rng(4))
     assert audit.epsilon_lower > EPS
 
@@ -100,8 +99,7 @@ def test_the_audit_catches_noise_calibrated_for_the_average_weight():
 def test_the_sensitivity_bounds_every_substitution_including_an_arm_flip():
     # Brute force over random subjects in the box, weights and arms: no neighbour moves further.
     rng = np.random.default_rng(11)
-    half = np.array([1.0, 3.0, 0.5])
-    bounds = [(-h + 2.0, h + 2.0) for h in half]
+    bounds = [(1.0, 3.0), (-1.0, 5.0), (1.5, 2.5)]
     n, worst = 12, 0.0
     for _ in range(2000):
         X = np.column_stack([rng.uniform(lo, hi, n) for lo, hi in bounds])
@@ -112,20 +110,21 @@ def test_the_sensitivity_bounds_every_substitution_including_an_arm_flip():
         Y[k] = [rng.choice([lo, hi, rng.uniform(lo, hi)]) for lo, hi in bounds]
         if rng.random() < 0.5:
             flipped[k] = 1 - flipped[k]
-        a = centred_moments(list(X.T), bounds, arms, weights, np.arange(n))[0]
-        b = centred_moments(list(Y.T), bounds, flipped, weights, np.arange(n))[0]
+        a = standardised_moments(list(X.T), bounds, arms, weights, np.arange(n))[0]
+        b = standardised_moments(list(Y.T), bounds, flipped, weights, np.arange(n))[0]
         moved = math.hypot(np.linalg.norm(a.sum_wx - b.sum_wx), np.linalg.norm(a.sum_wx2 - b.sum_wx2))
-        worst = max(worst, moved / moments_sensitivity(half, weights.max()))
-    assert 0.5 < worst <= 1.0
+        worst = max(worst, moved / moments_sensitivity(3, weights.max()))
+    assert 0.5 < worst <= 1.0 + 1e-12
 
 
-def test_the_reply_is_the_centred_moments_and_gives_the_exact_smd_at_a_huge_epsilon(tmp_path):
+def test_the_reply_is_the_standardised_moments_and_gives_the_exact_smd_at_a_huge_epsilon(tmp_path):
     frame = _frame(1)
     party = _party(frame, tmp_path / "l.sqlite")
     weights = np.linspace(0.5, 1.5, N)
     reply = party.handle(_request(weights, epsilon=1e6))
     sigma = reply.params["sigma"]
-    assert reply.params["center"] == [0.0, 1.0] and reply.params["covariates"] == ["a", "b"]
+    assert reply.params["covariates"] == ["a", "b"]
+    assert reply.params["center"] == [0.0, 1.0] and reply.params["scale"] == [1.0, 1.0]
     exact = weighted_moments(frame[["a", "b"]].to_numpy() - [0.0, 1.0], ARMS, weights)
     np.testing.assert_array_equal(reply.arrays["sum_w"], exact.sum_w)  # public: exact
     np.testing.assert_array_equal(reply.arrays["sum_w2"], exact.sum_w2)
@@ -141,7 +140,7 @@ def test_repeated_rows_count_as_one_subject_of_their_summed_weight(tmp_path):
     arms = np.r_[np.zeros(20), ARMS].astype(np.int8)
     request = Message(OPERATION, _request().params, {"arms": arms, "weights": np.ones(rows.size), "rows": rows})
     reply = party.handle(request)
-    assert reply.params["sensitivity"] == pytest.approx(moments_sensitivity(HALF, 21.0))
+    assert reply.params["sensitivity"] == pytest.approx(moments_sensitivity(2, 21.0))
 
 
 def test_the_policy_still_refuses_weight_on_one_subject_and_nothing_is_charged(tmp_path):
