@@ -3,9 +3,9 @@
 The analyst sends each party the arms and balance weights of its row group's subjects, adds the
 returned sufficient statistics over row groups, and turns them into standardized mean
 differences, so SMD and MASMD are exact without raw covariates reaching the analyst
-(:func:`federated_smd`). With :class:`DPBalance` the parties release the moments with Gaussian
+(:func:`federated_smd`). With a :class:`DPBalance` the parties release the moments with Gaussian
 noise charged to their ledgers (``dp_weighted_moments``, :mod:`collabcausal.party.dp_balance`) and
-:func:`federated_dp_smd` states the noise's effect on each SMD.
+the result states the noise's effect on each SMD.
 """
 
 from __future__ import annotations
@@ -52,22 +52,24 @@ class DPBalance:
 
 
 @dataclass(frozen=True)
-class DPSMD:
-    """SMD from DP moments and the noise's effect on it.
+class FederatedSMD:
+    """The SMD of every diagnosed covariate, and the effect of DP noise on it.
 
     Attributes
     ----------
     covariates : tuple of str
+        ``party:column`` names, in the order of the SMD array (first row group's layout).
     smd : ndarray
-        Post-processed from the noisy moments (still (epsilon, delta)-DP per party).
-    noise_sd : ndarray
-        First-order standard deviation of ``smd`` due to the noise alone
-        (:func:`~collabcausal.estimators.balance.smd_noise_sd`).
+        Exact (``weighted_moments``), or post-processed from noisy moments (``dp_weighted_moments``:
+        still (epsilon, delta)-DP per party).
+    noise_sd : ndarray or None
+        With DP moments, the first-order standard deviation of ``smd`` due to the noise alone
+        (:func:`~collabcausal.estimators.balance.smd_noise_sd`); None for exact moments.
     """
 
     covariates: tuple[str, ...]
     smd: NDArray[np.float64]
-    noise_sd: NDArray[np.float64]
+    noise_sd: NDArray[np.float64] | None = None
 
 
 def federated_smd(
@@ -77,9 +79,10 @@ def federated_smd(
     treatment: NDArray[np.int8],
     weights: NDArray[np.float64],
     *,
+    dp: DPBalance | None = None,
     study: str = "study",
     timeout: float | None = None,
-) -> tuple[tuple[str, ...], NDArray[np.float64]]:
+) -> FederatedSMD:
     """SMD per covariate of every listed party, from federated weighted moments.
 
     Parameters
@@ -91,50 +94,13 @@ def federated_smd(
         Subject positions per row group (all subjects, or a bootstrap resample).
     treatment, weights : ndarray (n,)
         Stacked over row groups in the order of ``rows``.
-
-    Returns
-    -------
-    covariates : tuple of str
-        ``party:column`` names, in the order of the SMD array (first row group's layout).
-    smd : ndarray
+    dp : DPBalance, optional
+        Ask for ``dp_weighted_moments`` (:mod:`collabcausal.party.dp_balance`): each party's sums
+        ``sum_wx`` and ``sum_wx2`` carry ``N(0, sigma^2)`` noise (sigma in its reply); the moments
+        of the row groups add, and so do their noise variances. The covariates are standardised on
+        their public bounds, ``(clip(x) - mid) / half`` (SMD does not change under a positive
+        affine map), so the bounds must be the same for every row group.
     """
-    names, total, _ = _federated_moments(grid, parties, rows, treatment, weights, None, study, timeout)
-    return names, smd_from_moments(total)
-
-
-def federated_dp_smd(
-    grid: Grid,
-    parties: Sequence[Sequence[str]],
-    rows: Sequence[NDArray[np.int64]],
-    treatment: NDArray[np.int8],
-    weights: NDArray[np.float64],
-    dp: DPBalance,
-    *,
-    study: str = "study",
-    timeout: float | None = None,
-) -> DPSMD:
-    """:func:`federated_smd` from ``dp_weighted_moments`` replies (:mod:`collabcausal.party.dp_balance`).
-
-    Each party's sums ``sum_wx`` and ``sum_wx2`` carry ``N(0, sigma^2)`` noise (sigma in its
-    reply); the moments of the row groups add, and so do their noise variances. The covariates are
-    standardised on their public bounds, ``(clip(x) - mid) / half`` (SMD does not change under a
-    positive affine map), so the bounds must be the same for every row group.
-    """
-    names, total, variance = _federated_moments(grid, parties, rows, treatment, weights, dp, study, timeout)
-    return DPSMD(names, smd_from_moments(total), smd_noise_sd(total, np.sqrt(variance)))
-
-
-def _federated_moments(
-    grid: Grid,
-    parties: Sequence[Sequence[str]],
-    rows: Sequence[NDArray[np.int64]],
-    treatment: NDArray[np.int8],
-    weights: NDArray[np.float64],
-    dp: DPBalance | None,
-    study: str,
-    timeout: float | None,
-) -> tuple[tuple[str, ...], ArmMoments, NDArray[np.float64]]:
-    """Names, the moments summed over row groups and, with ``dp``, their noise variance per column."""
     operation = "weighted_moments" if dp is None else "dp_weighted_moments"
     bounds = np.cumsum([0] + [len(r) for r in rows])
     messages = {}
@@ -157,11 +123,10 @@ def _federated_moments(
     total = per_group[0]
     for moments in per_group[1:]:
         total = total + moments
-    variance = np.zeros(len(names))
-    if dp is not None:
-        for group in parties:
-            variance += np.concatenate([_noise_variance(p, replies[p]) for p in group])
-    return names, total, variance
+    if dp is None:
+        return FederatedSMD(names, smd_from_moments(total))
+    variance = sum(np.concatenate([_noise_variance(p, replies[p]) for p in group]) for group in parties)
+    return FederatedSMD(names, smd_from_moments(total), smd_noise_sd(total, np.sqrt(variance)))
 
 
 def _noise_variance(party: str, reply: Message) -> NDArray[np.float64]:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collabcausal.analyst.balance import DPBalance, federated_dp_smd, federated_smd
+from collabcausal.analyst.balance import DPBalance, federated_smd
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -45,11 +45,12 @@ def _dp(epsilon):
 def test_dp_smd_is_the_exact_smd_up_to_its_stated_noise(tmp_path, epsilon, tolerance_sds):
     grid, t, weights = _grid(tmp_path)
     rows = [np.arange(N)]
-    names, exact = federated_smd(grid, [["p1", "p2"]], rows, t, weights)
-    result = federated_dp_smd(grid, [["p1", "p2"]], rows, t, weights, _dp(epsilon))
-    assert result.covariates == names == ("p1:a", "p1:b", "p2:c", "p2:d")
+    exact = federated_smd(grid, [["p1", "p2"]], rows, t, weights)
+    assert exact.noise_sd is None
+    result = federated_smd(grid, [["p1", "p2"]], rows, t, weights, dp=_dp(epsilon))
+    assert result.covariates == exact.covariates == ("p1:a", "p1:b", "p2:c", "p2:d")
     assert (result.noise_sd > 0).all()
-    assert np.all(np.abs(result.smd - exact) <= tolerance_sds * result.noise_sd)
+    assert np.all(np.abs(result.smd - exact.smd) <= tolerance_sds * result.noise_sd)
 
 
 def test_a_dp_reply_without_sigma_fails_the_study_naming_the_party(tmp_path):
@@ -64,4 +65,4 @@ def test_a_dp_reply_without_sigma_fails_the_study_naming_the_party(tmp_path):
 
     stripped = Stripped(grid._parties.values())
     with pytest.raises(StudyFailedError, match="party 'p2' sent a dp_weighted_moments reply without a finite sigma"):
-        federated_dp_smd(stripped, [["p1", "p2"]], [np.arange(N)], t, weights, _dp(1.0))
+        federated_smd(stripped, [["p1", "p2"]], [np.arange(N)], t, weights, dp=_dp(1.0))
