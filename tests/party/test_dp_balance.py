@@ -195,3 +195,12 @@ def test_without_a_ledger_the_party_refuses(tmp_path):
     party = Party("p", table, policy=PartyPolicy([OPERATION], ["a", "b"], min_subjects=10))
     with pytest.raises(PolicyError, match="no privacy budget"):
         party.handle(_request())
+
+
+def test_without_a_policy_the_operation_itself_refuses_weights_that_release_nothing(tmp_path):
+    table = PartyTable.from_frame(_frame(0), ["a", "b"], min_subjects=1)
+    party = Party("p", table, ledger=PrivacyLedger(tmp_path / "l.sqlite", epsilon=10.0, delta=0.5, dataset="d"))
+    for weights, message in ((np.zeros(N), "sensitivity 0"), (np.full(N, 1e308), "sensitivity inf")):
+        with pytest.raises(InputError, match=message):
+            party.handle(_request(weights))
+    assert party.ledger.history() == []
