@@ -228,7 +228,10 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
     Each substitution moves row 0 to the opposite end of every declared bound, and from one cell
     and arm to another where there are cells and arms, so the change equals the sensitivity. For
     the median, row 0 jumps from below to above a cluster holding the other rows, which moves the
-    rank of every candidate between them. Each removal drops row 0.
+    rank of every candidate between them. Each removal drops row 0, except for the releases whose
+    size is n (``dp_representation``: one row per subject; ``dp_weighted_moments``: one weight per
+    row in the request), audited under substitution only. ``dp_weighted_moments`` gets a hostile
+    analyst's weights: 1 on row 0 and 0.01 on the others.
     """
     n = 10
     a = np.linspace(-4.0, 4.0, n)
@@ -278,8 +281,15 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
             "dp_representation",
             _request("dp_representation", epsilon, delta=1e-5, n_components=2, n_anchors=10, labels=True,
                      anchor_ranges={"a": [-5.0, 5.0], "b": [-5.0, 5.0]}, outcome_range=[-1.0, 1.0]),
-            ("a", "b"), ("x_tilde", "t_noisy", "y_noisy"), _pair(base.assign(b=base["a"]), a=5.0, b=5.0, t=1, y=1.0),
-            **labels,
+            ("a", "b"), ("x_tilde", "t_noisy", "y_noisy"),
+            {SUBSTITUTION: _pair(base.assign(b=base["a"]), a=5.0, b=5.0, t=1, y=1.0)[SUBSTITUTION]}, **labels,
+        ),
+        AuditCase(
+            "dp_weighted_moments",
+            Message("dp_weighted_moments",
+                    {"epsilon": epsilon, "delta": 1e-5, "study": "audit", "columns": ["a"], "bounds": [[-5.0, 5.0]]},
+                    {"arms": t.astype(np.int8), "weights": np.r_[1.0, np.full(n - 1, 0.01)]}),
+            ("a",), ("sum_wx", "sum_wx2"), {SUBSTITUTION: moved[SUBSTITUTION]},
         ),
         AuditCase(
             "dp_discover hsic",
@@ -301,7 +311,7 @@ def run_audits(
     """Audit every case under every relation; ``progress`` sees each result as it comes."""
     results = []
     for case in party_cases() if cases is None else cases:
-        for relation in relations:
+        for relation in (r for r in relations if r in case.neighbours):
             result = audit(case, relation, n_releases, confidence=confidence)
             results.append(result)
             if progress is not None:

@@ -2,12 +2,18 @@
 
 The analyst sends each party the arms and balance weights of its row group's subjects, adds the
 returned sufficient statistics over row groups, and turns them into standardized mean
-differences, so SMD and MASMD are exact without raw covariates reaching the analyst.
+differences, so SMD and MASMD are exact without raw covariates reaching the analyst
+(:func:`federated_smd`). With a :class:`DPBalance` the parties release the moments with Gaussian
+noise charged to their ledgers (``dp_weighted_moments``, :mod:`collabcausal.party.dp_balance`) and
+the result states the noise's effect on each SMD.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,8 +21,55 @@ from numpy.typing import NDArray
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_moments
 from collabcausal.errors import StudyFailedError
-from collabcausal.estimators.balance import ArmMoments, smd_from_moments
+from collabcausal.estimators.balance import ArmMoments, smd_from_moments, smd_noise_sd
 from collabcausal.messages import Message
+
+
+@dataclass(frozen=True)
+class DPBalance:
+    """The analyst's choice of differentially private balance moments (``dp_weighted_moments``).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        Charged to each party's ledger per request (0 < delta < 1/n).
+    bounds : mapping of str to (float, float)
+        Public range of every diagnosed covariate (each party clips to it).
+    columns : mapping of str to sequence of str
+        The covariates of each party, in its column order (its ``describe`` reply).
+    """
+
+    epsilon: float
+    delta: float
+    bounds: Mapping[str, tuple[float, float]]
+    columns: Mapping[str, Sequence[str]]
+
+    def params(self, party: str) -> dict[str, Any]:
+        """The DP parameters of the request sent to ``party``."""
+        names = [str(c) for c in self.columns[party]]
+        bounds = [[float(self.bounds[c][0]), float(self.bounds[c][1])] for c in names]
+        return {"epsilon": self.epsilon, "delta": self.delta, "columns": names, "bounds": bounds}
+
+
+@dataclass(frozen=True)
+class FederatedSMD:
+    """The SMD of every diagnosed covariate, and the effect of DP noise on it.
+
+    Attributes
+    ----------
+    covariates : tuple of str
+        ``party:column`` names, in the order of the SMD array (first row group's layout).
+    smd : ndarray
+        Exact (``weighted_moments``), or post-processed from noisy moments (``dp_weighted_moments``:
+        still (epsilon, delta)-DP per party).
+    noise_sd : ndarray or None
+        With DP moments, the first-order standard deviation of ``smd`` due to the noise alone
+        (:func:`~collabcausal.estimators.balance.smd_noise_sd`); None for exact moments.
+    """
+
+    covariates: tuple[str, ...]
+    smd: NDArray[np.float64]
+    noise_sd: NDArray[np.float64] | None = None
 
 
 def federated_smd(
@@ -26,9 +79,10 @@ def federated_smd(
     treatment: NDArray[np.int8],
     weights: NDArray[np.float64],
     *,
+    dp: DPBalance | None = None,
     study: str = "study",
     timeout: float | None = None,
-) -> tuple[tuple[str, ...], NDArray[np.float64]]:
+) -> FederatedSMD:
     """SMD per covariate of every listed party, from federated weighted moments.
 
     Parameters
@@ -40,19 +94,22 @@ def federated_smd(
         Subject positions per row group (all subjects, or a bootstrap resample).
     treatment, weights : ndarray (n,)
         Stacked over row groups in the order of ``rows``.
-
-    Returns
-    -------
-    covariates : tuple of str
-        ``party:column`` names, in the order of the SMD array (first row group's layout).
-    smd : ndarray
+    dp : DPBalance, optional
+        Ask for ``dp_weighted_moments`` (:mod:`collabcausal.party.dp_balance`): each party's sums
+        ``sum_wx`` and ``sum_wx2`` carry ``N(0, sigma^2)`` noise (sigma in its reply); the moments
+        of the row groups add, and so do their noise variances. The covariates are standardised on
+        their public bounds, ``(clip(x) - mid) / half`` (SMD does not change under a positive
+        affine map), so the bounds must be the same for every row group.
     """
+    operation = "weighted_moments" if dp is None else "dp_weighted_moments"
     bounds = np.cumsum([0] + [len(r) for r in rows])
     messages = {}
     for i, group in enumerate(parties):
         sl = slice(bounds[i], bounds[i + 1])
         arrays = {"arms": treatment[sl], "weights": weights[sl], "rows": np.asarray(rows[i], dtype=np.int64)}
-        messages.update({party: Message("weighted_moments", {"study": study}, arrays) for party in group})
+        for party in group:
+            params = {"study": study} | ({} if dp is None else dp.params(party))
+            messages[party] = Message(operation, params, arrays)
     replies = grid.send_and_receive(messages, timeout=timeout)
     per_group = [_side_by_side([check_moments(p, replies[p]) for p in group]) for group in parties]
     for group, moments in zip(parties[1:], per_group[1:], strict=True):
@@ -66,7 +123,21 @@ def federated_smd(
     total = per_group[0]
     for moments in per_group[1:]:
         total = total + moments
-    return names, smd_from_moments(total)
+    if dp is None:
+        return FederatedSMD(names, smd_from_moments(total))
+    variance = sum(np.concatenate([_noise_variance(p, replies[p]) for p in group]) for group in parties)
+    return FederatedSMD(names, smd_from_moments(total), smd_noise_sd(total, np.sqrt(variance)))
+
+
+def _noise_variance(party: str, reply: Message) -> NDArray[np.float64]:
+    """``sigma^2`` per covariate of a ``dp_weighted_moments`` reply; refused unless finite and > 0."""
+    sigma = reply.params.get("sigma")
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not 0.0 < sigma < math.inf:
+        raise StudyFailedError(
+            f"party {party!r} sent a dp_weighted_moments reply without a finite sigma > 0 ({sigma!r})",
+            "check that party's software version",
+        )
+    return np.full(len(reply.params["covariates"]), float(sigma) ** 2)
 
 
 def _side_by_side(parts: Sequence[ArmMoments]) -> ArmMoments:

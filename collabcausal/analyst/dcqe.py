@@ -238,14 +238,14 @@ def run_dcqe(
     for name in plan.estimators if balance else ():
         weights = effects.balance_weights(name)
         if weights is not None:
-            names, smd[name] = federated_smd(
-                grid, plan.balance_parties, rows, t, weights, study=plan.study, timeout=timeout
-            )
+            balance = federated_smd(grid, plan.balance_parties, rows, t, weights, study=plan.study, timeout=timeout)
+            names, smd[name] = balance.covariates, balance.smd
     before = None
     if unweighted_smd:
-        names, before = federated_smd(
+        unweighted = federated_smd(
             grid, plan.balance_parties, rows, t, np.ones(t.shape[0]), study=plan.study, timeout=timeout
         )
+        names, before = unweighted.covariates, unweighted.smd
     return DCQEResult(representation, t, y, effects, smd, names, before)
 
 

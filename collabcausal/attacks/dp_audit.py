@@ -129,19 +129,45 @@ def audit_gaussian_release(
     """
     u = (second - first).ravel()
     distance = float(np.linalg.norm(u))
-    direction = u / distance
     errors = []
     for values, says_second in ((first, True), (second, False)):
         count, left = 0, int(n_releases)
         while left:
             k = min(chunk, left)
             noisy = gaussian(np.broadcast_to(values, (k, *values.shape)), sensitivity, epsilon, delta, rng=rng)
-            statistic = (noisy.reshape(k, -1) - first.ravel()) @ direction
-            count += int(np.count_nonzero((statistic > distance / 2.0) == says_second))
+            count += projection_errors(noisy, first, second, says_second)
             left -= k
         errors.append(count)
+    return release_audit(errors[0], errors[1], int(n_releases), distance, sensitivity, epsilon, delta, confidence)
+
+
+def projection_errors(
+    releases: NDArray[np.float64], first: NDArray[np.float64], second: NDArray[np.float64], says_second: bool
+) -> int:
+    """How many of ``releases`` (stacked along axis 0) the test of the module docstring gets wrong.
+
+    ``says_second`` is the wrong answer: True for releases of ``first`` (false positives), False
+    for releases of ``second`` (false negatives).
+    """
+    u = (second - first).ravel()
+    distance = float(np.linalg.norm(u))
+    statistic = (releases.reshape(releases.shape[0], -1) - first.ravel()) @ (u / distance)
+    return int(np.count_nonzero((statistic > distance / 2.0) == says_second))
+
+
+def release_audit(
+    false_positive: int,
+    false_negative: int,
+    n_releases: int,
+    distance: float,
+    sensitivity: float,
+    epsilon: float,
+    delta: float,
+    confidence: float = 1.0 - 1e-6,
+) -> ReleaseAudit:
+    """The Clopper-Pearson bounds of the module docstring from the test's error counts."""
     alpha = (1.0 - confidence) / 2.0
-    fpr, fnr = (clopper_pearson(k, int(n_releases), alpha)[1] for k in errors)
+    fpr, fnr = (clopper_pearson(k, int(n_releases), alpha)[1] for k in (false_positive, false_negative))
     mu_lower = max(0.0, float(norm.isf(fpr) - norm.ppf(fnr)))
     event = (1.0 - delta - fnr) / fpr
     return ReleaseAudit(
@@ -149,8 +175,8 @@ def audit_gaussian_release(
         delta=float(delta),
         claimed_mu=float(sensitivity / analytic_gaussian_sigma(sensitivity, epsilon, delta)),
         distance=distance,
-        false_positive=errors[0],
-        false_negative=errors[1],
+        false_positive=false_positive,
+        false_negative=false_negative,
         n_releases=int(n_releases),
         mu_lower=mu_lower,
         epsilon_lower=gdp_epsilon(mu_lower, delta),

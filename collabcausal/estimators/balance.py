@@ -112,6 +112,36 @@ def smd_from_moments(m: ArmMoments) -> NDArray[np.float64]:
     return out
 
 
+def smd_noise_sd(m: ArmMoments, sigma: ArrayLike) -> NDArray[np.float64]:
+    """First-order sd of :func:`smd_from_moments` when ``sum_wx`` and ``sum_wx2`` carry noise.
+
+    The noise is independent ``N(0, sigma_k^2)`` on each of the four sums of covariate ``k``
+    (``sum_wx`` and ``sum_wx2`` of both arms; ``sum_w`` and ``sum_w2`` exact), as released by
+    ``dp_weighted_moments``. By the delta method on eqs. 42-44, with ``c_a = sum_w / (sum_w^2 -
+    sum_w2)``, ``p`` the pooled sd and ``s_a = -1, +1`` for control, treated::
+
+        d SMD / d sum_wx_a  = s_a / (sum_w_a p) + SMD mean_a c_a / (2 p^2)
+        d SMD / d sum_wx2_a = -SMD c_a / (4 p^2)
+
+    and the sd is ``sigma_k`` times the norm of these four derivatives. The leading term is
+    ``sigma sqrt(1/sum_w_0^2 + 1/sum_w_1^2) / p``: the noise shrinks as the arms' total weight grows
+    relative to the heaviest subject's (the sensitivity). Meaningful when the moments are centred
+    (``mean_a`` small, as ``dp_weighted_moments`` returns them) and the noise is small against them.
+    """
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), m.sum_wx.shape[1:])
+    value = smd_from_moments(m)
+    sw = m.sum_w[:, None]
+    c = sw / (sw**2 - m.sum_w2[:, None])
+    mean = m.sum_wx / sw
+    var = np.maximum(m.sum_wx2 - m.sum_wx * mean, 0.0) * c
+    p2 = (var[0] + var[1]) / 2.0
+    sign = np.array([[-1.0], [1.0]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d_first = sign / (sw * np.sqrt(p2)) + value * mean * c / (2.0 * p2)
+        d_second = -value * c / (4.0 * p2)
+        return sigma * np.sqrt((d_first**2).sum(axis=0) + (d_second**2).sum(axis=0))
+
+
 def smd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64] | pd.Series:
     """Standardized mean difference of each covariate (paper 003, eq. 42; weighted: eqs. 43–44).
 

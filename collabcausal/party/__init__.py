@@ -13,6 +13,7 @@ OPERATION_MODULES: tuple[str, ...] = (
     "representation",
     "dp_representation",
     "balance",
+    "dp_balance",
     "dp_queries",
     "alignment",
     "discovery",

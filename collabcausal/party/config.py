@@ -23,7 +23,8 @@ Sections (paths are relative to the file's folder)::
     [policy]
     columns = ["age", "educ"]       # the covariates the study may use (the only ones loaded)
     operations = ["describe", "dc_representation", "weighted_moments"]   # or "dp_representation"
-                                    # alone: only DP representations (needs [privacy]; docs/dcqe.md)
+                                    # alone: only DP representations (needs [privacy]; docs/dcqe.md),
+                                    # with "dp_weighted_moments" for DP balance moments
     min_subjects = 50
     max_components = 2              # m~ released at most (default: one fewer than the party's covariates)
     allow_full_rank = false         # true lets m~ equal the number of covariates (invertible: see threat model)

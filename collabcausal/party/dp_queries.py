@@ -97,7 +97,7 @@ def dp_sum(party: Party, request: Message) -> Message:
     charge = _charge(party, request, eps)
     clipped = [clip(_values(party, name), *b) for name, b in zip(names, bounds, strict=True)]
     sums = laplace(np.array([v.sum() for v, _ in clipped]), sum_sensitivity(bounds), eps)
-    _annotate(party, charge, names, [n for _, n in clipped])
+    annotate_clipping(party, charge, names, [n for _, n in clipped])
     return Message(request.operation, {"epsilon": eps}, {"sums": sums})
 
 
@@ -109,7 +109,7 @@ def dp_mean(party: Party, request: Message) -> Message:
     charge = _charge(party, request, eps)
     values = np.column_stack([_values(party, name) for name in names])
     result = noisy_aggregates(np.zeros(values.shape[0], dtype=np.int64), 1, eps, values=values, bounds=bounds)
-    _annotate(party, charge, names, result.n_clipped)
+    annotate_clipping(party, charge, names, result.n_clipped)
     count, sums = result.counts[0, 0], result.sums[0, 0]
     box = np.array(bounds)
     means = np.clip(sums / max(count, 1.0), box[:, 0], box[:, 1])
@@ -130,7 +130,7 @@ def dp_histogram(party: Party, request: Message) -> Message:
     cells = partition.assign(np.column_stack([party.table.column(c) for c in partition.columns]))
     values = np.column_stack([_values(party, name) for name in names]) if names else None
     result = noisy_aggregates(cells, partition.n_cells, eps, arms=arms, values=values, bounds=bounds)
-    _annotate(party, charge, names, result.n_clipped)
+    annotate_clipping(party, charge, names, result.n_clipped)
     return Message(request.operation, {"epsilon": eps}, {"counts": result.counts, "sums": result.sums})
 
 
@@ -156,7 +156,7 @@ def dp_range(party: Party, request: Message) -> Message:
     charge = _charge(party, request, eps)
     pairs = list(zip(names, bounds, strict=True))
     ranges = np.stack([dp_quantiles(party.table.column(n), quantiles, b, eps / len(names)) for n, b in pairs])
-    _annotate(party, charge, names, [clip(party.table.column(n), *b)[1] for n, b in pairs])
+    annotate_clipping(party, charge, names, [clip(party.table.column(n), *b)[1] for n, b in pairs])
     return Message(request.operation, {"epsilon": eps, "quantiles": quantiles}, {"ranges": ranges})
 
 
@@ -187,7 +187,7 @@ def _charge(party: Party, request: Message, eps: float, **extra: Any) -> Charge:
     return party.ledger.charge(request.operation, eps, 0.0, study=str(request.params.get("study", "")), details=details)
 
 
-def _annotate(party: Party, charge: Charge, names: list[str], n_clipped: Any) -> None:
+def annotate_clipping(party: Party, charge: Charge, names: list[str], n_clipped: Any) -> None:
     clipped = {name: int(n) for name, n in zip(names, n_clipped, strict=True)}
     if clipped:
         party.ledger.annotate(charge.id, {"n_clipped": clipped})

@@ -194,8 +194,8 @@ def dp_representation(party: Party, request: Message) -> Message:
         )
     try:
         study, labels = p["study"], p.get("labels", False)
-        eps = check_epsilon(_number(p["epsilon"], "epsilon"), "epsilon of dp_representation")
-        delta = check_delta(_number(p["delta"], "delta"), "delta of dp_representation")
+        eps = check_epsilon(request_number(p["epsilon"], "epsilon"), "epsilon of dp_representation")
+        delta = check_delta(request_number(p["delta"], "delta"), "delta of dp_representation")
         n_components, n_anchors = p["n_components"], p["n_anchors"]
         ranges: Mapping[str, Sequence[float]] = p["anchor_ranges"]
     except KeyError as exc:
@@ -256,10 +256,13 @@ def _not_int(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int)
 
 
-def _number(value: object, name: str) -> float:
+def request_number(value: object, name: str, operation: str = "dp_representation") -> float:
     """A real number (not a bool, not text) from a request, or a one-line :class:`InputError`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{name} of dp_representation must be a number, got {value!r}", _FIX)
+        raise InputError(
+            f"{name} of {operation} must be a number, got {value!r}",
+            f"send a complete {operation} request (see docs/protocol.md)",
+        )
     return float(value)
 
 
@@ -267,7 +270,7 @@ def _clip_norm(value: object, m: int) -> float:
     """The request's norm bound C in (0, sqrt(m)], or sqrt(m) when absent (above it, C never binds)."""
     if value is None:
         return math.sqrt(m)
-    c = _number(value, "clip_norm")
+    c = request_number(value, "clip_norm")
     if not (math.isfinite(c) and 0.0 < c <= math.sqrt(m) * (1.0 + 1e-12)):
         raise InputError(
             f"clip_norm must lie in (0, sqrt(m)] = (0, {math.sqrt(m):.6g}], got {value!r}",

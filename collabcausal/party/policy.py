@@ -12,7 +12,9 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   ``min_weight_ratio`` times the arm's largest) must cover at least this many subjects, so that no
   reply describes a handful of people (e.g. a one-hot weight vector, or weight 1 on one subject and
   1e-300 on the rest, would otherwise return one subject's covariates); ``arms`` and ``weights``
-  must be 1-D, one value per requested row;
+  must be 1-D, one value per requested row; exact weighted replies (``weighted_moments``) are also
+  checked against differencing (:mod:`collabcausal.party.differencing`), DP ones
+  (``dp_weighted_moments``) are not: the ledger composes their cost;
 * differentially private operations need a privacy ledger (the ``[privacy]`` section);
 * the DC-QE reduction (paper 003, section 4.2; docs/threat-model.md): ``dc_representation`` may ask
   for at most ``max_components`` components, by default strictly fewer than the party's covariates
@@ -193,6 +195,8 @@ class PartyPolicy:
             what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"
             self._check_subjects(who, op, count, what)
             totals.append(total)
+        if op.differentially_private:
+            return  # a DP release is charged to the ledger: composition, not the history, bounds differencing
         self._moments.admit(
             who, op.name, (totals[0], totals[1]), min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio
         )

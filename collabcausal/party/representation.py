@@ -106,10 +106,15 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
     return rows.astype(np.int64, copy=False)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=1)
 def _anchor(
     key: bytes, study: str, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
 ) -> NDArray[np.float64]:
+    """The study's anchor, kept for the next request (a study's B + 1 requests share it).
+
+    Only the latest is kept: an analyst varying ``n_anchors`` or the study cannot pin several
+    matrices of up to ``max_anchors`` x m floats in the party's memory (issue 10).
+    """
     out = anchor_columns(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
     out.setflags(write=False)
     return out

@@ -96,3 +96,22 @@ def test_a_dataframe_gives_the_smd_of_each_covariate_by_name():
     assert list(named.index) == ["age", "bmi", "sbp"]
     np.testing.assert_array_equal(named.to_numpy(), smd(X.to_numpy(), t))
     assert masmd(X, t) == np.abs(named).max()
+
+
+def test_smd_noise_sd_matches_the_spread_of_smd_under_noisy_sums():
+    # Seeded Monte Carlo (deterministic): N(0, sigma^2) on sum_wx and sum_wx2 of both arms.
+    from collabcausal.estimators.balance import ArmMoments, smd_from_moments, smd_noise_sd, weighted_moments
+
+    rng = np.random.default_rng(5)
+    X = rng.normal([0.3, -0.2], [1.0, 0.5], (3000, 2))
+    t = (rng.random(3000) < 0.4).astype(int)
+    m = weighted_moments(X, t, rng.uniform(0.5, 2.0, 3000))
+    sigma = np.array([20.0, 5.0])
+    draws = np.array([
+        smd_from_moments(ArmMoments(m.sum_w, m.sum_w2, m.sum_wx + rng.normal(0, sigma, (2, 2)),
+                                    m.sum_wx2 + rng.normal(0, sigma, (2, 2))))
+        for _ in range(4000)
+    ])
+    predicted = smd_noise_sd(m, sigma)
+    np.testing.assert_allclose(draws.std(axis=0), predicted, rtol=0.05)
+    assert (predicted > 0).all()

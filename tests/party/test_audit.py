@@ -190,3 +190,20 @@ def test_sigkill_of_the_writer_never_merges_lines_nor_loses_an_acknowledged_reco
         assert seqs == list(range(1, len(seqs) + 1)) and acknowledged <= set(seqs)
 
     assert len(kill_loop(lambda fd: _writer(path, fd), kills, seed=kills, check=check)) > kills
+
+
+def test_alignment_requests_are_logged_with_the_digest_of_the_order_received(tmp_path):
+    # Issue 10: describe, align and refusals were not logged. align re-orders the party's rows, so
+    # the order it received must be on record.
+    log = JsonlAuditLog(tmp_path / "audit.jsonl")
+    frame = pd.DataFrame({"id": [f"s{i}" for i in range(12)], "x": np.arange(12.0)})
+    table = PartyTable.from_frame(frame, ["x"], subject_id="id")
+    policy = PartyPolicy(("aligned_ids", "align"), ["x"], min_subjects=2, alignment_key=bytes(range(32)))
+    party = Party("h", table, policy=policy, audit=log)
+    party.handle(Message("aligned_ids"))
+    order = np.array([5, 0, 7], dtype=np.int64)
+    party.handle(Message("align", {}, {"order": order}))
+    events = [(e["event"], e["operation"]) for e in log.entries()]
+    assert events == [("received", "aligned_ids"), ("released", "aligned_ids"), ("received", "align"),
+                      ("released", "align")]
+    assert log.entries()[2]["arrays"]["order"]["sha256"] == hashlib.sha256(order.tobytes()).hexdigest()

@@ -168,3 +168,11 @@ def test_the_example_party_configs_validate():
 
     for path in sorted(example.glob("p*/party.toml")):
         assert load_toml_model(path, PartyFile).policy.min_subjects >= 1
+
+
+def test_a_policy_may_list_the_dp_balance_moments_with_dp_representation(folder):
+    # dp_weighted_moments is DP: it may sit beside dp_representation (weighted_moments may not).
+    listed = 'operations = ["describe", "dp_representation", "dp_weighted_moments"]'
+    text = GOOD.replace('operations = ["describe"]', listed)
+    config = load_party_config(_write(folder, text + '\n[privacy]\nepsilon = 2.0\ndelta = 1e-6\nledger = "l.sqlite"\n'))
+    assert "dp_weighted_moments" in config.build_party().policy.operations

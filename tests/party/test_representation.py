@@ -91,3 +91,17 @@ def test_describe_reveals_metadata_and_an_id_digest_only() -> None:
     reply = party(ids=True).handle(Message("describe"))
     assert reply.params["n_subjects"] == 50 and reply.params["covariates"] == ["a", "b", "c"]
     assert len(reply.params["ids_sha256"]) == 64 and not reply.arrays
+
+
+def test_distinct_anchors_asked_by_the_analyst_do_not_pile_up_in_the_party() -> None:
+    # Issue 10: up to 8 anchor matrices (each up to max_anchors x m floats) stayed cached, so a
+    # hostile analyst varying n_anchors or the study pinned 8 of them. The party keeps at most the
+    # latest one (the repeated bootstrap requests of a study reuse it).
+    from collabcausal.party.representation import _anchor
+
+    p = party()
+    for r in range(40, 52):
+        p.handle(request(n_anchors=r))
+    assert _anchor.cache_info().currsize <= 1
+    first = p.handle(request(n_anchors=51)).arrays["a_tilde"]
+    np.testing.assert_array_equal(p.handle(request(n_anchors=51)).arrays["a_tilde"], first)
