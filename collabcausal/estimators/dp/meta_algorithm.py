@@ -20,14 +20,17 @@ tighter pseudo-outcome bounds (values are clipped to them: biased where clipped,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import brentq
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-from collabcausal.errors import InputError
+from collabcausal.errors import InputError, PolicyError
+from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_is_fitted, check_matrix
@@ -38,9 +41,78 @@ DEFAULT_SPLIT = (0.25, 0.25, 0.5)
 DEFAULT_DP_CLIP = 0.1
 
 
+INTERPRET_BIN_BUDGET_FRAC = 0.1
+"""interpret's default share of epsilon spent on private binning (the rest goes to boosting)."""
+
+SUBSTITUTION_FACTOR_BINNING = math.sqrt(2.0)
+SUBSTITUTION_FACTOR_BOOSTING = 2.0
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The mu of a mu-GDP mechanism that is exactly (epsilon, delta)-DP.
+
+    Dong, Roth & Su (2022), Corollary 2.13: mu-GDP is (eps, delta(eps))-DP for all eps with
+    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), the Balle & Wang (2018) curve of
+    a Gaussian with sensitivity 1 and sd 1/mu; so mu = 1 / analytic_gaussian_sigma(1, eps, delta)
+    (rounded down by the 1e-9 safety factor of that function).
+    """
+    return 1.0 / mechanisms.analytic_gaussian_sigma(1.0, epsilon, delta)
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The smallest epsilon at which a mu-GDP mechanism is (epsilon, delta)-DP (inverse of :func:`gdp_mu`)."""
+    if mechanisms.gaussian_delta(1.0 / mu, 1.0, 0.0) <= delta:
+        raise InputError(f"mu {mu:g} is (0, {delta:g})-DP already", "ask for a smaller delta")
+    hi = 1.0
+    while mechanisms.gaussian_delta(1.0 / mu, 1.0, hi) > delta:
+        hi *= 2.0
+    return float(brentq(lambda e: mechanisms.gaussian_delta(1.0 / mu, 1.0, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-13))
+
+
+def substitution_dp_ebm_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """The (epsilon, bin_budget_frac) to give interpret so that DP-EBM is (epsilon, delta)-DP under substitution.
+
+    interpret (0.7) calibrates DP-EBM (Nori et al. 2021, Algorithm 2) for add/remove-one-record with
+    Gaussian-DP accounting, in two parts: private binning gets eps_b = f eps and delta/2
+    (f = ``bin_budget_frac``; noise sd sqrt(d)/mu(eps_b, delta/2) on d per-feature histograms of
+    L2 sensitivity 1), boosting gets eps_t = (1 - f) eps and delta/2 (sd sqrt(T) R lr /
+    mu(eps_t, delta/2) on T per-bin residual sums of sensitivity R lr, R the target range, 1 for
+    classifiers); the parts compose basically to (eps, delta).
+
+    Proof sketch for substitution (the project's relation). A Gaussian query with L2 sensitivity
+    k Delta and noise calibrated for Delta is (k mu)-GDP where the add/remove query was mu-GDP, and
+    GDP composes as sqrt(sum mu_i^2), so each part's mu scales by its factor k:
+
+    * binning: a substituted record leaves one histogram cell and enters another: the change is
+      e_a - e_b, L2 norm sqrt(2) (0 if a = b); k = sqrt(2);
+    * boosting: its residual r1 leaves bin a, the new residual r2 (|r1|, |r2| <= R) enters bin b:
+      sqrt(r1^2 + r2^2) <= sqrt(2) R if a != b, but |r2 - r1| <= 2R if a = b; k = 2.
+
+    Each part therefore needs interpret's mu to be mu(part's eps, delta/2) / k. We ask interpret
+    for eps'_b = gdp_epsilon(mu(f eps, delta/2) / sqrt(2), delta/2) and eps'_t = gdp_epsilon(mu((1 - f)
+    eps, delta/2) / 2, delta/2) through ``epsilon = eps'_b + eps'_t`` and ``bin_budget_frac =
+    eps'_b / (eps'_b + eps'_t)``: interpret's own calibration then adds exactly the noise a
+    substitution-calibrated Gaussian needs, and the release is (f eps + (1 - f) eps, delta/2 +
+    delta/2) = (eps, delta)-DP under substitution. Residuals within |r| <= R are interpret's
+    assumption (its add/remove proof rests on it too).
+
+    Returns
+    -------
+    (epsilon, bin_budget_frac) : tuple of float
+        The arguments for ``DPExplainableBoosting{Regressor,Classifier}``; ``delta`` is passed unchanged.
+    """
+    eps, half_delta = check_epsilon(epsilon), check_delta(delta) / 2.0
+    f = INTERPRET_BIN_BUDGET_FRAC
+    eps_bin = gdp_epsilon(gdp_mu(f * eps, half_delta) / SUBSTITUTION_FACTOR_BINNING, half_delta)
+    eps_boost = gdp_epsilon(gdp_mu((1.0 - f) * eps, half_delta) / SUBSTITUTION_FACTOR_BOOSTING, half_delta)
+    return eps_bin + eps_boost, eps_bin / (eps_bin + eps_boost)
+
+
 def _interpret_kwargs(epsilon: float, delta: float, bounds: Sequence[tuple[float, float]], n_jobs: int) -> dict:
+    interpret_epsilon, bin_budget_frac = substitution_dp_ebm_budget(epsilon, delta)
     return {
-        "epsilon": epsilon,
+        "epsilon": interpret_epsilon,
+        "bin_budget_frac": bin_budget_frac,
         "delta": delta,
         "feature_types": ["continuous"] * len(bounds),
         "privacy_bounds": {j: (float(lo), float(hi)) for j, (lo, hi) in enumerate(bounds)},
@@ -84,15 +156,25 @@ class DPEBMRegressor(RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> DPEBMRegressor:
+        """Fit on clipped data. ``sample_weight`` is refused: interpret would leak it.
+
+        interpret scales DP-EBM's noise by the observed ``max(sample_weight)`` and places private
+        bin edges with the exact weight sum, both functions of the private data (issue 11, item 2).
+        """
         from interpret.privacy import DPExplainableBoostingRegressor
 
+        if sample_weight is not None:
+            raise PolicyError(
+                "DP-EBM refuses sample_weight: interpret scales its noise by the observed max weight, which leaks it",
+                "fit unweighted (the DP R-learner regresses Y~/T~ without weights)",
+            )
         lo, hi = check_bounds(self.target_bounds, "target_bounds")
         model = DPExplainableBoostingRegressor(
             **_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds, self.n_jobs),
             privacy_target_min=lo,
             privacy_target_max=hi,
         )
-        self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.clip(y, lo, hi), sample_weight=sample_weight)
+        self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.clip(y, lo, hi))
         return self
 
     def predict(self, X: ArrayLike) -> NDArray[np.float64]:
@@ -217,7 +299,8 @@ class DPCATELearner(BaseEstimator):
         if self.learner == "dr":
             outcome = DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, **kw)
             return DRLearner(propensity, outcome, final, **common)
-        return RLearner(DPEBMRegressor(feature_bounds=fb, target_bounds=ob, **kw), propensity, final, **common)
+        outcome = DPEBMRegressor(feature_bounds=fb, target_bounds=ob, **kw)
+        return RLearner(outcome, propensity, final, weighted=False, **common)
 
     def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> DPCATELearner:
         """Charge the ledger (eps, delta) once, then run the split learner."""
