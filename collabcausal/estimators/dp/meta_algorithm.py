@@ -108,9 +108,11 @@ def substitution_dp_ebm_budget(epsilon: float, delta: float) -> tuple[float, flo
     return eps_bin + eps_boost, eps_bin / (eps_bin + eps_boost)
 
 
-def _interpret_kwargs(epsilon: float, delta: float, bounds: Sequence[tuple[float, float]], n_jobs: int) -> dict:
+def _interpret_kwargs(epsilon: float, delta: float, bounds: Sequence[tuple[float, float]], n_jobs: int,
+                      noise_seed: int | None) -> dict:
     interpret_epsilon, bin_budget_frac = substitution_dp_ebm_budget(epsilon, delta)
     return {
+        "random_state": noise_seed,
         "epsilon": interpret_epsilon,
         "bin_budget_frac": bin_budget_frac,
         "delta": delta,
@@ -145,15 +147,19 @@ class DPEBMRegressor(RegressorMixin, BaseEstimator):
         clipped to it as well (post-processing).
     n_jobs : int
         interpret's worker count (1 keeps shared machines responsive).
+    noise_seed : int, optional
+        Seed of interpret's noise. None (default) draws fresh noise; an int reproduces it, for
+        seeded experiments only: NOT private.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, feature_bounds=(), target_bounds=(0.0, 1.0),
-                 n_jobs: int = 1) -> None:
+                 n_jobs: int = 1, noise_seed: int | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.feature_bounds = feature_bounds
         self.target_bounds = target_bounds
         self.n_jobs = n_jobs
+        self.noise_seed = noise_seed
 
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> DPEBMRegressor:
         """Fit on clipped data. ``sample_weight`` is refused: interpret would leak it.
@@ -170,7 +176,7 @@ class DPEBMRegressor(RegressorMixin, BaseEstimator):
             )
         lo, hi = check_bounds(self.target_bounds, "target_bounds")
         model = DPExplainableBoostingRegressor(
-            **_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds, self.n_jobs),
+            **_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds, self.n_jobs, self.noise_seed),
             privacy_target_min=lo,
             privacy_target_max=hi,
         )
@@ -183,19 +189,22 @@ class DPEBMRegressor(RegressorMixin, BaseEstimator):
 
 
 class DPEBMClassifier(ClassifierMixin, BaseEstimator):
-    """interpret's DPExplainableBoostingClassifier with declared, enforced feature bounds."""
+    """interpret's DPExplainableBoostingClassifier with declared, enforced feature bounds (parameters as
+    :class:`DPEBMRegressor`)."""
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, feature_bounds=(), n_jobs: int = 1) -> None:
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, feature_bounds=(), n_jobs: int = 1,
+                 noise_seed: int | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.feature_bounds = feature_bounds
         self.n_jobs = n_jobs
+        self.noise_seed = noise_seed
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> DPEBMClassifier:
         from interpret.privacy import DPExplainableBoostingClassifier
 
         model = DPExplainableBoostingClassifier(**_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds,
-                                                                    self.n_jobs))
+                                                                    self.n_jobs, self.noise_seed))
         self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.asarray(y).astype(int))
         self.classes_ = self.model_.classes_
         return self
@@ -244,9 +253,12 @@ class DPCATELearner(BaseEstimator):
     ledger : optional
         A :class:`collabcausal.party.ledger.PrivacyLedger`; charged (eps, delta) once, before fitting.
     random_state : int or Generator, optional
-        Seed of the sample split (the split is not a release; DP-EBM's own noise is unseeded).
+        Seed of the sample split (the split is not a release).
     n_jobs : int
         interpret's worker count per model.
+    noise_seed : int, optional
+        Seed of the DP-EBMs' noise (module k gets ``noise_seed + k``). None (default) draws fresh
+        noise; an int reproduces it, for seeded experiments only: NOT private.
 
     Attributes
     ----------
@@ -271,6 +283,7 @@ class DPCATELearner(BaseEstimator):
         ledger=None,
         random_state: SeedLike = None,
         n_jobs: int = 1,
+        noise_seed: int | None = None,
     ) -> None:
         self.learner = learner
         self.epsilon = epsilon
@@ -283,23 +296,29 @@ class DPCATELearner(BaseEstimator):
         self.ledger = ledger
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.noise_seed = noise_seed
 
     def _build(self, eps: float, delta: float, fb: list, ob: tuple[float, float]):
         kw = {"epsilon": eps, "delta": delta, "n_jobs": self.n_jobs}
+
+        def seed(k: int) -> int | None:
+            return None if self.noise_seed is None else int(self.noise_seed) + k
+
         if self.learner == "s":
-            return SLearner(DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, **kw))
+            return SLearner(DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, noise_seed=seed(0),
+                                           **kw))
         if self.pseudo_outcome_bounds is None:
             bound = pseudo_outcome_bound(self.learner, ob, self.clip)
             pb = (-bound, bound)
         else:
             pb = check_bounds(self.pseudo_outcome_bounds, "pseudo_outcome_bounds")
-        propensity = DPEBMClassifier(feature_bounds=fb, **kw)
-        final = DPEBMRegressor(feature_bounds=fb, target_bounds=pb, **kw)
+        propensity = DPEBMClassifier(feature_bounds=fb, noise_seed=seed(0), **kw)
+        final = DPEBMRegressor(feature_bounds=fb, target_bounds=pb, noise_seed=seed(2), **kw)
         common = {"split": tuple(self.split), "clip": self.clip, "random_state": self.random_state}
         if self.learner == "dr":
-            outcome = DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, **kw)
+            outcome = DPEBMRegressor(feature_bounds=[*fb, (0.0, 1.0)], target_bounds=ob, noise_seed=seed(1), **kw)
             return DRLearner(propensity, outcome, final, **common)
-        outcome = DPEBMRegressor(feature_bounds=fb, target_bounds=ob, **kw)
+        outcome = DPEBMRegressor(feature_bounds=fb, target_bounds=ob, noise_seed=seed(1), **kw)
         return RLearner(outcome, propensity, final, weighted=False, **common)
 
     def fit(self, Y: ArrayLike, T: ArrayLike, *, X: ArrayLike) -> DPCATELearner:

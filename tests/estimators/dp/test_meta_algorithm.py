@@ -170,3 +170,11 @@ def test_gdp_epsilon_inverts_gdp_mu_and_the_budget_converter_refuses_bad_input()
     assert 0.4 < interpret_eps < 0.5 and 0.1 < frac < 0.2
     with pytest.raises(InputError, match="epsilon"):
         substitution_dp_ebm_budget(0.0, 1e-5)
+
+
+def test_noise_seed_reproduces_the_dp_ebm_noise_for_experiments(data):
+    fits = [learner(data, "r", pseudo_outcome_bounds=(-4, 4), noise_seed=s).fit(data.Y, data.T, X=data.X)
+            for s in (7, 7, 8)]
+    effects = [f.effect(data.X[:20]) for f in fits]
+    assert np.array_equal(effects[0], effects[1])
+    assert not np.array_equal(effects[0], effects[2])
