@@ -12,6 +12,9 @@ every feature's range (``privacy_bounds``) and, for regressions, the target's ra
 (``privacy_target_min`` / ``privacy_target_max``); without them interpret would read the ranges
 off the private data. The adapters here always pass declared bounds and clip inputs and targets to
 them (clipping is per-record post-processing of the data, so it does not change the DP argument).
+interpret calibrates for add/remove one record; the adapters ask it for the budget converted to
+substitution (:func:`substitution_dp_ebm_budget`), and refuse ``sample_weight``, which interpret
+would read off the data (the DP R-learner's final stage is therefore fitted unweighted).
 
 Target bounds of the second stage follow from the declared outcome range [lo, hi] and the
 propensity clip c: |psi_DR| <= (hi - lo)(1 + 1/c) and |Y~/T~|_R <= (hi - lo)/c. Users may declare
