@@ -459,7 +459,11 @@ def ledger_budgets(path: str | Path) -> dict[str, tuple[float, float]]:
         raise ConfigError(f"ledger {p} is unreadable or corrupt ({exc})", "restore it from a backup") from exc
 
 
-ADD_REMOVE_OPERATIONS = frozenset({"dp_count", "dp_sum", "dp_mean", "dp_histogram", "dp_range"})
+ADD_REMOVE_OPERATIONS = frozenset({
+    "dp_count", "dp_sum", "dp_mean", "dp_histogram", "dp_range",
+    # interpret's DP-EBM, add/remove-calibrated before substitution_dp_ebm_budget (issue 11 item 3):
+    "dp_cate_meta_dr", "dp_cate_meta_r", "dp_cate_meta_s", "dp_cate_nuisances_dr", "dp_cate_nuisances_r",
+})
 """Operations that format 1 calibrated for add/remove-one; :func:`migrate_ledger` doubles their cost."""
 
 
@@ -469,8 +473,9 @@ def migrate_ledger(path: str | Path) -> int:
     Format 1 added epsilons proved under two relations. A release that is (eps, delta)-DP under
     add/remove-one is (2 eps, (1 + e^eps) delta)-DP under substitution (group privacy: a
     substitution is a removal then an addition), so the format-1 charges of
-    :data:`ADD_REMOVE_OPERATIONS` are recorded at that cost; the others (ANM scores, DP
-    meta-algorithm, DP-CATE) were proved for substitution and keep theirs. Totals are rebuilt
+    :data:`ADD_REMOVE_OPERATIONS` (including every DP-EBM fit: interpret calibrated them for
+    add/remove) are recorded at that cost; the others (ANM scores, DP-CATE's functional release)
+    were proved for substitution and keep theirs. Totals are rebuilt
     from the converted history (:func:`composed_cost`). One transaction: all or nothing.
     """
     p = Path(path)

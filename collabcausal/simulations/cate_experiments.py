@@ -55,7 +55,8 @@ def _fit_predict(setup: str, n: int, eps: float, learner: str, seed_path: tuple,
     half_span = 0.5 * (data.outcome_bounds[1] - data.outcome_bounds[0])
     model = DPCATELearner(learner, epsilon=eps, delta=DELTA, feature_bounds=data.feature_bounds,
                           outcome_bounds=data.outcome_bounds, pseudo_outcome_bounds=(-half_span, half_span),
-                          random_state=child_rng(*seed_path, "split"))
+                          random_state=child_rng(*seed_path, "split"),
+                          noise_seed=int(child_rng(*seed_path, "noise").integers(2**31 - 4)))
     private = model.fit(data.Y, data.T, X=data.X).effect(X_test)
     if not peers:
         return private, None

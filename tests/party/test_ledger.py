@@ -223,6 +223,14 @@ def test_an_old_format_ledger_is_refused_with_one_line_then_migrated_with_add_re
     assert migrate_ledger(path) == 0  # idempotent
 
 
+def test_migration_doubles_dp_ebm_charges_which_interpret_calibrated_for_add_remove(tmp_path, format_1_ledger):
+    """Issue 11 item 3: before the converted budget, a DP-EBM fit at eps was add/remove (eps, delta)-DP."""
+    path = format_1_ledger(tmp_path / "old.sqlite", 5.0, [("dp_cate_meta_r", 0.5, None, None),
+                                                           ("dp_cate_function_r", 0.25, None, None)])
+    assert migrate_ledger(path) == 2
+    assert [c.epsilon for c in PrivacyLedger(path, epsilon=5.0, dataset="d").history()] == [1.0, 0.25]
+
+
 # --- O(1) charging ---------------------------------------------------------------------------
 
 

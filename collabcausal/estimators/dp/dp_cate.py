@@ -40,8 +40,9 @@ from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, clone
 
 from collabcausal.errors import InputError, PolicyError
+from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
-from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath, standard_normals
+from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor
 from collabcausal.estimators.metalearners.splits import disjoint_plan
 from collabcausal.estimators.validation import (
@@ -134,7 +135,7 @@ class PrivateCATEFunction:
 
     def __call__(self, X: ArrayLike) -> NDArray[np.float64]:
         Xq = self._owner._check_domain(X)
-        return self._owner._predict(Xq) + self.noise_scale * self.path(Xq)
+        return self.path(Xq, center=self._owner._predict(Xq), scale=self.noise_scale)
 
 
 class DPCATE(BaseEstimator):
@@ -436,7 +437,7 @@ class DPCATE(BaseEstimator):
         self._check_ledger_use()
         self.sensitivity_ = self.sensitivity(Xq)
         self.noise_scale_ = self.sensitivity_ * c_factor(self.epsilon_, self.delta_, self.X_.shape[0])
-        noisy = self._predict(Xq) + self.noise_scale_ * standard_normals(len(Xq), self.noise_rng)
+        noisy = mechanisms.perturb("gaussian", self._predict(Xq), self.noise_scale_, rng=self.noise_rng)
         return PrivateRelease(Xq, noisy, self.epsilon_, self.delta_)
 
     # ---- functional release (Theorem 3) ---------------------------------------------------

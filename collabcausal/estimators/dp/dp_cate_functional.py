@@ -7,9 +7,15 @@ query is drawn from the posterior given all earlier draws (Algorithm 2, iterativ
 answers of any query sequence have exactly the joint distribution of one sample path evaluated at
 all the points. Repeated points return the value already drawn.
 
-Correlated noise is built from i.i.d. standard normals drawn by the DP core's vetted sampler
-(:mod:`collabcausal.estimators.dp.mechanisms`, OpenDP) times a Cholesky factor of the
-(conditional) covariance; no other sampler is used for released noise.
+The data-dependent sum g + r U is formed inside the DP core's vetted sampler
+(:func:`collabcausal.estimators.dp.mechanisms.perturb`, OpenDP) in whitened coordinates: with R a
+root of the (conditional) covariance C and m the conditional mean of U,
+
+    g + r (m + R z) = R (v + r z),   v = R^-1 (g + r m),   z ~ N(0, I),
+
+so OpenDP adds N(0, r^2 I) to v and rounds exactly, and the product with R (a function of the
+public query points and kernel only) is post-processing. The distribution is the same as
+g + r U; no numpy sampler and no float64 ``value + noise`` of ours touches a private release.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import cho_factor, cho_solve
 
 from collabcausal.estimators.dp import mechanisms
@@ -25,28 +31,19 @@ from collabcausal.estimators.dp import mechanisms
 JITTER = 1e-10
 
 
-def standard_normals(size: int, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
-    """i.i.d. N(0, 1) from the DP core's :func:`~collabcausal.estimators.dp.mechanisms.draw_noise`.
-
-    ``rng=None``: OpenDP's sampler (private). A numpy ``rng`` makes the noise reproducible and
-    therefore NOT private (seeded experiments only).
-    """
-    return mechanisms.draw_noise("gaussian", 1.0, (int(size),), rng=rng)
-
-
 def _covariance_root(C: NDArray[np.float64]) -> NDArray[np.float64]:
-    """A factor R with R R^T = C: Cholesky with a relative jitter, else a clipped eigen-root."""
+    """An invertible R with R R^T = C + jitter: Cholesky, else an eigen-root with a floored spectrum."""
     C = 0.5 * (C + C.T)
-    scale = max(1.0, float(np.abs(np.diag(C)).max())) if C.size else 1.0
+    jitter = JITTER * (max(1.0, float(np.abs(np.diag(C)).max())) if C.size else 1.0)
     try:
-        return np.linalg.cholesky(C + JITTER * scale * np.eye(C.shape[0]))
+        return np.linalg.cholesky(C + jitter * np.eye(C.shape[0]))
     except np.linalg.LinAlgError:
         vals, vecs = np.linalg.eigh(C)
-        return vecs * np.sqrt(np.clip(vals, 0.0, None))
+        return vecs * np.sqrt(np.clip(vals, 0.0, None) + jitter)
 
 
 class GaussianProcessPath:
-    """One lazily drawn sample path of a zero-mean GP with covariance ``kernel``.
+    """One lazily drawn sample path of a zero-mean GP U with covariance ``kernel``.
 
     Parameters
     ----------
@@ -61,20 +58,25 @@ class GaussianProcessPath:
         self.rng = rng
         self.points_: NDArray[np.float64] | None = None
         self.values_: NDArray[np.float64] = np.zeros(0)
+        self.released_: NDArray[np.float64] = np.zeros(0)
 
-    def __call__(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        """U(x) at the rows of ``X``, consistent with every earlier call."""
+    def __call__(self, X: ArrayLike, center: ArrayLike | None = None, scale: float = 1.0) -> NDArray[np.float64]:
+        """``center + scale * U(x)`` at the rows of ``X`` (default: U itself), consistent with every earlier call.
+
+        ``center`` holds one value per row of ``X`` and ``scale`` must be the same function and
+        number on every call of one path (the :class:`PrivateCATEFunction` passes g_D and r): a
+        repeated point returns the number released before.
+        """
         X = np.asarray(X, dtype=float)
+        c = np.zeros(X.shape[0]) if center is None else np.asarray(center, dtype=float).reshape(X.shape[0])
         out = np.empty(X.shape[0])
         known = self._lookup(X)
         hit = known >= 0
-        out[hit] = self.values_[known[hit]]
-        new = np.unique(X[~hit], axis=0) if (~hit).any() else X[:0]
-        if new.shape[0]:
-            drawn = self._draw(new)
-            self._remember(new, drawn)
-            idx = self._lookup(X[~hit])
-            out[~hit] = self.values_[idx]
+        out[hit] = self.released_[known[hit]]
+        if (~hit).any():
+            new, first = np.unique(X[~hit], axis=0, return_index=True)
+            self._draw(new, c[~hit][first], float(scale))
+            out[~hit] = self.released_[self._lookup(X[~hit])]
         return out
 
     def _lookup(self, X: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -83,8 +85,12 @@ class GaussianProcessPath:
         eq = (X[:, None, :] == self.points_[None, :, :]).all(axis=2)
         return np.where(eq.any(axis=1), eq.argmax(axis=1), -1)
 
-    def _draw(self, new: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Algorithm 1 (no history: prior) or Algorithm 2 (posterior given the history)."""
+    def _draw(self, new: NDArray[np.float64], center: NDArray[np.float64], scale: float) -> None:
+        """Algorithm 1 (no history: prior) or Algorithm 2 (posterior given the history), through OpenDP.
+
+        Releases R (v + scale z) with v = R^-1 (center + scale m) (module docstring) and remembers
+        U = (release - center) / scale for later conditioning.
+        """
         K_new = self.kernel(new, new)
         if self.points_ is None:
             mean, cov = np.zeros(new.shape[0]), K_new
@@ -94,8 +100,9 @@ class GaussianProcessPath:
             factor = cho_factor(K_old + JITTER * np.eye(K_old.shape[0]) * max(1.0, float(np.diag(K_old).max())))
             mean = K_cross.T @ cho_solve(factor, self.values_)
             cov = K_new - K_cross.T @ cho_solve(factor, K_cross)
-        return mean + _covariance_root(cov) @ standard_normals(new.shape[0], self.rng)
-
-    def _remember(self, new: NDArray[np.float64], drawn: NDArray[np.float64]) -> None:
+        root = _covariance_root(cov)
+        whitened = np.linalg.solve(root, center + scale * mean)
+        released = root @ mechanisms.perturb("gaussian", whitened, scale, rng=self.rng)
         self.points_ = new.copy() if self.points_ is None else np.vstack([self.points_, new])
-        self.values_ = np.concatenate([self.values_, drawn])
+        self.values_ = np.concatenate([self.values_, (released - center) / scale])
+        self.released_ = np.concatenate([self.released_, released])

@@ -46,6 +46,7 @@ __all__ = [
     "gaussian_delta",
     "laplace",
     "laplace_scale",
+    "perturb",
 ]
 
 
@@ -80,11 +81,7 @@ def laplace(
     rng : numpy.random.Generator, optional
         Reproducible insecure draws for simulations; ``None`` uses OpenDP's sampler.
     """
-    scale = laplace_scale(sensitivity, epsilon)
-    arr = _finite(values, "values")
-    if rng is not None:
-        return arr + rng.laplace(0.0, scale, size=arr.shape)
-    return _opendp_draw("laplace", float, scale, arr)
+    return perturb("laplace", values, laplace_scale(sensitivity, epsilon), rng=rng)
 
 
 def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -135,11 +132,7 @@ def gaussian(
     ``sensitivity_l2`` is the L2 sensitivity of the whole array; sigma from
     :func:`analytic_gaussian_sigma`.
     """
-    sigma = analytic_gaussian_sigma(sensitivity_l2, epsilon, delta)
-    arr = _finite(values, "values")
-    if rng is not None:
-        return arr + rng.normal(0.0, sigma, size=arr.shape)
-    return _opendp_draw("gaussian", float, sigma, arr)
+    return perturb("gaussian", values, analytic_gaussian_sigma(sensitivity_l2, epsilon, delta), rng=rng)
 
 
 def discrete_laplace(
@@ -258,21 +251,32 @@ def _opendp_draw(kind: str, atom: type | str, scale: float, arr: np.ndarray) -> 
     return np.asarray(noisy, dtype=arr.dtype).reshape(arr.shape)
 
 
-def draw_noise(
-    kind: str, scale: float, shape: int | tuple[int, ...], *, rng: np.random.Generator | None = None
+def perturb(
+    kind: str, values: ArrayLike, scale: float, *, rng: np.random.Generator | None = None
 ) -> NDArray[np.float64]:
-    """Raw i.i.d. ``"laplace"`` (scale b) or ``"gaussian"`` (sd ``scale``) noise of ``shape``.
+    """``values`` + i.i.d. ``"laplace"`` (scale b) or ``"gaussian"`` (sd ``scale``) noise, per entry.
 
-    For mechanisms whose calibration lives in their own module (objective perturbation, AdaSSP);
-    same two randomness modes as the mechanisms above.
+    For mechanisms whose calibration lives in their own module (objective perturbation, AdaSSP,
+    DP-CATE's Gaussian process). With ``rng=None`` the values go into OpenDP's measurement, which
+    samples the noise and rounds the noisy sum exactly (no float64 ``value + noise`` of ours, the
+    Mironov 2012 attack surface); a numpy ``rng`` gives the same distribution, reproducibly and
+    therefore NOT privately.
     """
     if kind not in ("laplace", "gaussian"):
         raise InputError(f"unknown noise kind {kind!r}", "use 'laplace' or 'gaussian'")
     b = _sensitivity(scale)
-    zeros = np.zeros(shape, dtype=np.float64)
+    arr = _finite(values, "values")
     if rng is not None:
-        return rng.laplace(0.0, b, size=zeros.shape) if kind == "laplace" else rng.normal(0.0, b, size=zeros.shape)
-    return _opendp_draw(kind, float, b, zeros)
+        noise = rng.laplace(0.0, b, size=arr.shape) if kind == "laplace" else rng.normal(0.0, b, size=arr.shape)
+        return arr + noise
+    return _opendp_draw(kind, float, b, arr)
+
+
+def draw_noise(
+    kind: str, scale: float, shape: int | tuple[int, ...], *, rng: np.random.Generator | None = None
+) -> NDArray[np.float64]:
+    """Raw i.i.d. noise of ``shape``: :func:`perturb` of zeros."""
+    return perturb(kind, np.zeros(shape, dtype=np.float64), scale, rng=rng)
 
 
 def _numpy_discrete_laplace(scale: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -283,6 +283,7 @@ class _TwoStageLearner(_CATELearner):
     """
 
     nuisance_names: tuple[str, ...] = ()
+    weighted: bool = True  # pass the transform's weights (if any) to the final model
 
     def plan(self, n: int, T: ArrayLike | None = None) -> tuple[Round, ...]:
         """The splitting plan for ``n`` subjects (checks that every part is large enough).
@@ -312,7 +313,7 @@ class _TwoStageLearner(_CATELearner):
         self.pseudo_outcome_ = np.concatenate(targets)
         self.final_weights_ = None if weights[0] is None else np.concatenate(weights)
         final = clone(self.model_final)
-        if self.final_weights_ is None:
+        if self.final_weights_ is None or not self.weighted:
             final.fit(Xa[order], self.pseudo_outcome_)
         else:
             final.fit(Xa[order], self.pseudo_outcome_, sample_weight=self.final_weights_)
@@ -409,7 +410,19 @@ class RLearner(_TwoStageLearner):
 
     Residuals Y~ = Y - eta(X), T~ = T - e(X); the final stage minimises
     sum (Y~ - T~ tau(X))^2, i.e. a regression of Y~/T~ on X with weights T~^2.
-    The final model must accept ``sample_weight``.
+    The final model must accept ``sample_weight`` unless ``weighted=False``.
+
+    Parameters
+    ----------
+    model_y, model_t, model_final : estimators
+        Outcome regression eta, propensity e, and the final regression of Y~/T~ on X.
+    weighted : bool
+        True (default) passes the R-loss weights T~^2 to ``model_final``; False regresses Y~/T~
+        on X unweighted (the U-learner: with the true nuisances E[Y~/T~ | X] = tau(X) as well).
+        The DP learner needs False: a DP base learner cannot take data-dependent weights
+        (docs/cate.md, "The DP R-learner's final stage"). ``final_weights_`` holds T~^2 either way.
+    cv, split, clip, random_state
+        As in :class:`DRLearner`.
     """
 
     nuisance_names = ("propensity", "outcome")
@@ -420,6 +433,7 @@ class RLearner(_TwoStageLearner):
         model_t,
         model_final,
         *,
+        weighted: bool = True,
         cv: int = 2,
         split: Sequence[float] | None = None,
         clip: float = DEFAULT_CLIP,
@@ -428,6 +442,7 @@ class RLearner(_TwoStageLearner):
         self.model_y = model_y
         self.model_t = model_t
         self.model_final = model_final
+        self.weighted = weighted
         self.cv = cv
         self.split = split
         self.clip = clip

@@ -5,6 +5,7 @@ import pytest
 from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
 from collabcausal.errors import InputError, PolicyError
+from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.dp_cate import DPCATE, c_factor, gaussian_kernel
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
 from collabcausal.party.ledger import PrivacyLedger
@@ -87,11 +88,17 @@ def test_iterative_gp_answers_follow_the_batch_distribution():
         assert np.abs(sample.mean(axis=0)).max() < 0.06
 
 
-def test_gp_path_returns_the_same_value_for_a_repeated_point():
-    path = GaussianProcessPath(lambda A, B: gaussian_kernel(A, B, 0.5), np.random.default_rng(1))
-    first = path(np.array([[0.2, 0.2], [0.6, 0.1]]))
-    again = path(np.array([[0.6, 0.1], [0.5, 0.5], [0.2, 0.2]]))
-    assert again[0] == first[1] and again[2] == first[0]
+def test_finite_and_functional_releases_form_the_noisy_sum_inside_opendp(data, monkeypatch):
+    """Issue 11 item 5: OpenDP receives g_D itself (zero-noise fake: the release is exactly g_D), so no
+    float64 ``g + noise`` of ours and no other sampler touches the released numbers."""
+    received = []
+    monkeypatch.setattr(mechanisms, "_opendp_draw", lambda kind, atom, scale, arr: received.append(arr) or arr.copy())
+    Xq = np.array([[0.1, 0.1], [0.5, 0.5]])
+    m = fitted(data, "linear")
+    assert np.array_equal(m.release(Xq).estimates, m.effect(Xq))
+    assert np.array_equal(received[-1], m.effect(Xq))
+    f = fitted(data, "functional").release_function()
+    assert f(Xq) == pytest.approx(f._owner.effect(Xq), abs=1e-8)
 
 
 def test_functional_release_noise_shrinks_with_epsilon_and_uses_the_conservative_scale(data):

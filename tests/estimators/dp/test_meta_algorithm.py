@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from collabcausal.errors import BudgetExceededError, InputError
-from collabcausal.estimators.dp.meta_algorithm import DPCATELearner, DPEBMRegressor, pseudo_outcome_bound
+from collabcausal.errors import BudgetExceededError, InputError, PolicyError
+from collabcausal.estimators.dp.mechanisms import gaussian_delta
+from collabcausal.estimators.dp.meta_algorithm import (
+    DPCATELearner,
+    DPEBMRegressor,
+    gdp_epsilon,
+    gdp_mu,
+    pseudo_outcome_bound,
+    substitution_dp_ebm_budget,
+)
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.simulations.cate_setups import paper000_setup
 
@@ -40,9 +48,15 @@ def test_r_learner_fits_and_its_effects_are_finite(data):
 def test_s_learner_on_dp_ebm_is_a_constant_effect_so_its_mse_is_var_tau(data):
     model = learner(data, "s").fit(data.Y, data.T, X=data.X)
     eff = model.effect(data.X)
-    assert np.ptp(eff) < 1e-9
-    mse = np.mean((eff - data.tau) ** 2)
-    assert mse == pytest.approx(np.var(data.tau) + (eff[0] - data.tau.mean()) ** 2)
+    # Additive in T: mu(x, 1) - mu(x, 0) is one constant wherever the predictions are not clipped
+    # to the declared outcome range (the clip is post-processing and bends the difference).
+    ebm, (lo, hi) = model.model_.model_.model_, data.outcome_bounds
+    raw = [ebm.predict(np.c_[data.X, np.full(len(data.X), t)]) for t in (0.0, 1.0)]
+    inside = np.all([(r > lo) & (r < hi) for r in raw], axis=0)
+    assert inside.mean() > 0.5
+    assert np.ptp(eff[inside]) < 1e-9
+    mse = np.mean((eff[inside] - data.tau[inside]) ** 2)
+    assert mse == pytest.approx(np.var(data.tau[inside]) + (eff[inside][0] - data.tau[inside].mean()) ** 2)
 
 
 def test_budget_exceeded_refuses_before_fitting(data, tmp_path):
@@ -78,3 +92,89 @@ def test_dp_ebm_regressor_clips_predictions_to_declared_target_bounds():
 def test_pseudo_outcome_bounds_follow_from_outcome_range_and_clip():
     assert pseudo_outcome_bound("dr", (0.0, 1.0), 0.1) == pytest.approx(11.0)
     assert pseudo_outcome_bound("r", (0.0, 1.0), 0.1) == pytest.approx(10.0)
+
+
+def test_dp_ebm_regressor_refuses_sample_weights_whose_max_would_scale_the_noise():
+    """Issue 11 item 2, the attack: interpret scales DP-EBM noise by the observed max(sample_weight)
+    and bins with the exact weight sum, so neighbours differing in one weight (0.01 vs 0.81) would get
+    visibly different noise. Weights are refused in DP mode."""
+    from interpret.privacy import DPExplainableBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(size=(100, 1)), rng.uniform(size=100)
+    neighbours = [np.r_[np.full(99, 0.01), top] for top in (0.01, 0.81)]
+    raw = [DPExplainableBoostingRegressor(epsilon=1.0, privacy_bounds={0: (0, 1)}, privacy_target_min=0.0,
+                                          privacy_target_max=1.0, max_rounds=5).fit(X, y, sample_weight=w)
+           for w in neighbours]
+    # The attack on raw interpret: the released noise scale itself reveals the changed weight (81x).
+    assert raw[1].noise_scale_boosting_ / raw[0].noise_scale_boosting_ == pytest.approx(81.0)
+    model = DPEBMRegressor(epsilon=1.0, feature_bounds=[(0, 1)], target_bounds=(0.0, 1.0))
+    for w in neighbours:
+        with pytest.raises(PolicyError, match="sample_weight"):
+            model.fit(X, y, sample_weight=w)
+    assert not hasattr(model, "model_")
+
+
+def test_dp_r_learner_final_stage_is_fitted_without_weights_so_its_noise_is_data_independent(data):
+    """The DP R-learner's final DP-EBM regresses Y~/T~ unweighted: interpret's noise scale is then
+    set by the declared bounds alone (max weight 1), identical across fits on different data."""
+    scales = set()
+    for seed in (0, 1):
+        other = paper000_setup("A", 800, seed=seed)
+        model = learner(other, "r", pseudo_outcome_bounds=(-4, 4)).fit(other.Y, other.T, X=other.X)
+        assert model.model_.final_weights_ is not None  # the R-loss weights exist ...
+        scales.add(model.model_.model_final_.model_.noise_scale_boosting_)  # ... but never reach interpret
+    assert len(scales) == 1
+
+
+def _raw_dp_ebm(epsilon, delta, X, y):
+    from interpret.privacy import DPExplainableBoostingRegressor
+
+    return DPExplainableBoostingRegressor(epsilon=epsilon, delta=delta, privacy_bounds={0: (0, 1), 1: (0, 1)},
+                                          privacy_target_min=0.0, privacy_target_max=2.0, max_rounds=20).fit(X, y)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
+def test_dp_ebm_noise_is_calibrated_for_substitution_not_interprets_add_remove(epsilon, monkeypatch):
+    """Issue 11 item 3: interpret calibrates add/remove; a substituted record moves two histogram
+    cells (L2 sqrt(2)) and can change one residual sum by 2R. Our adapter asks interpret for the
+    converted budget, so its noise is exactly sqrt(2) (binning) and 2 (boosting) times interpret's
+    add/remove noise at the requested eps, and each part's exact (Balle-Wang) delta under the
+    substitution sensitivity is the half-delta interpret assigns it."""
+    from interpret.privacy import DPExplainableBoostingRegressor
+
+    delta = 1e-5
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(size=(200, 2)), rng.uniform(0, 2, size=200)
+    real_init = DPExplainableBoostingRegressor.__init__
+    monkeypatch.setattr(DPExplainableBoostingRegressor, "__init__",
+                        lambda self, **kw: real_init(self, **{**kw, "max_rounds": 20}))
+    ours = DPEBMRegressor(epsilon=epsilon, delta=delta, feature_bounds=[(0, 1), (0, 1)],
+                          target_bounds=(0.0, 2.0)).fit(X, y).model_
+    raw = _raw_dp_ebm(epsilon, delta, X, y)
+    assert ours.noise_scale_binning_ / raw.noise_scale_binning_ == pytest.approx(np.sqrt(2), rel=1e-6)
+    assert ours.noise_scale_boosting_ / raw.noise_scale_boosting_ == pytest.approx(2.0, rel=1e-6)
+    f = 0.1  # interpret's default bin_budget_frac: the requested eps is split 0.1 / 0.9, delta in halves
+    queries = ours.max_rounds * len(ours.term_features_) * ours.outer_bags
+    binning = gaussian_delta(ours.noise_scale_binning_, np.sqrt(2 * X.shape[1]), f * epsilon)
+    boosting = gaussian_delta(ours.noise_scale_boosting_, 2 * 2.0 * ours.learning_rate * np.sqrt(queries),
+                              (1 - f) * epsilon)
+    assert binning == pytest.approx(delta / 2, rel=1e-4)
+    assert boosting == pytest.approx(delta / 2, rel=1e-4)
+
+
+def test_gdp_epsilon_inverts_gdp_mu_and_the_budget_converter_refuses_bad_input():
+    for eps in (0.1, 1.0, 10.0):
+        assert gdp_epsilon(gdp_mu(eps, 1e-6), 1e-6) == pytest.approx(eps, rel=1e-7)
+    interpret_eps, frac = substitution_dp_ebm_budget(1.0, 1e-5)
+    assert 0.4 < interpret_eps < 0.5 and 0.1 < frac < 0.2
+    with pytest.raises(InputError, match="epsilon"):
+        substitution_dp_ebm_budget(0.0, 1e-5)
+
+
+def test_noise_seed_reproduces_the_dp_ebm_noise_for_experiments(data):
+    fits = [learner(data, "r", pseudo_outcome_bounds=(-4, 4), noise_seed=s).fit(data.Y, data.T, X=data.X)
+            for s in (7, 7, 8)]
+    effects = [f.effect(data.X[:20]) for f in fits]
+    assert np.array_equal(effects[0], effects[1])
+    assert not np.array_equal(effects[0], effects[2])
