@@ -122,15 +122,17 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
     described = grid.send_and_receive(
         {p: Message("describe", {"study": config.study}) for p in parties}, timeout=config.task_timeout
     )
-    spent = dict.fromkeys(parties, 0.0)
-    estimates = {}
-    for x, y in spec.pairs:
-        holders = [p for p in parties if {x, y} <= set(described[p].params.get("covariates", ()))]
-        if not holders:
+    holding = {}
+    for x, y in spec.pairs:  # every pair checked before any party is asked (and charged)
+        holding[x, y] = [p for p in parties if {x, y} <= set(described[p].params.get("covariates", ()))]
+        if not holding[x, y]:
             raise StudyFailedError(
                 f"no joined party holds both {x!r} and {y!r}",
                 "pair covariates that one party holds: the ANM needs both columns of the same subjects",
             )
+    spent = dict.fromkeys(parties, 0.0)
+    estimates = {}
+    for (x, y), holders in holding.items():
         params = {"columns": [x, y], "epsilon": spec.epsilon, "score": "hsic", "protect": "both",
                   "x_bounds": list(config.anchor_ranges[x]), "y_bounds": list(config.anchor_ranges[y]),
                   "test_size": spec.test_size, "study": config.study}
@@ -203,5 +205,5 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
         "estimates": estimates,
         "privacy": {p: {"epsilon": 0.0, "delta": 0.0} for p in parties}
         | {"analyst study ledger (rows of X^)": {"epsilon": spec.epsilon, "delta": spec.delta}},
-        "warnings": [CATE_NOTE, *dict.fromkeys(str(w.message) for w in caught)],
+        "warnings": [CATE_NOTE, *dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning))],
     }
