@@ -52,7 +52,7 @@ def test_without_a_kind_a_study_is_dcqe_as_before(tmp_path):
 
 
 REFUSED = [
-    ("adum", None, "epsilon = 1.0", "epsilon = 1.0\nepsilonn = 2", "unknown key \\[adum\\] epsilonn; fix: did you mean"),
+    ("adum", None, "epsilon = 1.0", "epsilon = 1.0\nepsilonn = 2", "unknown key \\[adum\\] epsilonn; fix: did you"),
     ("adum", None, "cells = [10]", "cells = [10]\nkmeans_clusters = 4", "exactly one partition"),
     ("adum", None, "cells = [10]", "cells = [10, 2]", "1 columns but 2 cell counts"),
     ("adum", None, '["age"]', '["bmi"]', "'bmi', which has no public range; fix: add bmi"),
