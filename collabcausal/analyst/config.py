@@ -4,6 +4,7 @@ Sections (paths relative to the file's folder)::
 
     [study]
     id = "lalonde-2x2"
+    kind = "dcqe"                     # or "adum", "cate", "discovery": with its own section, below
     seed = 0
     estimand = "ate"                  # or "att"
     estimators = ["psm", "ipw"]
@@ -40,6 +41,12 @@ Sections (paths relative to the file's folder)::
 With ``[dp_representation]`` the study runs SIMEX-corrected IPW on the parties' DP releases
 (:func:`~collabcausal.analyst.dp_release.run_dp_dcqe`): ``estimators`` must be ``["ipw"]`` (the
 default then), ``interval`` ``"percentile"`` and ``party_components`` integers.
+
+Study kinds other than ``"dcqe"`` add their section, ``[adum]``, ``[cate]`` or ``[discovery]``
+(:mod:`collabcausal.analyst.kind_config`, run by :mod:`collabcausal.analyst.studies`); a section of
+another kind is refused, and ``[dp_representation]`` belongs to ``"dcqe"``. eps-ADUM needs one party
+per row group (parties hold different subjects); its partition columns and discovery's pairs need
+a range in ``[anchor_ranges]``, the public range of every covariate whatever the kind.
 
 The roster (parties admitted) is every party named in ``row_groups``. The file is validated
 against :class:`StudyFile` (:mod:`collabcausal.config_schema`): unknown sections and keys are

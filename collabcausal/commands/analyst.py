@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """\
 Run a study as its coordinator. The analyst listens (mutual TLS by default), waits for the
 parties of the roster to dial in, aligns the subjects of vertically split row groups if the study
-asks for it, runs DC-QE (paper 003) over the parties, writes report.json and report.html to the
-study's out folder, prints the estimates and tells the parties the study is over. Progress, one
-line per party event, goes to stderr.
+asks for it, runs the study's kind over the parties ([study] kind: "dcqe", DC-QE of paper 003, by
+default; "adum", "cate" or "discovery" with their own section, docs/protocol.md), writes
+report.json and report.html to the study's out folder, prints the estimates and tells the parties
+the study is over. Progress, one line per party event, goes to stderr.
 
 examples:
   # the study CA and the analyst's certificate, once

@@ -43,8 +43,9 @@ def test_simulate_discovery_on_a_csv(tmp_path, capsys):
 def test_simulate_cate_on_the_dcqe_grid_charges_the_analysts_ledger_only(tmp_path):
     out = tmp_path / "cate"
     args = ["simulate", "cate", "--dataset", "dcqe-synthetic", "--epsilon", "5", "--outcome-range", "-8", "8"]
-    assert main([*args, "--out", str(out)]) == 0
+    assert main([*args, "--feature-bound", "0.001", "--out", str(out)]) == 0  # a bound far inside X^'s spread
     report = _report(out)
+    assert any("covariate rows" in w and "outside" in w for w in report["warnings"])  # clipping is reported
     assert report["privacy"].pop("analyst study ledger (rows of X^)") == {"epsilon": 5.0, "delta": 1e-5}
     assert report["privacy"] == {p: {"epsilon": 0.0, "delta": 0.0} for p in ("p11", "p12", "p21", "p22")}
     assert report["estimates"]["dp-cate-r"]["noise_scale"] > 0
