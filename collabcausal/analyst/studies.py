@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_description, check_discovery
 from collabcausal.errors import StudyFailedError
 from collabcausal.estimators.intervals import IntervalEstimate
 from collabcausal.messages import Message
@@ -122,6 +123,8 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
     described = grid.send_and_receive(
         {p: Message("describe", {"study": config.study}) for p in parties}, timeout=config.task_timeout
     )
+    for party, reply in described.items():
+        check_description(party, reply)
     holding = {}
     for x, y in spec.pairs:  # every pair checked before any party is asked (and charged)
         holding[x, y] = [p for p in parties if {x, y} <= set(described[p].params.get("covariates", ()))]
@@ -139,6 +142,9 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
         replies = grid.send_and_receive(
             dict.fromkeys(holders, Message("dp_discover", params)), timeout=config.task_timeout
         )
+        for p in holders:
+            n = int(described[p].params["n_subjects"])
+            check_discovery(p, replies[p], epsilon=spec.epsilon, n_subjects=n, test_size=spec.test_size)
         releases = {p: replies[p].params for p in holders}
         for p in holders:
             spent[p] += float(releases[p]["epsilon"])
@@ -152,7 +158,7 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
             "dp-anm-hsic",
             direction=f"{x} -> {y}" if margin > 0 else f"{y} -> {x}",
             noise_sd=float(np.sqrt(np.sum(w**2 * 4.0 * scales**2))),
-            parties={p: {k: r[k] for k in ("direction", "agreement", "m_test")} for p, r in releases.items()},
+            parties={p: {k: r.get(k) for k in ("direction", "agreement", "m_test")} for p, r in releases.items()},
         )
     return {
         "estimand": "direction",

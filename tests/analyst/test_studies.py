@@ -9,6 +9,8 @@ import pytest
 from collabcausal.analyst.config import load_study_config
 from collabcausal.commands.analyst import run_study
 from collabcausal.errors import BudgetExceededError, StudyFailedError
+from collabcausal.messages import Message
+from collabcausal.party import Party
 from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
@@ -158,3 +160,51 @@ def test_every_kind_runs_over_grpc_with_four_party_processes_under_mutual_tls_as
         ledger = PrivacyLedger.from_file(tmp_path / "work" / party.name / "ledger.sqlite")
         assert [(c.operation, c.study) for c in ledger.history()] == [("dp_histogram", "adum-study"),
                                                                       ("dp_discover", "discovery-study")]
+
+
+class Tampering(Party):
+    """An evil party: answers honestly, then rewrites its reply with ``tamper``."""
+
+    def __init__(self, honest: Party, tamper) -> None:
+        super().__init__(honest.name, honest.table, ledger=honest.ledger, anchor_key=honest.anchor_key)
+        self.tamper = tamper
+
+    def handle(self, request: Message) -> Message:
+        reply = super().handle(request)
+        return self.tamper(reply) if request.operation in ("dp_histogram", "dp_discover") else reply
+
+
+def _swap(reply: Message, params: dict | None = None, arrays: dict | None = None) -> Message:
+    return Message(reply.operation, {**reply.params, **(params or {})}, {**reply.arrays, **(arrays or {})})
+
+
+HISTOGRAM_ATTACKS = {
+    "NaN counts": lambda r: _swap(r, arrays={"counts": np.full_like(r.array("counts"), np.nan)}),
+    "an extra cell": lambda r: _swap(r, arrays={"sums": np.zeros((6, 2, 1))}),
+    "no sums": lambda r: Message(r.operation, r.params, {"counts": r.array("counts")}),
+}
+
+
+@pytest.mark.parametrize("attack", list(HISTOGRAM_ATTACKS))
+def test_an_evil_party_cannot_slip_a_malformed_histogram_into_an_adum_study(data, tmp_path, attack):
+    parties = four_parties(data, tmp_path, BIG)
+    parties[2] = Tampering(parties[2], HISTOGRAM_ATTACKS[attack])
+    with pytest.raises(StudyFailedError, match=f"party '{parties[2].name}' sent a dp_histogram reply"):
+        run_study(InProcessGrid(parties), study_toml(tmp_path, "adum", parties))
+
+
+DISCOVERY_ATTACKS = {
+    # claiming a larger test split would weigh its scores above every honest party's in the combined margin
+    "an inflated test split": lambda r: _swap(r, {"m_test": 10**6}),
+    "a NaN score": lambda r: _swap(r, {"score_xy": float("nan")}),
+    "no noise scale": lambda r: _swap(r, {"noise_scale": None}),
+    "a missing score": lambda r: Message(r.operation, {k: v for k, v in r.params.items() if k != "score_yx"}),
+}
+
+
+@pytest.mark.parametrize("attack", list(DISCOVERY_ATTACKS))
+def test_an_evil_party_cannot_outweigh_or_poison_the_combined_discovery(data, tmp_path, attack):
+    parties = four_parties(data, tmp_path, BIG)
+    parties[1] = Tampering(parties[1], DISCOVERY_ATTACKS[attack])
+    with pytest.raises(StudyFailedError, match=f"party '{parties[1].name}' sent a dp_discover reply"):
+        run_study(InProcessGrid(parties), study_toml(tmp_path, "discovery", parties))
