@@ -71,6 +71,14 @@ from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.intervals import INTERVALS
 
+_DCQE_KEYS = ("estimators", "n_anchors", "party_components", "n_components", "interval", "bootstrap")
+UNUSED_STUDY_KEYS = {
+    "adum": (*_DCQE_KEYS, "align"),
+    "discovery": (*_DCQE_KEYS, "align", "estimand"),
+    "cate": ("interval", "bootstrap"),
+}
+"""``[study]`` keys a kind does not use: refused when set, rather than silently ignored."""
+
 
 class StudySection(Section):
     """``[study]``."""
@@ -192,6 +200,11 @@ class StudyFile(Section):
                     f'[{other}] belongs to kind = "{owner}" but [study] kind = "{kind}"; '
                     f'fix: remove [{other}] or set kind = "{owner}"'
                 )
+        unused = [k for k in UNUSED_STUDY_KEYS.get(kind, ()) if k in self.study.model_fields_set]
+        if unused:
+            raise ValueError(
+                f'[study] {unused[0]} is not used by kind = "{kind}"; fix: remove it (docs/protocol.md, "Study kinds")'
+            )
         if kind != "dcqe" and getattr(self, kind) is None:
             raise ValueError(f'kind = "{kind}" needs a [{kind}] section; fix: add [{kind}] (docs/protocol.md)')
         if kind == "adum" and any(len(g.parties) != 1 for g in self.row_groups):

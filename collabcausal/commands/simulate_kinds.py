@@ -103,7 +103,9 @@ def simulated_study(
     y = dataset.frame[dataset.outcome]
     outcome = list(args.outcome_range) if args.outcome_range else [float(y.min()), float(y.max())]
     study = {"id": f"simulate-{args.kind}-{dataset.name}", "kind": args.kind, "seed": args.seed,
-             "estimand": args.estimand or dataset.estimand, "out": str(Path(args.out).resolve())}
+             "out": str(Path(args.out).resolve())}
+    if args.kind != "discovery":
+        study["estimand"] = args.estimand or dataset.estimand
     if args.kind == "adum":
         names = _names(args.partition_columns) or [dataset.covariates[0]]
         partition_keys = {"kmeans_clusters": args.kmeans} if args.kmeans else {"cells": [args.cells] * len(names)}

@@ -67,6 +67,9 @@ REFUSED = [
     ("discovery", None, '[["age", "re74"]]', '[["age"]]', "\\[discovery\\] pairs\\[0\\]"),
     ("dcqe", SECTIONS["adum"], "", "", '\\[adum\\] belongs to kind = "adum"'),
     ("anm", "", "", "", "\\[study\\] kind = 'anm' is invalid"),
+    ("adum", None, 'kind = "adum"', 'kind = "adum"\nestimators = ["ipw"]', 'estimators is not used by kind = "adum"'),
+    ("discovery", None, 'kind = "discovery"', 'kind = "discovery"\nestimand = "att"', "estimand is not used"),
+    ("cate", None, 'kind = "cate"', 'kind = "cate"\nbootstrap = 10', "bootstrap is not used"),
 ]
 
 

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 RANGES = {"x": (-1.0, 1.0), "z": (-1.0, 1.0), "w": (-1.2, 1.2)}
 OUTCOME = (-1.5, 2.5)
+DCQE = "n_anchors = 500\nparty_components = 2\n"
 BIG = 1e4  # epsilon at which the DP noise is far below the tolerances (computed in each test)
 SECTIONS = {
     "adum": f"epsilon = {BIG}\noutcome_range = [-1.5, 2.5]\ncolumns = [\"x\"]\ncells = [5]",
@@ -60,7 +61,7 @@ def study_toml(folder, kind: str, parties, section: str | None = None, *, groups
     groups = "\n".join(f"[[row_groups]]\nparties = {g}".replace("'", '"') for g in names)
     path = folder / f"{kind}.toml"
     path.write_text(
-        f'[study]\nid = "{kind}-study"\nkind = "{kind}"\nseed = 0\nn_anchors = 500\nparty_components = 2\n'
+        f'[study]\nid = "{kind}-study"\nkind = "{kind}"\nseed = 0\n{DCQE if kind == "cate" else ""}'
         f'[server]\naddress = "127.0.0.1:0"\ninsecure = true\n[anchor_ranges]\n{ranges}\n{groups}\n'
         f"[{kind}]\n{SECTIONS[kind] if section is None else section}\n"
     )
