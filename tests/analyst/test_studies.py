@@ -179,33 +179,24 @@ def _swap(reply: Message, params: dict | None = None, arrays: dict | None = None
     return Message(reply.operation, {**reply.params, **(params or {})}, {**reply.arrays, **(arrays or {})})
 
 
-HISTOGRAM_ATTACKS = {
-    "NaN counts": lambda r: _swap(r, arrays={"counts": np.full_like(r.array("counts"), np.nan)}),
-    "an extra cell": lambda r: _swap(r, arrays={"sums": np.zeros((6, 2, 1))}),
-    "no sums": lambda r: Message(r.operation, r.params, {"counts": r.array("counts")}),
-}
-
-
-@pytest.mark.parametrize("attack", list(HISTOGRAM_ATTACKS))
-def test_an_evil_party_cannot_slip_a_malformed_histogram_into_an_adum_study(data, tmp_path, attack):
-    parties = four_parties(data, tmp_path, BIG)
-    parties[2] = Tampering(parties[2], HISTOGRAM_ATTACKS[attack])
-    with pytest.raises(StudyFailedError, match=f"party '{parties[2].name}' sent a dp_histogram reply"):
-        run_study(InProcessGrid(parties), study_toml(tmp_path, "adum", parties))
-
-
-DISCOVERY_ATTACKS = {
+ATTACKS = {  # (kind, the evil party's rewrite of its reply, the operation)
+    "NaN counts": ("adum", lambda r: _swap(r, arrays={"counts": np.full_like(r.array("counts"), np.nan)})),
+    "an extra cell": ("adum", lambda r: _swap(r, arrays={"sums": np.zeros((6, 2, 1))})),
+    "no sums": ("adum", lambda r: Message(r.operation, r.params, {"counts": r.array("counts")})),
     # claiming a larger test split would weigh its scores above every honest party's in the combined margin
-    "an inflated test split": lambda r: _swap(r, {"m_test": 10**6}),
-    "a NaN score": lambda r: _swap(r, {"score_xy": float("nan")}),
-    "no noise scale": lambda r: _swap(r, {"noise_scale": None}),
-    "a missing score": lambda r: Message(r.operation, {k: v for k, v in r.params.items() if k != "score_yx"}),
+    "an inflated test split": ("discovery", lambda r: _swap(r, {"m_test": 10**6})),
+    "a NaN score": ("discovery", lambda r: _swap(r, {"score_xy": float("nan")})),
+    "no noise scale": ("discovery", lambda r: _swap(r, {"noise_scale": None})),
+    "a missing score": ("discovery", lambda r: Message(r.operation, {k: v for k, v in r.params.items()
+                                                                     if k != "score_yx"})),
 }
 
 
-@pytest.mark.parametrize("attack", list(DISCOVERY_ATTACKS))
-def test_an_evil_party_cannot_outweigh_or_poison_the_combined_discovery(data, tmp_path, attack):
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_evil_party_cannot_slip_a_malformed_or_outweighing_release_into_a_study(data, tmp_path, attack):
+    kind, tamper = ATTACKS[attack]
     parties = four_parties(data, tmp_path, BIG)
-    parties[1] = Tampering(parties[1], DISCOVERY_ATTACKS[attack])
-    with pytest.raises(StudyFailedError, match=f"party '{parties[1].name}' sent a dp_discover reply"):
-        run_study(InProcessGrid(parties), study_toml(tmp_path, "discovery", parties))
+    parties[2] = Tampering(parties[2], tamper)
+    operation = {"adum": "dp_histogram", "discovery": "dp_discover"}[kind]
+    with pytest.raises(StudyFailedError, match=f"party '{parties[2].name}' sent a {operation} reply"):
+        run_study(InProcessGrid(parties), study_toml(tmp_path, kind, parties))
