@@ -9,7 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from collabcausal.analyst.kinds import KINDS
-from collabcausal.commands.simulate_kinds import add_kind_arguments
+from collabcausal.commands.simulate_kinds import add_kind_arguments, kind_options
 from collabcausal.errors import InputError
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
 
@@ -133,6 +133,7 @@ def run_command(args: argparse.Namespace) -> int:
     from collabcausal.simulations.partition import partition_grid
     from collabcausal.simulations.report import format_table, write_results
 
+    kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
     if args.kind != "dcqe":
         from collabcausal.commands.simulate_kinds import run_kind

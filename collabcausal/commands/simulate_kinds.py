@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,32 +33,53 @@ RANGE_WARNING = (
 )
 
 
+# option dest -> (kinds that use it, default); an option given to a kind that does not use it is refused
+KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "epsilon": (("adum", "cate", "discovery"), 1.0),
+    "delta": (("cate",), 1e-5),
+    "outcome_range": (("adum", "cate"), None),
+    "partition_columns": (("adum",), None),
+    "cells": (("adum",), 10),
+    "kmeans": (("adum",), None),
+    "learner": (("cate",), "r"),
+    "feature_bound": (("cate",), 0.2),
+    "pairs": (("discovery",), None),
+}
+
+
 def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of the kinds adum, cate and discovery."""
+    """The options of the kinds adum, cate and discovery (absent from ``args`` unless given)."""
     group = parser.add_argument_group("study kinds adum, cate, discovery (see docs/protocol.md)")
-    group.add_argument(
-        "--epsilon", type=float, default=1.0,
-        help="adum: each party's epsilon; discovery: each party's epsilon per pair; cate: the release's (default 1)",
-    )
-    group.add_argument("--delta", type=float, default=1e-5, help="cate: the release's delta (default 1e-5)")
-    group.add_argument(
-        "--outcome-range", type=float, nargs=2, metavar=("LO", "HI"),
-        help="adum, cate: public outcome range (default: the data's observed range, a simulation convenience)",
-    )
-    group.add_argument("--partition-columns", metavar="A,B", help="adum: partition covariates (default: the first)")
-    group.add_argument("--cells", type=int, default=10, help="adum: regular-grid cells per partition column (10)")
-    group.add_argument("--kmeans", type=int, metavar="K", help="adum: a DP k-means partition of K clusters instead")
-    group.add_argument("--learner", choices=("r", "dr"), default="r", help="cate: R- or DR-learner (default r)")
-    group.add_argument(
-        "--feature-bound", type=float, default=0.2, help="cate: X^ columns clipped to [-b, b] (default 0.2)"
-    )
-    group.add_argument(
-        "--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)"
-    )
+    add = partial(group.add_argument, default=argparse.SUPPRESS)
+    add("--epsilon", type=float,
+        help="adum: each party's epsilon; discovery: each party's epsilon per pair; cate: the release's (default 1)")
+    add("--delta", type=float, help="cate: the release's delta (default 1e-5)")
+    add("--outcome-range", type=float, nargs=2, metavar=("LO", "HI"),
+        help="adum, cate: public outcome range (default: the data's observed range, a simulation convenience)")
+    add("--partition-columns", metavar="A,B", help="adum: partition covariates (default: the first)")
+    add("--cells", type=int, help="adum: regular-grid cells per partition column (default 10)")
+    add("--kmeans", type=int, metavar="K", help="adum: a DP k-means partition of K clusters instead")
+    add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
+    add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
+    add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
+
+
+def kind_options(args: argparse.Namespace) -> argparse.Namespace:
+    """The kind options of ``args.kind`` with their defaults; an option of another kind is an :class:`InputError`."""
+    values = {}
+    for dest, (kinds, default) in KIND_OPTIONS.items():
+        if hasattr(args, dest) and args.kind not in kinds:
+            flag = "--" + dest.replace("_", "-")
+            raise InputError(
+                f"{flag} is not an option of simulate {args.kind}", f"use it with simulate {' or '.join(kinds)}"
+            )
+        values[dest] = getattr(args, dest, default)
+    return argparse.Namespace(**vars(args) | values)
 
 
 def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
     """Build the study of ``args.kind``, run it through ``run_study`` and publish its report."""
+    args = kind_options(args)
     from pydantic import ValidationError
 
     from collabcausal.analyst.config import StudyFile, study_config

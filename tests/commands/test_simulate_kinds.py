@@ -59,6 +59,8 @@ BAD = [
     (["discovery", "--pairs", "age,age"], "two different covariates"),
     (["discovery", "--pairs", ","], "names no column"),
     (["cate", "--feature-bound", "0"], "[cate] feature_bound = 0.0 is invalid"),
+    (["--epsilon", "1"], "--epsilon is not an option of simulate dcqe"),
+    (["adum", "--pairs", "age,re74"], "--pairs is not an option of simulate adum; fix: use it with simulate discovery"),
 ]
 
 
