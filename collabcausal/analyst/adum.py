@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_histogram
 from collabcausal.estimators.dp.adum import EpsADUM
 from collabcausal.estimators.dp.aggregates import OUTCOME, NoisyAggregates
 from collabcausal.estimators.dp.partitions import CentersPartition, Partition, dp_kmeans
@@ -64,7 +65,8 @@ def collect_aggregates(
     params = {"epsilon": eps, "study": study, "partition": partition.to_spec(), "by_arm": by_arm, "sums": list(sums)}
     request = Message("dp_histogram", {**params, "columns": columns})
     replies = grid.send_and_receive(dict.fromkeys(names, request), timeout=timeout)
-    answers = [NoisyAggregates(np.asarray(r.array("counts")), np.asarray(r.array("sums"))) for r in replies.values()]
+    shape = (partition.n_cells, 2 if by_arm else 1)
+    answers = [NoisyAggregates(*check_histogram(p, r, shape, len(sums))) for p, r in replies.items()]
     return reduce(lambda a, b: a + b, answers)
 
 

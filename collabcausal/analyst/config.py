@@ -4,6 +4,7 @@ Sections (paths relative to the file's folder)::
 
     [study]
     id = "lalonde-2x2"
+    kind = "dcqe"                     # or "adum", "cate", "discovery": with its own section, below
     seed = 0
     estimand = "ate"                  # or "att"
     estimators = ["psm", "ipw"]
@@ -41,6 +42,12 @@ With ``[dp_representation]`` the study runs SIMEX-corrected IPW on the parties' 
 (:func:`~collabcausal.analyst.dp_release.run_dp_dcqe`): ``estimators`` must be ``["ipw"]`` (the
 default then), ``interval`` ``"percentile"`` and ``party_components`` integers.
 
+Study kinds other than ``"dcqe"`` add their section, ``[adum]``, ``[cate]`` or ``[discovery]``
+(:mod:`collabcausal.analyst.kind_config`, run by :mod:`collabcausal.analyst.studies`); a section of
+another kind is refused, and ``[dp_representation]`` belongs to ``"dcqe"``. eps-ADUM needs one party
+per row group (parties hold different subjects); its partition columns and discovery's pairs need
+a range in ``[anchor_ranges]``, the public range of every covariate whatever the kind.
+
 The roster (parties admitted) is every party named in ``row_groups``. The file is validated
 against :class:`StudyFile` (:mod:`collabcausal.config_schema`): unknown sections and keys are
 refused with a "did you mean" hint and every value is range-checked. A study kind adds its own
@@ -59,15 +66,25 @@ from pydantic import Field, field_validator, model_validator
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.analyst.dp_release import DPRepresentationSpec
 from collabcausal.analyst.effects import ESTIMATORS
+from collabcausal.analyst.kind_config import KINDS, AdumSection, CateSection, DiscoverySection, KindSection
 from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.intervals import INTERVALS
+
+_DCQE_KEYS = ("estimators", "n_anchors", "party_components", "n_components", "interval", "bootstrap")
+UNUSED_STUDY_KEYS = {
+    "adum": (*_DCQE_KEYS, "align"),
+    "discovery": (*_DCQE_KEYS, "align", "estimand"),
+    "cate": ("interval", "bootstrap"),
+}
+"""``[study]`` keys a kind does not use: refused when set, rather than silently ignored."""
 
 
 class StudySection(Section):
     """``[study]``."""
 
     id: str = Field(min_length=1, description='the study id, e.g. "lalonde-2x2"')
+    kind: Literal[KINDS] = Field("dcqe", description=f"the analysis, one of {list(KINDS)}")  # type: ignore[valid-type]
     seed: int = Field(0, ge=0, description="an integer >= 0, e.g. 0")
     estimand: Literal["ate", "att"] = Field("ate", description='"ate" or "att"')
     estimators: list[str] = Field(list(ESTIMATORS), description=f"a list drawn from {list(ESTIMATORS)}")
@@ -167,6 +184,42 @@ class StudyFile(Section):
     )
     row_groups: list[RowGroupSection] = Field(min_length=1, description='[[row_groups]] with parties = ["..."]')
     dp_representation: DPRepresentationSection | None = None
+    adum: AdumSection | None = None
+    cate: CateSection | None = None
+    discovery: DiscoverySection | None = None
+
+    @model_validator(mode="after")
+    def _kind_section(self) -> StudyFile:
+        """The study's kind has its section (``"dcqe"``: none needed) and no other kind's section."""
+        kind = self.study.kind
+        own = {"dcqe": "dp_representation"}.get(kind, kind)
+        for other in ("dp_representation", "adum", "cate", "discovery"):
+            if other != own and getattr(self, other) is not None:
+                owner = "dcqe" if other == "dp_representation" else other
+                raise ValueError(
+                    f'[{other}] belongs to kind = "{owner}" but [study] kind = "{kind}"; '
+                    f'fix: remove [{other}] or set kind = "{owner}"'
+                )
+        unused = [k for k in UNUSED_STUDY_KEYS.get(kind, ()) if k in self.study.model_fields_set]
+        if unused:
+            raise ValueError(
+                f'[study] {unused[0]} is not used by kind = "{kind}"; fix: remove it (docs/protocol.md, "Study kinds")'
+            )
+        if kind != "dcqe" and getattr(self, kind) is None:
+            raise ValueError(f'kind = "{kind}" needs a [{kind}] section; fix: add [{kind}] (docs/protocol.md)')
+        if kind == "adum" and any(len(g.parties) != 1 for g in self.row_groups):
+            raise ValueError(
+                "eps-ADUM sums parties holding different subjects (a horizontal split); "
+                "fix: list one party per [[row_groups]]"
+            )
+        needed = {"adum": lambda s: s.columns, "discovery": lambda s: [c for p in s.pairs for c in p]}.get(kind)
+        unknown = [] if needed is None else [c for c in needed(getattr(self, kind)) if c not in self.anchor_ranges]
+        if unknown:
+            raise ValueError(
+                f"[{kind}] names {unknown[0]!r}, which has no public range; "
+                f"fix: add {unknown[0]} = [low, high] to [anchor_ranges]"
+            )
+        return self
 
     @model_validator(mode="after")
     def _dp_study(self) -> StudyFile:
@@ -230,6 +283,8 @@ class StudyConfig:
     interval: str = "percentile"
     n_boot: int = 200
     dp: DPRepresentationSpec | None = None
+    kind: str = "dcqe"
+    analysis: KindSection | None = None
 
     @property
     def roster(self) -> tuple[str, ...]:
@@ -267,7 +322,15 @@ class StudyConfig:
 def load_study_config(path: str | Path) -> StudyConfig:
     """Read and check ``study.toml``; every problem is one :class:`ConfigError` naming the key."""
     file = Path(path)
-    doc = load_toml_model(file, StudyFile)
+    return study_config(load_toml_model(file, StudyFile), file)
+
+
+def study_config(doc: StudyFile, file: Path) -> StudyConfig:
+    """The :class:`StudyConfig` of a validated ``doc``, paths resolved against ``file``'s folder.
+
+    ``collabcausal simulate <kind>`` validates the study it builds from its options with
+    :class:`StudyFile` too and comes here with a nominal ``file``.
+    """
     where = str(file)
     row_groups, holders = [], []
     for i, group in enumerate(doc.row_groups):
@@ -299,4 +362,6 @@ def load_study_config(path: str | Path) -> StudyConfig:
         interval=study.interval,
         n_boot=study.bootstrap,
         dp=None if doc.dp_representation is None else doc.dp_representation.spec(),
+        kind=study.kind,
+        analysis=None if study.kind == "dcqe" else getattr(doc, study.kind),
     )

@@ -19,6 +19,15 @@ of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m).
 
 A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names and a boolean
 ``has_labels``.
+
+A ``dp_histogram`` reply (eps-ADUM, paper 001) needs finite ``counts`` of the shape asked for,
+(cells, arms), and finite ``sums`` of shape (cells, arms, summed columns): an extra cell or a NaN
+would otherwise enter the sum of every party's answers.
+
+A ``dp_discover`` reply (paper 002) needs finite scores, a positive finite noise scale, the
+epsilon asked for, and ``m_test`` + ``n_train`` equal to the party's described subject count with
+``m_test`` = round(test_size n): the analyst weighs each party's scores by ``m_test``, so a party
+claiming a larger test split would outweigh the others.
 """
 
 from __future__ import annotations
@@ -115,6 +124,48 @@ def check_description(party: str, reply: Message) -> None:
         raise _refused(party, "covariates is not a list of names", "describe")
     if not isinstance(p.get("has_labels"), bool):
         raise _refused(party, "has_labels is not true or false", "describe")
+
+
+def check_histogram(party: str, reply: Message, shape: tuple[int, int], n_sums: int) -> tuple[np.ndarray, np.ndarray]:
+    """``counts`` (shape ``shape``) and ``sums`` (``shape`` + (n_sums,)) of a ``dp_histogram`` reply, both finite.
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party and the array.
+    """
+    arrays = []
+    for name, expected in (("counts", shape), ("sums", (*shape, n_sums))):
+        array = reply.arrays.get(name)
+        if array is None or array.shape != expected or array.dtype.kind not in "iuf":
+            got = "nothing" if array is None else f"shape {array.shape} and dtype {array.dtype}"
+            raise _refused(party, f"{name} has {got}, expected {expected} numbers", "dp_histogram")
+        if not np.all(np.isfinite(array)):
+            raise _refused(party, f"{name} holds NaN or infinite values", "dp_histogram")
+        arrays.append(np.asarray(array, dtype=np.float64))
+    return arrays[0], arrays[1]
+
+
+def check_discovery(party: str, reply: Message, *, epsilon: float, n_subjects: int, test_size: float) -> None:
+    """Refuse a ``dp_discover`` reply unlike the request (scores, noise scale, epsilon, split sizes).
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party and the field.
+    """
+    p = reply.params
+    for name in ("score_xy", "score_yx", "noise_scale"):
+        value = p.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise _refused(party, f"{name} is {value!r}, not a finite number", "dp_discover")
+    if not p["noise_scale"] > 0 or p.get("epsilon") != epsilon:
+        raise _refused(party, f"noise scale {p['noise_scale']!r} or epsilon {p.get('epsilon')!r} is not what was asked",
+                       "dp_discover")
+    m, n = p.get("m_test"), p.get("n_train")
+    if m != round(test_size * n_subjects) or not isinstance(n, int) or m + n != n_subjects:
+        raise _refused(party, f"split sizes m_test = {m!r}, n_train = {n!r} do not fit its {n_subjects} subjects",
+                       "dp_discover")
 
 
 def _refused(party: str, problem: str, operation: str = "dc_representation") -> StudyFailedError:

@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """\
 Run a study as its coordinator. The analyst listens (mutual TLS by default), waits for the
 parties of the roster to dial in, aligns the subjects of vertically split row groups if the study
-asks for it, runs DC-QE (paper 003) over the parties, writes report.json and report.html to the
-study's out folder, prints the estimates and tells the parties the study is over. Progress, one
-line per party event, goes to stderr.
+asks for it, runs the study's kind over the parties ([study] kind: "dcqe", DC-QE of paper 003, by
+default; "adum", "cate" or "discovery" with their own section, docs/protocol.md), writes
+report.json and report.html to the study's out folder, prints the estimates and tells the parties
+the study is over. Progress, one line per party event, goes to stderr.
 
 examples:
   # the study CA and the analyst's certificate, once
@@ -66,8 +67,6 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.config_schema import read_toml
     from collabcausal.protocol.server import GrpcGrid
     from collabcausal.protocol.tls import TlsFiles
-    from collabcausal.reporting.document import study_document
-    from collabcausal.reporting.html import REPORT_HTML, write_html
 
     config = load_study_config(args.study)
     server = config.server
@@ -88,21 +87,37 @@ def run(args: argparse.Namespace) -> int:
     except CollabCausalError as exc:
         grid.finish(failed=str(exc), linger=5.0)
         raise
-    path = write_report(report, config.out)
-    html = write_html(study_document(report, read_toml(config.path), seed=report["seed"]), config.out / REPORT_HTML)
+    paths = publish_report(report, read_toml(config.path), config.out)
     grid.finish()
+    print(f"report: {paths[0]} and {paths[1]}")
+    return 0
+
+
+def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -> tuple[Path, Path]:
+    """Write report.json and report.html into ``folder``, print the estimates and log the warnings.
+
+    ``echo`` is the study configuration as given (study.toml, or what ``simulate <kind>`` built).
+    """
+    from collabcausal.reporting.document import study_document
+    from collabcausal.reporting.html import REPORT_HTML, write_html
+
+    path = write_report(report, folder)
+    html = write_html(study_document(report, echo, seed=report["seed"]), folder / REPORT_HTML)
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
     for warning in report["warnings"]:
         log.warning("%s", warning)
-    print(f"report: {path} and {html}")
-    return 0
+    return path, html
 
 
 def run_study(
     grid: Grid, config: StudyConfig, joined: list[str] | None = None, *, progress: bool = False
 ) -> dict[str, Any]:
-    """Align (if configured), run DC-QE on ``grid`` and bootstrap it; return the report as a JSON-ready dict.
+    """Align (if configured), run the study's kind on ``grid``; return the report as a JSON-ready dict.
+
+    ``[study] kind = "dcqe"`` (the default) runs DC-QE and bootstraps it, or the DP-representation
+    study of ``[dp_representation]``; the other kinds run
+    :func:`~collabcausal.analyst.studies.kind_results`.
 
     Every estimate is the full-sample one with the SE and interval of ``[study] interval``
     (:func:`~collabcausal.estimators.intervals.interval_estimate`, the function behind
@@ -129,6 +144,10 @@ def run_study(
         "missing_parties": sorted(set(config.roster) - {p for g in plan.row_groups for p in g}),
         "alignment": alignment,
     }
+    if config.kind != "dcqe":
+        from collabcausal.analyst.studies import kind_results
+
+        return report | {"kind": config.kind} | kind_results(grid, config, plan)
     if config.dp is not None:
         return report | dp_representation_results(grid, config, plan, config.dp)
     described = describe_parties(grid, plan, timeout=config.task_timeout)
@@ -202,6 +221,8 @@ def format_estimate(row: dict[str, Any]) -> str:
         text += f", B = {row['n_boot']} ({row['n_failed']} failed)"
     if row.get("masmd") is not None:
         text += f", MASMD {row['masmd']:.4g}"
+    if row.get("direction") is not None:
+        text += f", direction {row['direction']} (noise sd {row['noise_sd']:.3g})"
     return text
 
 

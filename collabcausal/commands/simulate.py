@@ -8,6 +8,8 @@ import tempfile
 from functools import partial
 from typing import TYPE_CHECKING
 
+from collabcausal.analyst.kinds import KINDS
+from collabcausal.commands.simulate_kinds import add_kind_arguments, kind_options
 from collabcausal.errors import InputError
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
 
@@ -20,6 +22,11 @@ different covariates) and compare what each setting estimates: one party alone (
 collaborations of DC-QE (paper 003), and the centralized analysis (CA). Prints the paper's table
 and writes table.csv, results.json, bootstrap.png and report.html to --out.
 
+With a KIND other than dcqe, runs that study kind on the grid through the code of `analyst serve`
+(the parties' policies and privacy ledgers included) and writes report.json and report.html:
+adum (eps-ADUM, paper 001, parties split by rows), cate (DC-QE, then DP-CATE on the analyst's
+representation, paper 004) or discovery (each party's private ANM direction, paper 002).
+
 examples:
   # paper 003's LaLonde table (Experiment II) with 1000 bootstrap replicates
   collabcausal simulate --dataset lalonde --bootstrap 1000 --out results/lalonde
@@ -30,6 +37,15 @@ examples:
   # your own CSV: three hospitals split by age, two holders of different columns
   collabcausal simulate --data cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
       --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
+
+  # eps-ADUM over four hospitals holding different subjects, epsilon 1 each
+  collabcausal simulate adum --rows 4 --epsilon 1 --partition-columns age --cells 8 --out results/adum
+
+  # DP-CATE on the collaborative representation of a 2x2 grid, over gRPC with mutual TLS
+  collabcausal simulate cate --epsilon 1 --outcome-range 0 60 --transport grpc --out results/cate
+
+  # private cause-effect direction of two covariates at every party
+  collabcausal simulate discovery --rows 4 --pairs age,re74 --epsilon 1 --out results/discovery
 """
 
 log = logging.getLogger(__name__)
@@ -46,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="split a data set into a grid of parties and compare DC-QE settings (paper 003)",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "kind", nargs="?", choices=KINDS, default="dcqe", help="the study kind (default dcqe: paper 003's settings)"
     )
     data = p.add_argument_group("data")
     data.add_argument("--dataset", choices=DATASETS, default="lalonde", help="bundled data set (default: lalonde)")
@@ -102,6 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="inprocess (default), or grpc: every party its own OS process on loopback behind mutual TLS",
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_kind_arguments(p)
     p.set_defaults(func=run_command)
 
 
@@ -113,7 +133,12 @@ def run_command(args: argparse.Namespace) -> int:
     from collabcausal.simulations.partition import partition_grid
     from collabcausal.simulations.report import format_table, write_results
 
+    kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
+    if args.kind != "dcqe":
+        from collabcausal.commands.simulate_kinds import run_kind
+
+        return run_kind(args, dataset)
     groups = (
         [tuple(c.strip() for c in g.split(",") if c.strip()) for g in args.columns.split(";")] if args.columns else None
     )
@@ -128,7 +153,7 @@ def run_command(args: argparse.Namespace) -> int:
         estimand=args.estimand,
         n_boot=args.bootstrap,
         seed=args.seed,
-        party_components=_party_components(args.party_components),
+        party_components=parse_party_components(args.party_components),
         n_anchors=args.anchors,
         n_jobs=args.jobs,
         interval=args.interval,
@@ -169,7 +194,8 @@ def _dataset(args: argparse.Namespace) -> CausalDataset:
     )
 
 
-def _party_components(text: str) -> int | float:
+def parse_party_components(text: str) -> int | float:
+    """``--party-components``: an int, or a variance fraction."""
     try:
         value = float(text)
     except ValueError:

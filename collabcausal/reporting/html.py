@@ -56,6 +56,8 @@ ESTIMATE_COLUMNS = (
     ("masmd", "MASMD"),
     ("boot_mean", "bootstrap mean"),
     ("n_failed", "failed replicates"),
+    ("direction", "direction"),
+    ("noise_sd", "DP noise sd"),
 )
 
 

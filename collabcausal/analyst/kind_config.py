@@ -1,0 +1,127 @@
+"""The sections of ``study.toml`` for the study kinds other than DC-QE: ``[adum]``, ``[cate]``, ``[discovery]``.
+
+``[study] kind`` chooses the analysis (:mod:`collabcausal.analyst.studies` runs it); each kind but
+``"dcqe"`` needs its own section, and a section of another kind is refused. Public ranges come from
+``[anchor_ranges]`` (every covariate's declared range), so a partition cell, a discovery pair's
+bounds and the DC-QE anchor use the same declared numbers::
+
+    [study]
+    kind = "adum"                     # eps-ADUM (paper 001), parties hold different subjects
+    [adum]
+    epsilon = 1.0                     # each party's budget for the study
+    outcome_range = [0, 125]          # public; outcomes clipped to it
+    columns = ["age"]                 # the partition's covariates (ranges from [anchor_ranges])
+    cells = [10]                      # a regular grid: cells per column ...
+    # kmeans_clusters = 8             # ... or a DP k-means partition (eps/2 clustering, eps/2 model)
+
+    [study]
+    kind = "cate"                     # DC-QE, then DP-CATE (paper 004) on the analyst's (X^, T, Y)
+    [cate]
+    epsilon = 1.0                     # the release's (eps, delta), charged to the analyst's study ledger
+    delta = 1e-5
+    outcome_range = [0, 125]
+    feature_bound = 0.2               # X^ columns clipped to [-0.2, 0.2]
+    learner = "r"                     # or "dr"
+    ledger = "study-ledger.sqlite"    # the analyst's ledger, relative to study.toml
+
+    [study]
+    kind = "discovery"                # private ANM (paper 002) at every party holding a pair
+    [discovery]
+    epsilon = 1.0                     # each party's epsilon per pair (HSIC scores, every row protected)
+    pairs = [["age", "re74"]]
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from collabcausal.analyst.kinds import KINDS
+from collabcausal.config_schema import Section
+
+__all__ = ["KINDS", "AdumSection", "CateSection", "DiscoverySection", "KindSection"]
+
+
+def _check_range(value: list[float], name: str) -> list[float]:
+    if not value[0] < value[1]:
+        raise ValueError(f"{name} must be [low, high] with low < high, got {value}")
+    return value
+
+
+class AdumSection(Section):
+    """``[adum]``: eps-ADUM summed over horizontally split parties (paper 001, Algorithm 1)."""
+
+    epsilon: float = Field(gt=0, description="each party's epsilon for the study, a number > 0, e.g. 1.0")
+    outcome_range: list[float] = Field(
+        min_length=2, max_length=2, description="the public outcome range [low, high], e.g. [0, 125]"
+    )
+    columns: list[str] = Field(min_length=1, description='the partition\'s covariates, e.g. ["age"]')
+    cells: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="cells of a regular grid per column, e.g. [10] (or kmeans_clusters instead)"
+    )
+    kmeans_clusters: int | None = Field(None, ge=2, description="clusters of a DP k-means partition, e.g. 8")
+    kmeans_iterations: int = Field(5, ge=1, description="Lloyd steps of DP k-means, an integer >= 1, e.g. 5")
+    min_count: float = Field(1.0, ge=0, description="noisy counts below this use the pooled arm mean, e.g. 1.0")
+
+    @field_validator("outcome_range")
+    @classmethod
+    def _outcome_range(cls, value: list[float]) -> list[float]:
+        return _check_range(value, "outcome_range")
+
+    @model_validator(mode="after")
+    def _one_partition(self) -> AdumSection:
+        if (self.cells is None) == (self.kmeans_clusters is None):
+            raise ValueError(
+                "[adum] needs exactly one partition; fix: set cells = [..] (one count per column) "
+                "or kmeans_clusters = K"
+            )
+        if self.cells is not None and len(self.cells) != len(self.columns):
+            raise ValueError(
+                f"[adum] has {len(self.columns)} columns but {len(self.cells)} cell counts; "
+                "fix: give one cell count per column"
+            )
+        return self
+
+
+class CateSection(Section):
+    """``[cate]``: DP-CATE (paper 004, Theorem 3) on the collaborative representation after DC-QE."""
+
+    epsilon: float = Field(gt=0, description="the release's epsilon, a number > 0, e.g. 1.0")
+    delta: float = Field(1e-5, gt=0, lt=1, description="the release's delta, in (0, 1), e.g. 1e-5")
+    outcome_range: list[float] = Field(
+        min_length=2, max_length=2, description="the public outcome range [low, high], e.g. [0, 125]"
+    )
+    feature_bound: float = Field(gt=0, description="X^ columns are clipped to [-b, b]; b > 0, e.g. 0.2")
+    learner: Literal["r", "dr"] = Field("r", description='"r" or "dr" (paper 004)')
+    ledger: str = Field(
+        "study-ledger.sqlite", min_length=1, description='the analyst\'s study ledger, e.g. "study-ledger.sqlite"'
+    )
+    ledger_epsilon: float | None = Field(None, gt=0, description="the study ledger's epsilon budget (default epsilon)")
+    ledger_delta: float | None = Field(None, gt=0, lt=1, description="the study ledger's delta budget (default delta)")
+
+    @field_validator("outcome_range")
+    @classmethod
+    def _outcome_range(cls, value: list[float]) -> list[float]:
+        return _check_range(value, "outcome_range")
+
+
+class DiscoverySection(Section):
+    """``[discovery]``: each party's private ANM direction of covariate pairs (paper 002), combined."""
+
+    epsilon: float = Field(gt=0, description="each party's epsilon per pair, a number > 0, e.g. 1.0")
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
+        min_length=1, description='covariate pairs [x, y], e.g. [["age", "re74"]]'
+    )
+    test_size: float = Field(0.5, gt=0, lt=1, description="the share of rows scored, in (0, 1), e.g. 0.5")
+
+    @field_validator("pairs")
+    @classmethod
+    def _pairs(cls, value: list[list[str]]) -> list[list[str]]:
+        for x, y in value:
+            if x == y:
+                raise ValueError(f"a pair needs two different covariates, got [{x!r}, {y!r}]")
+        return value
+
+
+KindSection = AdumSection | CateSection | DiscoverySection

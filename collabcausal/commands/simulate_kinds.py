@@ -1,0 +1,170 @@
+"""``collabcausal simulate adum|cate|discovery``: a study kind on a simulated grid, through ``analyst serve``'s code.
+
+The options become a study (the dict a study.toml would hold, validated by
+:class:`~collabcausal.analyst.config.StudyFile` with the same one-line errors), the data set is
+split into parties (each with a privacy ledger in a temporary folder holding exactly the study's
+budget), and :func:`~collabcausal.commands.analyst.run_study` runs it over an in-process grid or,
+with ``--transport grpc``, over party processes behind mutual TLS; report.json and report.html go
+to ``--out`` as ``analyst serve`` writes them.
+
+Public ranges are the data set's observed ranges (covariates and, without ``--outcome-range``, the
+outcome): a simulation convenience computed from all rows, so not private; a deployment declares
+them. eps-ADUM and discovery split the rows only (every party holds every covariate: parties hold
+different subjects); DP-CATE uses the DC-QE grid (``--rows`` x column groups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collabcausal.errors import InputError
+
+if TYPE_CHECKING:
+    from collabcausal.simulations.datasets import CausalDataset
+    from collabcausal.simulations.partition import GridPartition
+
+RANGE_WARNING = (
+    "simulation: the public ranges (covariates{outcome}) are the data set's observed ranges, computed from all "
+    "rows: not private; a deployment declares them in study.toml."
+)
+
+
+# option dest -> (kinds that use it, default); an option given to a kind that does not use it is refused
+KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "epsilon": (("adum", "cate", "discovery"), 1.0),
+    "delta": (("cate",), 1e-5),
+    "outcome_range": (("adum", "cate"), None),
+    "partition_columns": (("adum",), None),
+    "cells": (("adum",), 10),
+    "kmeans": (("adum",), None),
+    "learner": (("cate",), "r"),
+    "feature_bound": (("cate",), 0.2),
+    "pairs": (("discovery",), None),
+}
+
+
+def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the kinds adum, cate and discovery (absent from ``args`` unless given)."""
+    group = parser.add_argument_group("study kinds adum, cate, discovery (see docs/protocol.md)")
+    add = partial(group.add_argument, default=argparse.SUPPRESS)
+    add("--epsilon", type=float,
+        help="adum: each party's epsilon; discovery: each party's epsilon per pair; cate: the release's (default 1)")
+    add("--delta", type=float, help="cate: the release's delta (default 1e-5)")
+    add("--outcome-range", type=float, nargs=2, metavar=("LO", "HI"),
+        help="adum, cate: public outcome range (default: the data's observed range, a simulation convenience)")
+    add("--partition-columns", metavar="A,B", help="adum: partition covariates (default: the first)")
+    add("--cells", type=int, help="adum: regular-grid cells per partition column (default 10)")
+    add("--kmeans", type=int, metavar="K", help="adum: a DP k-means partition of K clusters instead")
+    add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
+    add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
+    add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
+
+
+def kind_options(args: argparse.Namespace) -> argparse.Namespace:
+    """The kind options of ``args.kind`` with their defaults; an option of another kind is an :class:`InputError`."""
+    values = {}
+    for dest, (kinds, default) in KIND_OPTIONS.items():
+        if hasattr(args, dest) and args.kind not in kinds:
+            flag = "--" + dest.replace("_", "-")
+            raise InputError(
+                f"{flag} is not an option of simulate {args.kind}", f"use it with simulate {' or '.join(kinds)}"
+            )
+        values[dest] = getattr(args, dest, default)
+    return argparse.Namespace(**vars(args) | values)
+
+
+def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
+    """Build the study of ``args.kind``, run it through ``run_study`` and publish its report."""
+    args = kind_options(args)
+    from pydantic import ValidationError
+
+    from collabcausal.analyst.config import StudyFile, study_config
+    from collabcausal.commands.analyst import publish_report, run_study
+    from collabcausal.config_schema import config_error
+    from collabcausal.party.anchor import simulation_anchor_key
+    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.protocol.inprocess import InProcessGrid
+    from collabcausal.protocol.launcher import local_grpc_grid
+    from collabcausal.simulations.partition import build_parties, partition_grid
+
+    columns = None if args.kind == "cate" else [dataset.covariates]
+    partition = partition_grid(dataset, args.rows, column_groups=columns, row_rule=args.row_rule, seed=args.seed)
+    out = Path(args.out)
+    with tempfile.TemporaryDirectory(prefix="collabcausal-simulate-") as workdir:
+        doc = simulated_study(args, dataset, partition, ledger=Path(workdir) / "study-ledger.sqlite")
+        try:
+            config = study_config(StudyFile.model_validate(doc), out / "study.toml")
+        except ValidationError as exc:
+            raise config_error(Path(f"simulate {args.kind}"), StudyFile, exc) from None
+        parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(args.seed))
+        budget = party_budget(doc)
+        if budget > 0:
+            for party in parties:
+                party.ledger = PrivacyLedger(Path(workdir) / f"{party.name}.sqlite", epsilon=budget,
+                                             dataset=party.name)
+        if args.transport == "grpc":
+            with local_grpc_grid(parties, workdir=Path(workdir) / "grpc", study=config.study) as grid:
+                report = run_study(grid, config)
+        else:
+            report = run_study(InProcessGrid(parties), config)
+    report["warnings"].append(RANGE_WARNING.format(outcome="" if args.outcome_range else " and outcome"))
+    paths = publish_report(report, doc, config.out)
+    print(f"report: {paths[0]} and {paths[1]}")
+    return 0
+
+
+def simulated_study(
+    args: argparse.Namespace, dataset: CausalDataset, partition: GridPartition, *, ledger: Path
+) -> dict[str, Any]:
+    """The study.toml content (as a dict) that ``args`` describe on ``partition``."""
+    ranges = {c: [lo, hi] for c, (lo, hi) in dataset.covariate_ranges().items()}
+    y = dataset.frame[dataset.outcome]
+    outcome = list(args.outcome_range) if args.outcome_range else [float(y.min()), float(y.max())]
+    study = {"id": f"simulate-{args.kind}-{dataset.name}", "kind": args.kind, "seed": args.seed,
+             "out": str(Path(args.out).resolve())}
+    if args.kind != "discovery":
+        study["estimand"] = args.estimand or dataset.estimand
+    if args.kind == "adum":
+        names = _names(args.partition_columns) or [dataset.covariates[0]]
+        partition_keys = {"kmeans_clusters": args.kmeans} if args.kmeans else {"cells": [args.cells] * len(names)}
+        section = {"epsilon": args.epsilon, "outcome_range": outcome, "columns": names, **partition_keys}
+    elif args.kind == "discovery":
+        pairs = [_names(p) for p in args.pairs.split(";")] if args.pairs else [list(dataset.covariates[:2])]
+        section = {"epsilon": args.epsilon, "pairs": pairs}
+    else:
+        from collabcausal.commands.simulate import parse_party_components
+
+        study |= {"n_anchors": args.anchors or dataset.n_subjects,
+                  "party_components": parse_party_components(args.party_components)}
+        section = {"epsilon": args.epsilon, "delta": args.delta, "outcome_range": outcome,
+                   "feature_bound": args.feature_bound, "learner": args.learner, "ledger": str(ledger)}
+    return {
+        "study": study,
+        "server": {"address": "127.0.0.1:0", "insecure": True},
+        "anchor_ranges": ranges,
+        "row_groups": [{"parties": list(group)} for group in partition.names()],
+        args.kind: section,
+    }
+
+
+def party_budget(doc: dict[str, Any]) -> float:
+    """Each simulated party's epsilon budget: exactly what the study asks of it (cate: nothing)."""
+    kind = doc["study"]["kind"]
+    if kind == "adum":
+        return float(doc["adum"]["epsilon"])
+    if kind == "discovery":
+        return float(doc["discovery"]["epsilon"]) * len(doc["discovery"]["pairs"])
+    return 0.0
+
+
+def _names(text: str | None) -> list[str]:
+    if text is None:
+        return []
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise InputError(f"{text!r} names no column", "list covariates separated by commas, e.g. age,re74")
+    return names

@@ -1,0 +1,86 @@
+"""study.toml's kinds: each kind's section validated, refused in one line with the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from collabcausal.analyst.config import load_study_config
+from collabcausal.analyst.kind_config import AdumSection, CateSection, DiscoverySection
+from collabcausal.errors import ConfigError
+
+BASE = """
+[study]
+id = "s"
+kind = "{kind}"
+[server]
+address = "127.0.0.1:0"
+insecure = true
+[anchor_ranges]
+age = [17, 55]
+re74 = [0, 40]
+[[row_groups]]
+parties = ["a"]
+[[row_groups]]
+parties = ["b"]
+"""
+SECTIONS = {
+    "adum": '[adum]\nepsilon = 1.0\noutcome_range = [0, 125]\ncolumns = ["age"]\ncells = [10]\n',
+    "cate": "[cate]\nepsilon = 1.0\noutcome_range = [0, 125]\nfeature_bound = 0.2\n",
+    "discovery": '[discovery]\nepsilon = 1.0\npairs = [["age", "re74"]]\n',
+}
+
+
+def write(tmp_path, kind: str, section: str | None = None, old: str = "", new: str = ""):
+    path = tmp_path / "study.toml"
+    text = BASE.format(kind=kind) + (SECTIONS.get(kind, "") if section is None else section)
+    path.write_text(text.replace(old, new) if old else text)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["adum", "cate", "discovery"])
+def test_each_kind_loads_with_its_own_section(tmp_path, kind):
+    config = load_study_config(write(tmp_path, kind))
+    assert config.kind == kind
+    assert isinstance(config.analysis, {"adum": AdumSection, "cate": CateSection, "discovery": DiscoverySection}[kind])
+
+
+def test_without_a_kind_a_study_is_dcqe_as_before(tmp_path):
+    path = write(tmp_path, "dcqe", section="")
+    path.write_text(path.read_text().replace('kind = "dcqe"\n', ""))
+    config = load_study_config(path)
+    assert (config.kind, config.analysis) == ("dcqe", None)
+
+
+REFUSED = [
+    ("adum", None, "epsilon = 1.0", "epsilon = 1.0\nepsilonn = 2", "unknown key \\[adum\\] epsilonn; fix: did you"),
+    ("adum", None, "cells = [10]", "cells = [10]\nkmeans_clusters = 4", "exactly one partition"),
+    ("adum", None, "cells = [10]", "cells = [10, 2]", "1 columns but 2 cell counts"),
+    ("adum", None, '["age"]', '["bmi"]', "'bmi', which has no public range; fix: add bmi"),
+    ("adum", None, "[0, 125]", "[125, 0]", "low < high"),
+    ("adum", None, "epsilon = 1.0", "epsilon = 0", "\\[adum\\] epsilon = 0 is invalid.*fix: each party"),
+    ("adum", SECTIONS["adum"] + SECTIONS["cate"], "", "", '\\[cate\\] belongs to kind = "cate" but \\[study\\] kind ='),
+    ("adum", "", "", "", 'kind = "adum" needs a \\[adum\\] section'),
+    ("cate", SECTIONS["discovery"], "", "", 'remove \\[discovery\\] or set kind = "discovery"'),
+    ("cate", None, "feature_bound = 0.2", "feature_bound = -1", "\\[cate\\] feature_bound = -1"),
+    ("cate", None, "epsilon = 1.0", 'epsilon = 1.0\nlearner = "x"', '"r" or "dr"'),
+    ("discovery", None, '[["age", "re74"]]', '[["age", "age"]]', "two different covariates"),
+    ("discovery", None, '[["age", "re74"]]', '[["age"]]', "\\[discovery\\] pairs\\[0\\]"),
+    ("dcqe", SECTIONS["adum"], "", "", '\\[adum\\] belongs to kind = "adum"'),
+    ("anm", "", "", "", "\\[study\\] kind = 'anm' is invalid"),
+    ("adum", None, 'kind = "adum"', 'kind = "adum"\nestimators = ["ipw"]', 'estimators is not used by kind = "adum"'),
+    ("discovery", None, 'kind = "discovery"', 'kind = "discovery"\nestimand = "att"', "estimand is not used"),
+    ("cate", None, 'kind = "cate"', 'kind = "cate"\nbootstrap = 10', "bootstrap is not used"),
+]
+
+
+@pytest.mark.parametrize(("kind", "section", "old", "new", "match"), REFUSED)
+def test_a_bad_kind_section_is_one_config_error_with_the_fix(tmp_path, kind, section, old, new, match):
+    with pytest.raises(ConfigError, match=match) as caught:
+        load_study_config(write(tmp_path, kind, section, old, new))
+    assert "\n" not in str(caught.value)
+
+
+def test_adum_refuses_row_groups_sharing_subjects(tmp_path):
+    path = write(tmp_path, "adum", old='parties = ["b"]', new='parties = ["b", "c"]')
+    with pytest.raises(ConfigError, match="one party per \\[\\[row_groups\\]\\]"):
+        load_study_config(path)

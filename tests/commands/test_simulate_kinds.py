@@ -1,0 +1,87 @@
+"""``collabcausal simulate adum|cate|discovery``: a study kind end to end through ``analyst serve``'s code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collabcausal.cli import main
+from collabcausal.simulations.datasets import make_dcqe_synthetic
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _report(out) -> dict:
+    assert (out / "report.html").stat().st_size > 1000
+    return json.loads((out / "report.json").read_text())
+
+
+def test_simulate_adum_on_lalonde_split_by_rows_reports_each_partys_spend(tmp_path, capsys):
+    out = tmp_path / "adum"
+    args = ["simulate", "adum", "--rows", "4", "--epsilon", "2", "--partition-columns", "age,re74", "--cells", "3"]
+    assert main([*args, "--outcome-range", "0", "60", "--out", str(out)]) == 0
+    report = _report(out)
+    assert report["kind"] == "adum" and report["partition"]["n_cells"] == [3, 3]
+    assert report["privacy"] == {p: {"epsilon": 2.0, "delta": 0.0} for p in ("p11", "p21", "p31", "p41")}
+    assert "ATT eps-adum:" in capsys.readouterr().out
+    assert any("observed ranges" in w for w in report["warnings"])
+
+
+def test_simulate_discovery_on_a_csv(tmp_path, capsys):
+    make_dcqe_synthetic(600, 0).frame.to_csv(tmp_path / "d.csv", index=False)
+    out = tmp_path / "disc"
+    args = ["simulate", "discovery", "--data", str(tmp_path / "d.csv"), "--covariates", "x1,x2,x3", "--treatment",
+            "treat", "--outcome", "y", "--rows", "3", "--pairs", "x1,x2;x2,x3", "--epsilon", "0.5"]
+    assert main([*args, "--out", str(out)]) == 0
+    report = _report(out)
+    assert set(report["estimates"]) == {"x1~x2", "x2~x3"}
+    assert report["privacy"] == {p: {"epsilon": 1.0, "delta": 0.0} for p in ("p11", "p21", "p31")}
+    assert "DIRECTION x1~x2:" in capsys.readouterr().out
+
+
+def test_simulate_cate_on_the_dcqe_grid_charges_the_analysts_ledger_only(tmp_path):
+    out = tmp_path / "cate"
+    args = ["simulate", "cate", "--dataset", "dcqe-synthetic", "--epsilon", "5", "--outcome-range", "-8", "8"]
+    assert main([*args, "--feature-bound", "0.001", "--out", str(out)]) == 0  # a bound far inside X^'s spread
+    report = _report(out)
+    assert any("covariate rows" in w and "outside" in w for w in report["warnings"])  # clipping is reported
+    assert report["privacy"].pop("analyst study ledger (rows of X^)") == {"epsilon": 5.0, "delta": 1e-5}
+    assert report["privacy"] == {p: {"epsilon": 0.0, "delta": 0.0} for p in ("p11", "p12", "p21", "p22")}
+    assert report["estimates"]["dp-cate-r"]["noise_scale"] > 0
+
+
+BAD = [
+    (["adum", "--epsilon", "-1"], "[adum] epsilon = -1.0 is invalid"),
+    (["adum", "--partition-columns", "bmi"], "'bmi', which has no public range"),
+    (["adum", "--cells", "0"], "[adum] cells[0] = 0 is invalid"),
+    (["discovery", "--pairs", "age"], "[discovery] pairs[0]"),
+    (["discovery", "--pairs", "age,age"], "two different covariates"),
+    (["discovery", "--pairs", ","], "names no column"),
+    (["cate", "--feature-bound", "0"], "[cate] feature_bound = 0.0 is invalid"),
+    (["--epsilon", "1"], "--epsilon is not an option of simulate dcqe"),
+    (["adum", "--pairs", "age,re74"], "--pairs is not an option of simulate adum; fix: use it with simulate discovery"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_kind_options_exit_nonzero_with_one_line_and_write_nothing(tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    assert main(["simulate", *args, "--out", str(out)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "fix:" in err[0]
+    assert not out.exists()
+
+
+def test_simulate_adum_over_grpc_reports_what_it_reports_in_process(tmp_path):
+    # eps 1e6 per party, outcome range [0, 60]: Laplace noise on each cell sum of scale 2 * 60 / (eps / 2)
+    # = 2.4e-4 per party, so the four parties' summed noise exceeds 4 * 30 * 2.4e-4 = 0.029 with probability
+    # < 4 e^-30 per cell; counts are exact (discrete Laplace of scale 4e-6) and at least min_count = 1 where
+    # used, so each arm mean moves by < 0.029, the ATT by < 0.058, and two runs differ by < 0.116.
+    common = ["simulate", "adum", "--rows", "4", "--epsilon", "1e6", "--outcome-range", "0", "60"]
+    assert main([*common, "--out", str(tmp_path / "local")]) == 0
+    assert main([*common, "--transport", "grpc", "--out", str(tmp_path / "grpc")]) == 0
+    local, remote = _report(tmp_path / "local"), _report(tmp_path / "grpc")
+    assert local["privacy"] == remote["privacy"] and local["cells"][0].keys() == remote["cells"][0].keys()
+    est = [r["estimates"]["eps-adum"]["estimate"] for r in (local, remote)]
+    assert est[0] == pytest.approx(est[1], abs=0.116)
