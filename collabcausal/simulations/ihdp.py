@@ -35,7 +35,7 @@ from sklearn.linear_model import LogisticRegression
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.clipping import ClippingWarning
-from collabcausal.estimators.dp.dp_cate import DPCATE, c_factor
+from collabcausal.estimators.dp.dp_cate import DPCATE
 from collabcausal.estimators.dp.meta_algorithm import DPCATELearner
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner, TLearner, XLearner
 from collabcausal.estimators.metrics import pehe
@@ -156,22 +156,6 @@ class Estimate:
     clipped_outcomes: float = np.nan
 
 
-def _check_finite_release(model: DPCATE, X: NDArray[np.float64], outcome_bounds: tuple[float, float]) -> None:
-    """Refuse a finite-query release whose predicted noise sd exceeds the declared outcome range.
-
-    The prediction gamma(T, D) c(eps, delta, n) is the data holder's own (non-private) diagnostic,
-    computed before anything is released.
-    """
-    noise = model.sensitivity(X) * c_factor(model.epsilon_, model.delta_, model.X_.shape[0])
-    span = outcome_bounds[1] - outcome_bounds[0]
-    if noise > span:
-        raise InputError(
-            f"DP-CATE finite queries at {len(X)} units: predicted noise sd {noise:.3g} exceeds the declared outcome "
-            f"range {span:g} (Theorem 1's gamma is an L2 norm over all queries)",
-            "query a few points, raise epsilon, or use the functional release",
-        )
-
-
 def estimate(
     name: str,
     data: IHDPReplication,
@@ -207,7 +191,6 @@ def estimate(
             if stage == "functional":
                 tau_hat = model.release_function()(data.X)
             else:
-                _check_finite_release(model, data.X, outcome_bounds)
                 tau_hat = model.release(data.X).estimates
     return Estimate(tau_hat, model.clipping_[0].share)
 

@@ -422,11 +422,15 @@ class DPCATE(BaseEstimator):
             best = max(best, -float(res.fun))
         return best
 
-    def release(self, X_query: ArrayLike) -> PrivateRelease:
+    def release(self, X_query: ArrayLike, *, allow_noise_above_range: bool = False) -> PrivateRelease:
         """Noisy CATE at ``X_query`` (Theorem 1): g_D(x) + gamma c(eps, delta, n) U, U ~ N(0, I_d).
 
         A paper-004 reproduction, NOT an (eps, delta)-DP release: gamma(T, D) is computed from the
-        data (Lemma 5 holds only asymptotically), so it is refused when a ledger is attached.
+        data (Lemma 5 holds only asymptotically), so it is refused when a ledger is attached. It is
+        also refused, before any noise is drawn, when the predicted noise sd gamma c(eps, delta, n)
+        exceeds the declared outcome range: such a release carries no information about tau
+        (Theorem 1's gamma is an L2 norm over all queries, so it grows with their number), unless
+        ``allow_noise_above_range`` (reproducing paper 004's tables at its settings).
         """
         if self.second_stage == "functional":
             raise InputError(
@@ -437,6 +441,13 @@ class DPCATE(BaseEstimator):
         self._check_ledger_use()
         self.sensitivity_ = self.sensitivity(Xq)
         self.noise_scale_ = self.sensitivity_ * c_factor(self.epsilon_, self.delta_, self.X_.shape[0])
+        span = self.y_bounds_[1] - self.y_bounds_[0]
+        if self.noise_scale_ > span and not allow_noise_above_range:
+            raise InputError(
+                f"DP-CATE finite queries at {len(Xq)} points: predicted noise sd {self.noise_scale_:.3g} exceeds the "
+                f"declared outcome range {span:g}",
+                "query fewer points, raise epsilon, use second_stage='functional' (or allow_noise_above_range=True)",
+            )
         noisy = mechanisms.perturb("gaussian", self._predict(Xq), self.noise_scale_, rng=self.noise_rng)
         return PrivateRelease(Xq, noisy, self.epsilon_, self.delta_)
 

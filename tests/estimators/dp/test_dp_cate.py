@@ -61,12 +61,26 @@ def test_influence_direction_matches_numerical_derivative_of_the_weighted_fit(da
 def test_finite_release_noise_is_gamma_times_c(data):
     m = fitted(data, "linear", noise_rng=np.random.default_rng(0))
     Xq = np.array([[0.1, 0.1], [0.5, 0.5], [0.9, 0.2]])
-    rel = m.release(Xq)
+    rel = m.release(Xq, allow_noise_above_range=True)
     assert m.noise_scale_ == pytest.approx(m.sensitivity_ * c_factor(2.0, 1e-5, m.X_.shape[0]))
     grid = np.stack(np.meshgrid(np.linspace(0, 1, 41), np.linspace(0, 1, 41)), -1).reshape(-1, 2)
     dense = np.linalg.norm(m._influence_directions(Xq, grid), axis=0) * m._worst_residual(grid)
     assert m.sensitivity_ >= dense.max() * 0.999
     assert rel.estimates.shape == (3,)
+
+
+def test_finite_release_with_noise_above_the_outcome_range_is_refused_before_any_draw(data, monkeypatch):
+    """Issue 12: a release whose predicted noise sd exceeds the declared outcome range says why, draws nothing."""
+    m = fitted(data, "linear", epsilon=0.05)
+    drawn = []
+    monkeypatch.setattr(mechanisms, "perturb", lambda *a, **k: drawn.append(a))
+    grid = np.stack(np.meshgrid(np.linspace(0, 1, 20), np.linspace(0, 1, 20)), -1).reshape(-1, 2)
+    span = data.outcome_bounds[1] - data.outcome_bounds[0]
+    with pytest.raises(InputError, match=r"predicted noise sd .* exceeds the declared outcome range"):
+        m.release(grid)
+    assert m.noise_scale_ > span and drawn == []
+    m.release(grid, allow_noise_above_range=True)  # explicit opt-in, e.g. to reproduce paper 004's table
+    assert len(drawn) == 1
 
 
 def test_iterative_gp_answers_follow_the_batch_distribution():
@@ -95,7 +109,7 @@ def test_finite_and_functional_releases_form_the_noisy_sum_inside_opendp(data, m
     monkeypatch.setattr(mechanisms, "_opendp_draw", lambda kind, atom, scale, arr: received.append(arr) or arr.copy())
     Xq = np.array([[0.1, 0.1], [0.5, 0.5]])
     m = fitted(data, "linear")
-    assert np.array_equal(m.release(Xq).estimates, m.effect(Xq))
+    assert np.array_equal(m.release(Xq, allow_noise_above_range=True).estimates, m.effect(Xq))
     assert np.array_equal(received[-1], m.effect(Xq))
     f = fitted(data, "functional").release_function()
     assert f(Xq) == pytest.approx(f._owner.effect(Xq), abs=1e-8)
@@ -143,7 +157,7 @@ def test_finite_query_release_is_labelled_asymptotic_and_never_charged(data, tmp
         DPCATE("r", "linear", epsilon=1.0, feature_bounds=data.feature_bounds, outcome_bounds=data.outcome_bounds,
                random_state=0, ledger=ledger).fit(data.Y, data.T, X=data.X)
     assert ledger.spent()[0] == 0.0
-    rel = fitted(data, "linear").release(np.array([[0.5, 0.5]]))
+    rel = fitted(data, "linear").release(np.array([[0.5, 0.5]]), allow_noise_above_range=True)
     assert "not (eps, delta)-DP" in rel.guarantee
 
 
