@@ -20,6 +20,7 @@ Request ``params``: ``columns`` [x, y], ``epsilon``, ``x_bounds``, ``y_bounds``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_pair
 from collabcausal.estimators.discovery.private_scores import PrivateDiscovery, check_protection, release
 from collabcausal.estimators.validation import check_bounds
 from collabcausal.messages import Message
+from collabcausal.party.dp_representation import public_scale, request_number
 from collabcausal.party.operations import operation
 
 if TYPE_CHECKING:
@@ -66,19 +68,38 @@ class DiscoveryRequest:
         if "epsilon" not in params:
             raise InputError(f"{OPERATION} request has no epsilon", "pass params={'epsilon': ..., ...}")
         names = {f for f in cls.__dataclass_fields__ if f in params}
-        values = {name: params[name] for name in names}
-        for name in ("x_bounds", "y_bounds", "hsic_widths"):
-            if values.get(name) is not None:
-                values[name] = tuple(float(v) for v in values[name])
-        return cls(**values)
+        return cls(**{name: params[name] for name in names})
 
     def checked(self) -> DiscoveryRequest:
-        """Validate everything that can be checked before any private data is read."""
-        score, protect, eps, delta = check_protection(self.score, self.protect, self.epsilon, self.delta)
-        bounds = {
-            name: None if value is None else check_bounds(value, name)
-            for name, value in (("x_bounds", self.x_bounds), ("y_bounds", self.y_bounds))
-        }
+        """Validate everything that can be checked before any private data is read.
+
+        Every number must be a real number (not text, not a bool) in the range its proof needs:
+        ``regularization`` in (0, 1] (paper 002, Theorem 5), ``kernel_width`` and both
+        ``hsic_widths`` finite and > 0 (a negative residual width gives the kernel of its absolute
+        value but a negative training-set sensitivity, which ``max(test, train)`` would drop), and
+        bounds that scale into [-1, 1] with finite numbers. A request that fails any of these is
+        refused here, before the ledger is charged, never after it.
+        """
+        numbers = {name: request_number(getattr(self, name), name, OPERATION)
+                   for name in ("epsilon", "delta", "regularization", "kernel_width", "test_size")}
+        score, protect, eps, delta = check_protection(self.score, self.protect, numbers["epsilon"], numbers["delta"])
+        in_range = {"regularization": lambda v: 0.0 < v <= 1.0, "kernel_width": lambda v: 0.0 < v < math.inf,
+                    "test_size": lambda v: 0.0 < v < 1.0}
+        for name, ok in in_range.items():
+            if not ok(numbers[name]):
+                raise InputError(f"{name} of {OPERATION} is {numbers[name]!r}, outside its range", _range_fix(name))
+        widths = self.hsic_widths
+        if not isinstance(widths, (list, tuple)) or len(widths) != 2:
+            raise InputError(f"hsic_widths of {OPERATION} must be two numbers, got {widths!r}", _range_fix("hsic_widths"))
+        widths = tuple(request_number(w, "hsic_widths", OPERATION) for w in widths)
+        if not all(math.isfinite(w) and w > 0.0 for w in widths):
+            raise InputError(f"hsic_widths of {OPERATION} must be finite and > 0, got {widths!r}",
+                             _range_fix("hsic_widths"))
+        bounds = {}
+        for name, value in (("x_bounds", self.x_bounds), ("y_bounds", self.y_bounds)):
+            bounds[name] = None if value is None else check_bounds(value, name)
+            if value is not None:
+                public_scale(bounds[name], f"{name} of {OPERATION}")
         if protect != "test" and None in bounds.values():
             raise InputError(
                 f"protect={protect!r} needs public bounds for both columns",
@@ -92,7 +113,17 @@ class DiscoveryRequest:
             delta=delta,
             x_bounds=bounds["x_bounds"],
             y_bounds=bounds["y_bounds"],
+            regularization=numbers["regularization"],
+            kernel_width=numbers["kernel_width"],
+            hsic_widths=widths,
+            test_size=numbers["test_size"],
         )
+
+
+def _range_fix(name: str) -> str:
+    ranges = {"regularization": "a number in (0, 1], e.g. 1.0", "kernel_width": "a number > 0, e.g. 0.3",
+              "test_size": "a number in (0, 1), e.g. 0.5", "hsic_widths": "two numbers > 0, e.g. [0.3, 0.1]"}
+    return f"send {name} = {ranges[name]}"
 
 
 def discover(

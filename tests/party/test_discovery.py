@@ -147,3 +147,39 @@ def test_the_split_positions_do_not_depend_on_the_values():
     a, b = AdditiveNoiseModel(**kwargs).fit(x, y), AdditiveNoiseModel(**kwargs).fit(x2, y)
     moved = np.flatnonzero(a.x_test_ != b.x_test_)
     assert moved.size <= 1 and np.array_equal(a.y_test_, b.y_test_)
+
+
+# A hostile coordinator's parameters (red team). A residual HSIC width of -0.1 gives the same kernel as
+# 0.1 but a negative training-set sensitivity, so `max(test, train)` kept the test split's alone: noise
+# scale 0.16 instead of 253.6 (1/1570) on this table, and the training rows were not protected (a
+# worst-case search, n = 300, test_size 0.9, kernel_width 3, lambda 1e-3, widths (0.3, -0.02): one
+# substituted training row moved the two scores by 1.51 noise scales, a privacy loss of 1.51 for that
+# split at a claimed eps of 1). The other requests were charged and then failed (no release).
+HOSTILE = {
+    "negative residual width": {"hsic_widths": [0.3, -0.1]},
+    "infinite residual width": {"hsic_widths": [0.3, float("inf")]},
+    "zero residual width": {"hsic_widths": [0.3, 0.0]},
+    "NaN residual width": {"hsic_widths": [0.3, float("nan")]},
+    "negative input width": {"hsic_widths": [-0.3, 0.1]},
+    "three widths": {"hsic_widths": [0.3, 0.1, 5.0]},
+    "median widths": {"hsic_widths": "median"},
+    "zero regularization": {"regularization": 0.0},
+    "regularization above 1": {"regularization": 2.0},
+    "negative regularization": {"regularization": -1.0},
+    "loo regularization": {"regularization": "loo"},
+    "loo kernel width": {"kernel_width": "loo"},
+    "zero kernel width": {"kernel_width": 0.0},
+    "text test size": {"test_size": "0.5"},
+    "overflowing bounds": {"x_bounds": [-1e308, 1e308]},
+    "text epsilon": {"epsilon": "1"},
+    "boolean epsilon": {"epsilon": True},
+}
+
+
+@pytest.mark.parametrize("attack", list(HOSTILE))
+def test_hostile_parameters_are_refused_in_one_line_before_the_charge(tmp_path, attack):
+    p = party(tmp_path)
+    with pytest.raises(InputError) as refused:
+        p.handle(Message("dp_discover", {**PARAMS, **HOSTILE[attack]}))
+    assert "\n" not in str(refused.value)
+    assert p.ledger.history() == []

@@ -33,7 +33,13 @@ def score_sensitivity(score: str, m: int) -> float:
 
 
 def gaussian_lipschitz(width: float) -> float:
-    """Lipschitz constant of ``r -> exp(-(r - c)^2 / (2 h^2))``: ``1 / (h sqrt(e))``."""
+    """Lipschitz constant of ``r -> exp(-(r - c)^2 / (2 h^2))``: ``1 / (h sqrt(e))``, for a width ``h > 0``.
+
+    A negative width gives the kernel of ``|h|`` but a negative constant, which would make the
+    training-set sensitivity negative and drop it from ``max(test, train)``: refused.
+    """
+    if not (math.isfinite(width) and width > 0.0):
+        raise InputError(f"the residual kernel width must be finite and > 0, got {width!r}", "pass e.g. 0.1")
     return 1.0 / (width * math.sqrt(math.e))
 
 

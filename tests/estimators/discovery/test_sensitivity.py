@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.krr import GaussianKRR, residual_bound
 from collabcausal.estimators.discovery.scores import hsic_score, ordinal_ranks
 from collabcausal.estimators.discovery.sensitivity import (
@@ -79,3 +80,11 @@ def test_rank_stability_distance_moves_by_at_most_one_and_protects_ranks(seed, x
     assert abs(d1 - d2) <= 1
     if d1 >= 1:
         assert np.array_equal(ordinal_ranks(r1), ordinal_ranks(r2))
+
+
+@pytest.mark.parametrize("width", [-0.1, 0.0, float("inf"), float("nan")])
+def test_a_residual_width_that_is_not_a_positive_number_is_refused_not_given_a_negative_sensitivity(width):
+    # exp(-r^2 / (2 h^2)) is the same kernel for -h, but 1 / (h sqrt(e)) < 0 would drop the training
+    # split's sensitivity from max(test, train) and leave its rows unprotected.
+    with pytest.raises(InputError, match="residual kernel width"):
+        hsic_train_sensitivity(400, 300, 0.5, width)
