@@ -90,7 +90,8 @@ class DiscoveryRequest:
                 raise InputError(f"{name} of {OPERATION} is {numbers[name]!r}, outside its range", _range_fix(name))
         widths = self.hsic_widths
         if not isinstance(widths, (list, tuple)) or len(widths) != 2:
-            raise InputError(f"hsic_widths of {OPERATION} must be two numbers, got {widths!r}", _range_fix("hsic_widths"))
+            raise InputError(f"hsic_widths of {OPERATION} must be two numbers, got {widths!r}",
+                             _range_fix("hsic_widths"))
         widths = tuple(request_number(w, "hsic_widths", OPERATION) for w in widths)
         if not all(math.isfinite(w) and w > 0.0 for w in widths):
             raise InputError(f"hsic_widths of {OPERATION} must be finite and > 0, got {widths!r}",
