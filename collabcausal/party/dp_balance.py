@@ -53,8 +53,8 @@ from collabcausal.estimators.balance import weighted_moments as moments_of
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, clip, gaussian
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_treatment, check_vector
 from collabcausal.messages import Message
-from collabcausal.party.dp_queries import annotate_clipping, require_ledger
-from collabcausal.party.dp_representation import public_scale, request_number
+from collabcausal.party.dp_queries import annotate_clipping, request_number, require_ledger
+from collabcausal.party.dp_representation import public_scale
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.representation import selected_rows

@@ -31,6 +31,7 @@ must be listed in ``columns``, the list the party's policy checks (:func:`refere
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ import numpy as np
 
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.aggregates import OUTCOME, noisy_aggregates, sum_sensitivity
-from collabcausal.estimators.dp.mechanisms import check_quantiles, clip, dp_quantiles, laplace
+from collabcausal.estimators.dp.mechanisms import check_quantiles, clip, dp_quantiles, laplace, quantile_candidates
 from collabcausal.estimators.dp.partitions import Partition, partition_from_spec
 from collabcausal.estimators.validation import check_bounds, check_epsilon
 from collabcausal.messages import Message
@@ -151,8 +152,9 @@ def dp_range(party: Party, request: Message) -> Message:
         )
     bounds = [check_bounds(b, f"bounds of {n!r}") for n, b in zip(names, raw_bounds, strict=True)]
     quantiles = check_quantiles(request.params.get("quantiles", DEFAULT_RANGE_QUANTILES))
-    for name in names:
+    for name, b in zip(names, bounds, strict=True):
         _values(party, name)
+        quantile_candidates(b, f"bounds of {name!r}")
     charge = _charge(party, request, eps)
     pairs = list(zip(names, bounds, strict=True))
     ranges = np.stack([dp_quantiles(party.table.column(n), quantiles, b, eps / len(names)) for n, b in pairs])
@@ -165,7 +167,18 @@ def _admit(request: Message) -> float:
     _check_declared(request)
     if "epsilon" not in request.params:
         raise InputError(f"{request.operation} request has no epsilon", "pass params={'epsilon': ..., ...}")
-    return check_epsilon(request.params["epsilon"], f"epsilon of {request.operation}")
+    return check_epsilon(request_number(request.params["epsilon"], "epsilon", request.operation),
+                         f"epsilon of {request.operation}")
+
+
+def request_number(value: object, name: str, operation: str = "dp_representation") -> float:
+    """A real number (not a bool, not text) from a request, or a one-line :class:`InputError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(
+            f"{name} of {operation} must be a number, got {value!r}",
+            f"send a complete {operation} request (see docs/protocol.md)",
+        )
+    return float(value)
 
 
 def require_ledger(party: Party, operation: str) -> Any:
@@ -222,6 +235,11 @@ def _sums(party: Party, request: Message, *, required: bool = True) -> tuple[lis
         names.append(str(spec["column"]))
         bounds.append(check_bounds(spec["bounds"], f"bounds of {spec['column']!r}"))
         _values(party, names[-1])
+    if bounds and not math.isfinite(sum_sensitivity(bounds, n_cells=2)):  # the larger of the two sensitivities
+        raise InputError(
+            f"the sum bounds of {request.operation} give an infinite sensitivity (their width overflows)",
+            "declare bounds of a usable width",
+        )
     return names, bounds
 
 

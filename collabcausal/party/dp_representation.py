@@ -51,7 +51,7 @@ from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gauss
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_columns, keyed_stream
-from collabcausal.party.dp_queries import require_ledger
+from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.table import PartyTable
@@ -254,16 +254,6 @@ def dp_representation(party: Party, request: Message) -> Message:
 
 def _not_int(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int)
-
-
-def request_number(value: object, name: str, operation: str = "dp_representation") -> float:
-    """A real number (not a bool, not text) from a request, or a one-line :class:`InputError`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(
-            f"{name} of {operation} must be a number, got {value!r}",
-            f"send a complete {operation} request (see docs/protocol.md)",
-        )
-    return float(value)
 
 
 def _clip_norm(value: object, m: int) -> float:

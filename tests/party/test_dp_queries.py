@@ -109,6 +109,16 @@ def test_party_without_ledger_refuses_dp_queries(frame):
         ("dp_histogram", {"epsilon": 1.0, "partition": regular_cut("weight", (0, 1), 2).to_spec()}, "weight"),
         ("dp_range", {"epsilon": 1.0, "columns": ["age"]}, "one \\(low, high\\)"),
         ("dp_range", {"epsilon": 1.0, "columns": ["age"], "bounds": [[0, 99]], "quantiles": [1.5]}, "quantiles"),
+        # red team: bounds whose width (hence the sensitivity) overflows, or whose quantile candidates
+        # collapse, were charged and then failed (InputError, OpenDPException): budget spent, nothing released
+        ("dp_sum", {"epsilon": 1.0, "sums": [{"column": "age", "bounds": [-1e308, 1e308]}]}, "sensitivity"),
+        ("dp_mean", {"epsilon": 1.0, "sums": [{"column": "age", "bounds": [-1e308, 1e308]}]}, "sensitivity"),
+        ("dp_histogram", {"epsilon": 1.0, "partition": regular_cut("age", (0, 99), 2).to_spec(),
+                          "sums": [{"column": OUTCOME, "bounds": [0, 1e308]}]}, "sensitivity"),
+        ("dp_range", {"epsilon": 1.0, "columns": ["age"], "bounds": [[-1e308, 1e308]]}, "candidates"),
+        ("dp_range", {"epsilon": 1.0, "columns": ["age"], "bounds": [[0, 5e-324]]}, "candidates"),
+        ("dp_count", {"epsilon": "1"}, "must be a number"),
+        ("dp_count", {"epsilon": True}, "must be a number"),
     ],
 )
 def test_bad_requests_are_input_errors_and_charge_nothing(party, op, params, match):

@@ -47,6 +47,7 @@ __all__ = [
     "laplace",
     "laplace_scale",
     "perturb",
+    "quantile_candidates",
 ]
 
 
@@ -225,10 +226,27 @@ def check_quantiles(quantiles: Sequence[float]) -> list[float]:
     return qs
 
 
+def quantile_candidates(bounds: tuple[float, float], name: str = "bounds", n_candidates: int = 1001) -> list[float]:
+    """The ``n_candidates`` evenly spaced candidates of :func:`dp_quantiles`: finite and strictly increasing.
+
+    Bounds whose width overflows (``[-1e308, 1e308]``) or that hold fewer distinct floats than
+    candidates (``[0, 5e-324]``) are refused with an :class:`InputError`, before any charge.
+    """
+    lo, hi = check_bounds(bounds, name)
+    with np.errstate(over="ignore", invalid="ignore"):
+        candidates = np.linspace(lo, hi, int(n_candidates))
+    if not (np.isfinite(candidates).all() and (np.diff(candidates) > 0).all()):
+        raise InputError(
+            f"{name} ({lo:g}, {hi:g}) give no {int(n_candidates)} finite, increasing quantile candidates",
+            "declare a usable range",
+        )
+    return candidates.tolist()
+
+
 @lru_cache(maxsize=256)
 def _quantile_measurement(lo: float, hi: float, n_candidates: int, alpha: float, epsilon: float) -> dp.Measurement:
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
-    candidates = np.linspace(lo, hi, n_candidates).tolist()
+    candidates = quantile_candidates((lo, hi), n_candidates=n_candidates)
 
     def make(scale: float) -> dp.Measurement:
         return dp.m.make_private_quantile(*space, dp.max_divergence(), candidates=candidates, alpha=alpha, scale=scale)
