@@ -24,13 +24,18 @@ A ``dp_histogram`` reply (eps-ADUM, paper 001) needs finite ``counts`` of the sh
 (cells, arms), and finite ``sums`` of shape (cells, arms, summed columns): an extra cell or a NaN
 would otherwise enter the sum of every party's answers.
 
-A ``dp_discover`` reply (paper 002) needs finite scores, a positive finite noise scale, the
-epsilon asked for, and ``m_test`` + ``n_train`` equal to the party's described subject count with
-``m_test`` = round(test_size n): the analyst weighs each party's scores by ``m_test``, so a party
-claiming a larger test split would outweigh the others.
+A ``dp_discover`` reply (paper 002) needs finite scores, the epsilon asked for, the noise scale the
+request and the party's public n imply, the direction its scores give, an agreement in [0, 1], and
+``m_test`` + ``n_train`` equal to the party's described subject count with ``m_test`` =
+round(test_size n): the analyst weighs each party's scores by ``m_test``, so a party claiming a
+larger test split would outweigh the others, and one claiming less noise would make the combined
+direction look more certain than it is.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -146,26 +151,41 @@ def check_histogram(party: str, reply: Message, shape: tuple[int, int], n_sums: 
     return arrays[0], arrays[1]
 
 
-def check_discovery(party: str, reply: Message, *, epsilon: float, n_subjects: int, test_size: float) -> None:
-    """Refuse a ``dp_discover`` reply unlike the request (scores, noise scale, epsilon, split sizes).
+def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n_subjects: int) -> None:
+    """Refuse a ``dp_discover`` reply unlike the ``request`` params (scores, noise scale, epsilon, split sizes).
+
+    The noise scale must be the one the request and the party's public n imply (paper 002, section
+    4.2 and Theorem 7, :func:`~collabcausal.estimators.discovery.private_scores.split_sensitivity`):
+    a party claiming less noise would make the combined direction look more certain than it is. The
+    direction must be the one its scores give and the agreement a probability.
 
     Raises
     ------
     StudyFailedError
         Naming the party and the field.
     """
+    from collabcausal.estimators.discovery.anm import decide
+    from collabcausal.estimators.discovery.private_scores import split_sensitivity
+    from collabcausal.estimators.dp.mechanisms import laplace_scale
+
     p = reply.params
-    for name in ("score_xy", "score_yx", "noise_scale"):
+    for name in ("score_xy", "score_yx", "noise_scale", "agreement"):
         value = p.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
             raise _refused(party, f"{name} is {value!r}, not a finite number", "dp_discover")
-    if not p["noise_scale"] > 0 or p.get("epsilon") != epsilon:
-        raise _refused(party, f"noise scale {p['noise_scale']!r} or epsilon {p.get('epsilon')!r} is not what was asked",
-                       "dp_discover")
     m, n = p.get("m_test"), p.get("n_train")
-    if m != round(test_size * n_subjects) or not isinstance(n, int) or m + n != n_subjects:
+    if m != round(request["test_size"] * n_subjects) or not isinstance(n, int) or m + n != n_subjects:
         raise _refused(party, f"split sizes m_test = {m!r}, n_train = {n!r} do not fit its {n_subjects} subjects",
                        "dp_discover")
+    sensitivity = split_sensitivity(request["score"], request["protect"], m, n, request["regularization"],
+                                    request["hsic_widths"][1])
+    expected = laplace_scale(2.0 * sensitivity, request["epsilon"])
+    if p.get("epsilon") != request["epsilon"] or not np.isclose(p["noise_scale"], expected, rtol=1e-9, atol=0.0):
+        raise _refused(party, f"noise scale {p['noise_scale']!r} or epsilon {p.get('epsilon')!r} is not what was "
+                       f"asked ({expected!r}, {request['epsilon']!r})", "dp_discover")
+    if p.get("direction") != decide(p["score_xy"], p["score_yx"]) or not 0.0 <= p["agreement"] <= 1.0:
+        raise _refused(party, f"direction {p.get('direction')!r} or agreement {p['agreement']!r} does not follow from "
+                       "its scores", "dp_discover")
 
 
 def _refused(party: str, problem: str, operation: str = "dc_representation") -> StudyFailedError:

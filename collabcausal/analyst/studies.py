@@ -56,6 +56,11 @@ CATE_NOTE = (
 )
 
 
+DISCOVERY_MODEL = {"regularization": 1.0, "kernel_width": 0.3, "hsic_widths": [0.3, 0.1]}
+"""The ANM's public parameters every ``dp_discover`` request states (the party's defaults, paper 002
+section 5), so the analyst knows the noise scale each reply must carry."""
+
+
 def kind_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, Any]:
     """Run ``config.kind`` over the joined parties of ``plan``; the report's kind-specific part."""
     parties = [p for group in plan.row_groups for p in group]
@@ -138,13 +143,12 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
     for (x, y), holders in holding.items():
         params = {"columns": [x, y], "epsilon": spec.epsilon, "score": "hsic", "protect": "both",
                   "x_bounds": list(config.anchor_ranges[x]), "y_bounds": list(config.anchor_ranges[y]),
-                  "test_size": spec.test_size, "study": config.study}
+                  "test_size": spec.test_size, "study": config.study, **DISCOVERY_MODEL}
         replies = grid.send_and_receive(
             dict.fromkeys(holders, Message("dp_discover", params)), timeout=config.task_timeout
         )
         for p in holders:
-            n = int(described[p].params["n_subjects"])
-            check_discovery(p, replies[p], epsilon=spec.epsilon, n_subjects=n, test_size=spec.test_size)
+            check_discovery(p, replies[p], params, n_subjects=int(described[p].params["n_subjects"]))
         releases = {p: replies[p].params for p in holders}
         for p in holders:
             spent[p] += float(releases[p]["epsilon"])

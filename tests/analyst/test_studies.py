@@ -189,6 +189,13 @@ ATTACKS = {  # (kind, the evil party's rewrite of its reply, the operation)
     "no noise scale": ("discovery", lambda r: _swap(r, {"noise_scale": None})),
     "a missing score": ("discovery", lambda r: Message(r.operation, {k: v for k, v in r.params.items()
                                                                      if k != "score_yx"})),
+    # red team: a party claiming less noise than its release carries made the report's noise_sd (and so the
+    # direction's apparent significance) wrong; the scale is a function of public n and the request
+    "an understated noise scale": ("discovery", lambda r: _swap(r, {"noise_scale": r.params["noise_scale"] / 100})),
+    "a direction its scores contradict": ("discovery", lambda r: _swap(r, {
+        "direction": "y->x" if r.params["direction"] == "x->y" else "x->y"})),
+    "markup for a direction": ("discovery", lambda r: _swap(r, {"direction": "<script>alert(1)</script>"})),
+    "an agreement above 1": ("discovery", lambda r: _swap(r, {"agreement": 7.0})),
 }
 
 

@@ -103,14 +103,24 @@ def check_protection(score: str, protect: str, epsilon: float, delta: float) -> 
     return key, protect, eps, dlt
 
 
-def score_sensitivity_for(score: str, protect: str, model: AdditiveNoiseModel) -> float:
-    """Sensitivity ``Delta`` of one score to one substituted row of the protected split(s)."""
-    m, n = model.m_test_, model.n_train_
+def split_sensitivity(
+    score: str, protect: str, m: int, n_train: int, regularization: float, residual_width: float
+) -> float:
+    """Sensitivity ``Delta`` of one score to one substituted row of the protected split(s).
+
+    A function of public facts only (the split sizes and the request's parameters), so an analyst
+    can compute the noise scale a party's reply must carry.
+    """
     test = score_sensitivity(score, m)
     if protect == "test":
         return test
-    train = hsic_train_sensitivity(m, n, model.regularization, model.hsic_widths[1])
+    train = hsic_train_sensitivity(m, n_train, regularization, residual_width)
     return train if protect == "train" else max(test, train)
+
+
+def score_sensitivity_for(score: str, protect: str, model: AdditiveNoiseModel) -> float:
+    """:func:`split_sensitivity` of a fitted model."""
+    return split_sensitivity(score, protect, model.m_test_, model.n_train_, model.regularization, model.hsic_widths[1])
 
 
 def laplace_noise_scale(score: str, protect: str, epsilon: float, model: AdditiveNoiseModel) -> float:
