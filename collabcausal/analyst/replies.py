@@ -24,12 +24,13 @@ A ``dp_histogram`` reply (eps-ADUM, paper 001) needs finite ``counts`` of the sh
 (cells, arms), and finite ``sums`` of shape (cells, arms, summed columns): an extra cell or a NaN
 would otherwise enter the sum of every party's answers.
 
-A ``dp_discover`` reply (paper 002) needs finite scores, the epsilon asked for, the noise scale the
-request and the party's public n imply, the direction its scores give, an agreement in [0, 1], and
-``m_test`` + ``n_train`` equal to the party's described subject count with ``m_test`` =
-round(test_size n): the analyst weighs each party's scores by ``m_test``, so a party claiming a
-larger test split would outweigh the others, and one claiming less noise would make the combined
-direction look more certain than it is.
+A ``dp_discover`` reply (paper 002) needs finite scores within 40 noise scales of the HSIC range,
+the epsilon asked for, the noise scale the request and the party's public n imply, the direction
+its scores give, an agreement in [0, 1], and ``m_test`` + ``n_train`` equal to the party's
+described subject count with ``m_test`` = round(test_size n): the analyst weighs each party's
+scores by ``m_test``, so a party claiming a larger test split, or an impossible score, would
+outweigh the others, and one claiming less noise would make the combined direction look more
+certain than it is.
 """
 
 from __future__ import annotations
@@ -151,6 +152,11 @@ def check_histogram(party: str, reply: Message, shape: tuple[int, int], n_sums: 
     return arrays[0], arrays[1]
 
 
+TAIL_SCALES = 40
+"""A noisy HSIC score farther than this many Laplace scales from its range is refused: an honest
+party's is, with probability exp(-40) ~ 4e-18 per score."""
+
+
 def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n_subjects: int) -> None:
     """Refuse a ``dp_discover`` reply unlike the ``request`` params (scores, noise scale, epsilon, split sizes).
 
@@ -183,6 +189,12 @@ def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n
     if p.get("epsilon") != request["epsilon"] or not np.isclose(p["noise_scale"], expected, rtol=1e-9, atol=0.0):
         raise _refused(party, f"noise scale {p['noise_scale']!r} or epsilon {p.get('epsilon')!r} is not what was "
                        f"asked ({expected!r}, {request['epsilon']!r})", "dp_discover")
+    # An HSIC score with kernels in [0, 1] lies in [0, m^2 / (m - 1)^2] (tr(HKH L) <= m tr(HKH) <= m^2);
+    # Laplace noise leaves it by more than TAIL_SCALES scales with probability exp(-TAIL_SCALES) per score.
+    top = m**2 / (m - 1) ** 2 + TAIL_SCALES * expected
+    if not all(-TAIL_SCALES * expected <= p[s] <= top for s in ("score_xy", "score_yx")):
+        raise _refused(party, f"scores {p['score_xy']!r}, {p['score_yx']!r} lie beyond {TAIL_SCALES} noise scales "
+                       f"of [0, {m**2 / (m - 1) ** 2:.4g}]", "dp_discover")
     if p.get("direction") != decide(p["score_xy"], p["score_yx"]) or not 0.0 <= p["agreement"] <= 1.0:
         raise _refused(party, f"direction {p.get('direction')!r} or agreement {p['agreement']!r} does not follow from "
                        "its scores", "dp_discover")

@@ -103,6 +103,10 @@ def adum_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -> dic
     notes = [ADUM_NOTE] + (
         [f"eps-ADUM: {sparse} of {len(counts)} cells have a noisy arm count below min_count = {spec.min_count:g} "
          "and use the pooled arm mean there."] if sparse else []
+    ) + (
+        [f"eps-ADUM: no noisy count above 0 to weight the cells by ({estimand.upper()}), or counts too large to "
+         "add, so no estimate: the noise swamps the counts (raise epsilon or use fewer cells), or a party's reply is "
+         "wrong."] if not np.isfinite(estimate) else []
     )
     return {
         "estimates": {"eps-adum": point_row(estimate, "eps-adum", n_cells=len(counts))},

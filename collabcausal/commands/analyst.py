@@ -211,6 +211,8 @@ def dp_representation_results(
 
 def format_estimate(row: dict[str, Any]) -> str:
     """``estimate (se SE), 95% KIND CI [lo, hi], B = .., failed .., MASMD ..`` for one estimator's report row."""
+    if row["estimate"] is None:
+        return "no estimate (see the warnings)"
     text = f"{row['estimate']:.6g}"
     if row["se"] is not None:
         text += f" (se {row['se']:.4g})"

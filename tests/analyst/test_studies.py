@@ -196,6 +196,8 @@ ATTACKS = {  # (kind, the evil party's rewrite of its reply, the operation)
         "direction": "y->x" if r.params["direction"] == "x->y" else "x->y"})),
     "markup for a direction": ("discovery", lambda r: _swap(r, {"direction": "<script>alert(1)</script>"})),
     "an agreement above 1": ("discovery", lambda r: _swap(r, {"agreement": 7.0})),
+    # an HSIC score lies in [0, m^2/(m-1)^2]; 1e300 outweighed every honest party (the margin became 2.5e299)
+    "an impossible score": ("discovery", lambda r: _swap(r, {"score_yx": 1e300})),
 }
 
 
@@ -207,3 +209,19 @@ def test_an_evil_party_cannot_slip_a_malformed_or_outweighing_release_into_a_stu
     operation = {"adum": "dp_histogram", "discovery": "dp_discover"}[kind]
     with pytest.raises(StudyFailedError, match=f"party '{parties[2].name}' sent a {operation} reply"):
         run_study(InProcessGrid(parties), study_toml(tmp_path, kind, parties))
+
+
+def test_an_adum_study_whose_noisy_counts_are_all_non_positive_reports_no_estimate_and_publishes(data, tmp_path):
+    # Red team: clip(noisy counts, 0) summing to 0 (every cell's noisy count <= 0: a tiny eps, or a party's
+    # reply) made the ATE NaN, and publishing the report then crashed (format of None). Here one party's
+    # reply is rewritten to hold the counts of a release with no subjects in any cell at a tiny epsilon.
+    from collabcausal.commands.analyst import publish_report
+
+    parties = four_parties(data, tmp_path, BIG)
+    for k in range(4):
+        parties[k] = Tampering(parties[k], lambda r: _swap(r, arrays={"counts": -np.ones_like(r.array("counts"))}))
+    report = run_study(InProcessGrid(parties), study_toml(tmp_path, "adum", parties))
+    assert report["estimates"]["eps-adum"]["estimate"] is None
+    assert any("no noisy count above 0" in w for w in report["warnings"])
+    json_path, html_path = publish_report(report, {}, tmp_path / "out")
+    assert json_path.is_file() and html_path.is_file()
