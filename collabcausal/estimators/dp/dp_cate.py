@@ -43,7 +43,7 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
-from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor
+from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor, refuse_seeded_noise_with_ledger
 from collabcausal.estimators.metalearners.splits import disjoint_plan
 from collabcausal.estimators.validation import (
     check_bounds,
@@ -172,7 +172,7 @@ class DPCATE(BaseEstimator):
     random_state : int or Generator, optional
         Seed of the split and of the sup search (not of released noise).
     noise_rng : numpy Generator, optional
-        Makes released noise reproducible (experiments only: NOT private).
+        Makes released noise reproducible (experiments only: NOT private, so refused with a ``ledger``).
     """
 
     def __init__(
@@ -241,6 +241,7 @@ class DPCATE(BaseEstimator):
         """Only (eps, delta)-DP work may be charged: DP-EBM nuisances and the functional release."""
         if self.ledger is None:
             return
+        refuse_seeded_noise_with_ledger(self.noise_rng is not None)
         if self.model_propensity is not None or self.model_outcome is not None:
             raise PolicyError(
                 "non-private nuisance models cannot be charged as a DP release",

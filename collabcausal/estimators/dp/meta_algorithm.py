@@ -111,6 +111,19 @@ def substitution_dp_ebm_budget(epsilon: float, delta: float) -> tuple[float, flo
     return eps_bin + eps_boost, eps_bin / (eps_bin + eps_boost)
 
 
+def refuse_seeded_noise_with_ledger(seeded: bool) -> None:
+    """A :class:`PolicyError` when a release with reproducible noise would be charged to a ledger.
+
+    Seeded noise (``noise_seed``, ``noise_rng``) is for experiments: anyone holding the seed can
+    subtract the noise, so the release is not DP and must never be recorded as a DP charge.
+    """
+    if seeded:
+        raise PolicyError(
+            "a release with reproducible noise (noise_seed / noise_rng) is not DP and cannot be charged to a ledger",
+            "drop the noise seed (fresh OpenDP / interpret noise), or pass ledger=None for a seeded experiment",
+        )
+
+
 def _interpret_kwargs(epsilon: float, delta: float, bounds: Sequence[tuple[float, float]], n_jobs: int,
                       noise_seed: int | None) -> dict:
     interpret_epsilon, bin_budget_frac = substitution_dp_ebm_budget(epsilon, delta)
@@ -261,7 +274,8 @@ class DPCATELearner(BaseEstimator):
         interpret's worker count per model.
     noise_seed : int, optional
         Seed of the DP-EBMs' noise (module k gets ``noise_seed + k``). None (default) draws fresh
-        noise; an int reproduces it, for seeded experiments only: NOT private.
+        noise; an int reproduces it, for seeded experiments only: NOT private, so refused with a
+        ``ledger`` (:func:`refuse_seeded_noise_with_ledger`).
 
     Attributes
     ----------
@@ -340,6 +354,7 @@ class DPCATELearner(BaseEstimator):
         if self.learner != "s":
             model.plan(check_matrix(X, "X").shape[0])
         if self.ledger is not None:
+            refuse_seeded_noise_with_ledger(self.noise_seed is not None)
             self.ledger.charge(
                 f"dp_cate_meta_{self.learner}",
                 eps,

@@ -183,3 +183,15 @@ def test_dr_learner_needs_more_noise_than_the_r_learner(data):
               "model_outcome": GradientBoostingRegressor(n_estimators=20, random_state=0)}
     gamma = {lr: DPCATE(lr, "linear", **common).fit(data.Y, data.T, X=data.X).sensitivity(Xq) for lr in ("r", "dr")}
     assert gamma["dr"] > gamma["r"]
+
+
+def test_reproducible_noise_with_a_ledger_is_refused_before_any_charge(tmp_path):
+    """Red team: a seeded noise generator makes the released noise predictable from the seed, so the
+    release is not DP; charging (eps, delta) for it would label it DP in the ledger and the report."""
+    small = paper004_dataset(1, 100, seed=0)
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-3)
+    with pytest.raises(PolicyError, match="reproducible noise"):
+        DPCATE("r", "functional", epsilon=1.0, feature_bounds=small.feature_bounds,
+               outcome_bounds=small.outcome_bounds, random_state=0, ledger=ledger,
+               noise_rng=np.random.default_rng(0)).fit(small.Y, small.T, X=small.X)
+    assert ledger.spent()[0] == 0.0

@@ -178,3 +178,12 @@ def test_noise_seed_reproduces_the_dp_ebm_noise_for_experiments(data):
     effects = [f.effect(data.X[:20]) for f in fits]
     assert np.array_equal(effects[0], effects[1])
     assert not np.array_equal(effects[0], effects[2])
+
+
+def test_a_noise_seed_with_a_ledger_is_refused_before_any_charge(data, tmp_path):
+    """Red team: noise_seed makes interpret's noise reproducible (NOT private); charging the ledger for
+    such a fit would record a DP release that is not one."""
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-4)
+    with pytest.raises(PolicyError, match="reproducible noise"):
+        learner(data, ledger=ledger, noise_seed=3).fit(data.Y, data.T, X=data.X)
+    assert ledger.history() == []
