@@ -70,6 +70,11 @@ REFUSED = [
     ("adum", None, 'kind = "adum"', 'kind = "adum"\nestimators = ["ipw"]', 'estimators is not used by kind = "adum"'),
     ("discovery", None, 'kind = "discovery"', 'kind = "discovery"\nestimand = "att"', "estimand is not used"),
     ("cate", None, 'kind = "cate"', 'kind = "cate"\nbootstrap = 10', "bootstrap is not used"),
+    # red team: no key of study.toml (the coordinator's file) reaches a DP release's noise generator
+    ("cate", None, "epsilon = 1.0", "epsilon = 1.0\nnoise_seed = 3", "unknown key \\[cate\\] noise_seed"),
+    ("cate", None, "epsilon = 1.0", "epsilon = 1.0\nnoise_rng = 3", "unknown key \\[cate\\] noise_rng"),
+    ("adum", None, "epsilon = 1.0", "epsilon = 1.0\nseed = 3", "unknown key \\[adum\\] seed"),
+    ("discovery", None, "epsilon = 1.0", "epsilon = 1.0\nrandom_state = 3", "unknown key \\[discovery\\] random_state"),
 ]
 
 

@@ -1,0 +1,61 @@
+"""A hostile coordinator asks for predictable noise: seed-like keys in every DP request.
+
+The noise of a party's release must come from OpenDP's OS-entropy sampler whatever the request
+says (docs/threat-model.md): a request carrying ``seed``, ``rng``, ``random_state``, ``noise_seed``
+or ``noise_rng`` must neither be refused for it nor reach a seeded (numpy) draw. Every noise draw
+of every DP operation is recorded (the mechanisms' ``rng`` argument) through ``Party.handle``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import collabcausal.estimators.dp.aggregates as aggregates
+import collabcausal.estimators.dp.mechanisms as mechanisms
+from collabcausal.estimators.dp.partitions import regular_cut
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import simulation_anchor_key
+from collabcausal.party.ledger import PrivacyLedger
+
+SEEDS = {"seed": 0, "rng": 0, "random_state": 0, "noise_seed": 0, "noise_rng": 0}
+N = 120
+SUMS = [{"column": "a", "bounds": [0, 1]}]
+REQUESTS = {
+    "dp_count": ({"by_arm": True, "columns": []}, {}),
+    "dp_sum": ({"sums": SUMS, "columns": ["a"]}, {}),
+    "dp_mean": ({"sums": SUMS, "columns": ["a"]}, {}),
+    "dp_histogram": ({"partition": regular_cut("a", (0, 1), 3).to_spec(), "by_arm": True, "sums": SUMS,
+                      "columns": ["a"]}, {}),
+    "dp_discover": ({"columns": ["a", "b"], "x_bounds": [0, 1], "y_bounds": [0, 1]}, {}),
+    "dp_weighted_moments": ({"delta": 1e-4, "columns": ["a", "b"], "bounds": [[0, 1], [0, 1]]},
+                            {"arms": np.arange(N) % 2, "weights": np.ones(N)}),
+    "dp_representation": ({"delta": 1e-4, "n_components": 2, "n_anchors": 20, "labels": True,
+                           "anchor_ranges": {"a": [0, 1], "b": [0, 1]}, "outcome_range": [-3, 3]}, {}),
+}
+
+
+@pytest.mark.parametrize("operation", list(REQUESTS))
+def test_no_request_key_reaches_a_seeded_noise_draw(tmp_path, monkeypatch, operation):
+    rngs: list = []
+
+    def recording(function):
+        def wrapped(*args, rng=None, **kwargs):
+            rngs.append(rng)
+            return function(*args, rng=rng, **kwargs)
+        return wrapped
+
+    for module, name in ((mechanisms, "perturb"), (mechanisms, "discrete_laplace"), (aggregates, "discrete_laplace")):
+        monkeypatch.setattr(module, name, recording(getattr(module, name)))
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(size=N), "b": rng.uniform(size=N), "t": np.arange(N) % 2,
+                          "y": rng.normal(size=N)})
+    party = Party("p", PartyTable.from_frame(frame, ["a", "b"], treatment="t", outcome="y"),
+                  ledger=PrivacyLedger(tmp_path / "l.sqlite", epsilon=100.0, delta=1e-2, dataset="d"),
+                  anchor_key=simulation_anchor_key(0))
+    params, arrays = REQUESTS[operation]
+    party.handle(Message(operation, {"study": "s", "epsilon": 1.0, **params, **SEEDS}, arrays))
+    assert rngs and all(r is None for r in rngs)
+    assert len(party.ledger.history()) == 1
