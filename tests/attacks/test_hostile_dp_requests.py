@@ -1,9 +1,11 @@
-"""A hostile coordinator asks for predictable noise: seed-like keys in every DP request.
+"""A hostile coordinator against the parties' DP operations: predictable noise, free re-releases.
 
-The noise of a party's release must come from OpenDP's OS-entropy sampler whatever the request
-says (docs/threat-model.md): a request carrying ``seed``, ``rng``, ``random_state``, ``noise_seed``
-or ``noise_rng`` must neither be refused for it nor reach a seeded (numpy) draw. Every noise draw
-of every DP operation is recorded (the mechanisms' ``rng`` argument) through ``Party.handle``.
+Seed-like keys in every DP request: the noise of a party's release must come from OpenDP's
+OS-entropy sampler whatever the request says (docs/threat-model.md), so a request carrying
+``seed``, ``rng``, ``random_state``, ``noise_seed`` or ``noise_rng`` must neither be refused for it
+nor reach a seeded (numpy) draw. Every noise draw of every DP operation is recorded (the
+mechanisms' ``rng`` argument) through ``Party.handle``. Idempotency keys of the study kinds'
+operations: a key names one request and one charge.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 import collabcausal.estimators.dp.aggregates as aggregates
 import collabcausal.estimators.dp.mechanisms as mechanisms
+from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.partitions import regular_cut
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -59,3 +62,24 @@ def test_no_request_key_reaches_a_seeded_noise_draw(tmp_path, monkeypatch, opera
     party.handle(Message(operation, {"study": "s", "epsilon": 1.0, **params, **SEEDS}, arrays))
     assert rngs and all(r is None for r in rngs)
     assert len(party.ledger.history()) == 1
+
+
+@pytest.mark.parametrize("operation", ["dp_histogram", "dp_discover"])
+def test_an_idempotency_key_buys_no_fresh_release(tmp_path, operation):
+    """The kinds' operations with a request_id: the retry gets the recorded numbers uncharged; the same key
+    with other parameters (a larger epsilon, another column, another study) is refused, uncharged."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(size=N), "b": rng.uniform(size=N), "t": np.arange(N) % 2,
+                          "y": rng.normal(size=N)})
+    party = Party("p", PartyTable.from_frame(frame, ["a", "b"], treatment="t", outcome="y"),
+                  ledger=PrivacyLedger(tmp_path / "l.sqlite", epsilon=100.0, dataset="d"))
+    params = {"study": "s", "epsilon": 1.0, "request_id": "k-1", **REQUESTS[operation][0]}
+    first = party.handle(Message(operation, params))
+    again = party.handle(Message(operation, params))
+    assert first.params == again.params and all(np.array_equal(first.arrays[k], again.arrays[k]) for k in first.arrays)
+    for change in ({"epsilon": 2.0}, {"study": "t"}, {"columns": ["b", "a"]}):
+        with pytest.raises(ProtocolError, match="already used for a different request"):
+            party.handle(Message(operation, {**params, **change}))
+    with pytest.raises(ProtocolError, match="already used"):
+        party.handle(Message("dp_count", {"study": "s", "epsilon": 1.0, "request_id": "k-1"}))
+    assert [c.epsilon for c in party.ledger.history()] == [1.0]
