@@ -332,9 +332,12 @@ def _integers(counts: ArrayLike) -> NDArray[np.int64]:
 
 
 def _sensitivity(sensitivity: float) -> float:
+    """A finite, normal (not subnormal) float > 0: the calibrations divide by it and by what it scales."""
     s = float(sensitivity)
-    if not math.isfinite(s) or s <= 0.0:
-        raise InputError(f"sensitivity must be a finite number > 0, got {sensitivity!r}", "derive it from the bounds")
+    if not math.isfinite(s) or s < np.finfo(np.float64).tiny:
+        raise InputError(
+            f"sensitivity must be a finite number > 0 (not subnormal), got {sensitivity!r}", "derive it from the bounds"
+        )
     return s
 
 

@@ -162,3 +162,10 @@ def test_an_epsilon_beyond_the_calibration_is_a_one_line_input_error():
     # (OverflowError, outside the error hierarchy) before any ledger could refuse it.
     with pytest.raises(InputError, match="epsilon"):
         M.analytic_gaussian_sigma(4.47, 1e300, 1e-6)
+
+
+def test_a_subnormal_sensitivity_is_a_one_line_input_error():
+    # Red team: weights of 5e-324 in dp_weighted_moments gave a sensitivity of 1.5e-323, on which the
+    # calibration divided by an underflowed sigma (ZeroDivisionError, outside the error hierarchy).
+    with pytest.raises(InputError, match="sensitivity"):
+        M.analytic_gaussian_sigma(1.5e-323, 1.0, 1e-5)
