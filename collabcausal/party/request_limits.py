@@ -98,8 +98,8 @@ def histogram_entries(params: Mapping[str, Any]) -> int:
     cuts = spec.get("n_cells") if spec.get("kind") == "grid" else None
     if spec.get("kind") == "centers" and isinstance(spec.get("centers"), list):
         cells = len(spec["centers"])
-    elif isinstance(cuts, list) and all(isinstance(k, int) and not isinstance(k, bool) for k in cuts):
-        cells = math.prod(max(k, 0) for k in cuts)
+    elif isinstance(cuts, list) and all(isinstance(k, (int, float)) and math.isfinite(k) for k in cuts):
+        cells = math.prod(max(int(k), 0) for k in cuts)  # floats counted too (the partition refuses them)
     else:
         return 0
     sums = params.get("sums", [])

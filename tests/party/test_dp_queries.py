@@ -117,6 +117,8 @@ def test_party_without_ledger_refuses_dp_queries(frame):
                           "sums": [{"column": OUTCOME, "bounds": [0, 1e308]}]}, "sensitivity"),
         ("dp_range", {"epsilon": 1.0, "columns": ["age"], "bounds": [[-1e308, 1e308]]}, "candidates"),
         ("dp_range", {"epsilon": 1.0, "columns": ["age"], "bounds": [[0, 5e-324]]}, "candidates"),
+        ("dp_histogram", {"epsilon": 1.0, "partition": {**regular_cut("age", (0, 99), 2).to_spec(), "n_cells": [1e6]}},
+         "positive integer"),
         ("dp_count", {"epsilon": "1"}, "must be a number"),
         ("dp_count", {"epsilon": True}, "must be a number"),
     ],

@@ -52,6 +52,14 @@ def test_a_histogram_of_10_to_the_12_cells_is_refused_before_the_ledger_is_charg
     assert party.ledger.history() == []
 
 
+def test_cell_counts_sent_as_floats_are_counted_too(party):
+    # Red team: [1e6, 1e6] as floats counted as 0 entries (not ints), passed max_cells, and the grid
+    # accepted them (int(1e6) == 1e6): charged, then a 10^12-cell bincount.
+    grid = {"kind": "grid", "columns": ["a", "b"], "bounds": [[0, 1], [-3, 3]], "n_cells": [1e6, 1e6]}
+    _refused(party, _histogram(grid), "max_cells")
+    assert party.ledger.history() == []
+
+
 def test_cells_count_arms_and_summed_columns(party):
     cut = regular_cut("a", (0, 1), 25_000)
     sums = [{"column": "b", "bounds": [-3, 3]}]

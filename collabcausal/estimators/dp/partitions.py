@@ -14,6 +14,7 @@ composition applies across them. Partitions travel as JSON specs (:meth:`to_spec
 
 from __future__ import annotations
 
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -221,10 +222,11 @@ def _names(columns: Sequence[str]) -> tuple[str, ...]:
 
 
 def _positive_int(value: Any, name: str) -> int:
+    """An integer >= 1 (Python or numpy; not a float such as 1e6, not a bool, not text)."""
     try:
-        k = int(value)
-    except (TypeError, ValueError):
-        k = 0
-    if k < 1 or k != value:
+        k = -1 if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        k = -1
+    if k < 1:
         raise InputError(f"{name} must be a positive integer, got {value!r}", "pass e.g. 10")
     return k
