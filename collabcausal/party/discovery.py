@@ -42,6 +42,12 @@ if TYPE_CHECKING:
     from collabcausal.party.node import Party
 
 OPERATION = "dp_discover"
+MIN_REGULARIZATION = 1e-8
+"""Smallest KRR lambda a party accepts. The fit factorises K + (n lambda / 2) I with K a Gaussian kernel
+matrix (PSD, entries in [0, 1], so ||K|| <= n); Cholesky succeeds whatever the values when the added
+diagonal exceeds its rounding error, about n^2 u (u = 1.1e-16): with lambda >= 1e-8 that holds for
+n < 4e7. Below it, success or a LinAlgError after the charge would depend on the values (close or
+repeated x), an un-noised answer. Such a lambda also makes the training-set noise astronomical."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ class DiscoveryRequest:
         """Validate everything that can be checked before any private data is read.
 
         Every number must be a real number (not text, not a bool) in the range its proof needs:
-        ``regularization`` in (0, 1] (paper 002, Theorem 5), ``kernel_width`` and both
+        ``regularization`` in [:data:`MIN_REGULARIZATION`, 1] (paper 002, Theorem 5), ``kernel_width`` and both
         ``hsic_widths`` finite and > 0 (a negative residual width gives the kernel of its absolute
         value but a negative training-set sensitivity, which ``max(test, train)`` would drop), and
         bounds that scale into [-1, 1] with finite numbers. A request that fails any of these is
@@ -84,8 +90,8 @@ class DiscoveryRequest:
         numbers = {name: request_number(getattr(self, name), name, OPERATION)
                    for name in ("epsilon", "delta", "regularization", "kernel_width", "test_size")}
         score, protect, eps, delta = check_protection(self.score, self.protect, numbers["epsilon"], numbers["delta"])
-        in_range = {"regularization": lambda v: 0.0 < v <= 1.0, "kernel_width": lambda v: 0.0 < v < math.inf,
-                    "test_size": lambda v: 0.0 < v < 1.0}
+        in_range = {"regularization": lambda v: MIN_REGULARIZATION <= v <= 1.0,
+                    "kernel_width": lambda v: 0.0 < v < math.inf, "test_size": lambda v: 0.0 < v < 1.0}
         for name, ok in in_range.items():
             if not ok(numbers[name]):
                 raise InputError(f"{name} of {OPERATION} is {numbers[name]!r}, outside its range", _range_fix(name))
@@ -123,8 +129,9 @@ class DiscoveryRequest:
 
 
 def _range_fix(name: str) -> str:
-    ranges = {"regularization": "a number in (0, 1], e.g. 1.0", "kernel_width": "a number > 0, e.g. 0.3",
-              "test_size": "a number in (0, 1), e.g. 0.5", "hsic_widths": "two numbers > 0, e.g. [0.3, 0.1]"}
+    ranges = {"regularization": f"a number in [{MIN_REGULARIZATION:g}, 1], e.g. 1.0",
+              "kernel_width": "a number > 0, e.g. 0.3", "test_size": "a number in (0, 1), e.g. 0.5",
+              "hsic_widths": "two numbers > 0, e.g. [0.3, 0.1]"}
     return f"send {name} = {ranges[name]}"
 
 

@@ -166,6 +166,9 @@ HOSTILE = {
     "zero regularization": {"regularization": 0.0},
     "regularization above 1": {"regularization": 2.0},
     "negative regularization": {"regularization": -1.0},
+    # lambda = 1e-300 made the KRR's Cholesky fail after the charge with "14-th leading minor of the array is
+    # not positive definite": an un-noised, data-dependent answer (duplicate or close x values) to the analyst
+    "vanishing regularization": {"regularization": 1e-300},
     "loo regularization": {"regularization": "loo"},
     "loo kernel width": {"kernel_width": "loo"},
     "zero kernel width": {"kernel_width": 0.0},
@@ -183,3 +186,14 @@ def test_hostile_parameters_are_refused_in_one_line_before_the_charge(tmp_path, 
         p.handle(Message("dp_discover", {**PARAMS, **HOSTILE[attack]}))
     assert "\n" not in str(refused.value)
     assert p.ledger.history() == []
+
+
+def test_the_smallest_allowed_regularization_fits_even_a_constant_column(tmp_path):
+    # Kernel matrix of ones (the worst case for the Cholesky factorisation): lambda = MIN_REGULARIZATION
+    # still factorises, so success or failure never depends on the values.
+    from collabcausal.party.discovery import MIN_REGULARIZATION
+
+    ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=5.0)
+    request = DiscoveryRequest(epsilon=1.0, x_bounds=(0, 1), y_bounds=(0, 2), regularization=MIN_REGULARIZATION)
+    result = discover(ledger, np.zeros(2000), np.ones(2000), request)
+    assert result.answered and ledger.spent() == (1.0, 0.0)
