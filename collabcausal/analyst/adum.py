@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from collabcausal.analyst.grid import Grid
-from collabcausal.analyst.replies import check_histogram
+from collabcausal.analyst.replies import check_description, check_histogram, histogram_range
 from collabcausal.estimators.dp.adum import EpsADUM
 from collabcausal.estimators.dp.aggregates import OUTCOME, NoisyAggregates
 from collabcausal.estimators.dp.partitions import CentersPartition, Partition, dp_kmeans
@@ -63,10 +63,20 @@ def collect_aggregates(
     names = list(parties) if parties is not None else grid.party_names()
     columns = list(dict.fromkeys([*partition.columns, *(s["column"] for s in sums if s["column"] != OUTCOME)]))
     params = {"epsilon": eps, "study": study, "partition": partition.to_spec(), "by_arm": by_arm, "sums": list(sums)}
+    described = grid.send_and_receive(dict.fromkeys(names, Message("describe", {"study": study})), timeout=timeout)
+    for party, reply in described.items():
+        check_description(party, reply)
     request = Message("dp_histogram", {**params, "columns": columns})
     replies = grid.send_and_receive(dict.fromkeys(names, request), timeout=timeout)
     shape = (partition.n_cells, 2 if by_arm else 1)
-    answers = [NoisyAggregates(*check_histogram(p, r, shape, len(sums))) for p, r in replies.items()]
+    boxes = [check_bounds(s["bounds"]) for s in sums]
+    answers = [
+        NoisyAggregates(*check_histogram(
+            p, r, shape, len(sums),
+            plausible=histogram_range(described[p].params["n_subjects"], eps, boxes, shape[0] * shape[1]),
+        ))
+        for p, r in replies.items()
+    ]
     return reduce(lambda a, b: a + b, answers)
 
 

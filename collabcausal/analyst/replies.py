@@ -22,7 +22,9 @@ A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names 
 
 A ``dp_histogram`` reply (eps-ADUM, paper 001) needs finite ``counts`` of the shape asked for,
 (cells, arms), and finite ``sums`` of shape (cells, arms, summed columns): an extra cell or a NaN
-would otherwise enter the sum of every party's answers.
+would otherwise enter the sum of every party's answers; with the party's described n, every entry
+must lie within 40 noise scales of what n subjects can give (a count of 1e12 would make its
+cell's uplift the ATE).
 
 A ``dp_discover`` reply (paper 002) needs finite scores within 40 noise scales of the HSIC range,
 the epsilon asked for, the noise scale the request and the party's public n imply, the direction
@@ -35,7 +37,8 @@ certain than it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,6 +46,11 @@ import numpy as np
 from collabcausal.errors import ProtocolError, StudyFailedError
 from collabcausal.estimators.balance import ArmMoments
 from collabcausal.messages import Message
+
+TAIL_SCALES = 40
+"""A noisy entry (an HSIC score, a histogram count or sum) farther than this many Laplace scales from
+the range its exact value lies in is refused: an honest party's is, with probability exp(-40) ~ 4e-18
+per entry."""
 
 
 def check_representation(
@@ -132,8 +140,46 @@ def check_description(party: str, reply: Message) -> None:
         raise _refused(party, "has_labels is not true or false", "describe")
 
 
-def check_histogram(party: str, reply: Message, shape: tuple[int, int], n_sums: int) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class HistogramRange:
+    """Where an honest party's noisy ``dp_histogram`` entries lie, but with probability about exp(-40) each.
+
+    Attributes
+    ----------
+    counts : (float, float)
+        A cell's count is in [0, n] before noise.
+    sums : ndarray of shape (n_sums,)
+        A cell's sum of column j is at most ``n max|bound_j|`` in absolute value before noise.
+    """
+
+    counts: tuple[float, float]
+    sums: np.ndarray
+
+
+def histogram_range(n_subjects: int, epsilon: float, bounds: Sequence[tuple[float, float]], entries: int
+                    ) -> HistogramRange:
+    """The :class:`HistogramRange` of a party with ``n_subjects`` rows answering ``dp_histogram`` at ``epsilon``.
+
+    The noise scales are those of :func:`~collabcausal.estimators.dp.aggregates.noisy_aggregates`
+    (counts discrete Laplace ``2 / eps`` or, with sums, ``2 / (eps / 2)``; sums Laplace
+    ``sum_sensitivity / (eps / 2)``), widened by :data:`TAIL_SCALES` of them.
+    """
+    from collabcausal.estimators.dp.aggregates import COUNT_SENSITIVITY, sum_sensitivity
+
+    count_eps = epsilon / 2.0 if bounds else epsilon
+    slack = TAIL_SCALES * COUNT_SENSITIVITY / count_eps
+    sum_slack = TAIL_SCALES * sum_sensitivity(bounds, entries) / (epsilon / 2.0) if bounds else 0.0
+    largest = np.array([max(abs(lo), abs(hi)) for lo, hi in bounds], dtype=float)
+    return HistogramRange((-slack, n_subjects + slack), n_subjects * largest + sum_slack)
+
+
+def check_histogram(
+    party: str, reply: Message, shape: tuple[int, int], n_sums: int, *, plausible: HistogramRange | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``counts`` (shape ``shape``) and ``sums`` (``shape`` + (n_sums,)) of a ``dp_histogram`` reply, both finite.
+
+    With ``plausible``, every entry must also lie in the range an honest party's release reaches but
+    with probability about exp(-40): a count of 1e12 would otherwise make its cell's uplift the ATE.
 
     Raises
     ------
@@ -149,12 +195,13 @@ def check_histogram(party: str, reply: Message, shape: tuple[int, int], n_sums: 
         if not np.all(np.isfinite(array)):
             raise _refused(party, f"{name} holds NaN or infinite values", "dp_histogram")
         arrays.append(np.asarray(array, dtype=np.float64))
-    return arrays[0], arrays[1]
-
-
-TAIL_SCALES = 40
-"""A noisy HSIC score farther than this many Laplace scales from its range is refused: an honest
-party's is, with probability exp(-40) ~ 4e-18 per score."""
+    counts, sums = arrays
+    if plausible is not None:
+        low, high = plausible.counts
+        if not ((counts >= low) & (counts <= high)).all() or not (np.abs(sums) <= plausible.sums).all():
+            raise _refused(party, f"counts or sums lie beyond {TAIL_SCALES} noise scales of what its "
+                           "described subjects can give", "dp_histogram")
+    return counts, sums
 
 
 def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n_subjects: int) -> None:

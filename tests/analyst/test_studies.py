@@ -183,6 +183,11 @@ ATTACKS = {  # (kind, the evil party's rewrite of its reply, the operation)
     "NaN counts": ("adum", lambda r: _swap(r, arrays={"counts": np.full_like(r.array("counts"), np.nan)})),
     "an extra cell": ("adum", lambda r: _swap(r, arrays={"sums": np.zeros((6, 2, 1))})),
     "no sums": ("adum", lambda r: Message(r.operation, r.params, {"counts": r.array("counts")})),
+    # red team: a count no party of its size can release (beyond 40 noise scales of [0, n]) made its cell's
+    # uplift the whole ATE; so did an outcome sum beyond n max|bound|
+    "an outweighing count": ("adum", lambda r: _swap(r, arrays={"counts": r.array("counts") + 1e12})),
+    "a negative count": ("adum", lambda r: _swap(r, arrays={"counts": r.array("counts") - 1e6})),
+    "an impossible outcome sum": ("adum", lambda r: _swap(r, arrays={"sums": r.array("sums") + 1e9})),
     # claiming a larger test split would weigh its scores above every honest party's in the combined margin
     "an inflated test split": ("discovery", lambda r: _swap(r, {"m_test": 10**6})),
     "a NaN score": ("discovery", lambda r: _swap(r, {"score_xy": float("nan")})),
@@ -220,7 +225,8 @@ def test_an_adum_study_whose_noisy_counts_are_all_non_positive_reports_no_estima
     parties = four_parties(data, tmp_path, BIG)
     for k in range(4):
         parties[k] = Tampering(parties[k], lambda r: _swap(r, arrays={"counts": -np.ones_like(r.array("counts"))}))
-    report = run_study(InProcessGrid(parties), study_toml(tmp_path, "adum", parties))
+    section = SECTIONS["adum"].replace(f"epsilon = {BIG}", "epsilon = 1.0")  # -1 is within the noise at eps 1
+    report = run_study(InProcessGrid(parties), study_toml(tmp_path, "adum", parties, section))
     assert report["estimates"]["eps-adum"]["estimate"] is None
     assert any("no noisy count above 0" in w for w in report["warnings"])
     json_path, html_path = publish_report(report, {}, tmp_path / "out")
