@@ -115,6 +115,12 @@ class Party:
         except Exception as exc:
             if self.audit is not None:
                 self.audit.refused(self, request, exc, charges=_charges_after(self.ledger, last_charge))
+            if op_is_private(request) and not isinstance(exc, CollabCausalError):
+                raise CollabCausalError(
+                    f"{request.operation} failed ({type(exc).__name__}; its message stays in the party's audit log, "
+                    "as it may be computed from the private rows)",
+                    "the party's operator reads the audit log; a retry is a new request, charged if it runs",
+                ) from exc
             raise
         if self.audit is not None:
             self.audit.released(self, request, reply, charges=_charges_after(self.ledger, last_charge))
@@ -137,6 +143,19 @@ class Party:
 
     def __repr__(self) -> str:
         return f"Party({self.name!r}, n={self.table.n_subjects}, columns={list(self.table.covariate_names)})"
+
+
+def op_is_private(request: Message) -> bool:
+    """True for a registered differentially private operation.
+
+    Its only output about the rows is the noisy release: an unexpected error (a bug, a numerical
+    failure on the values) must not carry a message computed from them, so :meth:`Party.handle`
+    replaces it by one naming the operation and the error class.
+    """
+    try:
+        return lookup(request.operation).differentially_private
+    except CollabCausalError:
+        return False
 
 
 def _last_charge(ledger: Any) -> int:
