@@ -19,13 +19,19 @@ carried by fewer than ``min_subjects`` subjects, i.e. when, for
    since rounding leaves such residuals when w is in the span),
 
 the number of subjects with |r_k| >= ``min_weight_ratio`` x max|r| is between 1 and
-``min_subjects - 1``. A request whose weights equal an earlier one's (r = 0) reveals nothing new
-and is answered. At most ``max_moment_requests`` weighted requests are answered per party process
-(a ``party join`` serves one study), which also bounds the history kept (n x 2 floats each).
+``min_subjects - 1``; or when
+
+3. a subject's indicator e_k lies (up to negligible weights) in the span of all the answered
+   requests and the new one (:func:`isolated_subjects`): some combination of the replies is then
+   that subject's row, however many requests it takes and however the decoy weights are spread.
+
+A request whose weights equal an earlier one's (r = 0) reveals nothing new and is answered. At
+most ``max_moment_requests`` weighted requests are answered per party process (a ``party join``
+serves one study), which also bounds the history kept (n x 2 floats each).
 
 What remains is stated in docs/threat-model.md: several requests combined with a sparse part
-smaller than 1e-9 of the weights, or combinations whose supports are too small for the
-least-squares residual to stay concentrated, are not detected; the cap bounds how many such
+smaller than 1e-9 of the weights, or combinations isolating 2 to ``min_subjects - 1`` subjects
+together (rule 3 looks for single subjects), are not detected; the cap bounds how many such
 combinations exist. Releasing the moments with DP noise would close the question (not built).
 """
 
@@ -88,6 +94,15 @@ class WeightedRequestHistory:
                 self._refuse_if_few(
                     who, operation, arm, residual, min_subjects, min_weight_ratio, "a combination of earlier requests"
                 )
+            if earlier:
+                isolated = isolated_subjects(np.column_stack([*earlier, new]), min_weight_ratio)
+                if isolated.size:
+                    raise PolicyError(
+                        f"{who} refuses {operation!r}: with the {len(earlier)} requests it answered, this one "
+                        f"isolates subject {int(isolated[0])} of arm {arm} (a combination of the replies would "
+                        f"describe 1 subject, below its min_subjects of {min_subjects})",
+                        "send the same weights as before, or ask the party for dp_weighted_moments",
+                    )
         self._answered.append(totals)
 
     def _refuse_if_few(
@@ -107,6 +122,25 @@ class WeightedRequestHistory:
                 f"below its min_subjects of {min_subjects} (the difference of the replies would describe them)",
                 "send the same weights as before, or weights that differ on at least min_subjects subjects",
             )
+
+
+def isolated_subjects(requests: NDArray[np.float64], min_weight_ratio: float) -> NDArray[np.intp]:
+    """Subjects whose indicator e_k lies (nearly) in the span of the columns of ``requests`` (rule 3).
+
+    Then some combination sum_i c_i w_i equals e_k up to a residual r with ||r||^2 = 1 - lev_k, lev_k
+    the leverage of row k (squared norm of row k of an orthonormal basis of the span), and the same
+    combination of the replies returns x_k contaminated by at most ||r|| of the other subjects' rows.
+    Refused when every entry of r can fall below ``min_weight_ratio`` (the rule's notion of a
+    negligible weight): 1 - lev_k <= max(min_weight_ratio^2, 1e-9). This catches any number of
+    requests combined, e.g. R1 = 1, R2 = 1 + e_k + d, R3 = 1 + e_k - d with a decoy d spread over
+    many subjects, which rules 1 and 2 pass, and as many independent requests as an arm has subjects.
+    """
+    u, singular, _ = np.linalg.svd(requests, full_matrices=False)
+    if not singular.size or singular[0] == 0.0:
+        return np.empty(0, dtype=np.intp)
+    basis = u[:, singular > singular[0] * max(requests.shape) * np.finfo(np.float64).eps]
+    leverage = (basis**2).sum(axis=1)
+    return np.flatnonzero(1.0 - leverage <= max(min_weight_ratio**2, _SPAN_TOLERANCE))
 
 
 def differing_subjects(residual: NDArray[np.float64], min_weight_ratio: float) -> int:

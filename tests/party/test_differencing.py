@@ -109,6 +109,30 @@ def test_a_combination_of_two_earlier_requests_plus_one_subject_is_refused():
     assert "combination of earlier requests" in _refused(party, combined)
 
 
+def test_three_requests_hiding_one_subject_behind_a_decoy_spread_are_refused():
+    """Red team: R1 = 1, R2 = 1 + e_k + d, R3 = 1 + e_k - d with d = 0.5 on 10 other subjects of k's arm.
+    Each pair differs on 11 subjects and R3's least-squares residual on (R1, R2) spreads over 11, so rules
+    1 and 2 answered all three, and (R2 + R3) / 2 - R1 returned subject k's covariates exactly (1e-15).
+    Rule 3: no subject's indicator may lie in the span of the answered requests."""
+    party = _party()
+    decoy = np.zeros(N)
+    decoy[[j for j in range(N) if ARMS[j] == ARMS[K] and j != K][:10]] = 0.5
+    spike = np.eye(N)[K]
+    _ask(party, np.ones(N))
+    _ask(party, np.ones(N) + spike + decoy)
+    message = _refused(party, np.ones(N) + spike - decoy)
+    assert "isolates subject" in message
+
+
+def test_a_full_set_of_independent_requests_on_a_small_arm_is_refused():
+    # As many independent exact sums as an arm has subjects solve for every subject's covariates.
+    party = _party(max_moment_requests=64)
+    rng = np.random.default_rng(1)
+    with pytest.raises(PolicyError, match="isolates subject"):
+        for _ in range(N // 2 + 1):
+            _ask(party, rng.uniform(0.5, 1.5, N))
+
+
 def test_honest_balance_diagnostics_are_answered():
     party = _party()
     rng = np.random.default_rng(0)
