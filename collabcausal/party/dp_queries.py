@@ -212,7 +212,7 @@ def _partition(party: Party, request: Message) -> Partition:
         raise InputError("dp_histogram request has no partition", "pass partition=Partition.to_spec()")
     partition = partition_from_spec(spec)
     for name in partition.columns:
-        _values(party, name)
+        party.table.column(name)  # covariates only: the cells are read from the table's columns
     return partition
 
 

@@ -119,6 +119,8 @@ def test_party_without_ledger_refuses_dp_queries(frame):
         ("dp_range", {"epsilon": 1.0, "columns": ["age"], "bounds": [[0, 5e-324]]}, "candidates"),
         ("dp_histogram", {"epsilon": 1.0, "partition": {**regular_cut("age", (0, 99), 2).to_spec(), "n_cells": [1e6]}},
          "positive integer"),
+        ("dp_histogram", {"epsilon": 1.0, "partition": regular_cut(OUTCOME, (0, 10), 4).to_spec()},
+         "no covariate column '@outcome'"),  # passed the check, charged, then failed at the table
         ("dp_count", {"epsilon": "1"}, "must be a number"),
         ("dp_count", {"epsilon": True}, "must be a number"),
     ],
