@@ -153,7 +153,7 @@ def dp_range(party: Party, request: Message) -> Message:
     bounds = [check_bounds(b, f"bounds of {n!r}") for n, b in zip(names, raw_bounds, strict=True)]
     quantiles = check_quantiles(request.params.get("quantiles", DEFAULT_RANGE_QUANTILES))
     for name, b in zip(names, bounds, strict=True):
-        _values(party, name)
+        party.table.column(name)  # covariates only, as read below
         quantile_candidates(b, f"bounds of {name!r}")
     charge = _charge(party, request, eps)
     pairs = list(zip(names, bounds, strict=True))
