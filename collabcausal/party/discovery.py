@@ -21,6 +21,7 @@ Request ``params``: ``columns`` [x, y], ``epsilon``, ``x_bounds``, ``y_bounds``,
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -90,8 +91,8 @@ class DiscoveryRequest:
         numbers = {name: request_number(getattr(self, name), name, OPERATION)
                    for name in ("epsilon", "delta", "regularization", "kernel_width", "test_size")}
         score, protect, eps, delta = check_protection(self.score, self.protect, numbers["epsilon"], numbers["delta"])
-        in_range = {"regularization": lambda v: MIN_REGULARIZATION <= v <= 1.0,
-                    "kernel_width": lambda v: 0.0 < v < math.inf, "test_size": lambda v: 0.0 < v < 1.0}
+        in_range = {"regularization": lambda v: MIN_REGULARIZATION <= v <= 1.0, "kernel_width": _usable_width,
+                    "test_size": lambda v: 0.0 < v < 1.0}
         for name, ok in in_range.items():
             if not ok(numbers[name]):
                 raise InputError(f"{name} of {OPERATION} is {numbers[name]!r}, outside its range", _range_fix(name))
@@ -100,7 +101,7 @@ class DiscoveryRequest:
             raise InputError(f"hsic_widths of {OPERATION} must be two numbers, got {widths!r}",
                              _range_fix("hsic_widths"))
         widths = tuple(request_number(w, "hsic_widths", OPERATION) for w in widths)
-        if not all(math.isfinite(w) and w > 0.0 for w in widths):
+        if not all(_usable_width(w) for w in widths):
             raise InputError(f"hsic_widths of {OPERATION} must be finite and > 0, got {widths!r}",
                              _range_fix("hsic_widths"))
         bounds = {}
@@ -126,6 +127,11 @@ class DiscoveryRequest:
             hsic_widths=widths,
             test_size=numbers["test_size"],
         )
+
+
+def _usable_width(width: float) -> bool:
+    """A Gaussian kernel width: finite, > 0, with a normal (not underflowing) square, exp(-d^2 / (2 h^2))."""
+    return math.isfinite(width) and width > 0.0 and width * width >= sys.float_info.min
 
 
 def _range_fix(name: str) -> str:

@@ -172,6 +172,10 @@ HOSTILE = {
     "loo regularization": {"regularization": "loo"},
     "loo kernel width": {"kernel_width": "loo"},
     "zero kernel width": {"kernel_width": 0.0},
+    # fuzzing: widths whose square underflows made the kernels NaN after the charge
+    "subnormal kernel width": {"kernel_width": 5e-324},
+    "vanishing kernel width": {"kernel_width": 1e-300},
+    "vanishing residual width": {"hsic_widths": [0.3, 1e-300]},
     "text test size": {"test_size": "0.5"},
     "overflowing bounds": {"x_bounds": [-1e308, 1e308]},
     "text epsilon": {"epsilon": "1"},
@@ -197,3 +201,10 @@ def test_the_smallest_allowed_regularization_fits_even_a_constant_column(tmp_pat
     request = DiscoveryRequest(epsilon=1.0, x_bounds=(0, 1), y_bounds=(0, 2), regularization=MIN_REGULARIZATION)
     result = discover(ledger, np.zeros(2000), np.ones(2000), request)
     assert result.answered and ledger.spent() == (1.0, 0.0)
+
+
+def test_extreme_but_finite_bounds_are_answered_not_charged_and_failed(tmp_path):
+    # fuzzing: x_bounds [-1e308, 1] overflowed in the scaling 2 (x - lo) / (hi - lo) - 1 after the charge
+    p = party(tmp_path)
+    reply = p.handle(Message("dp_discover", {**PARAMS, "x_bounds": [-1e308, 1.0]}))
+    assert np.isfinite(reply.params["score_xy"]) and len(p.ledger.history()) == 1

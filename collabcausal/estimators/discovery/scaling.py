@@ -30,6 +30,6 @@ class UnitScaler:
         return cls(lo, hi)
 
     def transform(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``2 (clip(v) - low) / (high - low) - 1``."""
+        """``2 (clip(v) - low) / (high - low) - 1``, divided first so that any finite width stays finite."""
         clipped = np.clip(values, self.low, self.high)
-        return 2.0 * (clipped - self.low) / (self.high - self.low) - 1.0
+        return 2.0 * ((clipped - self.low) / (self.high - self.low)) - 1.0
