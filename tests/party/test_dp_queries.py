@@ -122,6 +122,9 @@ def test_party_without_ledger_refuses_dp_queries(frame):
         ("dp_histogram", {"epsilon": 1.0, "partition": regular_cut(OUTCOME, (0, 10), 4).to_spec()},
          "no covariate column '@outcome'"),  # passed the check, charged, then failed at the table
         ("dp_range", {"epsilon": 1.0, "columns": [OUTCOME], "bounds": [[0, 10]]}, "no covariate column"),
+        # fuzzing, a party without a policy: an int64 overflow after the charge
+        ("dp_histogram", {"epsilon": 1.0, "partition": {**regular_cut("age", (0, 99), 2).to_spec(),
+                                                        "n_cells": [2**63]}}, "overflows the cell index"),
         ("dp_count", {"epsilon": "1"}, "must be a number"),
         ("dp_count", {"epsilon": True}, "must be a number"),
     ],

@@ -14,6 +14,7 @@ composition applies across them. Partitions travel as JSON specs (:meth:`to_spec
 
 from __future__ import annotations
 
+import math
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -81,6 +82,8 @@ class GridPartition(Partition):
             )
         self.bounds = tuple(check_bounds(b, f"bounds of {c!r}") for b, c in zip(bounds, self.columns, strict=True))
         self.shape = tuple(_positive_int(k, f"cells of {c!r}") for k, c in zip(n_cells, self.columns, strict=True))
+        if math.prod(self.shape) > np.iinfo(np.int64).max:
+            raise InputError(f"a grid of {math.prod(self.shape)} cells overflows the cell index", "ask for fewer cells")
 
     @property
     def n_cells(self) -> int:
