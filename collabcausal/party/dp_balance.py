@@ -131,6 +131,9 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     sensitivity = moments_sensitivity(len(names), max_weight)
     if not (math.isfinite(sensitivity) and sensitivity > 0.0):
         raise InputError(f"the weights and bounds give sensitivity {sensitivity:g}", "send positive, finite ones")
+    with np.errstate(over="ignore"):
+        if not math.isfinite(float(np.sum(weights * weights))):  # sum_w2 and sum_wx2 stay finite below
+            raise InputError("the weights' squares overflow (sum_w2 would be infinite)", "send smaller weights")
     sigma = analytic_gaussian_sigma(sensitivity, eps, delta)
     charge = require_ledger(party, OPERATION).charge(
         OPERATION, eps, delta, study=str(p.get("study", "")), details={"columns": names, "max_weight": max_weight}

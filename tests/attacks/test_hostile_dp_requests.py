@@ -83,3 +83,65 @@ def test_an_idempotency_key_buys_no_fresh_release(tmp_path, operation):
     with pytest.raises(ProtocolError, match="already used"):
         party.handle(Message("dp_count", {"study": "s", "epsilon": 1.0, "request_id": "k-1"}))
     assert [c.epsilon for c in party.ledger.history()] == [1.0]
+
+
+VALUES = [0, 1, -1, 0.5, 1e308, -1e308, 5e-324, 1e-300, float("nan"), float("inf"), True, False, "x", "1", None, [],
+          {}, [0, 1], [1, 0], [[0, 1]], ["a"], ["@outcome"], "@outcome", "a", [0, 1e308], [-1e308, 1e308],
+          [1e6, 1e6], 10**12, 2**63]
+ARRAYS = [np.full(N, 1e300), np.full(N, 5e-324), np.full(N, np.nan), np.arange(N) % 3, np.zeros(N), -np.ones(N),
+          np.ones(N - 1), np.ones((N, 1)), np.r_[np.arange(N - 1), N + 3], np.full(N, 1.7e308)]
+KEYS = ["epsilon", "delta", "sums", "partition", "bounds", "columns", "x_bounds", "regularization", "hsic_widths",
+        "kernel_width", "test_size", "n_components", "n_anchors", "clip_norm", "labels", "outcome_range", "by_arm",
+        "quantiles", "anchor_ranges"]
+
+
+def _mutate(value, rng: np.random.Generator):
+    """``value`` with one entry (at any depth) replaced by a hostile one."""
+    if isinstance(value, (dict, list)) and value and rng.random() < 0.7:
+        keys = list(value) if isinstance(value, dict) else list(range(len(value)))
+        key = keys[rng.integers(len(keys))]
+        value[key] = _mutate(value[key], rng) if rng.random() < 0.5 else VALUES[rng.integers(len(VALUES))]
+        return value
+    return VALUES[rng.integers(len(VALUES))]
+
+
+def test_fuzzed_requests_that_fail_are_never_charged(tmp_path):
+    """2000 seeded mutations of the DP requests above (any parameter at any depth, a new key, a hostile array)
+    through Party.handle at a party without a policy: a request either releases or is refused before the
+    charge. (Excluded: an epsilon below 1e-290, charged at that epsilon and then failing on an infinite scale;
+    and propose-test-release's NoAnswerError, a DP outcome.) Found: subnormal kernel widths, x_bounds
+    [-1e308, 1], 2^63 grid cells, '@outcome' as a partition or range column."""
+    import copy
+
+    from collabcausal.errors import NoAnswerError
+
+    rng = np.random.default_rng(2026)
+    frame = pd.DataFrame({"a": rng.uniform(size=N), "b": rng.uniform(size=N), "t": np.arange(N) % 2,
+                          "y": rng.normal(size=N)})
+    table = PartyTable.from_frame(frame, ["a", "b"], treatment="t", outcome="y")
+    ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=1e12, delta=0.5, dataset="d")
+    party = Party("p", table, ledger=ledger, anchor_key=simulation_anchor_key(0))
+    charged_and_failed = []
+    for _ in range(2000):
+        operation = list(REQUESTS)[rng.integers(len(REQUESTS))]
+        params, arrays = copy.deepcopy(REQUESTS[operation])
+        params = {"study": "s", "epsilon": 1.0, **params}
+        if rng.random() < 0.8:
+            params = _mutate(params, rng)
+        else:
+            params[KEYS[rng.integers(len(KEYS))]] = VALUES[rng.integers(len(VALUES))]
+        if rng.random() < 0.3:
+            arrays = {**arrays, ["arms", "weights", "rows"][rng.integers(3)]: ARRAYS[rng.integers(len(ARRAYS))]}
+        if not isinstance(params, dict):
+            continue
+        before = len(ledger.history())
+        try:
+            party.handle(Message(operation, params, arrays))
+        except NoAnswerError:
+            continue
+        except Exception as exc:
+            eps = params.get("epsilon")
+            tiny = isinstance(eps, float) and 0 < eps < 1e-290
+            if len(ledger.history()) > before and not tiny:
+                charged_and_failed.append((operation, params, type(exc).__name__, str(exc)[:80]))
+    assert charged_and_failed == []

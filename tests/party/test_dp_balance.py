@@ -177,6 +177,8 @@ def test_differencing_is_left_to_the_ledger_for_the_dp_operation(tmp_path):
         ({"weights": np.zeros(N)}, "cover only 0 subjects|sensitivity 0"),
         ({"weights": np.r_[-1.0, np.ones(N - 1)]}, "finite and >= 0|negative"),
         ({"arms": np.full(N, 2, dtype=np.int8)}, "cover only 0 subjects|coded 0/1"),
+        # fuzzing: sum_w2 of weights 1e300 overflowed after the charge (an inf in the reply, or an error)
+        ({"weights": np.full(N, 1e300)}, "squares overflow"),
     ],
 )
 def test_a_bad_request_is_refused_in_one_line_before_the_charge(tmp_path, change, message):
