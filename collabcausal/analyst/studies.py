@@ -217,7 +217,8 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     parties = [p for group in plan.row_groups for p in group]
     return {
         "estimates": estimates,
-        "privacy": {p: {"epsilon": 0.0, "delta": 0.0} for p in parties}
+        # the parties' DC-QE rows are not DP: no epsilon (0 would claim perfect privacy), charged nothing
+        "privacy": {p: {"epsilon": None, "delta": None} for p in parties}
         | {"analyst study ledger (rows of X^)": {"epsilon": spec.epsilon, "delta": spec.delta}},
         "warnings": [CATE_NOTE, *dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning))],
     }

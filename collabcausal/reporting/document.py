@@ -9,7 +9,8 @@ Keys (all present; empty where a study has nothing to say):
 - ``balance``: per setting, covariates, unweighted SMD and SMD per estimator's balanced sample;
 - ``overlap``: per setting, propensity histogram counts by arm (aggregates only, no subject's score);
 - ``bootstrap``: per estimator and setting, the replicate estimates;
-- ``privacy``: per party, the (epsilon, delta) spent, or None with ``privacy_note`` saying why;
+- ``privacy``: per party, the (epsilon, delta) spent (None for a party whose releases are not DP), or
+  None; ``privacy_note`` says what is not DP;
 - ``warnings``: one sentence each (failed replicates, clipping, W-clb vs CA drift, missing parties).
 """
 
@@ -240,7 +241,7 @@ def study_document(
         "overlap": overlap,
         "bootstrap": {},
         "privacy": spend,
-        "privacy_note": "" if spend else DC_QE_PRIVACY_NOTE,
+        "privacy_note": DC_QE_PRIVACY_NOTE if not spend or any(s["epsilon"] is None for s in spend.values()) else "",
         "warnings": warnings,
     }
 

@@ -182,10 +182,11 @@ def _estimates_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _privacy(spend: Mapping[str, Mapping[str, float]] | None, note: str) -> str:
+    text = f"<p>{escape(note)}</p>" if note else ""
     if not spend:
-        return f"<p>{escape(note)}</p>"
+        return text
     rows = [[party, s.get("epsilon"), s.get("delta")] for party, s in spend.items()]
-    return _table(["party", "epsilon spent", "delta spent"], rows)
+    return _table(["party", "epsilon spent", "delta spent"], rows) + text
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

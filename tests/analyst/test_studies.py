@@ -125,6 +125,11 @@ def test_a_cate_study_charges_the_analysts_study_ledger_and_no_party(data, tmp_p
     assert ledger.spent() == pytest.approx((BIG, 1e-3))
     assert all(p.ledger.history() == [] for p in parties)
     assert report["privacy"]["analyst study ledger (rows of X^)"] == {"epsilon": BIG, "delta": 1e-3}
+    # red team: the parties' DC-QE rows are not DP; "epsilon 0" (the strongest guarantee) claimed the opposite
+    assert all(report["privacy"][p.name] == {"epsilon": None, "delta": None} for p in parties)
+    from collabcausal.reporting.document import study_document
+
+    assert "not DP" in study_document(report, {}, seed=0)["privacy_note"]
     assert {"dp-cate-r", "ipw (DC-QE)"} <= set(report["estimates"])
     assert any("NOT subject-level DP" in w for w in report["warnings"])
     with pytest.raises(BudgetExceededError):  # the study ledger holds one release: a re-run is refused
