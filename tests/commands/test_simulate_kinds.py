@@ -61,6 +61,11 @@ BAD = [
     (["cate", "--feature-bound", "0"], "[cate] feature_bound = 0.0 is invalid"),
     (["--epsilon", "1"], "--epsilon is not an option of simulate dcqe"),
     (["adum", "--pairs", "age,re74"], "--pairs is not an option of simulate adum; fix: use it with simulate discovery"),
+    (["--balance-epsilon", "0"], "[balance] epsilon = 0.0 is invalid"),
+    (["--balance-epsilon", "1", "--balance-delta", "1"], "[balance] delta = 1.0 is invalid"),
+    (["--balance-delta", "1e-6"], "--balance-delta needs --balance-epsilon"),
+    (["adum", "--balance-epsilon", "1"], "--balance-epsilon is not an option of simulate adum"),
+    (["--balance-epsilon", "1", "--settings", "W,CA"], "--settings is not used with --balance-epsilon"),
 ]
 
 
@@ -85,3 +90,16 @@ def test_simulate_adum_over_grpc_reports_what_it_reports_in_process(tmp_path):
     assert local["privacy"] == remote["privacy"] and local["cells"][0].keys() == remote["cells"][0].keys()
     est = [r["estimates"]["eps-adum"]["estimate"] for r in (local, remote)]
     assert est[0] == pytest.approx(est[1], abs=0.116)
+
+
+def test_simulate_dcqe_with_balance_epsilon_runs_the_study_with_dp_moments_charged_to_each_party(tmp_path, capsys):
+    out = tmp_path / "balance"
+    args = ["simulate", "--dataset", "dcqe-synthetic", "--balance-epsilon", "2", "--balance-delta", "1e-6"]
+    assert main([*args, "--bootstrap", "0", "--interval", "analytic", "--out", str(out)]) == 0
+    report = _report(out)
+    # psm and ipw weights plus the unweighted sample: 3 dp_weighted_moments requests per party, (2, 1e-6) each
+    for party in ("p11", "p12", "p21", "p22"):
+        assert report["privacy"][party] == pytest.approx({"epsilon": 6.0, "delta": 3e-6})
+    assert report["smd_noise_sd"]["ipw"].keys() == report["smd"]["ipw"].keys()
+    assert any("-DP per request" in w for w in report["warnings"])
+    assert "ATE psm:" in capsys.readouterr().out
