@@ -98,7 +98,8 @@ class DPBalanceSpec:
                     f"[balance] delta {self.delta:g} is not below 1/n = 1/{n} of party {party!r}",
                     "lower [balance] delta, e.g. 1e-6",
                 )
-        bounds = {c: (float(anchor_ranges[c][0]), float(anchor_ranges[c][1])) for cols in columns.values() for c in cols}
+        names = [c for cols in columns.values() for c in cols]
+        bounds = {c: (float(anchor_ranges[c][0]), float(anchor_ranges[c][1])) for c in names}
         return DPBalance(self.epsilon, self.delta, bounds, columns)
 
 

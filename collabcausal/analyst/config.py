@@ -260,7 +260,8 @@ class StudyFile(Section):
         kind = self.study.kind
         if kind not in BALANCE_KINDS:
             raise ValueError(
-                f'[balance] is used by kind = "dcqe" or "cate", not "{kind}" (no balanced sample); fix: remove [balance]'
+                f'[balance] is used by kind = "dcqe" or "cate", not "{kind}" (no balanced sample); '
+                "fix: remove [balance]"
             )
         if self.dp_representation is not None:
             raise ValueError(

@@ -19,7 +19,13 @@ from tqdm.auto import tqdm
 
 from collabcausal.analyst.balance import DPBalanceSpec, FederatedSMD, federated_smd
 from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
-from collabcausal.analyst.effects import BALANCED_ESTIMATORS, ESTIMATORS, EffectBundle, check_estimators, estimate_effects
+from collabcausal.analyst.effects import (
+    BALANCED_ESTIMATORS,
+    ESTIMATORS,
+    EffectBundle,
+    check_estimators,
+    estimate_effects,
+)
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description, check_representation
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
@@ -229,8 +235,10 @@ def run_dcqe(
     """
     if described is None:
         described = describe_parties(grid, plan, timeout=timeout)
-    balance_parties = [p for group in plan.balance_parties for p in group]
-    dp = None if plan.dp_balance is None else plan.dp_balance.for_parties(described, plan.anchor_ranges, balance_parties)
+    dp = None
+    if plan.dp_balance is not None:
+        balance_parties = [p for group in plan.balance_parties for p in group]
+        dp = plan.dp_balance.for_parties(described, plan.anchor_ranges, balance_parties)
     requests: dict[str, Message] = {}
     for i, group in enumerate(plan.row_groups):
         arrays = {} if rows is None else {"rows": np.asarray(rows[i], dtype=np.int64)}

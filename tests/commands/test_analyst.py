@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from collabcausal.analyst.config import load_study_config
@@ -195,7 +196,7 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
         load_study_config(study)
 
 
-def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None = None):
+def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None = None, epsilon: float = 100.0):
     """A 2x2 DC-QE study on 400 synthetic subjects with ``[balance]``: every party has a ledger and a policy."""
     from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.party.ledger import PrivacyLedger
@@ -207,7 +208,7 @@ def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None
     partition = partition_grid(dataset, 2, seed=0)
     parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(0))
     for party in parties:
-        party.ledger = PrivacyLedger(tmp_path / f"{party.name}.sqlite", epsilon=10.0, delta=1e-4, dataset=party.name)
+        party.ledger = PrivacyLedger(tmp_path / f"{party.name}.sqlite", epsilon=1e3, delta=1e-4, dataset=party.name)
         ops = (operations or {}).get(party.name, ("describe", "dc_representation", "dp_weighted_moments"))
         party.policy = PartyPolicy(ops, party.table.covariate_names, min_subjects=10)
     ranges = "\n".join(f"{name} = [{lo!r}, {hi!r}]" for name, (lo, hi) in dataset.covariate_ranges().items())
@@ -216,7 +217,7 @@ def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None
     study.write_text(
         '[study]\nid = "balance"\nestimators = ["psm", "ipw", "aipw"]\nn_anchors = 400\nparty_components = 2\n'
         'interval = "analytic"\nbootstrap = 0\n[server]\naddress = "127.0.0.1:0"\ninsecure = true\n'
-        f"[anchor_ranges]\n{ranges}\n{groups}\n[balance]\nepsilon = 2.0\ndelta = 1e-6\n"
+        f"[anchor_ranges]\n{ranges}\n{groups}\n[balance]\nepsilon = {epsilon!r}\ndelta = 1e-6\n"
     )
     return parties, load_study_config(study)
 
@@ -242,15 +243,16 @@ def test_a_balance_study_charges_every_party_before_its_dp_moments_are_computed(
     for party in parties:
         history = party.ledger.history()
         assert [(c.operation, c.epsilon, c.delta, c.study) for c in history] == [
-            ("dp_weighted_moments", 2.0, 1e-6, "balance")
+            ("dp_weighted_moments", 100.0, 1e-6, "balance")
         ] * requests
-        assert party.ledger.spent() == pytest.approx((requests * 2.0, requests * 1e-6))
-        assert report["privacy"][party.name] == pytest.approx({"epsilon": 6.0, "delta": 3e-6})
+        assert party.ledger.spent() == pytest.approx((requests * 100.0, requests * 1e-6))
+        assert report["privacy"][party.name] == pytest.approx({"epsilon": 300.0, "delta": 3e-6})
+    # at eps = 100 per request the noise sd of every SMD is finite and positive (0.01 unweighted, ~0.06 weighted)
     for name in ("psm", "ipw"):
         assert report["smd_noise_sd"][name].keys() == report["smd"][name].keys()
-        assert all(sd > 0 for sd in report["smd_noise_sd"][name].values())
+        assert all(0 < sd < np.inf for sd in report["smd_noise_sd"][name].values())
     assert report["smd_unweighted_noise_sd"].keys() == report["smd_unweighted"].keys()
-    assert any("(eps = 2, delta = 1e-06)-DP per request" in w and "3 requests" in w for w in report["warnings"])
+    assert any("(eps = 100, delta = 1e-06)-DP per request" in w and "3 requests" in w for w in report["warnings"])
     document = study_document(report, {}, seed=0)
     assert document["balance"]["all parties"]["noise_sd"]["unweighted"] == list(
         report["smd_unweighted_noise_sd"].values()
