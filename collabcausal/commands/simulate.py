@@ -135,7 +135,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
-    if args.kind != "dcqe":
+    if args.kind != "dcqe" or hasattr(args, "balance_epsilon"):
         from collabcausal.commands.simulate_kinds import run_kind
 
         return run_kind(args, dataset)

@@ -103,3 +103,15 @@ def test_simulate_dcqe_with_balance_epsilon_runs_the_study_with_dp_moments_charg
     assert report["smd_noise_sd"]["ipw"].keys() == report["smd"]["ipw"].keys()
     assert any("-DP per request" in w for w in report["warnings"])
     assert "ATE psm:" in capsys.readouterr().out
+
+
+def test_simulate_cate_with_balance_epsilon_charges_the_parties_only_for_their_dp_moments(tmp_path):
+    out = tmp_path / "cate-balance"
+    args = ["simulate", "cate", "--dataset", "dcqe-synthetic", "--epsilon", "5", "--outcome-range", "-8", "8"]
+    assert main([*args, "--balance-epsilon", "50", "--out", str(out)]) == 0
+    report = _report(out)
+    assert report["privacy"].pop("analyst study ledger (rows of X^)") == {"epsilon": 5.0, "delta": 1e-5}
+    # DC-QE's balance moments: psm, ipw and the unweighted sample, (50, 1e-6) per request
+    spend = pytest.approx({"epsilon": 150.0, "delta": 3e-6})
+    assert report["privacy"] == dict.fromkeys(("p11", "p12", "p21", "p22"), spend)
+    assert report["smd_unweighted_noise_sd"].keys() == report["smd_unweighted"].keys()
