@@ -2,9 +2,10 @@
 
 One call to :func:`run_dcqe` asks every party of the plan for its intermediate representations,
 builds the collaborative representation, estimates propensities and effects, and computes
-federated balance diagnostics (exact moments, or with ``plan.dp_balance`` the parties' (epsilon,
-delta)-DP moments charged to their ledgers). The same code runs in a simulation (in-process grid) and in a
-deployment (gRPC grid); a bootstrap replicate is the same call with resampled ``rows``.
+federated balance diagnostics (exact moments, or with ``plan.dp_balance`` the parties'
+(epsilon, delta)-DP moments charged to their ledgers). The same code runs in a simulation
+(in-process grid) and in a deployment (gRPC grid); a bootstrap replicate is the same call with
+resampled ``rows``.
 """
 
 from __future__ import annotations

@@ -115,6 +115,7 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
 
     from collabcausal.analyst.config import StudyFile, study_config
     from collabcausal.commands.analyst import publish_report, run_study
+    from collabcausal.commands.simulate import column_groups
     from collabcausal.config_schema import config_error
     from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.party.ledger import PrivacyLedger
@@ -123,7 +124,7 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
     from collabcausal.protocol.launcher import local_grpc_grid
     from collabcausal.simulations.partition import build_parties, partition_grid
 
-    columns = None if args.kind in ("dcqe", "cate") else [dataset.covariates]
+    columns = column_groups(args) if args.kind in ("dcqe", "cate") else [dataset.covariates]
     partition = partition_grid(dataset, args.rows, column_groups=columns, row_rule=args.row_rule, seed=args.seed)
     out = Path(args.out)
     with tempfile.TemporaryDirectory(prefix="collabcausal-simulate-") as workdir:

@@ -95,8 +95,10 @@ def test_simulate_adum_over_grpc_reports_what_it_reports_in_process(tmp_path):
 def test_simulate_dcqe_with_balance_epsilon_runs_the_study_with_dp_moments_charged_to_each_party(tmp_path, capsys):
     out = tmp_path / "balance"
     args = ["simulate", "--dataset", "dcqe-synthetic", "--balance-epsilon", "2", "--balance-delta", "1e-6"]
-    assert main([*args, "--bootstrap", "0", "--interval", "analytic", "--out", str(out)]) == 0
+    grid = ["--columns", "x1,x2;x3,x4,x5,x6", "--party-components", "1"]
+    assert main([*args, *grid, "--bootstrap", "0", "--interval", "analytic", "--out", str(out)]) == 0
     report = _report(out)
+    assert list(report["smd_unweighted"]) == ["p11:x1", "p11:x2", "p12:x3", "p12:x4", "p12:x5", "p12:x6"]
     # psm and ipw weights plus the unweighted sample: 3 dp_weighted_moments requests per party, (2, 1e-6) each
     for party in ("p11", "p12", "p21", "p22"):
         assert report["privacy"][party] == pytest.approx({"epsilon": 6.0, "delta": 3e-6})
