@@ -5,13 +5,15 @@ returned sufficient statistics over row groups, and turns them into standardized
 differences, so SMD and MASMD are exact without raw covariates reaching the analyst
 (:func:`federated_smd`). With a :class:`DPBalance` the parties release the moments with Gaussian
 noise charged to their ledgers (``dp_weighted_moments``, :mod:`collabcausal.party.dp_balance`) and
-the result states the noise's effect on each SMD.
+the result states the noise's effect on each SMD. A study selects it with ``[balance]`` in
+study.toml (:class:`DPBalanceSpec`, built into a :class:`DPBalance` from the parties' ``describe``
+replies and the public ``[anchor_ranges]`` by :meth:`DPBalanceSpec.for_parties`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +22,9 @@ from numpy.typing import NDArray
 
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_moments
-from collabcausal.errors import StudyFailedError
+from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import ArmMoments, smd_from_moments, smd_noise_sd
+from collabcausal.estimators.validation import check_delta, check_epsilon
 from collabcausal.messages import Message
 
 
@@ -49,6 +52,55 @@ class DPBalance:
         names = [str(c) for c in self.columns[party]]
         bounds = [[float(self.bounds[c][0]), float(self.bounds[c][1])] for c in names]
         return {"epsilon": self.epsilon, "delta": self.delta, "columns": names, "bounds": bounds}
+
+
+@dataclass(frozen=True)
+class DPBalanceSpec:
+    """A study's choice of DP balance moments (``[balance]`` of study.toml).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Charged to each party's ledger per ``dp_weighted_moments`` request (basic composition over
+        the study's requests: :meth:`~collabcausal.analyst.dcqe.DCQEPlan.balance_requests`).
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon, "[balance] epsilon")
+        if check_delta(self.delta, "[balance] delta") <= 0.0:
+            raise InputError("DP balance moments need delta > 0 (Gaussian mechanism)", "e.g. delta = 1e-6")
+
+    def for_parties(
+        self, described: Mapping[str, Message], anchor_ranges: Mapping[str, Sequence[float]], parties: Iterable[str]
+    ) -> DPBalance:
+        """The :class:`DPBalance` of ``parties``: their covariates from ``described``, bounds from ``anchor_ranges``.
+
+        Checked before any request, so nothing is charged for a study that cannot run: every
+        covariate needs a public range, and ``delta`` must lie below ``1/n`` of every party (the
+        party refuses otherwise, :mod:`collabcausal.party.dp_balance`).
+        """
+        columns: dict[str, list[str]] = {}
+        for party in parties:
+            params = described[party].params
+            columns[party] = [str(c) for c in params["covariates"]]
+            missing = [c for c in columns[party] if c not in anchor_ranges]
+            if missing:
+                raise InputError(
+                    f"covariate {missing[0]!r} of party {party!r} has no public range for its DP balance moments",
+                    f"add {missing[0]} = [low, high] to [anchor_ranges]",
+                )
+            n = int(params["n_subjects"])
+            if not self.delta < 1.0 / n:
+                raise InputError(
+                    f"[balance] delta {self.delta:g} is not below 1/n = 1/{n} of party {party!r}",
+                    "lower [balance] delta, e.g. 1e-6",
+                )
+        names = [c for cols in columns.values() for c in cols]
+        bounds = {c: (float(anchor_ranges[c][0]), float(anchor_ranges[c][1])) for c in names}
+        return DPBalance(self.epsilon, self.delta, bounds, columns)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,20 @@ Sections (paths relative to the file's folder)::
     outcome_range = [0, 30000]        # public; the label holder clips the outcome to it
     # clip_norm, lambdas, simex_replicates, max_se_floor: see DPRepresentationSpec
 
+    [balance]                         # optional: DP balance moments instead of exact ones
+    epsilon = 1.0                     # charged to each party PER balance request (dp_weighted_moments)
+    delta = 1e-6                      # in (0, 1), below 1/n of every party
+
+With ``[balance]`` every balance moment the study asks (one request per estimator defining a
+balanced sample, PSM and IPW, plus the unweighted sample: :meth:`DCQEPlan.balance_requests`) is
+``dp_weighted_moments``: (epsilon, delta)-DP for the party's subjects, charged to its ledger before it
+is computed, each covariate clipped to its ``[anchor_ranges]`` range. The report gives each SMD's DP
+noise sd and every party's spend (requests x epsilon, requests x delta). Kinds ``"dcqe"`` and
+``"cate"`` (whose DC-QE step asks the same moments) take it; ``[dp_representation]`` does not (the
+analyst then holds only a noisy treatment, not the arms the moments are split by), nor do
+``"adum"`` and ``"discovery"`` (no balanced sample). The parties' policies must list
+``dp_weighted_moments`` and their ``[privacy]`` budgets cover the requests.
+
 With ``[dp_representation]`` the study runs SIMEX-corrected IPW on the parties' DP releases
 (:func:`~collabcausal.analyst.dp_release.run_dp_dcqe`): ``estimators`` must be ``["ipw"]`` (the
 default then), ``interval`` ``"percentile"`` and ``party_components`` integers.
@@ -63,6 +77,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from collabcausal.analyst.balance import DPBalanceSpec
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.analyst.dp_release import DPRepresentationSpec
 from collabcausal.analyst.effects import ESTIMATORS
@@ -174,6 +189,21 @@ class DPRepresentationSection(Section):
         )
 
 
+class BalanceSection(Section):
+    """``[balance]``: the balance moments are (epsilon, delta)-DP, charged per request (``dp_weighted_moments``)."""
+
+    epsilon: float = Field(gt=0, description="each party's epsilon per balance request, a number > 0, e.g. 1.0")
+    delta: float = Field(gt=0, lt=1, description="each party's delta per balance request, in (0, 1), e.g. 1e-6")
+
+    def spec(self) -> DPBalanceSpec:
+        """The analyst's :class:`~collabcausal.analyst.balance.DPBalanceSpec`."""
+        return DPBalanceSpec(self.epsilon, self.delta)
+
+
+BALANCE_KINDS = ("dcqe", "cate")
+"""The kinds whose DC-QE step asks balance moments, so ``[balance]`` applies."""
+
+
 class StudyFile(Section):
     """The schema of ``study.toml`` (see the module docstring)."""
 
@@ -184,6 +214,7 @@ class StudyFile(Section):
     )
     row_groups: list[RowGroupSection] = Field(min_length=1, description='[[row_groups]] with parties = ["..."]')
     dp_representation: DPRepresentationSection | None = None
+    balance: BalanceSection | None = None
     adum: AdumSection | None = None
     cate: CateSection | None = None
     discovery: DiscoverySection | None = None
@@ -218,6 +249,24 @@ class StudyFile(Section):
             raise ValueError(
                 f"[{kind}] names {unknown[0]!r}, which has no public range; "
                 f"fix: add {unknown[0]} = [low, high] to [anchor_ranges]"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _balance_study(self) -> StudyFile:
+        """``[balance]`` needs a DC-QE step on exact representations (module docstring)."""
+        if self.balance is None:
+            return self
+        kind = self.study.kind
+        if kind not in BALANCE_KINDS:
+            raise ValueError(
+                f'[balance] is used by kind = "dcqe" or "cate", not "{kind}" (no balanced sample); '
+                "fix: remove [balance]"
+            )
+        if self.dp_representation is not None:
+            raise ValueError(
+                "[balance] cannot go with [dp_representation]: the analyst holds only the noisy treatment, "
+                "not the arms the moments are split by; fix: remove [balance]"
             )
         return self
 
@@ -285,6 +334,7 @@ class StudyConfig:
     dp: DPRepresentationSpec | None = None
     kind: str = "dcqe"
     analysis: KindSection | None = None
+    balance: DPBalanceSpec | None = None
 
     @property
     def roster(self) -> tuple[str, ...]:
@@ -315,6 +365,7 @@ class StudyConfig:
             anchor_ranges=self.anchor_ranges,
             n_anchors=int(s.get("n_anchors", 1000)),
             study=self.study,
+            dp_balance=self.balance,
             **chosen,
         )
 
@@ -364,4 +415,5 @@ def study_config(doc: StudyFile, file: Path) -> StudyConfig:
         dp=None if doc.dp_representation is None else doc.dp_representation.spec(),
         kind=study.kind,
         analysis=None if study.kind == "dcqe" else getattr(doc, study.kind),
+        balance=None if doc.balance is None else doc.balance.spec(),
     )

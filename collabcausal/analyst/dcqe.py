@@ -2,8 +2,10 @@
 
 One call to :func:`run_dcqe` asks every party of the plan for its intermediate representations,
 builds the collaborative representation, estimates propensities and effects, and computes
-federated balance diagnostics. The same code runs in a simulation (in-process grid) and in a
-deployment (gRPC grid); a bootstrap replicate is the same call with resampled ``rows``.
+federated balance diagnostics (exact moments, or with ``plan.dp_balance`` the parties'
+(epsilon, delta)-DP moments charged to their ledgers). The same code runs in a simulation
+(in-process grid) and in a deployment (gRPC grid); a bootstrap replicate is the same call with
+resampled ``rows``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from collabcausal.analyst.balance import federated_smd
+from collabcausal.analyst.balance import DPBalanceSpec, FederatedSMD, federated_smd
 from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
-from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, check_estimators, estimate_effects
+from collabcausal.analyst.effects import (
+    BALANCED_ESTIMATORS,
+    ESTIMATORS,
+    EffectBundle,
+    check_estimators,
+    estimate_effects,
+)
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description, check_representation
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
@@ -55,6 +63,9 @@ class DCQEPlan:
         Study identifier, recorded in the parties' audit logs.
     balance_parties : sequence of sequence of str, optional
         Parties per row group asked for federated balance moments; default: ``row_groups``.
+    dp_balance : DPBalanceSpec, optional
+        Ask for (epsilon, delta)-DP balance moments (``dp_weighted_moments``, charged to each
+        balance party's ledger per request) instead of the exact ``weighted_moments``.
     """
 
     row_groups: Sequence[Sequence[str]]
@@ -68,6 +79,7 @@ class DCQEPlan:
     estimators: Sequence[str] = ESTIMATORS
     study: str = "study"
     balance_parties: Sequence[Sequence[str]] | None = field(default=None)
+    dp_balance: DPBalanceSpec | None = None
 
     def __post_init__(self) -> None:
         groups = tuple(tuple(g) for g in self.row_groups)
@@ -87,6 +99,15 @@ class DCQEPlan:
         if len(balance) != len(groups):
             raise InputError("balance_parties must list parties for every row group", "fix balance_parties")
         object.__setattr__(self, "balance_parties", balance)
+
+    def balance_requests(self) -> int:
+        """Balance moment requests per balance party in a full-sample :func:`run_dcqe`.
+
+        One per estimator that defines a balanced sample (:data:`~collabcausal.analyst.effects.BALANCED_ESTIMATORS`)
+        and one for the unweighted sample; a bootstrap replicate asks none. With ``dp_balance``
+        each party's ledger is charged this many times (epsilon, delta).
+        """
+        return sum(name in BALANCED_ESTIMATORS for name in self.estimators) + 1
 
     def components_of(self, party: str) -> int | float:
         """m~ for one party."""
@@ -113,6 +134,11 @@ class DCQEResult:
     smd_unweighted : ndarray or None
         SMD per covariate of the unweighted sample (federated, eq. 42; the "before" of a Love
         plot), or None where not asked for.
+    smd_noise_sd : dict of str to ndarray
+        With DP balance moments, per estimator of ``smd``: the first-order sd of each SMD due to
+        the DP noise (:class:`~collabcausal.analyst.balance.FederatedSMD`); empty for exact moments.
+    smd_unweighted_noise_sd : ndarray or None
+        The same for ``smd_unweighted``.
     """
 
     representation: CollaborativeRepresentation
@@ -122,6 +148,13 @@ class DCQEResult:
     smd: dict[str, NDArray[np.float64]]
     covariates: tuple[str, ...]
     smd_unweighted: NDArray[np.float64] | None = None
+    smd_noise_sd: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    smd_unweighted_noise_sd: NDArray[np.float64] | None = None
+
+    @property
+    def balance_requests(self) -> int:
+        """Balance moment requests this run made of each balance party."""
+        return len(self.smd) + (self.smd_unweighted is not None)
 
     def masmd(self, estimator: str) -> float | None:
         """max_k |SMD_k| (eq. 45), or None where the estimator defines no balanced sample."""
@@ -197,9 +230,16 @@ def run_dcqe(
     described : mapping of str to Message, optional
         The parties' :func:`describe_parties` replies; asked for when not given. Every reply is
         checked against them (:mod:`collabcausal.analyst.replies`).
+
+    With ``plan.dp_balance`` every balance request is ``dp_weighted_moments`` (bounds from
+    ``plan.anchor_ranges``, checked before any request is sent); otherwise ``weighted_moments``.
     """
     if described is None:
         described = describe_parties(grid, plan, timeout=timeout)
+    dp = None
+    if plan.dp_balance is not None:
+        balance_parties = [p for group in plan.balance_parties for p in group]
+        dp = plan.dp_balance.for_parties(described, plan.anchor_ranges, balance_parties)
     requests: dict[str, Message] = {}
     for i, group in enumerate(plan.row_groups):
         arrays = {} if rows is None else {"rows": np.asarray(rows[i], dtype=np.int64)}
@@ -234,19 +274,27 @@ def run_dcqe(
     )
     if rows is None:
         rows = [np.arange(x.shape[0]) for x in x_tilde]
-    smd, names = {}, ()
-    for name in plan.estimators if balance else ():
-        weights = effects.balance_weights(name)
-        if weights is not None:
-            balance = federated_smd(grid, plan.balance_parties, rows, t, weights, study=plan.study, timeout=timeout)
-            names, smd[name] = balance.covariates, balance.smd
-    before = None
+    samples = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
     if unweighted_smd:
-        unweighted = federated_smd(
-            grid, plan.balance_parties, rows, t, np.ones(t.shape[0]), study=plan.study, timeout=timeout
-        )
-        names, before = unweighted.covariates, unweighted.smd
-    return DCQEResult(representation, t, y, effects, smd, names, before)
+        samples[None] = np.ones(t.shape[0])
+    diagnosed: dict[str | None, FederatedSMD] = {
+        name: federated_smd(grid, plan.balance_parties, rows, t, w, dp=dp, study=plan.study, timeout=timeout)
+        for name, w in samples.items()
+        if w is not None
+    }
+    before = diagnosed.pop(None, None)
+    names = next((d.covariates for d in (*diagnosed.values(), before) if d is not None), ())
+    return DCQEResult(
+        representation,
+        t,
+        y,
+        effects,
+        {name: d.smd for name, d in diagnosed.items()},
+        names,
+        None if before is None else before.smd,
+        smd_noise_sd={name: d.noise_sd for name, d in diagnosed.items() if d.noise_sd is not None},
+        smd_unweighted_noise_sd=None if before is None else before.noise_sd,
+    )
 
 
 def bootstrap_dcqe(

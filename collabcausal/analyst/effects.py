@@ -21,6 +21,8 @@ from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.weighting import ipw
 
 ESTIMATORS: tuple[str, ...] = ("psm", "ipw", "aipw")
+BALANCED_ESTIMATORS: frozenset[str] = frozenset({"psm", "ipw"})
+"""The estimators that define a balanced sample (:meth:`EffectBundle.balance_weights` is not None)."""
 
 
 @dataclass(frozen=True, eq=False)

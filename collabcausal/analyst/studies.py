@@ -14,7 +14,9 @@ What is differentially private, exactly (neighbouring relation: substitute one r
   rows (Laplace); the cell uplifts and the count-weighted ATE are post-processing of their sum.
 * ``discovery`` (paper 002): each party's HSIC scores protect every one of its rows (Laplace,
   Theorem 7 with the test-split bound); the combined direction is post-processing.
-* ``cate`` (papers 003 + 004): DC-QE's representations are NOT DP (parties spend nothing on them);
+* ``cate`` (papers 003 + 004): DC-QE's representations are NOT DP (parties spend nothing on them;
+  with ``[balance]`` their balance moments are, charged per request:
+  :mod:`collabcausal.analyst.balance_report`);
   the DP-CATE function is (eps, delta)-DP for one ROW of the analyst's table (X^, T, Y), the maps
   treated as public, charged to the analyst's study ledger; NOT subject-level DP
   (:mod:`collabcausal.analyst.dp_cate`). Its summaries at the analyst's own rows are not DP.
@@ -23,7 +25,7 @@ What is differentially private, exactly (neighbouring relation: substitute one r
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,6 +73,17 @@ def kind_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     return cate_results(grid, config, plan)
 
 
+def party_spend(
+    parties: Iterable[str], epsilon: float, delta: float = 0.0, *, requests: int = 1
+) -> dict[str, dict[str, float]]:
+    """The report's ``privacy``: each party's spend when it was charged ``requests`` times (epsilon, delta).
+
+    The analyst states what it asked (basic composition, as the parties' ledgers compose the
+    charges); the ledgers themselves stay with the parties.
+    """
+    return {p: {"epsilon": requests * float(epsilon), "delta": requests * float(delta)} for p in parties}
+
+
 def point_row(estimate: float, method: str, **extra: Any) -> dict[str, Any]:
     """A report row with an estimate and no interval (no bootstrap, no analytic SE)."""
     point = IntervalEstimate(float(estimate), None, None, None, "none", 0.05, None, 0, 0).to_dict()
@@ -115,7 +128,7 @@ def adum_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -> dic
             {"cell": k, "uplift": float(u), "noisy_n_control": float(c[0]), "noisy_n_treated": float(c[1])}
             for k, (u, c) in enumerate(zip(model.uplift_, counts, strict=True))
         ],
-        "privacy": {p: {"epsilon": spec.epsilon, "delta": 0.0} for p in parties},
+        "privacy": party_spend(parties, spec.epsilon),
         "warnings": notes,
     }
 
@@ -180,10 +193,12 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     """DC-QE, then DP-CATE on (X^, T, Y) at the analyst (:func:`~.dp_cate.dp_cate_on_representation`).
 
     The release is charged to the analyst's study ledger (``[cate] ledger``) before it is computed;
-    the parties spend nothing (DC-QE's representations are not DP releases). The report gives the
-    mean of the DP function over the analyst's rows (over the treated for ATT) and its deciles,
-    next to DC-QE's point estimates.
+    the parties spend nothing (DC-QE's representations are not DP releases) unless ``[balance]``
+    makes their balance moments DP. The report gives the mean of the DP function over the
+    analyst's rows (over the treated for ATT) and its deciles, next to DC-QE's point estimates
+    and balance diagnostics (:func:`~collabcausal.analyst.balance_report.balance_report`).
     """
+    from collabcausal.analyst.balance_report import balance_report
     from collabcausal.analyst.dcqe import run_dcqe
     from collabcausal.analyst.dp_cate import dp_cate_on_representation
     from collabcausal.estimators.intervals import interval_estimate
@@ -215,10 +230,17 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     for key, e in result.effects.estimates.items():
         estimates[f"{key} (DC-QE)"] = interval_estimate(e, None, "analytic").to_dict() | {"method": e.method}
     parties = [p for group in plan.row_groups for p in group]
-    return {
+    balance = balance_report(result, plan)
+    return balance | {
         "estimates": estimates,
-        # the parties' DC-QE rows are not DP: no epsilon (0 would claim perfect privacy), charged nothing
+        # the parties' DC-QE rows are not DP: no epsilon (0 would claim perfect privacy), charged nothing;
+        # with [balance], a balance party's entry is its DP moments' spend
         "privacy": {p: {"epsilon": None, "delta": None} for p in parties}
+        | (balance.get("privacy") or {})
         | {"analyst study ledger (rows of X^)": {"epsilon": spec.epsilon, "delta": spec.delta}},
-        "warnings": [CATE_NOTE, *dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning))],
+        "warnings": [
+            CATE_NOTE,
+            *dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)),
+            *balance["warnings"],
+        ],
     }

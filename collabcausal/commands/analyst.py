@@ -115,8 +115,9 @@ def run_study(
 ) -> dict[str, Any]:
     """Align (if configured), run the study's kind on ``grid``; return the report as a JSON-ready dict.
 
-    ``[study] kind = "dcqe"`` (the default) runs DC-QE and bootstraps it, or the DP-representation
-    study of ``[dp_representation]``; the other kinds run
+    ``[study] kind = "dcqe"`` (the default) runs DC-QE and bootstraps it (balance moments exact, or
+    DP with ``[balance]``: :func:`~collabcausal.analyst.balance_report.balance_report`), or the
+    DP-representation study of ``[dp_representation]``; the other kinds run
     :func:`~collabcausal.analyst.studies.kind_results`.
 
     Every estimate is the full-sample one with the SE and interval of ``[study] interval``
@@ -125,6 +126,7 @@ def run_study(
     the simulation resamples them.
     """
     from collabcausal.analyst.alignment import align_row_group
+    from collabcausal.analyst.balance_report import BALANCE_PRIVACY_NOTE, balance_report
     from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
     from collabcausal.estimators.intervals import interval_caveat, interval_estimate
     from collabcausal.reporting.document import overlap_histogram
@@ -166,13 +168,13 @@ def run_study(
         }
         for name, e in result.effects.estimates.items()
     }
-    return report | {
+    balance = balance_report(result, plan)
+    caveats = [w for w in (interval_caveat(name, config.interval) for name in estimates) if w]
+    return report | balance | {
         "estimates": estimates,
-        "smd": {name: dict(zip(result.covariates, map(float, smd), strict=True)) for name, smd in result.smd.items()},
-        "smd_unweighted": dict(zip(result.covariates, map(float, result.smd_unweighted), strict=True)),
         "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
-        "warnings": [w for w in (interval_caveat(name, config.interval) for name in estimates) if w],
-    }
+        "warnings": caveats + balance["warnings"],
+    } | ({} if plan.dp_balance is None else {"privacy_note": BALANCE_PRIVACY_NOTE})
 
 
 def dp_representation_results(
@@ -182,10 +184,12 @@ def dp_representation_results(
 
     The interval is the percentile bootstrap of the released rows
     (:func:`~collabcausal.analyst.dp_release.estimate_release`); each party's spend is the
-    (epsilon, delta) its one release was charged. No balance moments are asked for: they would not
-    be differentially private.
+    (epsilon, delta) its one release was charged. No balance moments are asked for: exact ones would
+    not be differentially private, and DP ones (``[balance]``, refused here) need the 0/1 arms while
+    the analyst holds only the noisy treatment.
     """
     from collabcausal.analyst.dp_release import run_dp_dcqe
+    from collabcausal.analyst.studies import party_spend
     from collabcausal.estimators.intervals import interval_estimate
 
     result = run_dp_dcqe(grid, plan, spec, n_boot=config.n_boot, timeout=config.task_timeout)
@@ -201,10 +205,11 @@ def dp_representation_results(
         "estimates": {"ipw": row},
         "simex_curve": {f"{lam:g}": float(v) for lam, v in result.simex_curve.items()},
         "noise_sigma": result.release.sigma,
-        "privacy": {p: {"epsilon": spec.epsilon, "delta": spec.delta} for g in plan.row_groups for p in g},
+        "privacy": party_spend([p for g in plan.row_groups for p in g], spec.epsilon, spec.delta),
         "warnings": [
             "DP representations: the interval covers sampling and DP noise, not the SIMEX extrapolation's "
-            "error or clipping bias (docs/dcqe.md); no balance diagnostics (moments would not be DP)."
+            "error or clipping bias (docs/dcqe.md); no balance diagnostics (the analyst holds only the noisy "
+            "treatment, not the arms)."
         ],
     }
 

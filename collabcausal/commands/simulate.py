@@ -135,14 +135,13 @@ def run_command(args: argparse.Namespace) -> int:
 
     kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
-    if args.kind != "dcqe":
+    if args.kind != "dcqe" or hasattr(args, "balance_epsilon"):
         from collabcausal.commands.simulate_kinds import run_kind
 
         return run_kind(args, dataset)
-    groups = (
-        [tuple(c.strip() for c in g.split(",") if c.strip()) for g in args.columns.split(";")] if args.columns else None
+    partition = partition_grid(
+        dataset, args.rows, column_groups=column_groups(args), row_rule=args.row_rule, seed=args.seed
     )
-    partition = partition_grid(dataset, args.rows, column_groups=groups, row_rule=args.row_rule, seed=args.seed)
     tokens = args.settings.split(",") if args.settings else (DEFAULT_2X2 if partition.shape == (2, 2) else ("W", "CA"))
     settings = parse_settings(tokens, partition, _components(args.components))
     config = ExperimentConfig(
@@ -192,6 +191,13 @@ def _dataset(args: argparse.Namespace) -> CausalDataset:
         estimand=args.estimand or "ate",
         benchmark=args.benchmark,
     )
+
+
+def column_groups(args: argparse.Namespace) -> list[tuple[str, ...]] | None:
+    """``--columns "a,b;c,d"``: the column groups, or None for the data set's own."""
+    if not args.columns:
+        return None
+    return [tuple(c.strip() for c in g.split(",") if c.strip()) for g in args.columns.split(";")]
 
 
 def parse_party_components(text: str) -> int | float:

@@ -1,4 +1,6 @@
-"""``collabcausal simulate adum|cate|discovery``: a study kind on a simulated grid, through ``analyst serve``'s code.
+"""``collabcausal simulate KIND``: a study on a simulated grid, through ``analyst serve``'s code.
+
+KIND is adum, cate or discovery, or dcqe with ``--balance-epsilon`` (below).
 
 The options become a study (the dict a study.toml would hold, validated by
 :class:`~collabcausal.analyst.config.StudyFile` with the same one-line errors), the data set is
@@ -11,6 +13,13 @@ Public ranges are the data set's observed ranges (covariates and, without ``--ou
 outcome): a simulation convenience computed from all rows, so not private; a deployment declares
 them. eps-ADUM and discovery split the rows only (every party holds every covariate: parties hold
 different subjects); DP-CATE uses the DC-QE grid (``--rows`` x column groups).
+
+``--balance-epsilon`` (with ``--balance-delta``) adds ``[balance]``: the study's balance moments are
+``dp_weighted_moments``, (epsilon, delta) charged per request. ``simulate dcqe`` with it runs the
+DC-QE study of all parties as ``analyst serve`` does (not paper 003's table of settings); each
+party's policy then lists exactly the study's operations (``describe``, ``dc_representation``,
+``dp_weighted_moments``: no exact moments) and its ledger holds exactly the study's budget
+(:meth:`~collabcausal.analyst.dcqe.DCQEPlan.balance_requests` x (epsilon, delta)).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from collabcausal.errors import InputError
 
 if TYPE_CHECKING:
+    from collabcausal.analyst.config import StudyConfig
     from collabcausal.simulations.datasets import CausalDataset
     from collabcausal.simulations.partition import GridPartition
 
@@ -44,7 +54,13 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "learner": (("cate",), "r"),
     "feature_bound": (("cate",), 0.2),
     "pairs": (("discovery",), None),
+    "balance_epsilon": (("dcqe", "cate"), None),
+    "balance_delta": (("dcqe", "cate"), 1e-6),
 }
+BALANCE_OPERATIONS = ("describe", "dc_representation", "dp_weighted_moments")
+"""A simulated party's policy in a study with ``[balance]``: the study's operations, no exact moments."""
+EXPERIMENT_OPTIONS = (("--settings", "settings", None), ("--components", "components", ""), ("--jobs", "jobs", 1))
+"""Options of paper 003's table of settings that a ``simulate dcqe --balance-epsilon`` study does not use."""
 
 
 def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +78,12 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
+    group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
+    add = partial(group.add_argument, default=argparse.SUPPRESS)
+    add("--balance-epsilon", type=float, metavar="EPS",
+        help="balance moments (eps, delta)-DP, charged to each party per request; dcqe then runs the study of "
+        "all parties as analyst serve does")
+    add("--balance-delta", type=float, metavar="DELTA", help="with --balance-epsilon: delta per request (default 1e-6)")
 
 
 def kind_options(args: argparse.Namespace) -> argparse.Namespace:
@@ -74,6 +96,15 @@ def kind_options(args: argparse.Namespace) -> argparse.Namespace:
                 f"{flag} is not an option of simulate {args.kind}", f"use it with simulate {' or '.join(kinds)}"
             )
         values[dest] = getattr(args, dest, default)
+    if hasattr(args, "balance_delta") and not hasattr(args, "balance_epsilon"):
+        raise InputError("--balance-delta needs --balance-epsilon", "give both, e.g. --balance-epsilon 1")
+    if args.kind == "dcqe" and hasattr(args, "balance_epsilon"):
+        for flag, dest, default in EXPERIMENT_OPTIONS:
+            if getattr(args, dest, default) != default:
+                raise InputError(
+                    f"{flag} is not used with --balance-epsilon",
+                    "drop it: the study runs every party, as analyst serve does",
+                )
     return argparse.Namespace(**vars(args) | values)
 
 
@@ -84,14 +115,16 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
 
     from collabcausal.analyst.config import StudyFile, study_config
     from collabcausal.commands.analyst import publish_report, run_study
+    from collabcausal.commands.simulate import column_groups
     from collabcausal.config_schema import config_error
     from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.party.policy import PartyPolicy
     from collabcausal.protocol.inprocess import InProcessGrid
     from collabcausal.protocol.launcher import local_grpc_grid
     from collabcausal.simulations.partition import build_parties, partition_grid
 
-    columns = None if args.kind == "cate" else [dataset.covariates]
+    columns = column_groups(args) if args.kind in ("dcqe", "cate") else [dataset.covariates]
     partition = partition_grid(dataset, args.rows, column_groups=columns, row_rule=args.row_rule, seed=args.seed)
     out = Path(args.out)
     with tempfile.TemporaryDirectory(prefix="collabcausal-simulate-") as workdir:
@@ -101,17 +134,20 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
         except ValidationError as exc:
             raise config_error(Path(f"simulate {args.kind}"), StudyFile, exc) from None
         parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(args.seed))
-        budget = party_budget(doc)
-        if budget > 0:
-            for party in parties:
-                party.ledger = PrivacyLedger(Path(workdir) / f"{party.name}.sqlite", epsilon=budget,
+        epsilon, delta = party_budget(doc, config)
+        for party in parties:
+            if epsilon > 0:
+                party.ledger = PrivacyLedger(Path(workdir) / f"{party.name}.sqlite", epsilon=epsilon, delta=delta,
                                              dataset=party.name)
+            if config.balance is not None:  # full rank allowed: the default --party-components 3 may equal m
+                party.policy = PartyPolicy(BALANCE_OPERATIONS, party.table.covariate_names, allow_full_rank=True)
         if args.transport == "grpc":
             with local_grpc_grid(parties, workdir=Path(workdir) / "grpc", study=config.study) as grid:
                 report = run_study(grid, config)
         else:
             report = run_study(InProcessGrid(parties), config)
-    report["warnings"].append(RANGE_WARNING.format(outcome="" if args.outcome_range else " and outcome"))
+    ranged_outcome = args.kind in KIND_OPTIONS["outcome_range"][0] and not args.outcome_range
+    report["warnings"].append(RANGE_WARNING.format(outcome=" and outcome" if ranged_outcome else ""))
     paths = publish_report(report, doc, config.out)
     print(f"report: {paths[0]} and {paths[1]}")
     return 0
@@ -128,37 +164,52 @@ def simulated_study(
              "out": str(Path(args.out).resolve())}
     if args.kind != "discovery":
         study["estimand"] = args.estimand or dataset.estimand
-    if args.kind == "adum":
-        names = _names(args.partition_columns) or [dataset.covariates[0]]
-        partition_keys = {"kmeans_clusters": args.kmeans} if args.kmeans else {"cells": [args.cells] * len(names)}
-        section = {"epsilon": args.epsilon, "outcome_range": outcome, "columns": names, **partition_keys}
-    elif args.kind == "discovery":
-        pairs = [_names(p) for p in args.pairs.split(";")] if args.pairs else [list(dataset.covariates[:2])]
-        section = {"epsilon": args.epsilon, "pairs": pairs}
-    else:
+    sections = {} if args.balance_epsilon is None else {
+        "balance": {"epsilon": args.balance_epsilon, "delta": args.balance_delta}
+    }
+    if args.kind in ("dcqe", "cate"):
         from collabcausal.commands.simulate import parse_party_components
 
         study |= {"n_anchors": args.anchors or dataset.n_subjects,
                   "party_components": parse_party_components(args.party_components)}
-        section = {"epsilon": args.epsilon, "delta": args.delta, "outcome_range": outcome,
-                   "feature_bound": args.feature_bound, "learner": args.learner, "ledger": str(ledger)}
+    if args.kind == "dcqe":
+        study |= {"estimators": [e.strip() for e in args.estimators.split(",")], "bootstrap": args.bootstrap,
+                  "interval": args.interval}
+    elif args.kind == "adum":
+        names = _names(args.partition_columns) or [dataset.covariates[0]]
+        partition_keys = {"kmeans_clusters": args.kmeans} if args.kmeans else {"cells": [args.cells] * len(names)}
+        sections["adum"] = {"epsilon": args.epsilon, "outcome_range": outcome, "columns": names, **partition_keys}
+    elif args.kind == "discovery":
+        pairs = [_names(p) for p in args.pairs.split(";")] if args.pairs else [list(dataset.covariates[:2])]
+        sections["discovery"] = {"epsilon": args.epsilon, "pairs": pairs}
+    else:
+        sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta, "outcome_range": outcome,
+                            "feature_bound": args.feature_bound, "learner": args.learner, "ledger": str(ledger)}
     return {
         "study": study,
         "server": {"address": "127.0.0.1:0", "insecure": True},
         "anchor_ranges": ranges,
         "row_groups": [{"parties": list(group)} for group in partition.names()],
-        args.kind: section,
+        **sections,
     }
 
 
-def party_budget(doc: dict[str, Any]) -> float:
-    """Each simulated party's epsilon budget: exactly what the study asks of it (cate: nothing)."""
+def party_budget(doc: dict[str, Any], config: StudyConfig) -> tuple[float, float]:
+    """Each simulated party's (epsilon, delta) budget: exactly what the study asks of it.
+
+    adum: its epsilon; discovery: epsilon per pair; ``[balance]``: (epsilon, delta) per balance
+    request (:meth:`~collabcausal.analyst.dcqe.DCQEPlan.balance_requests`); cate's release is the
+    analyst's, not the parties'.
+    """
     kind = doc["study"]["kind"]
-    if kind == "adum":
-        return float(doc["adum"]["epsilon"])
-    if kind == "discovery":
-        return float(doc["discovery"]["epsilon"]) * len(doc["discovery"]["pairs"])
-    return 0.0
+    epsilon = {
+        "adum": lambda: float(doc["adum"]["epsilon"]),
+        "discovery": lambda: float(doc["discovery"]["epsilon"]) * len(doc["discovery"]["pairs"]),
+    }.get(kind, lambda: 0.0)()
+    if config.balance is None:
+        return epsilon, 0.0
+    requests = config.plan().balance_requests()
+    return epsilon + requests * config.balance.epsilon, requests * config.balance.delta
 
 
 def _names(text: str | None) -> list[str]:

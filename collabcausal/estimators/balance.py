@@ -59,6 +59,11 @@ class ArmMoments:
         )
 
 
+SMD_THRESHOLD = 0.1
+"""|SMD| below this is the usual "balanced" threshold (Austin 2009): the Love plot's reference line,
+and the noise sd above which a DP SMD cannot tell balance from imbalance."""
+
+
 def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> ArmMoments:
     """The :class:`ArmMoments` of covariates ``X`` (n x m) by arm, with per-subject weights.
 

@@ -2,7 +2,7 @@
 
 Every interval is reported around the **full-sample estimate**; the bootstrap mean is kept only as
 a labelled diagnostic (``boot_mean``). One function, :func:`interval_estimate`, serves every
-printed table (``collabcausal simulate``, ``collabcausal analyst serve``, scripts/coverage.py).
+printed table (``collabcausal simulate``, ``collabcausal analyst serve``, scripts/interval_coverage.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def interval_caveat(estimator: str, interval: str) -> str | None:
     """A warning for an interval known not to be valid for an estimator, else None.
 
     The bootstrap is not valid for nearest-neighbour matching (Abadie & Imbens 2008,
-    Econometrica 76(6)); measured with scripts/coverage.py: PSM percentile intervals cover
+    Econometrica 76(6)); measured with scripts/interval_coverage.py: PSM percentile intervals cover
     96-100% and BCa 81-86% where the analytic (Abadie-Imbens) interval covers 89-96%.
     """
     if str(estimator).lower() == "psm" and check_interval(interval) != "analytic":

@@ -6,7 +6,8 @@ Keys (all present; empty where a study has nothing to say):
 - ``provenance``: UTC timestamp, seed, command line, Python, platform and package versions;
 - ``config``: the configuration echoed as run;
 - ``estimates``: rows with setting, estimator, estimate, se, ci_low, ci_high (and more);
-- ``balance``: per setting, covariates, unweighted SMD and SMD per estimator's balanced sample;
+- ``balance``: per setting, covariates, unweighted SMD and SMD per estimator's balanced sample, and
+  with DP balance moments (study.toml ``[balance]``) each SMD's DP noise sd (else None);
 - ``overlap``: per setting, propensity histogram counts by arm (aggregates only, no subject's score);
 - ``bootstrap``: per estimator and setting, the replicate estimates;
 - ``privacy``: per party, the (epsilon, delta) spent (None for a party whose releases are not DP), or
@@ -79,8 +80,17 @@ def overlap_histogram(propensity: ArrayLike, treatment: ArrayLike, bins: int = O
     }
 
 
-def balance_entry(covariates: Sequence[str], unweighted: ArrayLike | None, weighted: Mapping[str, ArrayLike]) -> dict:
-    """One setting's SMDs, JSON-ready (non-finite values become None)."""
+def balance_entry(
+    covariates: Sequence[str],
+    unweighted: ArrayLike | None,
+    weighted: Mapping[str, ArrayLike],
+    noise_sd: Mapping[str, ArrayLike | None] | None = None,
+) -> dict:
+    """One setting's SMDs, JSON-ready (non-finite values become None).
+
+    ``noise_sd`` maps ``"unweighted"`` and estimators to the DP noise sd of their SMDs (DP balance
+    moments); None for exact moments.
+    """
 
     def clean(values: ArrayLike) -> list[float | None]:
         return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float)]
@@ -89,6 +99,7 @@ def balance_entry(covariates: Sequence[str], unweighted: ArrayLike | None, weigh
         "covariates": list(covariates),
         "unweighted": None if unweighted is None else clean(unweighted),
         "weighted": {k: clean(v) for k, v in weighted.items()},
+        "noise_sd": None if noise_sd is None else {k: None if v is None else clean(v) for k, v in noise_sd.items()},
     }
 
 
@@ -202,7 +213,8 @@ def study_document(
     report : mapping
         The study's report.json: estimates, weighted ``smd`` per estimator, ``smd_unweighted``
         and ``propensity_overlap`` (histogram counts), ``missing_parties``, ``alignment`` and,
-        where parties report it, ``privacy`` (spend per party).
+        where parties report it, ``privacy`` (spend per party) with its ``privacy_note``; with
+        DP balance moments ``smd_noise_sd`` (per estimator) and ``smd_unweighted_noise_sd``.
     config : mapping
         The study configuration to echo (study.toml as read).
     seed : int or None
@@ -224,8 +236,14 @@ def study_document(
     if covariates:
         unweighted = report.get("smd_unweighted")
         before = None if unweighted is None else [unweighted[c] for c in covariates]
+        noise = report.get("smd_noise_sd")
+        noise_before = report.get("smd_unweighted_noise_sd")
+        sds = None if noise is None and noise_before is None else {
+            "unweighted": None if noise_before is None else [noise_before[c] for c in covariates],
+            **{k: [v[c] for c in covariates] for k, v in (noise or {}).items()},
+        }
         balance["all parties"] = balance_entry(
-            covariates, before, {k: [v[c] for c in covariates] for k, v in smd.items()}
+            covariates, before, {k: [v[c] for c in covariates] for k, v in smd.items()}, sds
         )
     overlap = {"all parties": report["propensity_overlap"]} if report.get("propensity_overlap") else {}
     return {
@@ -241,7 +259,8 @@ def study_document(
         "overlap": overlap,
         "bootstrap": {},
         "privacy": spend,
-        "privacy_note": DC_QE_PRIVACY_NOTE if not spend or any(s["epsilon"] is None for s in spend.values()) else "",
+        "privacy_note": report.get("privacy_note")
+        or (DC_QE_PRIVACY_NOTE if not spend or any(s["epsilon"] is None for s in spend.values()) else ""),
         "warnings": warnings,
     }
 

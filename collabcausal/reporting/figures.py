@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-# |SMD| below this is the usual "balanced" threshold (Austin 2009), drawn as a reference line.
-SMD_THRESHOLD = 0.1
+from collabcausal.estimators.balance import SMD_THRESHOLD
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
@@ -32,8 +32,13 @@ def love_plot(
     weighted: Mapping[str, Sequence[float]],
     *,
     title: str,
+    unweighted_sd: Sequence[float] | None = None,
+    weighted_sd: Mapping[str, Sequence[float]] | None = None,
 ):
     """|SMD| per covariate before (unweighted) and after weighting, one marker per weighting.
+
+    With DP balance moments, ``unweighted_sd`` and ``weighted_sd`` (same keys as ``weighted``) give
+    each SMD's DP noise sd, drawn as horizontal error bars of +- one sd.
 
     Parameters
     ----------
@@ -49,8 +54,10 @@ def love_plot(
     fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.38 * k))
     y = np.arange(k)
     ax.scatter(np.abs(unweighted), y, marker="o", facecolors="none", edgecolors="black", s=46, label="unweighted")
+    _error_bars(ax, unweighted, unweighted_sd, y, "black")
     for i, (label, values) in enumerate(weighted.items()):
         ax.scatter(np.abs(values), y, marker=MARKERS[(i + 1) % len(MARKERS)], s=34, color=f"C{i}", label=label)
+        _error_bars(ax, values, None if weighted_sd is None else weighted_sd.get(label), y, f"C{i}")
     ax.axvline(SMD_THRESHOLD, color="grey", ls="--", lw=1, label=f"|SMD| = {SMD_THRESHOLD}")
     ax.set_yticks(y, list(covariates))
     ax.invert_yaxis()
@@ -62,6 +69,14 @@ def love_plot(
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _error_bars(ax, values: Sequence[float], sd: Sequence[float] | None, y, color: str) -> None:
+    """+- one DP noise sd around |SMD| (nothing for exact moments; a non-finite sd draws no bar)."""
+    if sd is None:
+        return
+    ax.errorbar(np.abs(values), y, xerr=np.asarray(sd, dtype=float), fmt="none", ecolor=color, elinewidth=1,
+                capsize=2, alpha=0.7)
 
 
 def overlap_plot(histograms: Mapping[str, Mapping[str, Sequence[float]]], *, title: str):

@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from collabcausal.estimators.balance import SMD_THRESHOLD
 from collabcausal.reporting.figures import bootstrap_plot, love_plot, overlap_plot, to_svg
 
 REPORT_HTML = "report.html"
@@ -83,6 +84,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     ]
     for heading, svg, caption in figures:
         parts += [f"<h2>{escape(heading)}</h2>", f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"]
+    parts += _dp_balance(doc["balance"])
     parts += [
         "<h2>Privacy spend per party</h2>",
         _privacy(doc.get("privacy"), doc.get("privacy_note", "")),
@@ -124,21 +126,29 @@ def _figures(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ref = balance[reference]
         covariates = ref["covariates"]
         weighted = {
-            setting: _aligned(entry, estimator, covariates)
+            f"{setting} weighted": _aligned(entry, entry["weighted"][estimator], covariates)
             for setting, entry in balance.items()
             if estimator in entry["weighted"]
         }
-        before = ref["unweighted"] or [None] * len(covariates)
+        noisy = {
+            f"{setting} weighted": _aligned(entry, entry["noise_sd"][estimator], covariates)
+            for setting, entry in balance.items()
+            if (entry.get("noise_sd") or {}).get(estimator) is not None
+        }
+        before_sd = (ref.get("noise_sd") or {}).get("unweighted")
         fig = love_plot(
             covariates,
-            [abs(v) if v is not None else float("nan") for v in before],
-            {f"{setting} weighted": values for setting, values in weighted.items()},
+            _aligned(ref, ref["unweighted"] or [None] * len(covariates), covariates),
+            weighted,
             title=f"Covariate balance, {estimator.upper()}: |SMD| before and after weighting",
+            unweighted_sd=None if before_sd is None else _aligned(ref, before_sd, covariates),
+            weighted_sd=noisy or None,
         )
         caption = (
             f"Love plot. Open circles: the unweighted sample ({reference}); filled markers: the {estimator.upper()} "
             "balanced sample of each setting (federated moments, paper 003 eqs. 42-44). Left of the dashed line "
             "is conventionally balanced."
+            + (" Error bars: +- one DP noise sd of the SMD (differentially private moments)." if noisy else "")
         )
         out.append((f"Covariate balance: {estimator.upper()}", to_svg(fig), caption))
     if doc["overlap"]:
@@ -158,10 +168,36 @@ def _figures(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def _aligned(entry: Mapping[str, Any], estimator: str, covariates: Sequence[str]) -> list[float]:
-    """``entry``'s |SMD| for ``estimator`` in the order of ``covariates`` (NaN where it lacks one)."""
-    by_name = dict(zip(entry["covariates"], entry["weighted"][estimator], strict=True))
+def _aligned(entry: Mapping[str, Any], values: Sequence[float | None], covariates: Sequence[str]) -> list[float]:
+    """``values`` (one per covariate of ``entry``), absolute, in the order of ``covariates`` (NaN where missing)."""
+    by_name = dict(zip(entry["covariates"], values, strict=True))
     return [abs(by_name[c]) if by_name.get(c) is not None else float("nan") for c in covariates]
+
+
+def _dp_balance(balance: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A table of each SMD beside its DP noise sd, per setting with DP balance moments (else nothing)."""
+    parts = []
+    for setting, entry in balance.items():
+        noise = entry.get("noise_sd")
+        if not noise:
+            continue
+        samples = {"unweighted": entry["unweighted"], **entry["weighted"]}
+        shown = [name for name in samples if samples[name] is not None]
+        sds = {name: noise.get(name) or [None] * len(entry["covariates"]) for name in shown}
+        header = ["covariate"] + [h for name in shown for h in (f"{name} SMD", "DP noise sd")]
+        rows = [
+            [covariate] + [v for name in shown for v in (samples[name][k], sds[name][k])]
+            for k, covariate in enumerate(entry["covariates"])
+        ]
+        parts += [f"<p>{escape(setting)}: each SMD beside the DP noise sd of the SMD (first order).</p>",
+                  _table(header, rows)]
+    if not parts:
+        return []
+    intro = (
+        "<p>The balance moments are differentially private (study.toml [balance]): an SMD whose noise sd "
+        f"exceeds {SMD_THRESHOLD:g}, the usual balance threshold, says nothing about balance.</p>"
+    )
+    return ["<h2>Balance diagnostics under DP noise</h2>", intro, *parts]
 
 
 def _compact(value: Any) -> Any:

@@ -66,3 +66,37 @@ def test_a_dp_reply_without_sigma_fails_the_study_naming_the_party(tmp_path):
     stripped = Stripped(grid._parties.values())
     with pytest.raises(StudyFailedError, match="party 'p2' sent a dp_weighted_moments reply without a finite sigma"):
         federated_smd(stripped, [["p1", "p2"]], [np.arange(N)], t, weights, dp=_dp(1.0))
+
+
+
+def test_a_study_with_dp_balance_refuses_a_delta_above_one_over_n_before_any_request(tmp_path):
+    from collabcausal.analyst.balance import DPBalanceSpec
+    from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
+    from collabcausal.errors import InputError
+    from collabcausal.party.anchor import simulation_anchor_key
+
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame(rng.uniform(0, 1, (N, 4)), columns=list("abcd")).assign(
+        t=rng.integers(0, 2, N), y=rng.normal(size=N)
+    )
+    parties = [
+        Party(name, PartyTable.from_frame(frame, cols, treatment="t", outcome="y"), anchor_key=simulation_anchor_key(0))
+        for name, cols in (("p1", ["a", "b"]), ("p2", ["c", "d"]))
+    ]
+    asked = []
+
+    class Recording(InProcessGrid):
+        def send_and_receive(self, requests, *, timeout=None):
+            asked.extend(m.operation for m in requests.values())
+            return super().send_and_receive(requests, timeout=timeout)
+
+    def plan(ranges, delta):
+        return DCQEPlan([["p1", "p2"]], ranges, n_anchors=50, party_components=1,
+                        dp_balance=DPBalanceSpec(1.0, delta))
+
+    with pytest.raises(InputError, match=r"\[balance\] delta 0.001 is not below 1/n = 1/1000 of party 'p1'"):
+        run_dcqe(Recording(parties), plan(BOUNDS, 1e-3))
+    narrow = {k: v for k, v in BOUNDS.items() if k != "d"}
+    with pytest.raises(InputError, match="covariate 'd' of party 'p2' has no public range"):
+        run_dcqe(Recording(parties), plan(narrow, 1e-6))
+    assert set(asked) == {"describe"}  # refused after describe, before any representation or moment

@@ -89,3 +89,35 @@ def test_adum_refuses_row_groups_sharing_subjects(tmp_path):
     path = write(tmp_path, "adum", old='parties = ["b"]', new='parties = ["b", "c"]')
     with pytest.raises(ConfigError, match="one party per \\[\\[row_groups\\]\\]"):
         load_study_config(path)
+
+
+BALANCE = "[balance]\nepsilon = 0.5\ndelta = 1e-6\n"
+DP_REPRESENTATION = "[dp_representation]\nepsilon = 4.0\ndelta = 1e-6\noutcome_range = [0, 125]\n"
+
+
+@pytest.mark.parametrize("kind", ["dcqe", "cate"])
+def test_balance_selects_dp_moments_in_the_plan_of_a_dcqe_study(tmp_path, kind):
+    from collabcausal.analyst.balance import DPBalanceSpec
+
+    config = load_study_config(write(tmp_path, kind, SECTIONS.get(kind, "") + BALANCE))
+    assert config.balance == DPBalanceSpec(0.5, 1e-6)
+    assert config.plan().dp_balance == DPBalanceSpec(0.5, 1e-6)
+    assert load_study_config(write(tmp_path, kind)).plan().dp_balance is None  # exact moments by default
+
+
+BALANCE_REFUSED = [
+    ("adum", SECTIONS["adum"] + BALANCE, '\\[balance\\] is used by kind = "dcqe" or "cate", not "adum"'),
+    ("discovery", SECTIONS["discovery"] + BALANCE, "fix: remove \\[balance\\]"),
+    ("dcqe", DP_REPRESENTATION + BALANCE, "\\[balance\\] cannot go with \\[dp_representation\\]: the analyst holds"),
+    ("dcqe", BALANCE.replace("epsilon = 0.5", "epsilon = 0"), "\\[balance\\] epsilon = 0 is invalid"),
+    ("dcqe", BALANCE.replace("delta = 1e-6", "delta = 1"), "\\[balance\\] delta = 1 is invalid"),
+    ("dcqe", BALANCE.replace("epsilon", "epsilom"), "unknown key \\[balance\\] epsilom.*did you mean 'epsilon'"),
+    ("dcqe", BALANCE.replace("delta = 1e-6\n", ""), "\\[balance\\] delta is missing"),
+]
+
+
+@pytest.mark.parametrize(("kind", "section", "match"), BALANCE_REFUSED)
+def test_a_bad_balance_section_is_one_config_error_with_the_fix(tmp_path, kind, section, match):
+    with pytest.raises(ConfigError, match=match) as caught:
+        load_study_config(write(tmp_path, kind, section))
+    assert "\n" not in str(caught.value)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from collabcausal.analyst.config import load_study_config
@@ -19,6 +20,8 @@ from collabcausal.cli import main
 from collabcausal.commands.analyst import run_study
 from collabcausal.party.config import load_party_config
 from collabcausal.protocol.inprocess import InProcessGrid
+from collabcausal.reporting.document import study_document
+from collabcausal.reporting.html import render_html
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lalonde-2x2"
 PARTIES = ("p11", "p12", "p21", "p22")
@@ -191,3 +194,79 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
     study.write_text(text.replace('interval = "percentile"', 'interval = "studentized"'))
     with pytest.raises(ConfigError, match="interval"):
         load_study_config(study)
+
+
+def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None = None, epsilon: float = 100.0):
+    """A 2x2 DC-QE study on 400 synthetic subjects with ``[balance]``: every party has a ledger and a policy."""
+    from collabcausal.party.anchor import simulation_anchor_key
+    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.party.policy import PartyPolicy
+    from collabcausal.simulations.datasets import make_dcqe_synthetic
+    from collabcausal.simulations.partition import build_parties, partition_grid
+
+    dataset = make_dcqe_synthetic(n_subjects=400, seed=0)
+    partition = partition_grid(dataset, 2, seed=0)
+    parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(0))
+    for party in parties:
+        party.ledger = PrivacyLedger(tmp_path / f"{party.name}.sqlite", epsilon=1e3, delta=1e-4, dataset=party.name)
+        ops = (operations or {}).get(party.name, ("describe", "dc_representation", "dp_weighted_moments"))
+        party.policy = PartyPolicy(ops, party.table.covariate_names, min_subjects=10)
+    ranges = "\n".join(f"{name} = [{lo!r}, {hi!r}]" for name, (lo, hi) in dataset.covariate_ranges().items())
+    groups = "\n".join(f"[[row_groups]]\nparties = {list(row)!r}".replace("'", '"') for row in partition.names())
+    study = tmp_path / "study.toml"
+    study.write_text(
+        '[study]\nid = "balance"\nestimators = ["psm", "ipw", "aipw"]\nn_anchors = 400\nparty_components = 2\n'
+        'interval = "analytic"\nbootstrap = 0\n[server]\naddress = "127.0.0.1:0"\ninsecure = true\n'
+        f"[anchor_ranges]\n{ranges}\n{groups}\n[balance]\nepsilon = {epsilon!r}\ndelta = 1e-6\n"
+    )
+    return parties, load_study_config(study)
+
+
+def test_a_balance_study_charges_every_party_before_its_dp_moments_are_computed(tmp_path, monkeypatch):
+    from collabcausal.party import dp_balance
+
+    parties, config = _balance_study(tmp_path)
+    charged_at_compute = []
+    compute = dp_balance.standardised_moments
+
+    def spy(*args, **kwargs):
+        charged_at_compute.append(sum(len(p.ledger.history()) for p in parties))
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(dp_balance, "standardised_moments", spy)
+    report = run_study(InProcessGrid(parties), config)
+    # psm and ipw define a balanced sample, aipw does not; plus the unweighted "before": 3 requests per party
+    requests = config.plan().balance_requests()
+    assert requests == 3
+    # the k-th computation finds k charges in the ledgers: each request is charged before it is computed
+    assert charged_at_compute == list(range(1, 4 * requests + 1))
+    for party in parties:
+        history = party.ledger.history()
+        assert [(c.operation, c.epsilon, c.delta, c.study) for c in history] == [
+            ("dp_weighted_moments", 100.0, 1e-6, "balance")
+        ] * requests
+        assert party.ledger.spent() == pytest.approx((requests * 100.0, requests * 1e-6))
+        assert report["privacy"][party.name] == pytest.approx({"epsilon": 300.0, "delta": 3e-6})
+    # at eps = 100 per request the noise sd of every SMD is finite and positive (0.01 unweighted, ~0.06 weighted)
+    for name in ("psm", "ipw"):
+        assert report["smd_noise_sd"][name].keys() == report["smd"][name].keys()
+        assert all(0 < sd < np.inf for sd in report["smd_noise_sd"][name].values())
+    assert report["smd_unweighted_noise_sd"].keys() == report["smd_unweighted"].keys()
+    assert any("(eps = 100, delta = 1e-06)-DP per request" in w and "3 requests" in w for w in report["warnings"])
+    document = study_document(report, {}, seed=0)
+    assert document["balance"]["all parties"]["noise_sd"]["unweighted"] == list(
+        report["smd_unweighted_noise_sd"].values()
+    )
+    html = render_html(document)
+    assert "DP noise sd of the SMD" in html and "epsilon spent" in html
+
+
+def test_a_party_whose_policy_lacks_dp_weighted_moments_refuses_in_one_line_naming_it(tmp_path):
+    from collabcausal.errors import PolicyError
+
+    exact_only = {"p12": ("describe", "dc_representation", "weighted_moments")}
+    parties, config = _balance_study(tmp_path, exact_only)
+    with pytest.raises(PolicyError, match="party 'p12' does not allow the operation 'dp_weighted_moments'") as info:
+        run_study(InProcessGrid(parties), config)
+    assert "\n" not in str(info.value)
+    assert not any(c.operation == "dp_weighted_moments" for c in parties[1].ledger.history())

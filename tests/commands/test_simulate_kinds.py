@@ -61,6 +61,11 @@ BAD = [
     (["cate", "--feature-bound", "0"], "[cate] feature_bound = 0.0 is invalid"),
     (["--epsilon", "1"], "--epsilon is not an option of simulate dcqe"),
     (["adum", "--pairs", "age,re74"], "--pairs is not an option of simulate adum; fix: use it with simulate discovery"),
+    (["--balance-epsilon", "0"], "[balance] epsilon = 0.0 is invalid"),
+    (["--balance-epsilon", "1", "--balance-delta", "1"], "[balance] delta = 1.0 is invalid"),
+    (["--balance-delta", "1e-6"], "--balance-delta needs --balance-epsilon"),
+    (["adum", "--balance-epsilon", "1"], "--balance-epsilon is not an option of simulate adum"),
+    (["--balance-epsilon", "1", "--settings", "W,CA"], "--settings is not used with --balance-epsilon"),
 ]
 
 
@@ -85,3 +90,45 @@ def test_simulate_adum_over_grpc_reports_what_it_reports_in_process(tmp_path):
     assert local["privacy"] == remote["privacy"] and local["cells"][0].keys() == remote["cells"][0].keys()
     est = [r["estimates"]["eps-adum"]["estimate"] for r in (local, remote)]
     assert est[0] == pytest.approx(est[1], abs=0.116)
+
+
+def test_simulate_dcqe_with_balance_epsilon_runs_the_study_with_dp_moments_charged_to_each_party(tmp_path, capsys):
+    out = tmp_path / "balance"
+    args = ["simulate", "--dataset", "dcqe-synthetic", "--balance-epsilon", "2", "--balance-delta", "1e-6"]
+    grid = ["--columns", "x1,x2;x3,x4,x5,x6", "--party-components", "1"]
+    assert main([*args, *grid, "--bootstrap", "0", "--interval", "analytic", "--out", str(out)]) == 0
+    report = _report(out)
+    assert list(report["smd_unweighted"]) == ["p11:x1", "p11:x2", "p12:x3", "p12:x4", "p12:x5", "p12:x6"]
+    # psm and ipw weights plus the unweighted sample: 3 dp_weighted_moments requests per party, (2, 1e-6) each
+    for party in ("p11", "p12", "p21", "p22"):
+        assert report["privacy"][party] == pytest.approx({"epsilon": 6.0, "delta": 3e-6})
+    assert report["smd_noise_sd"]["ipw"].keys() == report["smd"]["ipw"].keys()
+    assert any("-DP per request" in w for w in report["warnings"])
+    assert "ATE psm:" in capsys.readouterr().out
+
+
+def test_simulate_cate_with_balance_epsilon_charges_the_parties_only_for_their_dp_moments(tmp_path):
+    out = tmp_path / "cate-balance"
+    args = ["simulate", "cate", "--dataset", "dcqe-synthetic", "--epsilon", "5", "--outcome-range", "-8", "8"]
+    assert main([*args, "--balance-epsilon", "50", "--out", str(out)]) == 0
+    report = _report(out)
+    assert report["privacy"].pop("analyst study ledger (rows of X^)") == {"epsilon": 5.0, "delta": 1e-5}
+    # DC-QE's balance moments: psm, ipw and the unweighted sample, (50, 1e-6) per request
+    spend = pytest.approx({"epsilon": 150.0, "delta": 3e-6})
+    assert report["privacy"] == dict.fromkeys(("p11", "p12", "p21", "p22"), spend)
+    assert report["smd_unweighted_noise_sd"].keys() == report["smd_unweighted"].keys()
+
+
+@pytest.mark.slow
+def test_simulate_dcqe_with_balance_over_grpc_charges_the_party_processes_as_in_process(tmp_path):
+    common = ["simulate", "--dataset", "dcqe-synthetic", "--balance-epsilon", "20", "--bootstrap", "0",
+              "--interval", "analytic"]
+    assert main([*common, "--out", str(tmp_path / "local")]) == 0
+    assert main([*common, "--transport", "grpc", "--out", str(tmp_path / "grpc")]) == 0
+    local, remote = _report(tmp_path / "local"), _report(tmp_path / "grpc")
+    spend = {"epsilon": 60.0, "delta": 3e-06}
+    assert remote["privacy"] == local["privacy"] == {p: spend for p in ("p11", "p12", "p21", "p22")}
+    # the DC-QE part is seeded: the same estimates bit for bit; the moments' noise (and MASMD) is not (OS entropy)
+    for name, row in local["estimates"].items():
+        assert (row["estimate"], row["se"]) == (remote["estimates"][name]["estimate"], remote["estimates"][name]["se"])
+    assert remote["smd_noise_sd"].keys() == local["smd_noise_sd"].keys() == {"psm", "ipw"}

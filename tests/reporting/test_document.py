@@ -83,6 +83,7 @@ def test_study_document_from_report_json() -> None:
         "covariates": ["p11:age", "p12:re74"],
         "unweighted": [0.8, -1.2],
         "weighted": {"ipw": [0.05, -0.02]},
+        "noise_sd": None,
     }
     assert doc["estimates"][0]["estimator"] == "ipw" and doc["provenance"]["seed"] == 3
     assert doc["warnings"] == ["party p22 did not join; the study ran without it."]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from collabcausal.reporting.document import bootstrap_figure, overlap_histogram
 from collabcausal.reporting.figures import love_plot, overlap_plot, to_svg
 
@@ -33,3 +35,17 @@ def test_bootstrap_figure_names_the_estimand_and_the_outcome_unit(small_result) 
     _check(fig)
     assert fig.axes[0].get_ylabel() == "ATE estimate (outcome units)"
     assert to_svg(fig).startswith("<svg")
+
+
+def test_love_plot_draws_the_dp_noise_sd_as_error_bars_and_none_for_exact_moments() -> None:
+    from matplotlib.container import ErrorbarContainer
+
+    exact = love_plot(["age", "bmi"], [0.8, -0.3], {"W-clb PSM": [0.05, 0.02]}, title="balance")
+    assert not [c for c in exact.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    fig = love_plot(["age", "bmi"], [0.8, -0.3], {"W-clb PSM": [0.05, 0.02]}, title="balance",
+                    unweighted_sd=[0.04, 0.05], weighted_sd={"W-clb PSM": [0.2, 0.3]})
+    _check(fig)
+    bars = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 2  # one per sample: unweighted and W-clb PSM
+    segments = bars[1].lines[2][0].get_segments()  # the PSM bars: |SMD| +- sd
+    assert [tuple(s[:, 0]) for s in segments] == [pytest.approx((-0.15, 0.25)), pytest.approx((-0.28, 0.32))]

@@ -1,4 +1,4 @@
-"""Coverage of the effect intervals on known-truth DGPs (scripts/coverage.py).
+"""Coverage of the effect intervals on known-truth DGPs (scripts/interval_coverage.py).
 
 False-failure rates. Each coverage assertion is a one-sided binomial bound: with R replications
 and a true coverage p, the number of covering intervals is Binomial(R, p), and the test asserts
@@ -64,7 +64,7 @@ def test_run_coverage_reports_every_estimator_and_interval():
 
 @pytest.mark.slow
 def test_every_interval_of_ipw_and_aipw_is_calibrated_on_the_well_specified_dgp():
-    """scripts/coverage.py's well-specified rows at n = 500: 400 replications, B = 200 (~4 min)."""
+    """scripts/interval_coverage.py's well-specified rows at n = 500: 400 replications, B = 200 (~4 min)."""
     R = 400
     rows = run_coverage(["well-specified"], [500], R, n_boot=200, n_jobs=2)
     for row in rows:

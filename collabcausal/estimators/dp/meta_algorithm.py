@@ -24,6 +24,7 @@ tighter pseudo-outcome bounds (values are clipped to them: biased where clipped,
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
@@ -138,6 +139,15 @@ def _interpret_kwargs(epsilon: float, delta: float, bounds: Sequence[tuple[float
     }
 
 
+def _fit_interpret(model, X: NDArray[np.float64], y: NDArray, noise_seed: int | None):
+    """``model.fit(X, y)``; with a ``noise_seed`` the caller chose seeded noise (documented NOT private),
+    so interpret's per-fit "Privacy violation: using a fixed random_state" warning is not repeated."""
+    with warnings.catch_warnings():
+        if noise_seed is not None:
+            warnings.filterwarnings("ignore", message="Privacy violation: using a fixed random_state")
+        return model.fit(X, y)
+
+
 def _clip_features(X: ArrayLike, bounds: Sequence[tuple[float, float]]) -> NDArray[np.float64]:
     Xa = check_matrix(X, "X")
     if Xa.shape[1] != len(bounds):
@@ -196,7 +206,7 @@ class DPEBMRegressor(RegressorMixin, BaseEstimator):
             privacy_target_min=lo,
             privacy_target_max=hi,
         )
-        self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.clip(y, lo, hi))
+        self.model_ = _fit_interpret(model, _clip_features(X, self.feature_bounds), np.clip(y, lo, hi), self.noise_seed)
         return self
 
     def predict(self, X: ArrayLike) -> NDArray[np.float64]:
@@ -221,7 +231,8 @@ class DPEBMClassifier(ClassifierMixin, BaseEstimator):
 
         model = DPExplainableBoostingClassifier(**_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds,
                                                                     self.n_jobs, self.noise_seed))
-        self.model_ = model.fit(_clip_features(X, self.feature_bounds), np.asarray(y).astype(int))
+        self.model_ = _fit_interpret(model, _clip_features(X, self.feature_bounds), np.asarray(y).astype(int),
+                                     self.noise_seed)
         self.classes_ = self.model_.classes_
         return self
 

@@ -4,7 +4,7 @@ Full mode (the table in docs/estimators.md): three DGPs, n in {500, 2000}, 400 r
 B = 200 bootstrap replicates of the whole pipeline per replication. --quick: n = 500, 40
 replications, B = 50 (a smoke run for CI, not a calibration claim).
 
-    .venv/bin/python scripts/coverage.py [--quick] [--jobs 2] [--seed 0] [--out results/coverage.json]
+    .venv/bin/python scripts/interval_coverage.py [--quick] [--jobs 2] [--seed 0] [--out results/coverage.json]
 """
 
 from __future__ import annotations
