@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_moments
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import ArmMoments, smd_from_moments, smd_noise_sd
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
 from collabcausal.estimators.validation import check_delta, check_epsilon
 from collabcausal.messages import Message
 
@@ -177,19 +178,49 @@ def federated_smd(
         total = total + moments
     if dp is None:
         return FederatedSMD(names, smd_from_moments(total))
-    variance = sum(np.concatenate([_noise_variance(p, replies[p]) for p in group]) for group in parties)
+    variance = sum(
+        np.concatenate([
+            _noise_variance(p, replies[p], expected_sigma(dp, p, weights[bounds[i]: bounds[i + 1]], rows[i]))
+            for p in group
+        ])
+        for i, group in enumerate(parties)
+    )
     return FederatedSMD(names, smd_from_moments(total), smd_noise_sd(total, np.sqrt(variance)))
 
 
-def _noise_variance(party: str, reply: Message) -> NDArray[np.float64]:
-    """``sigma^2`` per covariate of a ``dp_weighted_moments`` reply; refused unless finite and > 0."""
+def expected_sigma(dp: DPBalance, party: str, weights: NDArray[np.float64], rows: ArrayLike) -> float:
+    """The noise sd ``party`` must add to a ``dp_weighted_moments`` request: a function of the request alone.
+
+    The analytic Gaussian sigma (Balle & Wang 2018) for the sensitivity ``2 sqrt(m) max_k W_k``
+    (:func:`collabcausal.party.dp_balance.moments_sensitivity`), ``W_k`` the total weight the request
+    puts on subject ``k`` (summed over its repeated rows) and ``m`` the party's covariates.
+    """
+    from collabcausal.party.dp_balance import moments_sensitivity
+
+    max_weight = float(np.bincount(np.asarray(rows, dtype=np.int64), weights=weights).max(initial=0.0))
+    sensitivity = moments_sensitivity(len(dp.columns[party]), max_weight)
+    return analytic_gaussian_sigma(sensitivity, dp.epsilon, dp.delta)
+
+
+def _noise_variance(party: str, reply: Message, expected: float) -> NDArray[np.float64]:
+    """``sigma^2`` per covariate of a ``dp_weighted_moments`` reply, refused unless its sigma is ``expected``.
+
+    A party stating less noise than its release carries would make the diagnosis look more precise
+    than it is; the analyst knows the sigma its request implies (:func:`expected_sigma`).
+    """
     sigma = reply.params.get("sigma")
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not 0.0 < sigma < math.inf:
         raise StudyFailedError(
             f"party {party!r} sent a dp_weighted_moments reply without a finite sigma > 0 ({sigma!r})",
             "check that party's software version",
         )
-    return np.full(len(reply.params["covariates"]), float(sigma) ** 2)
+    if not math.isclose(sigma, expected, rel_tol=1e-9):
+        raise StudyFailedError(
+            f"party {party!r} sent a dp_weighted_moments reply whose sigma {sigma!r} is not the one its request "
+            f"implies ({expected!r})",
+            "check that party's software version; the study cannot use its reply",
+        )
+    return np.full(len(reply.params["covariates"]), expected**2)
 
 
 def _side_by_side(parts: Sequence[ArmMoments]) -> ArmMoments:

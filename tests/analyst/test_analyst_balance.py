@@ -53,19 +53,41 @@ def test_dp_smd_is_the_exact_smd_up_to_its_stated_noise(tmp_path, epsilon, toler
     assert np.all(np.abs(result.smd - exact.smd) <= tolerance_sds * result.noise_sd)
 
 
-def test_a_dp_reply_without_sigma_fails_the_study_naming_the_party(tmp_path):
+@pytest.mark.parametrize(
+    ("sigma", "message"),
+    [
+        (lambda s: None, "without a finite sigma"),
+        # red team: an evil party understating its noise made the reported SMD noise sd, and so the
+        # diagnosis's apparent precision, wrong; sigma follows from the analyst's own request
+        (lambda s: s / 100, "whose sigma .* is not the one its request implies"),
+    ],
+)
+def test_a_dp_reply_with_a_wrong_sigma_fails_the_study_naming_the_party(tmp_path, sigma, message):
     grid, t, weights = _grid(tmp_path)
 
-    class Stripped(InProcessGrid):
+    class Tampered(InProcessGrid):
         def send_and_receive(self, requests, *, timeout=None):
             replies = super().send_and_receive(requests, timeout=timeout)
             reply = replies["p2"]
-            replies["p2"] = Message(reply.operation, {**reply.params, "sigma": None}, reply.arrays)
+            replies["p2"] = Message(reply.operation, {**reply.params, "sigma": sigma(reply.params["sigma"])},
+                                    reply.arrays)
             return replies
 
-    stripped = Stripped(grid._parties.values())
-    with pytest.raises(StudyFailedError, match="party 'p2' sent a dp_weighted_moments reply without a finite sigma"):
-        federated_smd(stripped, [["p1", "p2"]], [np.arange(N)], t, weights, dp=_dp(1.0))
+    tampered = Tampered(grid._parties.values())
+    with pytest.raises(StudyFailedError, match=f"party 'p2' sent a dp_weighted_moments reply {message}"):
+        federated_smd(tampered, [["p1", "p2"]], [np.arange(N)], t, weights, dp=_dp(1.0))
+
+
+def test_the_analyst_computes_each_partys_sigma_from_its_own_request(tmp_path):
+    grid, t, weights = _grid(tmp_path)
+    rows = np.r_[np.arange(N), np.zeros(5, dtype=np.int64)]  # subject 0 six times: its total weight counts
+    w = np.r_[weights, np.full(5, 2.0)]
+    replies = grid.send_and_receive({"p1": Message("dp_weighted_moments", {"study": "s", **_dp(1.0).params("p1")},
+                                                   {"arms": np.r_[t, np.zeros(5, np.int8)], "weights": w,
+                                                    "rows": rows})})
+    from collabcausal.analyst.balance import expected_sigma
+
+    assert expected_sigma(_dp(1.0), "p1", w, rows) == replies["p1"].params["sigma"]
 
 
 
