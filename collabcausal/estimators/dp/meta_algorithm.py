@@ -37,7 +37,15 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
-from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_is_fitted, check_matrix
+from collabcausal.estimators.validation import (
+    check_bounds,
+    check_delta,
+    check_epsilon,
+    check_is_fitted,
+    check_matrix,
+    check_treatment,
+    check_vector,
+)
 from collabcausal.randomness import SeedLike
 
 Learner = Literal["dr", "r", "s"]
@@ -362,8 +370,11 @@ class DPCATELearner(BaseEstimator):
             )
         ob = check_bounds(self.outcome_bounds, "outcome_bounds")
         model = self._build(eps, delta, fb, ob)
+        n = check_matrix(X, "X").shape[0]
+        check_vector(Y, "Y", n=n)  # validated before the charge, not inside the learners after it
+        check_treatment(T, "T", n=n)
         if self.learner != "s":
-            model.plan(check_matrix(X, "X").shape[0])
+            model.plan(n)
         if self.ledger is not None:
             refuse_seeded_noise_with_ledger(self.noise_seed is not None)
             self.ledger.charge(

@@ -193,3 +193,19 @@ def test_a_noise_seed_with_a_ledger_is_refused_before_any_charge(data, tmp_path)
     with pytest.raises(PolicyError, match="reproducible noise"):
         learner(data, ledger=ledger, noise_seed=3).fit(data.Y, data.T, X=data.X)
     assert ledger.history() == []
+
+
+@pytest.mark.parametrize("bad", ["treatment 2", "NaN outcome", "short treatment"])
+def test_bad_outcomes_or_treatments_are_refused_before_the_charge(data, tmp_path, bad):
+    """Red team: Y and T were validated inside the learners, after the ledger was charged."""
+    Y, T = data.Y.copy(), data.T.copy()
+    if bad == "treatment 2":
+        T[0] = 2
+    elif bad == "NaN outcome":
+        Y[0] = np.nan
+    else:
+        T = T[:-1]
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-4)
+    with pytest.raises(InputError):
+        learner(data, ledger=ledger).fit(Y, T, X=data.X)
+    assert ledger.history() == []
