@@ -37,15 +37,9 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
-from collabcausal.estimators.validation import (
-    check_bounds,
-    check_delta,
-    check_epsilon,
-    check_is_fitted,
-    check_matrix,
-    check_treatment,
-    check_vector,
-)
+from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_is_fitted, check_matrix
+from collabcausal.estimators.validation import check_treatment as _check_treatment
+from collabcausal.estimators.validation import check_vector as _check_vector
 from collabcausal.randomness import SeedLike
 
 Learner = Literal["dr", "r", "s"]
@@ -371,8 +365,8 @@ class DPCATELearner(BaseEstimator):
         ob = check_bounds(self.outcome_bounds, "outcome_bounds")
         model = self._build(eps, delta, fb, ob)
         n = check_matrix(X, "X").shape[0]
-        check_vector(Y, "Y", n=n)  # validated before the charge, not inside the learners after it
-        check_treatment(T, "T", n=n)
+        _check_vector(Y, "Y", n=n)  # validated before the charge, not inside the learners after it
+        _check_treatment(T, "T", n=n)
         if self.learner != "s":
             model.plan(n)
         if self.ledger is not None:
