@@ -413,10 +413,20 @@ class PrivacyLedger:
         """(epsilon, delta) still available (never negative)."""
         return self._remaining_after(self.spent())
 
-    def history(self) -> list[Charge]:
-        """Every charge on this dataset, oldest first: the audit trail."""
+    def history(self, after: int = 0) -> list[Charge]:
+        """Every charge on this dataset, oldest first: the audit trail (only those with an id above ``after``).
+
+        ``after`` reads through the ``(dataset, id)`` index, so the charges of one request cost the
+        same whatever the length of the history (:meth:`last_charge_id`).
+        """
         with self._transaction() as db:
-            return _read_history(db, self.dataset)
+            return _read_history(db, self.dataset, int(after))
+
+    def last_charge_id(self) -> int:
+        """The id of this dataset's latest charge (0 without charges); one indexed read."""
+        with self._transaction() as db:
+            row = db.execute("SELECT max(id) FROM charges WHERE dataset = ?", (self.dataset,)).fetchone()
+        return int(row[0] or 0)
 
     def _remaining_after(self, spent: tuple[float, float]) -> tuple[float, float]:
         return max(self.epsilon - spent[0], 0.0), max(self.delta - spent[1], 0.0)
@@ -532,11 +542,11 @@ def _rebuild_totals(db: sqlite3.Connection, dataset: str, charges: list[Charge])
         db.execute("INSERT INTO partition_totals VALUES (?, ?, ?, ?, ?)", (dataset, study, part, eps, dlt))
 
 
-def _read_history(db: sqlite3.Connection, dataset: str) -> list[Charge]:
+def _read_history(db: sqlite3.Connection, dataset: str, after: int = 0) -> list[Charge]:
     rows = db.execute(
         "SELECT id, dataset, operation, study, epsilon, delta, partition, subset, details, time, "
-        "spent_epsilon, spent_delta, relation, request_id FROM charges WHERE dataset = ? ORDER BY id",
-        (dataset,),
+        "spent_epsilon, spent_delta, relation, request_id FROM charges WHERE dataset = ? AND id > ? ORDER BY id",
+        (dataset, after),
     ).fetchall()
     return [Charge(*row[:8], json.loads(row[8]), *row[9:]) for row in rows]
 

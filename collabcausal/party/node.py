@@ -159,14 +159,13 @@ def op_is_private(request: Message) -> bool:
 
 
 def _last_charge(ledger: Any) -> int:
-    """Id of the ledger's latest charge (0 without a ledger or charges)."""
-    history = [] if ledger is None else ledger.history()
-    return history[-1].id if history else 0
+    """Id of the ledger's latest charge (0 without a ledger or charges): one indexed read, not the history."""
+    return 0 if ledger is None else ledger.last_charge_id()
 
 
 def _charges_after(ledger: Any, last: int | None) -> list[Any]:
     """Charges the ledger recorded after charge ``last`` (those the current DP request made)."""
-    return [] if ledger is None or last is None else [c for c in ledger.history() if c.id > last]
+    return [] if ledger is None or last is None else ledger.history(after=last)
 
 
 def request_fingerprint(request: Message) -> str:
