@@ -8,6 +8,8 @@
    against the claimed epsilon 1.
 2. DP-EBM under substitution: interpret's noise with ``substitution_dp_ebm_budget``, read back as
    Gaussian-DP mu under the substitution sensitivities and converted to epsilon at delta/2 per part.
+3. An audited party's time per ``dp_count`` request as its ledger history grows (a coordinator's
+   flood of eps-1e-12 requests): flat since requests read only their own charges.
 """
 
 from __future__ import annotations
@@ -65,6 +67,37 @@ def dp_ebm(delta: float = 1e-5, f: float = 0.1) -> None:
                   f"substitution eps {eps_bin:.6f} + {eps_boost:.6f} = {eps_bin + eps_boost:.6f}")
 
 
+def audited_request_time() -> None:
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import pandas as pd
+
+    from collabcausal.messages import Message
+    from collabcausal.party import Party, PartyTable
+    from collabcausal.party.audit import JsonlAuditLog
+    from collabcausal.party.ledger import PrivacyLedger
+
+    with tempfile.TemporaryDirectory() as folder:
+        d = Path(folder)
+        frame = pd.DataFrame({"a": np.random.default_rng(0).uniform(size=100)})
+        party = Party("p", PartyTable.from_frame(frame, ["a"]), audit=JsonlAuditLog(d / "a.jsonl"),
+                      ledger=PrivacyLedger(d / "l.sqlite", epsilon=1.0, dataset="d"))
+        request = Message("dp_count", {"study": "s", "epsilon": 1e-12, "columns": []})
+        done = 0
+        for history in (100, 1000, 3000):
+            for _ in range(history - done):
+                party.handle(request)
+            start = time.perf_counter()
+            for _ in range(20):
+                party.handle(request)
+            done = history + 20
+            print(f"audited dp_count at a history of {done} charges: "
+                  f"{1000 * (time.perf_counter() - start) / 20:.1f} ms per request")
+
+
 if __name__ == "__main__":
     negative_width()
     dp_ebm()
+    audited_request_time()
