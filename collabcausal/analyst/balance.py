@@ -195,10 +195,9 @@ def expected_sigma(dp: DPBalance, party: str, weights: NDArray[np.float64], rows
     (:func:`collabcausal.party.dp_balance.moments_sensitivity`), ``W_k`` the total weight the request
     puts on subject ``k`` (summed over its repeated rows) and ``m`` the party's covariates.
     """
-    from collabcausal.party.dp_balance import moments_sensitivity
+    from collabcausal.party.dp_balance import max_subject_weight, moments_sensitivity
 
-    max_weight = float(np.bincount(np.asarray(rows, dtype=np.int64), weights=weights).max(initial=0.0))
-    sensitivity = moments_sensitivity(len(dp.columns[party]), max_weight)
+    sensitivity = moments_sensitivity(len(dp.columns[party]), max_subject_weight(rows, weights))
     return analytic_gaussian_sigma(sensitivity, dp.epsilon, dp.delta)
 
 

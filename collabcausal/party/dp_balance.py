@@ -45,7 +45,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.balance import ArmMoments
@@ -74,6 +74,15 @@ def moments_sensitivity(n_covariates: int, max_weight: float) -> float:
         The largest total weight of one subject, ``max_k W_k``.
     """
     return 2.0 * math.sqrt(n_covariates) * float(max_weight)
+
+
+def max_subject_weight(subjects: ArrayLike, weights: ArrayLike) -> float:
+    """``max_k W_k`` (step 2): the largest total weight a request puts on one subject, summed over its rows.
+
+    A function of the request alone: the party calibrates its noise with it, and the analyst
+    recomputes it to check the sigma of a reply (:func:`collabcausal.analyst.balance.expected_sigma`).
+    """
+    return float(np.bincount(np.asarray(subjects, dtype=np.int64), weights=weights).max(initial=0.0))
 
 
 def standardised_moments(
@@ -127,7 +136,7 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     weights = check_vector(request.array("weights"), "weights", n=subjects.size)
     if (weights < 0.0).any():
         raise InputError("weights contain negative values", "send non-negative weights")
-    max_weight = float(np.bincount(subjects, weights=weights, minlength=n).max(initial=0.0))
+    max_weight = max_subject_weight(subjects, weights)
     sensitivity = moments_sensitivity(len(names), max_weight)
     if not (math.isfinite(sensitivity) and sensitivity > 0.0):
         raise InputError(f"the weights and bounds give sensitivity {sensitivity:g}", "send positive, finite ones")
