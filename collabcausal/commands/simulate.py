@@ -133,12 +133,12 @@ def run_command(args: argparse.Namespace) -> int:
     from collabcausal.simulations.partition import partition_grid
     from collabcausal.simulations.report import format_table, write_results
 
-    kind_options(args)  # refuses an option of another kind
+    options = kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
-    if args.kind != "dcqe" or hasattr(args, "balance_epsilon"):
+    if args.kind != "dcqe" or options.balance_epsilon is not None:
         from collabcausal.commands.simulate_kinds import run_kind
 
-        return run_kind(args, dataset)
+        return run_kind(options, dataset)
     partition = partition_grid(
         dataset, args.rows, column_groups=column_groups(args), row_rule=args.row_rule, seed=args.seed
     )

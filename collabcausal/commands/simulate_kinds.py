@@ -109,8 +109,8 @@ def kind_options(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
-    """Build the study of ``args.kind``, run it through ``run_study`` and publish its report."""
-    args = kind_options(args)
+    """Build the study of ``args.kind`` (options checked by :func:`kind_options`), run it through
+    ``run_study`` and publish its report."""
     from pydantic import ValidationError
 
     from collabcausal.analyst.config import StudyFile, study_config
