@@ -81,7 +81,14 @@ from collabcausal.analyst.balance import DPBalanceSpec
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.analyst.dp_release import DPRepresentationSpec
 from collabcausal.analyst.effects import ESTIMATORS
-from collabcausal.analyst.kind_config import KINDS, AdumSection, CateSection, DiscoverySection, KindSection
+from collabcausal.analyst.kind_config import (
+    KINDS,
+    AdumSection,
+    CateSection,
+    DiscoverySection,
+    KindSection,
+    check_range,
+)
 from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.intervals import INTERVALS
@@ -177,9 +184,7 @@ class DPRepresentationSection(Section):
     @field_validator("outcome_range")
     @classmethod
     def _outcome_range(cls, value: list[float]) -> list[float]:
-        if not value[0] < value[1]:
-            raise ValueError(f"outcome_range must be [low, high] with low < high, got {value}")
-        return value
+        return check_range(value, "outcome_range")
 
     def spec(self) -> DPRepresentationSpec:
         """The analyst's :class:`~collabcausal.analyst.dp_release.DPRepresentationSpec`."""

@@ -43,7 +43,8 @@ from collabcausal.config_schema import Section
 __all__ = ["KINDS", "AdumSection", "CateSection", "DiscoverySection", "KindSection"]
 
 
-def _check_range(value: list[float], name: str) -> list[float]:
+def check_range(value: list[float], name: str) -> list[float]:
+    """A validator's check of a declared ``[low, high]`` range (one message for every section)."""
     if not value[0] < value[1]:
         raise ValueError(f"{name} must be [low, high] with low < high, got {value}")
     return value
@@ -67,7 +68,7 @@ class AdumSection(Section):
     @field_validator("outcome_range")
     @classmethod
     def _outcome_range(cls, value: list[float]) -> list[float]:
-        return _check_range(value, "outcome_range")
+        return check_range(value, "outcome_range")
 
     @model_validator(mode="after")
     def _one_partition(self) -> AdumSection:
@@ -103,7 +104,7 @@ class CateSection(Section):
     @field_validator("outcome_range")
     @classmethod
     def _outcome_range(cls, value: list[float]) -> list[float]:
-        return _check_range(value, "outcome_range")
+        return check_range(value, "outcome_range")
 
 
 class DiscoverySection(Section):
