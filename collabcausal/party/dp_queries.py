@@ -171,7 +171,7 @@ def _admit(request: Message) -> float:
                          f"epsilon of {request.operation}")
 
 
-def request_number(value: object, name: str, operation: str = "dp_representation") -> float:
+def request_number(value: object, name: str, operation: str) -> float:
     """A real number (not a bool, not text) from a request, or a one-line :class:`InputError`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(

@@ -56,6 +56,7 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.table import PartyTable
 
+OPERATION = "dp_representation"
 _FIX = "send a complete dp_representation request (see docs/protocol.md)"
 DP_ANCHOR = "dp-anchor"
 """The anchor of DP representations is drawn independently of plain DC-QE's: its image A~ is exact
@@ -167,7 +168,7 @@ def representation_sigma(clip_norm: float, labels: bool, epsilon: float, delta: 
     return analytic_gaussian_sigma(representation_sensitivity(clip_norm, labels), epsilon, delta)
 
 
-@operation("dp_representation", differentially_private=True)
+@operation(OPERATION, differentially_private=True)
 def dp_representation(party: Party, request: Message) -> Message:
     """An (epsilon, delta)-DP representation of all the party's subjects (module docstring).
 
@@ -194,8 +195,8 @@ def dp_representation(party: Party, request: Message) -> Message:
         )
     try:
         study, labels = p["study"], p.get("labels", False)
-        eps = check_epsilon(request_number(p["epsilon"], "epsilon"), "epsilon of dp_representation")
-        delta = check_delta(request_number(p["delta"], "delta"), "delta of dp_representation")
+        eps = check_epsilon(request_number(p["epsilon"], "epsilon", OPERATION), f"epsilon of {OPERATION}")
+        delta = check_delta(request_number(p["delta"], "delta", OPERATION), f"delta of {OPERATION}")
         n_components, n_anchors = p["n_components"], p["n_anchors"]
         ranges: Mapping[str, Sequence[float]] = p["anchor_ranges"]
     except KeyError as exc:
@@ -229,8 +230,8 @@ def dp_representation(party: Party, request: Message) -> Message:
     a_tilde = mapping.transform(anchor_columns(party.anchor_key, study, columns, ranges, n_anchors, purpose=DP_ANCHOR))
     sensitivity = representation_sensitivity(clip_norm, labels)
     sigma = analytic_gaussian_sigma(sensitivity, eps, delta)
-    require_ledger(party, "dp_representation").charge(
-        "dp_representation",
+    require_ledger(party, OPERATION).charge(
+        OPERATION,
         eps,
         delta,
         study=study,
@@ -249,7 +250,7 @@ def dp_representation(party: Party, request: Message) -> Message:
         "epsilon": eps,
         "delta": delta,
     }
-    return Message("dp_representation", params, arrays)
+    return Message(OPERATION, params, arrays)
 
 
 def _not_int(value: object) -> bool:
@@ -260,7 +261,7 @@ def _clip_norm(value: object, m: int) -> float:
     """The request's norm bound C in (0, sqrt(m)], or sqrt(m) when absent (above it, C never binds)."""
     if value is None:
         return math.sqrt(m)
-    c = request_number(value, "clip_norm")
+    c = request_number(value, "clip_norm", OPERATION)
     if not (math.isfinite(c) and 0.0 < c <= math.sqrt(m) * (1.0 + 1e-12)):
         raise InputError(
             f"clip_norm must lie in (0, sqrt(m)] = (0, {math.sqrt(m):.6g}], got {value!r}",
