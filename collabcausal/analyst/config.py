@@ -86,6 +86,7 @@ from collabcausal.analyst.kind_config import (
     AdumSection,
     CateSection,
     DiscoverySection,
+    DPEffectsSection,
     KindSection,
     check_range,
 )
@@ -98,6 +99,7 @@ UNUSED_STUDY_KEYS = {
     "adum": (*_DCQE_KEYS, "align"),
     "discovery": (*_DCQE_KEYS, "align", "estimand"),
     "cate": ("interval", "bootstrap"),
+    "dp_effects": (*_DCQE_KEYS, "align", "estimand"),
 }
 """``[study]`` keys a kind does not use: refused when set, rather than silently ignored."""
 
@@ -223,13 +225,14 @@ class StudyFile(Section):
     adum: AdumSection | None = None
     cate: CateSection | None = None
     discovery: DiscoverySection | None = None
+    dp_effects: DPEffectsSection | None = None
 
     @model_validator(mode="after")
     def _kind_section(self) -> StudyFile:
         """The study's kind has its section (``"dcqe"``: none needed) and no other kind's section."""
         kind = self.study.kind
         own = {"dcqe": "dp_representation"}.get(kind, kind)
-        for other in ("dp_representation", "adum", "cate", "discovery"):
+        for other in ("dp_representation", "adum", "cate", "discovery", "dp_effects"):
             if other != own and getattr(self, other) is not None:
                 owner = "dcqe" if other == "dp_representation" else other
                 raise ValueError(
@@ -248,7 +251,14 @@ class StudyFile(Section):
                 "eps-ADUM sums parties holding different subjects (a horizontal split); "
                 "fix: list one party per [[row_groups]]"
             )
-        needed = {"adum": lambda s: s.columns, "discovery": lambda s: [c for p in s.pairs for c in p]}.get(kind)
+        if kind == "dp_effects" and any(len(g.parties) != 1 for g in self.row_groups):
+            raise ValueError(
+                "dp_effects needs each party to hold all covariates, T and Y of its own subjects (row groups only): "
+                "a vertical split has no private path yet; fix: one party per [[row_groups]], or kind = \"dcqe\" "
+                "(plain DC-QE: no guarantee) or [dp_representation] (DP representations)"
+            )
+        needed = {"adum": lambda s: s.columns, "discovery": lambda s: [c for p in s.pairs for c in p],
+                  "dp_effects": lambda s: s.columns or []}.get(kind)
         unknown = [] if needed is None else [c for c in needed(getattr(self, kind)) if c not in self.anchor_ranges]
         if unknown:
             raise ValueError(

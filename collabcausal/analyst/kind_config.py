@@ -25,6 +25,17 @@ bounds and the DC-QE anchor use the same declared numbers::
     ledger = "study-ledger.sqlite"    # the analyst's ledger, relative to study.toml
 
     [study]
+    kind = "dp_effects"               # DP-AIPW from two DP releases per party (docs/dp-effects.md)
+    [dp_effects]
+    epsilon = 1.0                     # each party's total (nuisances and scores)
+    delta = 1e-6
+    outcome_range = [0, 1]            # public; outcomes clipped to it
+    trim = 0.1                        # propensities trimmed to [trim, 1 - trim]
+    # estimators = ["aipw", "ipw"]; estimands = ["ate", "att"]; columns = [...] (default: all of
+    # [anchor_ranges]); nuisance = "pooled" | "site"; nuisance_share = 0.5; n_folds = 1;
+    # secure_aggregation = true; ridge_scale = 1.0
+
+    [study]
     kind = "discovery"                # private ANM (paper 002) at every party holding a pair
     [discovery]
     epsilon = 1.0                     # each party's epsilon per pair (HSIC scores, every row protected)
@@ -40,7 +51,7 @@ from pydantic import Field, field_validator, model_validator
 from collabcausal.analyst.kinds import KINDS
 from collabcausal.config_schema import Section
 
-__all__ = ["KINDS", "AdumSection", "CateSection", "DiscoverySection", "KindSection"]
+__all__ = ["KINDS", "AdumSection", "CateSection", "DPEffectsSection", "DiscoverySection", "KindSection"]
 
 
 def check_range(value: list[float], name: str) -> list[float]:
@@ -125,4 +136,38 @@ class DiscoverySection(Section):
         return value
 
 
-KindSection = AdumSection | CateSection | DiscoverySection
+class DPEffectsSection(Section):
+    """``[dp_effects]``: DP-AIPW and Hajek IPW from two DP releases per party (docs/dp-effects.md)."""
+
+    epsilon: float = Field(gt=0, description="each party's total epsilon for the study, a number > 0, e.g. 1.0")
+    delta: float = Field(1e-6, gt=0, lt=1, description="each party's total delta, in (0, 1/n), e.g. 1e-6")
+    outcome_range: list[float] = Field(
+        min_length=2, max_length=2, description="the public outcome range [low, high], e.g. [0, 1]"
+    )
+    trim: float = Field(gt=0, lt=0.5, description="propensities trimmed to [trim, 1 - trim], in (0, 0.5), e.g. 0.1")
+    estimators: list[Literal["aipw", "ipw"]] = Field(["aipw", "ipw"], min_length=1,
+                                                     description='any of ["aipw", "ipw"]')
+    estimands: list[Literal["ate", "att"]] = Field(["ate", "att"], min_length=1, description='any of ["ate", "att"]')
+    columns: list[str] | None = Field(None, min_length=1, description="covariates (default: all of [anchor_ranges])")
+    nuisance: Literal["pooled", "site"] = Field(
+        "pooled", description='"pooled" (one model, site intercepts) or "site" (each party its own)'
+    )
+    nuisance_share: float = Field(0.5, gt=0, lt=1, description="share of epsilon for the nuisances, in (0, 1)")
+    n_folds: int = Field(1, ge=1, le=20, description="1: full-sample nuisances; 2..20: cross-fitting folds")
+    secure_aggregation: bool = Field(True, description="true: the analyst sees only sums over parties")
+    ridge_scale: float = Field(1.0, ge=0, description="ridge = ridge_scale x noise sd x sqrt(d), >= 0")
+
+    @field_validator("outcome_range")
+    @classmethod
+    def _outcome_range(cls, value: list[float]) -> list[float]:
+        return check_range(value, "outcome_range")
+
+    @field_validator("estimators", "estimands")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"list each entry once, got {value}")
+        return value
+
+
+KindSection = AdumSection | CateSection | DiscoverySection | DPEffectsSection

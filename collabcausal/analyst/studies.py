@@ -39,7 +39,8 @@ from collabcausal.messages import Message
 if TYPE_CHECKING:
     from collabcausal.analyst.config import StudyConfig
     from collabcausal.analyst.dcqe import DCQEPlan
-    from collabcausal.analyst.kind_config import AdumSection, CateSection, DiscoverySection
+    from collabcausal.analyst.dp_effects import DPEffectsSpec
+    from collabcausal.analyst.kind_config import AdumSection, CateSection, DiscoverySection, DPEffectsSection
 
 ADUM_NOTE = (
     "eps-ADUM: the cell uplifts and the ATE are post-processing of each party's epsilon-DP noisy counts and "
@@ -70,7 +71,26 @@ def kind_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
         return adum_results(grid, config, parties)
     if config.kind == "discovery":
         return discovery_results(grid, config, parties)
+    if config.kind == "dp_effects":
+        from collabcausal.analyst.dp_effects import dp_effects_results
+
+        return dp_effects_results(grid, dp_effects_spec(config), config.study, parties, timeout=config.task_timeout)
     return cate_results(grid, config, plan)
+
+
+def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
+    """The :class:`~collabcausal.analyst.dp_effects.DPEffectsSpec` of a study's ``[dp_effects]`` and ranges."""
+    from collabcausal.analyst.dp_effects import DPEffectsSpec
+
+    section: DPEffectsSection = config.analysis  # type: ignore[assignment]
+    columns = tuple(section.columns or config.anchor_ranges)
+    return DPEffectsSpec(
+        epsilon=section.epsilon, delta=section.delta, outcome_range=tuple(section.outcome_range),
+        trim=section.trim, columns=columns, bounds=tuple(tuple(config.anchor_ranges[c]) for c in columns),
+        estimators=tuple(section.estimators), estimands=tuple(section.estimands), nuisance=section.nuisance,
+        nuisance_share=section.nuisance_share, n_folds=section.n_folds,
+        secure_aggregation=section.secure_aggregation, ridge_scale=section.ridge_scale,
+    )
 
 
 def party_spend(

@@ -1,6 +1,6 @@
 """``collabcausal simulate KIND``: a study on a simulated grid, through ``analyst serve``'s code.
 
-KIND is adum, cate or discovery, or dcqe with ``--balance-epsilon`` (below).
+KIND is adum, cate, discovery or dp_effects, or dcqe with ``--balance-epsilon`` (below).
 
 The options become a study (the dict a study.toml would hold, validated by
 :class:`~collabcausal.analyst.config.StudyFile` with the same one-line errors), the data set is
@@ -45,15 +45,18 @@ RANGE_WARNING = (
 
 # option dest -> (kinds that use it, default); an option given to a kind that does not use it is refused
 KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
-    "epsilon": (("adum", "cate", "discovery"), 1.0),
-    "delta": (("cate",), 1e-5),
-    "outcome_range": (("adum", "cate"), None),
+    "epsilon": (("adum", "cate", "discovery", "dp_effects"), 1.0),
+    "delta": (("cate", "dp_effects"), None),
+    "outcome_range": (("adum", "cate", "dp_effects"), None),
     "partition_columns": (("adum",), None),
     "cells": (("adum",), 10),
     "kmeans": (("adum",), None),
     "learner": (("cate",), "r"),
     "feature_bound": (("cate",), 0.2),
     "pairs": (("discovery",), None),
+    "trim": (("dp_effects",), 0.1),
+    "nuisance": (("dp_effects",), "pooled"),
+    "secure_aggregation": (("dp_effects",), True),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -65,11 +68,11 @@ EXPERIMENT_OPTIONS = (("--settings", "settings", None), ("--components", "compon
 
 def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of the kinds adum, cate and discovery (absent from ``args`` unless given)."""
-    group = parser.add_argument_group("study kinds adum, cate, discovery (see docs/protocol.md)")
+    group = parser.add_argument_group("study kinds adum, cate, discovery, dp_effects (see docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--epsilon", type=float,
         help="adum: each party's epsilon; discovery: each party's epsilon per pair; cate: the release's (default 1)")
-    add("--delta", type=float, help="cate: the release's delta (default 1e-5)")
+    add("--delta", type=float, help="cate: the release's delta (default 1e-5); dp_effects: each party's (1e-6)")
     add("--outcome-range", type=float, nargs=2, metavar=("LO", "HI"),
         help="adum, cate: public outcome range (default: the data's observed range, a simulation convenience)")
     add("--partition-columns", metavar="A,B", help="adum: partition covariates (default: the first)")
@@ -78,6 +81,11 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
+    add("--trim", type=float, help="dp_effects: propensities trimmed to [t, 1 - t] (default 0.1)")
+    add("--nuisance", choices=("pooled", "site"),
+        help="dp_effects: one pooled nuisance model with site intercepts (default) or one per party")
+    add("--secure-aggregation", action=argparse.BooleanOptionalAction,
+        help="dp_effects: the analyst sees only sums over parties (default on)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -182,8 +190,15 @@ def simulated_study(
     elif args.kind == "discovery":
         pairs = [_names(p) for p in args.pairs.split(";")] if args.pairs else [list(dataset.covariates[:2])]
         sections["discovery"] = {"epsilon": args.epsilon, "pairs": pairs}
+    elif args.kind == "dp_effects":
+        study.pop("estimand")
+        sections["dp_effects"] = {
+            "epsilon": args.epsilon, "delta": args.delta or 1e-6, "outcome_range": outcome, "trim": args.trim,
+            "estimands": [args.estimand] if args.estimand else ["ate", "att"], "nuisance": args.nuisance,
+            "secure_aggregation": args.secure_aggregation,
+        }
     else:
-        sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta, "outcome_range": outcome,
+        sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,
                             "feature_bound": args.feature_bound, "learner": args.learner, "ledger": str(ledger)}
     return {
         "study": study,
@@ -202,6 +217,8 @@ def party_budget(doc: dict[str, Any], config: StudyConfig) -> tuple[float, float
     analyst's, not the parties'.
     """
     kind = doc["study"]["kind"]
+    if kind == "dp_effects":
+        return float(doc["dp_effects"]["epsilon"]), float(doc["dp_effects"]["delta"])
     epsilon = {
         "adum": lambda: float(doc["adum"]["epsilon"]),
         "discovery": lambda: float(doc["discovery"]["epsilon"]) * len(doc["discovery"]["pairs"]),

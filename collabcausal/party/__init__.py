@@ -17,6 +17,7 @@ OPERATION_MODULES: tuple[str, ...] = (
     "dp_queries",
     "alignment",
     "discovery",
+    "dp_effects",
 )
 
 for _module in OPERATION_MODULES:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -402,6 +403,18 @@ class PrivacyLedger:
                 raise InputError(f"ledger {self.path} has no charge {charge_id} for {self.dataset!r}", "check the id")
             merged = {**json.loads(row[0]), **dict(details)}
             db.execute("UPDATE charges SET details = ? WHERE id = ?", (json.dumps(merged, sort_keys=True), charge_id))
+
+    def secret(self, name: str) -> bytes:
+        """A 32-byte random secret of this dataset, made on first use and kept in the file (never released).
+
+        Used where a party's choice must be random, fixed across requests and restarts, and
+        unknown to the analyst: e.g. the cross-fitting folds of ``dp_effects``.
+        """
+        key = f"secret:{self.dataset}:{name}"
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, os.urandom(32).hex()))
+            (value,) = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return bytes.fromhex(value)
 
     def spent(self) -> tuple[float, float]:
         """Composed (epsilon, delta) spent on this dataset (the running totals)."""

@@ -1,0 +1,217 @@
+"""The coordinator's side of study kind ``dp_effects`` (docs/dp-effects.md): two DP releases per party, pooled.
+
+1. ``dp_effects_statistics`` from every party: per-arm sufficient statistics of its folds, noisy
+   (or masked for secure aggregation, so only their sum is seen);
+2. the nuisance models, fitted here from the pooled statistics (``nuisance = "pooled"``, a site
+   one-hot in every design row) or from each party's own (``"site"``): post-processing;
+3. ``dp_effects_scores`` from every party with those models: noisy (or masked) score sums;
+4. estimates, standard errors and intervals from the summed scores
+   (:func:`~collabcausal.estimators.dp.effects.analysis.effects_from_sums`), per-party estimates and
+   their inverse-variance pool when the parties' sums are seen one by one.
+
+Every party is charged ``nuisance_share * epsilon`` for the first release and the rest for the
+second, each (epsilon, delta/2): in all, the study's (epsilon, delta) per party, basic composition.
+The analyst recomputes every noise scale from its own requests and refuses a reply that states
+another, so a party cannot make the interval look narrower than its noise allows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_description
+from collabcausal.errors import StudyFailedError
+from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.pooling import inverse_variance_pool
+from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
+from collabcausal.estimators.dp.effects.scores import Component, components, release_sensitivity, release_weights
+from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.messages import Message
+
+STATISTICS = "dp_effects_statistics"
+SCORES = "dp_effects_scores"
+NOTE = (
+    "dp_effects: each party released two (epsilon, delta)-DP aggregates of its own rows (per-arm sufficient "
+    "statistics, then bounded score sums; substitution of one record, n public); the nuisance models, estimates "
+    "and intervals are post-processing. No row, representation or model of a party's data left it. The interval "
+    "adds the known DP noise variance and the noise in the variance estimate to the sandwich variance."
+)
+
+
+@dataclass(frozen=True)
+class DPEffectsSpec:
+    """What a ``dp_effects`` study asks (``[dp_effects]`` of study.toml; docs/protocol.md)."""
+
+    epsilon: float
+    delta: float
+    outcome_range: tuple[float, float]
+    trim: float
+    columns: tuple[str, ...]
+    bounds: tuple[tuple[float, float], ...]
+    estimators: tuple[str, ...] = ("aipw", "ipw")
+    estimands: tuple[str, ...] = ("ate", "att")
+    nuisance: str = "pooled"
+    nuisance_share: float = 0.5
+    n_folds: int = 1
+    secure_aggregation: bool = True
+    ridge_scale: float = 1.0
+    alpha: float = 0.05
+
+    @property
+    def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(epsilon, delta) of the statistics release and of the scores release."""
+        share = self.nuisance_share
+        return (share * self.epsilon, self.delta / 2), ((1.0 - share) * self.epsilon, self.delta / 2)
+
+
+@dataclass
+class Round:
+    """One release over the study's parties: what each party was asked, and what came back (summed or not)."""
+
+    parties: list[str]
+    values: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    total: NDArray[np.float64] | None = None
+    total_noise_sd: float = 0.0
+    party_noise_sd: float = 0.0
+    attempts: int = 1
+
+
+def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Sequence[str], *,
+                       timeout: float | None = None) -> dict[str, Any]:
+    """Run the ``dp_effects`` study over ``parties`` (one per row group); the report's kind-specific part."""
+    described = grid.send_and_receive(
+        {p: Message("describe", {"study": study}) for p in parties}, timeout=timeout
+    )
+    n_subjects = {}
+    for p in parties:
+        check_description(p, described[p])
+        missing = [c for c in spec.columns if c not in described[p].params["covariates"]]
+        if missing or not described[p].params["has_labels"]:
+            raise StudyFailedError(
+                f"party {p!r} holds {'no covariate ' + repr(missing[0]) if missing else 'no treatment and outcome'}",
+                "dp_effects needs every party to hold all the study's covariates, T and Y (row groups only)",
+            )
+        n_subjects[p] = int(described[p].params["n_subjects"])
+    pooled = spec.nuisance == "pooled"
+    feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(parties) if pooled else 1)
+    sites = {p: (i if pooled else 0) for i, p in enumerate(parties)}
+    (eps_n, delta_n), (eps_s, delta_s) = spec.budgets
+    base = {"study": study, "columns": list(spec.columns), "design": feature_map.to_spec(), "n_folds": spec.n_folds}
+    release = _secure_round if spec.secure_aggregation and len(parties) > 1 else _plain_round
+
+    sens_n = statistics_sensitivity(feature_map)
+    stats = release(grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "epsilon": eps_n,
+                                                                         "delta": delta_n},
+                    sens_n, eps_n, delta_n, timeout, study)
+    length = statistics_length(feature_map.dim)
+    if pooled:
+        assert stats.total is not None
+        shared = fold_models(stats.total.reshape(spec.n_folds, length), feature_map.dim, feature_map.n_sites,
+                             stats.total_noise_sd, ridge_scale=spec.ridge_scale)
+        models = {p: shared for p in stats.parties}
+    else:
+        models = {p: fold_models(stats.values[p].reshape(spec.n_folds, length), feature_map.dim, 1,
+                                 stats.party_noise_sd, ridge_scale=spec.ridge_scale) for p in stats.parties}
+
+    parts = components(spec.estimators, spec.estimands, feature_map.outcome_width, spec.trim)
+    extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
+    scores = release(grid, SCORES, stats.parties, lambda p: base | extra | {
+        "site": sites[p], "epsilon": eps_s, "delta": delta_s, "models": [m.to_spec() for m in models[p]]},
+        release_sensitivity(parts), eps_s, delta_s, timeout, study)
+    return _report(spec, parts, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
+
+
+def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_subjects: dict[str, int],
+            stats: Round, feature_map: FeatureMap) -> dict[str, Any]:
+    widths, weights = np.array([c.width for c in parts]), release_weights(parts)
+    n = sum(n_subjects.values())
+
+    def unscale(v: NDArray[np.float64]) -> NDArray[np.float64]:
+        return v * widths / weights
+
+    assert scores.total is not None
+    effects = effects_from_sums(unscale(scores.total), unscaled_noise_sd(scores.total_noise_sd, parts), parts, n,
+                                spec.estimators, spec.estimands, alpha=spec.alpha)
+    floor = {c.name: float(sd) for c, sd in zip(parts, unscaled_noise_sd(scores.total_noise_sd, parts), strict=True)}
+    estimates = {}
+    for e in effects:
+        row = e.to_dict() | {"method": f"dp-{e.estimator}", "n": n}
+        if e.estimator == "aipw" and e.estimand == "ate":
+            row["dp_floor"] = floor["aipw_ate"] / n
+        estimates[f"{e.estimator}-{e.estimand}"] = row
+    per_party: dict[str, Any] = {}
+    if scores.values:
+        site_effects = {
+            p: effects_from_sums(unscale(v), unscaled_noise_sd(scores.party_noise_sd, parts), parts, n_subjects[p],
+                                 spec.estimators, spec.estimands, alpha=spec.alpha)
+            for p, v in scores.values.items()
+        }
+        per_party = {p: {f"{e.estimator}-{e.estimand}": e.to_dict() for e in es} for p, es in site_effects.items()}
+        for k, e in enumerate(effects):
+            pooled = inverse_variance_pool([es[k] for es in site_effects.values()], alpha=spec.alpha)
+            if pooled is not None:
+                estimates[f"{e.estimator}-{e.estimand} (inverse-variance pool of sites)"] = pooled.to_dict() | {
+                    "method": f"dp-{e.estimator}-meta"}
+    eps_n, eps_s = spec.budgets[0][0], spec.budgets[1][0]
+    spend = {p: {"epsilon": eps_n * stats.attempts + eps_s * scores.attempts,
+                 "delta": spec.budgets[0][1] * stats.attempts + spec.budgets[1][1] * scores.attempts}
+             for p in stats.parties}
+    warnings = [NOTE]
+    if stats.attempts > 1 or scores.attempts > 1:
+        warnings.append(f"secure aggregation: a party dropped out; rounds were restarted ({stats.attempts} "
+                        f"statistics, {scores.attempts} scores attempts), each attempt charged again")
+    return {
+        "estimand": "/".join(spec.estimands),
+        "estimates": estimates,
+        "per_party": per_party,
+        "privacy": spend,
+        "dp_effects": {
+            "n_subjects": n_subjects, "nuisance": spec.nuisance, "n_folds": spec.n_folds,
+            "secure_aggregation": spec.secure_aggregation, "statistics_noise_sd": stats.total_noise_sd,
+            "scores_noise_sd": {c.name: floor[c.name] for c in parts}, "design": feature_map.to_spec(),
+            "trim": spec.trim,
+        },
+        "warnings": warnings,
+    }
+
+
+def _plain_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, epsilon: float,
+                 delta: float, timeout: float | None, study: str) -> Round:
+    """Each party adds its own full noise; the analyst sees every party's release (and their sum)."""
+    replies = grid.send_and_receive({p: Message(operation, params(p)) for p in parties}, timeout=timeout)
+    sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
+    values = {p: _checked_values(p, operation, replies[p], sigma) for p in parties}
+    total = np.sum([values[p] for p in parties], axis=0)
+    return Round(parties, values, total, sigma * math.sqrt(len(parties)), sigma)
+
+
+def _checked_values(party: str, operation: str, reply: Message, sigma: float) -> NDArray[np.float64]:
+    stated = reply.params.get("sigma")
+    if isinstance(stated, bool) or not isinstance(stated, (int, float)) or not math.isclose(stated, sigma,
+                                                                                            rel_tol=1e-9):
+        raise StudyFailedError(
+            f"party {party!r} stated noise sd {stated!r} for {operation}, but the request implies {sigma:.6g}",
+            "check that party's software version",
+        )
+    values = np.asarray(reply.arrays.get("values"), dtype=float).ravel()
+    if values.size == 0 or not np.isfinite(values).all():
+        raise StudyFailedError(f"party {party!r} sent no finite values for {operation}", "check that party")
+    return values
+
+
+def _secure_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, epsilon: float,
+                  delta: float, timeout: float | None, study: str) -> Round:
+    """Masked shares, summed: the analyst sees only the total (:mod:`collabcausal.analyst.secure_sum`)."""
+    from collabcausal.analyst.secure_sum import secure_sum
+
+    result = secure_sum(grid, operation, parties, params, sensitivity, epsilon, delta, timeout=timeout, study=study)
+    return Round(result.parties, {}, result.total, result.noise_sd, 0.0, result.attempts)

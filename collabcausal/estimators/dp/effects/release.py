@@ -1,0 +1,75 @@
+"""What one party computes from its own rows for ``dp_effects``, before noise (docs/dp-effects.md).
+
+Two releases, each a function of the party's rows with a public bound on how far substituting one
+record moves it:
+
+1. :func:`party_statistics`: the per-arm sufficient statistics of each fold (``K`` vectors, one per
+   fold; each record is in one fold, so the K releases compose in parallel);
+2. :func:`party_score_sums`: given the nuisance model of each fold, fitted from the OTHER folds'
+   released statistics (post-processing), the sums of bounded scores over all rows. One subject
+   moves them by at most its own score's range: the models do not depend on its row except
+   through the first, already private, release (adaptive composition).
+
+Both are exact here; the caller adds noise (:mod:`collabcausal.estimators.dp.mechanisms`) or masks a
+noisy share for secure aggregation, after charging the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.scores import Component, release_weights, subject_scores
+from collabcausal.estimators.dp.effects.statistics import fold_statistics
+from collabcausal.estimators.validation import check_treatment
+
+
+def party_statistics(
+    X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
+    folds: NDArray[np.int64], n_folds: int,
+) -> NDArray[np.float64]:
+    """Exact per-fold statistics, shape ``(n_folds, statistics_length(d))``."""
+    D = feature_map.design(X, site)
+    t = check_treatment(treatment, "treatment", n=D.shape[0])
+    y = feature_map.centred_outcome(outcome)
+    return np.stack([
+        fold_statistics(D[folds == k], t[folds == k], y[folds == k], feature_map.outcome_width)
+        for k in range(n_folds)
+    ])
+
+
+def party_score_sums(
+    X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
+    folds: NDArray[np.int64], models: Sequence[NuisanceModel], parts: Sequence[Component], trim: float,
+) -> NDArray[np.float64]:
+    """Exact sums of the ``parts`` over all rows, each fold scored with its own model."""
+    D = feature_map.design(X, site)
+    t = check_treatment(treatment, "treatment", n=D.shape[0])
+    y = feature_map.centred_outcome(outcome)
+    if len(models) != int(folds.max()) + 1:
+        raise InputError(f"{len(models)} nuisance models for {int(folds.max()) + 1} folds", "send one model per fold")
+    total = np.zeros(len(parts))
+    for k, model in enumerate(models):
+        rows = folds == k
+        Dk = D[rows]
+        scores = subject_scores(parts, t[rows], y[rows], model.propensity(Dk, trim),
+                                model.outcome(Dk, 0, feature_map), model.outcome(Dk, 1, feature_map))
+        total += scores.sum(axis=0)
+    return total
+
+
+def scaled_sums(sums: ArrayLike, parts: Sequence[Component]) -> NDArray[np.float64]:
+    """``s_j w_j / r_j``: the vector whose L2 sensitivity is :func:`~.scores.release_sensitivity`."""
+    widths = np.array([c.width for c in parts])
+    return np.asarray(sums, dtype=float) * release_weights(parts) / widths
+
+
+def unscaled_noise_sd(sigma: float, parts: Sequence[Component]) -> NDArray[np.float64]:
+    """Noise sd of each sum in its own units when the scaled vector carries ``N(0, sigma^2)``."""
+    widths = np.array([c.width for c in parts])
+    return float(sigma) * widths / release_weights(parts)

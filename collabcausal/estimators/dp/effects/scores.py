@@ -1,0 +1,143 @@
+"""Bounded score sums for AIPW and Hajek IPW, ATE and ATT (docs/dp-effects.md, step 4).
+
+A subject's scores use nuisances fitted on the other folds (:mod:`.nuisances`), the propensity
+trimmed to ``[t, 1 - t]``, outcomes and outcome predictions on the centred scale ``[-R/2, R/2]``
+(:mod:`.design`). With ``y' = clip(y) - mid``:
+
+* AIPW, ATE (Robins, Rotnitzky & Zhao 1994; paper 004, eq. (4)):
+  ``phi = mu1 - mu0 + T (y' - mu1) / e - (1 - T)(y' - mu0) / (1 - e)``. ``phi`` does not change when
+  ``y'``, ``mu0``, ``mu1`` shift together, and for ``T = 1`` it is
+  ``y'/e - mu1 (1/e - 1) - mu0``, in ``[-R/e, R/e]``: ``|phi| <= R / t``.
+* AIPW, ATT (Hahn 1998; Chernozhukov et al. 2018, section 5.1):
+  ``psi = T (y' - mu0) - (1 - T) e/(1 - e) (y' - mu0)``, ATT ``= sum psi / sum T``;
+  ``|psi| <= R (1 - t) / t``.
+* Hajek IPW: ratios of the weighted sums below, one per arm; ATT weights controls by
+  ``e / (1 - e)``.
+
+Each released sum ``j`` adds one per-subject value in a public interval ``[lo_j, hi_j]``, so
+substituting one subject moves it by at most ``r_j = hi_j - lo_j``. The party releases
+``s_j w_j / r_j`` with Gaussian noise for the L2 sensitivity ``sqrt(sum_j w_j^2)``
+(:func:`release_weights`): the weight ``w_j`` is sum ``j``'s share of the budget (a point sum gets
+more than a sum of squares, which only feeds a standard error).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError
+
+ESTIMATORS = ("aipw", "ipw")
+"""Estimators a ``dp_effects`` release can serve."""
+
+POINT_WEIGHT = 1.0
+SPREAD_WEIGHT = 0.5
+"""Budget weights of the sums an estimate needs (point) and those only its variance needs (spread)."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One released sum: its name, whether the estimate or only its variance needs it, and its range."""
+
+    name: str
+    point: bool
+    low: float
+    high: float
+
+    @property
+    def width(self) -> float:
+        """``r_j``, the most one substituted subject moves the sum."""
+        return self.high - self.low
+
+
+NEEDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("aipw", "ate"): ("aipw_ate", "aipw_ate_sq"),
+    ("aipw", "att"): ("n_treated", "aipw_att", "aipw_att_sq", "aipw_att_treated"),
+    ("ipw", "ate"): tuple(f"ipw_{k}{arm}" for arm in "10" for k in "wavpq"),
+    ("ipw", "att"): ("n_treated", "att_y1", "att_yy1", "att_w0", "att_a0", "att_v0", "att_p0", "att_q0"),
+}
+"""The sums each (estimator, estimand) needs; a release carries the union for the study's choice."""
+
+_POINT = {"n_treated", "aipw_ate", "aipw_att", "ipw_w1", "ipw_a1", "ipw_w0", "ipw_a0", "att_y1", "att_w0", "att_a0"}
+
+
+def components(
+    estimators: Sequence[str], estimands: Sequence[str], outcome_width: float, trim: float
+) -> tuple[Component, ...]:
+    """The sums the ``estimators`` x ``estimands`` need, with ranges for outcome width ``R`` and trim ``t``."""
+    unknown = [e for e in estimators if e not in ESTIMATORS] + [e for e in estimands if e not in ("ate", "att")]
+    if unknown or not estimators or not estimands:
+        raise InputError(
+            f"unknown or missing dp_effects estimators/estimands {unknown or [*estimators, *estimands]}",
+            f"use some of {ESTIMATORS} and of ('ate', 'att')",
+        )
+    if not 0.0 < trim < 0.5:
+        raise InputError(f"propensity trimming {trim!r} is not in (0, 0.5)", "declare e.g. trim = 0.1")
+    R, t = float(outcome_width), float(trim)
+    h, odds = R / 2, (1 - t) / t
+    ranges = {
+        "n_treated": (0.0, 1.0),
+        "aipw_ate": (-R / t, R / t), "aipw_ate_sq": (0.0, (R / t) ** 2),
+        "aipw_att": (-R * odds, R * odds), "aipw_att_sq": (0.0, (R * odds) ** 2), "aipw_att_treated": (-R, R),
+        "att_y1": (-h, h), "att_yy1": (0.0, h * h),
+        "att_w0": (0.0, odds), "att_a0": (-h * odds, h * odds), "att_v0": (0.0, odds**2),
+        "att_p0": (-h * odds**2, h * odds**2), "att_q0": (0.0, (h * odds) ** 2),
+    }
+    for arm in "10":
+        ranges |= {f"ipw_w{arm}": (0.0, 1 / t), f"ipw_a{arm}": (-h / t, h / t), f"ipw_v{arm}": (0.0, 1 / t**2),
+                   f"ipw_p{arm}": (-h / t**2, h / t**2), f"ipw_q{arm}": (0.0, (h / t) ** 2)}
+    names = dict.fromkeys(n for est in estimators for estimand in estimands for n in NEEDS[est, estimand])
+    return tuple(Component(n, n in _POINT, *ranges[n]) for n in names)
+
+
+def release_weights(parts: Sequence[Component]) -> NDArray[np.float64]:
+    """Budget weight ``w_j`` of each sum (:data:`POINT_WEIGHT` or :data:`SPREAD_WEIGHT`)."""
+    return np.array([POINT_WEIGHT if c.point else SPREAD_WEIGHT for c in parts])
+
+
+def release_sensitivity(parts: Sequence[Component]) -> float:
+    """L2 sensitivity ``sqrt(sum_j w_j^2)`` of the released vector ``(s_j w_j / r_j)_j``."""
+    return float(math.sqrt(np.sum(release_weights(parts) ** 2)))
+
+
+def subject_scores(
+    parts: Sequence[Component],
+    treatment: NDArray[np.int8],
+    outcome: NDArray[np.float64],
+    propensity: NDArray[np.float64],
+    mu0: NDArray[np.float64],
+    mu1: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Per-subject values (n x J) of the sums in ``parts``; every column within its declared range.
+
+    ``outcome``, ``mu0`` and ``mu1`` are on the centred scale; ``propensity`` is already trimmed.
+    """
+    T = treatment.astype(float)
+    C = 1.0 - T
+    y, e = outcome, propensity
+    odds = e / (1.0 - e)
+    phi = mu1 - mu0 + T * (y - mu1) / e - C * (y - mu0) / (1.0 - e)
+    psi = T * (y - mu0) - C * odds * (y - mu0)
+    w1, w0 = T / e, C / (1.0 - e)
+    values = {
+        "n_treated": T,
+        "aipw_ate": phi,
+        "aipw_ate_sq": phi * phi,
+        "aipw_att": psi,
+        "aipw_att_sq": psi * psi,
+        "aipw_att_treated": T * psi,
+        "ipw_w1": w1, "ipw_a1": w1 * y, "ipw_v1": w1 * w1, "ipw_p1": w1 * w1 * y, "ipw_q1": (w1 * y) ** 2,
+        "ipw_w0": w0, "ipw_a0": w0 * y, "ipw_v0": w0 * w0, "ipw_p0": w0 * w0 * y, "ipw_q0": (w0 * y) ** 2,
+        "att_y1": T * y, "att_yy1": T * y * y,
+        "att_w0": C * odds, "att_a0": C * odds * y, "att_v0": (C * odds) ** 2,
+        "att_p0": (C * odds) ** 2 * y, "att_q0": (C * odds * y) ** 2,
+    }
+    out = np.column_stack([values[c.name] for c in parts])
+    low = np.array([c.low for c in parts])
+    high = np.array([c.high for c in parts])
+    return np.clip(out, low, high)  # exact bounds also under floating-point rounding

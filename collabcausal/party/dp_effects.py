@@ -1,0 +1,197 @@
+"""The party side of the private effect estimate (study kind ``dp_effects``; docs/dp-effects.md).
+
+Two differentially private operations, each answered once per study by a party that holds all
+covariates, T and Y of its own subjects; nothing per subject leaves the party:
+
+``dp_effects_statistics``
+    The per-arm sufficient statistics of each cross-fitting fold of the party's rows
+    (:func:`~collabcausal.estimators.dp.effects.release.party_statistics`), Gaussian noise for the
+    L2 sensitivity :func:`~collabcausal.estimators.dp.effects.statistics.statistics_sensitivity`.
+``dp_effects_scores``
+    The sums of bounded AIPW / Hajek scores over the party's rows, scored with the nuisance
+    models the analyst fitted from the released statistics (post-processing), noise for the
+    sensitivity :func:`~collabcausal.estimators.dp.effects.scores.release_sensitivity`.
+
+Both are (epsilon, delta)-DP under the ledger's one relation (substitute one record, n public):
+the statistics because each record lies in one fold (parallel composition over folds defined by
+position), the scores because a record moves only its own bounded score once the models are
+fixed, and the models are a function of the first release (adaptive composition; the party
+charges each request before computing it, so the two charges add). A hostile model costs
+accuracy, not privacy: every score is clipped to its public range whatever the model says.
+
+With ``secagg`` in the request the reply is masked for secure aggregation
+(:mod:`collabcausal.secagg`): the party encodes its values as fixed-point integers, adds its share
+of a distributed discrete Gaussian (calibrated so that the sum of ``honest`` shares is
+(epsilon, delta)-DP) and masks them with pairwise keys; the analyst learns only the sum over the
+round's parties.
+
+Request params shared by both: ``study``, ``epsilon``, ``delta`` (0 < delta < 1/n), ``columns``
+(covariates in design order), ``design`` (:meth:`FeatureMap.to_spec`), ``site`` (the party's index
+in the one-hot), ``n_folds`` (1: full-sample nuisances; K >= 2: cross-fitting), optional
+``secagg``. Scores add ``models`` (one :meth:`NuisanceModel.to_spec` per fold), ``estimators``,
+``estimands`` and ``trim``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError, PolicyError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.folds import assign_folds, fold_seed
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
+from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
+from collabcausal.estimators.validation import check_delta, check_epsilon
+from collabcausal.messages import Message
+from collabcausal.party.dp_queries import request_number, require_ledger
+from collabcausal.party.node import Party
+from collabcausal.party.operations import operation
+from collabcausal.party.table import DEFAULT_MIN_SUBJECTS
+
+STATISTICS = "dp_effects_statistics"
+SCORES = "dp_effects_scores"
+MAX_FOLDS = 20
+MAX_SITES = 1000
+
+
+@dataclass(frozen=True)
+class EffectsRequest:
+    """The validated parameters both operations share (all public: checked before any charge)."""
+
+    study: str
+    epsilon: float
+    delta: float
+    columns: tuple[str, ...]
+    feature_map: FeatureMap
+    site: int
+    n_folds: int
+    secagg: Mapping[str, Any] | None
+
+
+def parse_request(party: Party, request: Message) -> EffectsRequest:
+    """Check the shared parameters of a ``dp_effects`` request against the party's table; no data read."""
+    p, op = request.params, request.operation
+    for key in ("epsilon", "delta", "columns", "design", "site", "n_folds"):
+        if key not in p:
+            raise InputError(f"{op} request has no {key}", "send a complete dp_effects request (docs/protocol.md)")
+    eps = check_epsilon(request_number(p["epsilon"], "epsilon", op), f"epsilon of {op}")
+    delta = check_delta(request_number(p["delta"], "delta", op), f"delta of {op}")
+    n = party.table.n_subjects
+    if not 0.0 < delta < 1.0 / n:
+        raise InputError(f"delta {delta:g} of {op} is not in (0, 1/n = 1/{n})", "e.g. delta = 1e-6")
+    columns = p["columns"]
+    if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
+        raise InputError(f"{op} columns must be a non-empty list of covariate names", "send columns=[...]")
+    for name in columns:
+        party.table.column(name)
+    feature_map = FeatureMap.from_spec(p["design"])
+    if feature_map.n_covariates != len(columns) or feature_map.n_sites > MAX_SITES:
+        raise InputError(
+            f"{op} declares {feature_map.n_covariates} ranges for {len(columns)} columns "
+            f"(or more than {MAX_SITES} sites)",
+            "send one range per column",
+        )
+    site, n_folds = p["site"], p["n_folds"]
+    if isinstance(site, bool) or not isinstance(site, int) or not 0 <= site < feature_map.n_sites:
+        raise InputError(f"{op} site {site!r} is not in 0..{feature_map.n_sites - 1}", "send the party's index")
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or not 1 <= n_folds <= MAX_FOLDS:
+        raise InputError(f"{op} n_folds {n_folds!r} is not in 1..{MAX_FOLDS}", "use 1, or 2..20 for cross-fitting")
+    secagg = p.get("secagg")
+    if secagg is not None and not isinstance(secagg, dict):
+        raise InputError(f"{op} secagg must be a mapping", "send the round's parameters (docs/secure-aggregation.md)")
+    _check_labels(party, op, n_folds)
+    return EffectsRequest(str(p.get("study", "")), eps, delta, tuple(columns), feature_map, site, n_folds, secagg)
+
+
+def _check_labels(party: Party, op: str, n_folds: int) -> None:
+    """The party holds T and Y, and each arm has at least ``min_subjects`` subjects.
+
+    The refusal is a function of the arm counts and is not differentially private: a study
+    requires each arm to reach ``min_subjects`` at every party as a public precondition
+    (docs/dp-effects.md, "What a refusal reveals").
+    """
+    table = party.table
+    if not table.has_labels:
+        raise InputError(f"party {party.name!r} holds no treatment and outcome", "dp_effects needs every party's T and Y")
+    floor = getattr(party.policy, "min_subjects", DEFAULT_MIN_SUBJECTS)
+    counts = np.bincount(table.treatment, minlength=2)
+    if counts.min() < max(floor, n_folds):
+        arm = "treated" if counts[1] < counts[0] else "control"
+        raise PolicyError(
+            f"party {party.name!r} has fewer than {max(floor, n_folds)} {arm} subjects (its min_subjects) for {op}",
+            "leave this party out of the study, or pool it with another site",
+        )
+
+
+def folds_of(party: Party, request: EffectsRequest) -> NDArray[np.int64]:
+    """The party's folds: by position, keyed by a secret its ledger keeps (same across requests and restarts)."""
+    if request.n_folds == 1:
+        return np.zeros(party.table.n_subjects, dtype=np.int64)
+    seed = fold_seed(require_ledger(party, STATISTICS).secret("dp_effects folds"), request.study)
+    return assign_folds(party.table.n_subjects, request.n_folds, seed)
+
+
+def covariates_of(party: Party, request: EffectsRequest) -> NDArray[np.float64]:
+    """The requested covariate columns, in design order."""
+    return np.column_stack([party.table.column(c) for c in request.columns])
+
+
+@operation(STATISTICS, differentially_private=True)
+def dp_effects_statistics(party: Party, request: Message) -> Message:
+    """(epsilon, delta)-DP per-fold sufficient statistics of the party's rows (module docstring)."""
+    req = parse_request(party, request)
+    sensitivity = statistics_sensitivity(req.feature_map)
+    return _release(party, request, req, sensitivity, {"n_folds": req.n_folds}, lambda: party_statistics(
+        covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
+        folds_of(party, req), req.n_folds,
+    ))
+
+
+@operation(SCORES, differentially_private=True)
+def dp_effects_scores(party: Party, request: Message) -> Message:
+    """(epsilon, delta)-DP sums of bounded AIPW / Hajek scores (module docstring)."""
+    req = parse_request(party, request)
+    p = request.params
+    models_spec = p.get("models")
+    if not isinstance(models_spec, list) or len(models_spec) != req.n_folds:
+        raise InputError(f"{SCORES} needs one nuisance model per fold ({req.n_folds})", "send models=[...]")
+    models = [NuisanceModel.from_spec(m, req.feature_map.dim) for m in models_spec]
+    estimators, estimands = p.get("estimators"), p.get("estimands")
+    if not isinstance(estimators, list) or not isinstance(estimands, list):
+        raise InputError(f"{SCORES} needs estimators and estimands lists", 'e.g. ["aipw"] and ["ate", "att"]')
+    trim = request_number(p.get("trim"), "trim", SCORES)
+    parts = components(estimators, estimands, req.feature_map.outcome_width, trim)
+    sensitivity = release_sensitivity(parts)
+    details = {"components": [c.name for c in parts], "trim": trim}
+    return _release(party, request, req, sensitivity, details, lambda: scaled_sums(party_score_sums(
+        covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
+        folds_of(party, req), models, parts, trim,
+    ), parts))
+
+
+def _release(
+    party: Party, request: Message, req: EffectsRequest, sensitivity: float, details: dict[str, Any], exact: Any,
+) -> Message:
+    """Charge, compute ``exact()``, add noise (or mask a noisy share), reply. The charge comes first."""
+    op = request.operation
+    ledger = require_ledger(party, op)
+    if req.secagg is not None:
+        from collabcausal.party.secagg import masked_release
+
+        prepared = masked_release(party, req, sensitivity)  # checks the round before the charge
+        ledger.charge(op, req.epsilon, req.delta, study=req.study, details=details | prepared.details)
+        return prepared.reply(op, np.asarray(exact(), dtype=float).ravel())
+    sigma = analytic_gaussian_sigma(sensitivity, req.epsilon, req.delta)
+    ledger.charge(op, req.epsilon, req.delta, study=req.study, details=details | {"sigma": sigma})
+    values = np.asarray(exact(), dtype=float)
+    params = {"sigma": sigma, "sensitivity": sensitivity, "epsilon": req.epsilon, "delta": req.delta,
+              "n_subjects": party.table.n_subjects}
+    return Message(op, params, {"values": gaussian(values, sensitivity, req.epsilon, req.delta)})
