@@ -1,0 +1,145 @@
+"""The party's dp_effects operations: validated before the charge, charged before computing, calibrated.
+
+False-failure rates: the noise checks use epsilon = 1e4, where the noise sd per entry is below
+1e-3 of the sensitivity; tolerances are 8 noise sds (two-sided tail 1e-15 per entry).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.errors import BudgetExceededError, InputError, PolicyError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
+from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.dp_effects import SCORES, STATISTICS
+from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.party.policy import PartyPolicy
+
+N = 200
+COLUMNS = ["a", "b"]
+FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2)
+
+
+def _party(tmp_path, *, epsilon: float = 1e5, treated: int | None = None, policy: bool = False) -> Party:
+    rng = np.random.default_rng(9)
+    t = rng.integers(0, 2, N) if treated is None else (np.arange(N) < treated).astype(int)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, N), "b": rng.uniform(-1, 1, N), "t": t,
+                          "y": rng.uniform(0, 5, N)})
+    table = PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y")
+    ledger = PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=epsilon, delta=1e-3)
+    pol = PartyPolicy(["describe", STATISTICS, SCORES], COLUMNS) if policy else None
+    return Party("p1", table, ledger=ledger, policy=pol)
+
+
+def _request(op: str, eps: float = 1e4, **extra) -> Message:
+    params = {"study": "s", "epsilon": eps, "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
+              "n_folds": 1} | extra
+    return Message(op, params)
+
+
+MODEL = NuisanceModel(np.array([0.0, 0.1, 0.2, -0.3]), (np.array([0.0, 0.1, 0.0, 0.1]), np.array([0.1, 0.1, 0, 0])))
+SCORE_PARAMS = {"models": [MODEL.to_spec()], "estimators": ["aipw", "ipw"], "estimands": ["ate", "att"], "trim": 0.1}
+
+
+def test_statistics_are_the_exact_ones_plus_calibrated_noise(tmp_path):
+    party = _party(tmp_path)
+    reply = party.handle(_request(STATISTICS))
+    sigma = analytic_gaussian_sigma(statistics_sensitivity(FM), 1e4, 1e-6)
+    assert reply.params["sigma"] == pytest.approx(sigma)
+    exact = party_statistics(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
+                             np.zeros(N, dtype=np.int64), 1)
+    assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
+    assert party.ledger.spent() == pytest.approx((1e4, 1e-6))
+
+
+def test_scores_are_the_exact_scaled_sums_plus_calibrated_noise(tmp_path):
+    party = _party(tmp_path)
+    reply = party.handle(_request(SCORES, **SCORE_PARAMS))
+    parts = components(("aipw", "ipw"), ("ate", "att"), FM.outcome_width, 0.1)
+    exact = scaled_sums(party_score_sums(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
+                                         np.zeros(N, dtype=np.int64), [MODEL], parts, 0.1), parts)
+    sigma = analytic_gaussian_sigma(release_sensitivity(parts), 1e4, 1e-6)
+    assert reply.params["sigma"] == pytest.approx(sigma)
+    assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
+
+
+@pytest.mark.parametrize(("change", "error", "match"), [
+    ({"trim": None}, InputError, "trim"),
+    ({"trim": 0.7}, InputError, "trimming"),
+    ({"models": []}, InputError, "one nuisance model per fold"),
+    ({"models": [{"propensity": [1.0]}]}, InputError, "propensity"),
+    ({"estimators": ["tmle"]}, InputError, "estimators"),
+    ({"design": {"bounds": [[0, 1]], "outcome_range": [0, 1], "n_sites": 2}}, InputError, "ranges"),
+    ({"site": 5}, InputError, "site"),
+    ({"n_folds": 0}, InputError, "n_folds"),
+    ({"delta": 0.5}, InputError, "delta"),
+    ({"columns": ["a", "zzz"]}, InputError, "zzz"),
+])
+def test_a_malformed_request_is_refused_uncharged(tmp_path, change, error, match):
+    party = _party(tmp_path)
+    params = SCORE_PARAMS | change
+    with pytest.raises(error, match=match):
+        party.handle(_request(SCORES, **{k: v for k, v in params.items() if v is not None}))
+    assert party.ledger.spent() == (0.0, 0.0)
+
+
+def test_an_arm_below_min_subjects_is_refused_uncharged(tmp_path):
+    party = _party(tmp_path, treated=3)
+    with pytest.raises(PolicyError, match="fewer than 10 treated"):
+        party.handle(_request(STATISTICS))
+    assert party.ledger.spent() == (0.0, 0.0)
+
+
+def test_over_budget_is_refused_uncharged_and_a_policy_must_list_the_operation(tmp_path):
+    party = _party(tmp_path, epsilon=1.0)
+    with pytest.raises(BudgetExceededError):
+        party.handle(_request(STATISTICS, eps=2.0))
+    assert party.ledger.spent() == (0.0, 0.0)
+    (tmp_path / "listed").mkdir()
+    restricted = _party(tmp_path / "listed", policy=True)
+    restricted.handle(_request(STATISTICS))
+    restricted.policy = type(restricted.policy)(["describe"], COLUMNS)
+    with pytest.raises(PolicyError, match="does not allow the operation"):
+        restricted.handle(_request(STATISTICS))
+
+
+def test_the_charge_comes_before_the_table_is_read(tmp_path, monkeypatch):
+    party = _party(tmp_path)
+    seen = []
+    original = party.ledger.charge
+
+    def spy(*args, **kwargs):
+        seen.append("charge")
+        return original(*args, **kwargs)
+
+    import collabcausal.party.dp_effects as module
+
+    real = module.party_statistics
+    monkeypatch.setattr(party.ledger, "charge", spy)
+    monkeypatch.setattr(module, "party_statistics", lambda *a, **k: seen.append("compute") or real(*a, **k))
+    party.handle(_request(STATISTICS))
+    assert seen == ["charge", "compute"]
+
+
+def test_a_party_without_labels_is_refused(tmp_path):
+    party = _party(tmp_path)
+    party.table = PartyTable.from_frame(pd.DataFrame({"a": np.arange(N) % 7, "b": np.arange(N) % 3 - 1.0}), COLUMNS)
+    with pytest.raises(InputError, match="no treatment and outcome"):
+        party.handle(_request(STATISTICS))
+    assert party.ledger.spent() == (0.0, 0.0)
+
+
+def test_cross_fitting_folds_are_fixed_across_requests(tmp_path):
+    party = _party(tmp_path)
+    first = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
+    second = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
+    sigma = analytic_gaussian_sigma(statistics_sensitivity(FM), 1e4, 1e-6)
+    assert first.shape == (3, second.shape[1]) and np.abs(first - second).max() < 12 * sigma
