@@ -185,7 +185,7 @@ def audit(case: AuditCase, relation: str, n_releases: int, *, confidence: float 
     """Run ``n_releases`` requests on each neighbour of ``relation`` through ``Party.handle``; attack."""
     first, second = case.neighbours[relation]
     samples = []
-    with tempfile.TemporaryDirectory(dir=_fast_directory()) as folder:
+    with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
         for i, frame in enumerate((first, second)):
             party = _party(case, frame, Path(folder) / f"ledger-{i}.sqlite", n_releases)
             replies = [release_vector(party.handle(case.request), case.fields) for _ in range(n_releases)]
@@ -204,7 +204,7 @@ def _party(case: AuditCase, frame: pd.DataFrame, ledger: Path, n_releases: int) 
     return Party("audited", table, ledger=budget, anchor_key=simulation_anchor_key(0))
 
 
-def _fast_directory() -> str | None:
+def fast_directory() -> str | None:
     """A RAM-backed folder for the audit's ledgers when there is one (each charge is fsynced)."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() else None

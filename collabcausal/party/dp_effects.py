@@ -120,7 +120,9 @@ def _check_labels(party: Party, op: str, n_folds: int) -> None:
     """
     table = party.table
     if not table.has_labels:
-        raise InputError(f"party {party.name!r} holds no treatment and outcome", "dp_effects needs every party's T and Y")
+        raise InputError(
+            f"party {party.name!r} holds no treatment and outcome", "dp_effects needs every party's T and Y"
+        )
     floor = getattr(party.policy, "min_subjects", DEFAULT_MIN_SUBJECTS)
     counts = np.bincount(table.treatment, minlength=2)
     if counts.min() < max(floor, n_folds):

@@ -28,7 +28,9 @@ def fold_seed(secret: bytes, study: str) -> int:
 def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int64]:
     """Fold label (0..K-1) of each of ``n`` rows: a seeded permutation cut into K near-equal parts."""
     if n_folds < 1:
-        raise InputError(f"n_folds must be >= 1, got {n_folds}", "use 1 (full-sample nuisances) or >= 2 (cross-fitting)")
+        raise InputError(
+            f"n_folds must be >= 1, got {n_folds}", "use 1 (full-sample nuisances) or >= 2 (cross-fitting)"
+        )
     if n < n_folds:
         raise InputError(f"{n} rows cannot make {n_folds} folds", "use fewer folds or a larger party")
     order = np.random.default_rng(seed).permutation(n)

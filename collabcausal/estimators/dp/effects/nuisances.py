@@ -74,7 +74,9 @@ class NuisanceModel:
             try:
                 v = np.asarray(spec[key], dtype=float)
             except (KeyError, TypeError, ValueError):
-                raise InputError(f"dp_effects nuisance model has no numeric {key}", "send three coefficient lists") from None
+                raise InputError(
+                    f"dp_effects nuisance model has no numeric {key}", "send three coefficient lists"
+                ) from None
             if v.shape != (dim,) or not np.isfinite(v).all():
                 raise InputError(
                     f"dp_effects nuisance {key} has shape {v.shape} or non-finite values, expected ({dim},) finite",
