@@ -94,7 +94,8 @@ def share_sigma(sensitivity_int: int, epsilon: float, delta: float, n_honest: in
         sigma >= 1/2. The largest zCDP rho meeting (epsilon, delta) under OpenDP's conversion is that of
         the discrete Gaussian of sensitivity 1 calibrated by ``discrete_gaussian_sigma`` (rho = 1/(2 s^2));
         OpenDP's ``binary_search`` then finds the smallest sigma with :func:`sum_rho` <= rho (it
-        decreases in sigma), so :func:`sum_epsilon` at that sigma is at most ``epsilon``.
+        decreases in sigma), so :func:`sum_epsilon` at that sigma is at most ``epsilon`` (a relative
+        1e-9 is added against the float rounding of the conversion).
     """
     rho_max = 1.0 / (2.0 * discrete_gaussian_sigma(1, check_epsilon(epsilon), _positive_delta(delta)) ** 2)
     sens, n, dim = _sensitivity(sensitivity_int), _count(n_honest), _count(d, "d")
@@ -106,7 +107,7 @@ def share_sigma(sensitivity_int: int, epsilon: float, delta: float, n_honest: in
         return MIN_SIGMA
     if not meets(MAX_SIGMA):
         raise InputError(f"epsilon {epsilon:g} cannot be met with a share sigma below 2^60", "ask for a larger epsilon")
-    return float(dp.binary_search(meets, bounds=(MIN_SIGMA, MAX_SIGMA), T=float))
+    return float(dp.binary_search(meets, bounds=(MIN_SIGMA, MAX_SIGMA), T=float)) * (1.0 + 1e-9)
 
 
 def noise_share(
