@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import subprocess
+import sys
 
 import pytest
 from cryptography.hazmat.primitives import hashes
@@ -116,3 +118,11 @@ def test_signer_and_verifier_read_the_files_of_certs_issue(tmp_path):
         Signer.from_files(issued.cert, other.key)
     with pytest.raises(IdentityError, match="not a readable PEM private key"):
         Signer.from_files(issued.cert, tmp_path / "missing.key")
+
+
+def test_the_package_uses_the_certificate_code_without_loading_the_transport():
+    """Roles may import secagg: it reads certificates but never imports grpc."""
+    loaded = "sorted(m for m in ('grpc', 'collabcausal.protocol.server') if m in sys.modules)"
+    code = f"import sys, collabcausal.secagg; print({loaded})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
