@@ -49,6 +49,8 @@ from collabcausal.secagg.crypto import PUBLIC_KEY_BYTES, canonical_bytes
 
 FIELDS = ("party", "study", "round", "public_key", "certificate", "signature")
 """The keys of an advertisement dict, all str."""
+SIMULATION_DAYS = 30
+"""Validity of :func:`simulation_identities`' certificates (a long sweep must not outlive them)."""
 
 __all__ = ["FIELDS", "Signer", "Verifier", "advertisement_bytes", "simulation_identities"]
 
@@ -176,11 +178,11 @@ def simulation_identities(study: str, names: Sequence[str]) -> tuple[dict[str, S
 
     Uses the project's own certificate code (protocol/certs.py); nothing touches the disk.
     """
-    ca_key, ca_cert = make_ca(name=f"{study} simulation CA", days=1)
+    ca_key, ca_cert = make_ca(name=f"{study} simulation CA", days=SIMULATION_DAYS)
     signers = {}
     for name in names:
         key = ec.generate_private_key(ec.SECP256R1())
-        signers[name] = Signer(make_certificate(ca_key, ca_cert, name, key.public_key(), days=1), key)
+        signers[name] = Signer(make_certificate(ca_key, ca_cert, name, key.public_key(), days=SIMULATION_DAYS), key)
     return signers, Verifier(ca_cert)
 
 

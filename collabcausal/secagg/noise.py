@@ -149,7 +149,9 @@ def _sigma(sigma_share: float) -> float:
 
 def _count(n: int, name: str = "the number of shares") -> int:
     if int(n) != n or int(n) < 1:
-        raise InputError(f"{name} must be a positive integer, got {n!r}", "count the honest parties of the round")
+        raise InputError(
+            f"{name} must be a positive integer, got {n!r}", "count the parties (or entries) of the release"
+        )
     return int(n)
 
 
