@@ -120,14 +120,26 @@ def masked_contribution(
             f"round {state.round_id!r} has {len(peers)} parties, fewer than the {max(int(min_parties), 2)} required",
             "run the round with at least as many parties as the noise was calibrated for",
         )
-    state.used_labels.add(label)
-    out = arr.copy().ravel()
+    seeds = {}
     for peer, public in peers.items():
         if peer == state.name:
             continue
-        seed = pairwise_seed(
-            state.private_key, public, study=state.study, round_id=state.round_id, names=(state.name, peer), label=label
-        )
+        try:
+            seeds[peer] = pairwise_seed(
+                state.private_key,
+                public,
+                study=state.study,
+                round_id=state.round_id,
+                names=(state.name, peer),
+                label=label,
+            )
+        except IdentityError as exc:
+            raise IdentityError(
+                f"round {state.round_id!r} refused: the key of {peer!r}: {exc.problem}", exc.fix
+            ) from None
+    state.used_labels.add(label)
+    out = arr.copy().ravel()
+    for peer, seed in seeds.items():
         mask = expand_mask(seed, label, out.size)
         out = out + mask if peer > state.name else out - mask
     return out.reshape(arr.shape)

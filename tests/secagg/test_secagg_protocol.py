@@ -146,6 +146,16 @@ def test_a_relayed_advertisement_with_the_coordinators_key_refuses_the_round(ide
     assert not states[NAMES[0]].used_labels
 
 
+def test_a_signed_low_order_key_refuses_the_round_naming_its_party(identities, seeded_keys):
+    """A malicious party signs an all-zero X25519 key (its masks would be public): refused."""
+    signers, verifier = identities
+    states, ads = run_keys(identities, NAMES, "1")
+    ads[3] = signers[NAMES[3]].advertise(STUDY, "1", bytes(32))
+    with pytest.raises(IdentityError, match=f"the key of '{NAMES[3]}': .*low-order"):
+        masked_contribution(states[NAMES[0]], NAMES[0], ads, verifier, encode([1.0], F), "scores")
+    assert not states[NAMES[0]].used_labels
+
+
 @pytest.mark.parametrize("defect", ["lacks-self", "duplicate", "other-round", "stale-own-key"])
 def test_a_bad_roster_refuses_the_whole_round(identities, seeded_keys, defect):
     signers, verifier = identities
