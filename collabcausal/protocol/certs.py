@@ -57,6 +57,18 @@ def init_ca(
     folder = Path(directory)
     _check_days(days)
     _refuse_overwrite(folder / CA_KEY, force, "certs init")
+    key, cert = make_ca(name=name, days=days)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_key(folder / CA_KEY, key)
+    (folder / CA_CERT).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return folder / CA_CERT
+
+
+def make_ca(
+    *, name: str = "collabcausal study CA", days: int = 365
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed study CA in memory (EC P-256 key, certificate valid ``days`` from now)."""
+    _check_days(days)
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = _now()
@@ -73,10 +85,7 @@ def init_ca(
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
-    folder.mkdir(parents=True, exist_ok=True)
-    _write_key(folder / CA_KEY, key)
-    (folder / CA_CERT).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return folder / CA_CERT
+    return key, cert
 
 
 def issue(
@@ -186,9 +195,41 @@ def _sign(
         raise InputError(f"no study CA in {folder} ({CA_KEY} missing)", "run `collabcausal certs init` first")
     ca_key = serialization.load_pem_private_key((folder / CA_KEY).read_bytes(), password=None)
     ca_cert = x509.load_pem_x509_certificate((folder / CA_CERT).read_bytes())
+    cert = make_certificate(
+        ca_key,  # type: ignore[arg-type]
+        ca_cert,
+        name,
+        public_key,
+        server=server,
+        hosts=hosts,
+        days=days,
+        not_before=not_before,
+    )
+    path = folder / f"{name}.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def make_certificate(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    name: str,
+    public_key: ec.EllipticCurvePublicKey,
+    *,
+    server: bool = False,
+    hosts: Sequence[str] = DEFAULT_HOSTS,
+    days: int = 365,
+    not_before: dt.datetime | None = None,
+) -> x509.Certificate:
+    """A certificate for ``name`` and ``public_key`` signed by the CA, in memory.
+
+    The common name (and, for a party, the one subject alternative name) is ``name``; a party
+    certificate is for TLS clients, an analyst (``server``) one for a TLS server valid for ``hosts``.
+    """
+    _check_days(days)
     start = not_before or _now() - dt.timedelta(minutes=5)
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-    cert = (
+    return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca_cert.subject)
@@ -203,19 +244,20 @@ def _sign(
             critical=False,
         )
         .add_extension(x509.SubjectAlternativeName(_alt_names(hosts if server else [name])), critical=False)
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+        .sign(ca_key, hashes.SHA256())
     )
-    path = folder / f"{name}.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return path
 
 
 def certificate_identity(cert_path: str | Path) -> str:
     """The common name of the certificate at ``cert_path``."""
-    cert = load_certificate(cert_path)
+    return common_name(load_certificate(cert_path), str(cert_path))
+
+
+def common_name(cert: x509.Certificate, label: str = "certificate") -> str:
+    """The common name of an in-memory certificate (``label`` names it in the error)."""
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     if not names:
-        raise IdentityError(f"{cert_path}: certificate has no common name", "issue it with `collabcausal certs issue`")
+        raise IdentityError(f"{label}: certificate has no common name", "issue it with `collabcausal certs issue`")
     return str(names[0].value)
 
 
@@ -227,27 +269,38 @@ def check_certificate(cert_path: str | Path, ca_path: str | Path, *, now: dt.dat
     IdentityError
         Expired, not yet valid, or signed by another CA (the message says which).
     """
-    cert = load_certificate(cert_path)
-    ca = load_certificate(ca_path)
+    cert, ca = load_certificate(cert_path), load_certificate(ca_path)
+    return verify_certificate(cert, ca, str(cert_path), str(ca_path), now=now)
+
+
+def verify_certificate(
+    cert: x509.Certificate,
+    ca: x509.Certificate,
+    label: str = "certificate",
+    ca_label: str = "ca.pem",
+    *,
+    now: dt.datetime | None = None,
+) -> str:
+    """:func:`check_certificate` for in-memory certificates; ``label``/``ca_label`` name them in errors."""
     moment = now or _now()
     if moment > cert.not_valid_after_utc:
         raise IdentityError(
-            f"certificate {cert_path} expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC",
+            f"certificate {label} expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC",
             "ask the study coordinator for a new one (`collabcausal certs issue`)",
         )
     if moment < cert.not_valid_before_utc:
         raise IdentityError(
-            f"certificate {cert_path} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC",
+            f"certificate {label} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC",
             "check this machine's clock",
         )
     try:
         cert.verify_directly_issued_by(ca)
     except (InvalidSignature, ValueError, TypeError) as exc:
         raise IdentityError(
-            f"certificate {cert_path} was not issued by the study CA {ca_path} ({type(exc).__name__})",
+            f"certificate {label} was not issued by the study CA {ca_label} ({type(exc).__name__})",
             "use the certificate and ca.pem the study coordinator gave you",
         ) from None
-    return certificate_identity(cert_path)
+    return common_name(cert, label)
 
 
 def load_certificate(path: str | Path) -> x509.Certificate:

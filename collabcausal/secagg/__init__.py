@@ -1,0 +1,31 @@
+"""Secure aggregation: the coordinator learns only the sum of the parties' (noisy) vectors.
+
+One module per job: crypto.py (X25519, HKDF, ChaCha20 masks over ``cryptography``), identity.py
+(round keys signed with the party's study certificate), fixed_point.py (floats to integers mod 2^64
+and the overflow check), noise.py (distributed discrete Gaussian shares and their calibration),
+protocol.py (the stages: advertise, masked upload, aggregate, round failure).
+docs/secure-aggregation.md has the protocol, the threat model and the arithmetic.
+"""
+
+from collabcausal.secagg.fixed_point import check_headroom, decode, encode, integer_sensitivity
+from collabcausal.secagg.identity import Signer, Verifier, simulation_identities
+from collabcausal.secagg.noise import noise_share, share_sigma, sum_epsilon
+from collabcausal.secagg.protocol import RoundFailed, RoundKey, advertise, aggregate, masked_contribution
+
+__all__ = [
+    "RoundFailed",
+    "RoundKey",
+    "Signer",
+    "Verifier",
+    "advertise",
+    "aggregate",
+    "check_headroom",
+    "decode",
+    "encode",
+    "integer_sensitivity",
+    "masked_contribution",
+    "noise_share",
+    "share_sigma",
+    "simulation_identities",
+    "sum_epsilon",
+]

@@ -1,0 +1,196 @@
+"""Binding a party's round key to its study certificate, so the relay cannot substitute keys.
+
+The coordinator relays the parties' X25519 public keys (parties never talk to each other). A
+coordinator that swapped a key for its own would share every pairwise mask with the party it
+deceives and could unmask that party's upload. So each party signs its **key advertisement**
+
+    (party name, study, round id, X25519 public key)
+
+with the private key of its mutual-TLS certificate issued by the study CA (ECDSA P-256, SHA-256;
+``[analyst] ca/cert/key`` of party.toml, see collabcausal/protocol/certs.py), and every party
+verifies every advertisement before deriving a mask: the certificate chains to the study CA and is
+in date, its common name is the advertised party name, the signature verifies over
+:func:`advertisement_bytes`, and the study and round are the ones the party is in.
+
+Limits (docs/secure-aggregation.md): whoever holds the study CA's private key can mint a
+certificate for any name. Where the coordinator keeps ``ca.key`` (``collabcausal certs init``),
+parties that want protection from a *malicious* coordinator pin each other's certificate
+fingerprints (:class:`Verifier` ``pins``, exchanged out of band); an honest-but-curious
+coordinator relays keys faithfully.
+
+An advertisement is a JSON-able dict of str values (hex public key, base64 signature, PEM
+certificate); :func:`simulation_identities` makes a throwaway in-memory CA and party certificates
+for simulations.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from collabcausal.errors import IdentityError
+from collabcausal.protocol.certs import (
+    common_name,
+    load_certificate,
+    make_ca,
+    make_certificate,
+    verify_certificate,
+)
+from collabcausal.secagg.crypto import PUBLIC_KEY_BYTES, canonical_bytes
+
+FIELDS = ("party", "study", "round", "public_key", "certificate", "signature")
+"""The keys of an advertisement dict, all str."""
+SIMULATION_DAYS = 30
+"""Validity of :func:`simulation_identities`' certificates (a long sweep must not outlive them)."""
+
+__all__ = ["FIELDS", "Signer", "Verifier", "advertisement_bytes", "simulation_identities"]
+
+
+def advertisement_bytes(party: str, study: str, round_id: str, public_key: bytes) -> bytes:
+    """The canonical bytes a party signs: the four advertised values, unambiguously encoded."""
+    return canonical_bytes("key-advertisement", party, study, round_id, public_key.hex())
+
+
+@dataclass(frozen=True)
+class Signer:
+    """A party's certificate and its private key: signs the party's key advertisements.
+
+    Build it with :meth:`from_files` (party.toml's ``[analyst] cert`` / ``key``) or
+    :func:`simulation_identities`. ``name`` is the certificate's common name.
+    """
+
+    certificate: x509.Certificate
+    private_key: ec.EllipticCurvePrivateKey = field(repr=False)
+
+    @classmethod
+    def from_files(cls, cert: str | Path, key: str | Path) -> Signer:
+        """Read the PEM certificate and its unencrypted PEM private key (as ``certs issue`` writes them)."""
+        certificate = load_certificate(cert)
+        try:
+            private_key = serialization.load_pem_private_key(Path(key).read_bytes(), password=None)
+        except (OSError, ValueError, TypeError):
+            raise IdentityError(
+                f"{key} is not a readable PEM private key", "point to the .key file of `certs issue`"
+            ) from None
+        if not isinstance(private_key, ec.EllipticCurvePrivateKey) or (
+            private_key.public_key().public_numbers() != certificate.public_key().public_numbers()  # type: ignore[union-attr]
+        ):
+            raise IdentityError(f"{key} is not the private key of {cert}", "use the key issued with that certificate")
+        return cls(certificate, private_key)
+
+    @property
+    def name(self) -> str:
+        """The certificate's common name: the party's roster name."""
+        return common_name(self.certificate)
+
+    def advertise(self, study: str, round_id: str, public_key: bytes) -> dict[str, str]:
+        """A signed advertisement of ``public_key`` (32 raw X25519 bytes) for this party, study and round."""
+        signature = self.private_key.sign(
+            advertisement_bytes(self.name, study, round_id, public_key), ec.ECDSA(hashes.SHA256())
+        )
+        return {
+            "party": self.name,
+            "study": study,
+            "round": round_id,
+            "public_key": public_key.hex(),
+            "certificate": self.certificate.public_bytes(serialization.Encoding.PEM).decode("ascii"),
+            "signature": base64.b64encode(signature).decode("ascii"),
+        }
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """Checks key advertisements against the study CA (and optional certificate pins).
+
+    Parameters
+    ----------
+    ca : cryptography.x509.Certificate
+        The study CA's certificate (party.toml ``[analyst] ca``; :meth:`from_file`).
+    pins : mapping of str to str, optional
+        Party name -> SHA-256 fingerprint (hex) of its certificate. When given, a party absent from
+        it or with another certificate is refused: protection against a coordinator that holds the
+        CA key and mints certificates.
+    """
+
+    ca: x509.Certificate
+    pins: Mapping[str, str] | None = None
+
+    @classmethod
+    def from_file(cls, ca: str | Path, pins: Mapping[str, str] | None = None) -> Verifier:
+        """A verifier for the study CA certificate at ``ca``."""
+        return cls(load_certificate(ca), pins)
+
+    def verify(self, advertisement: Mapping[str, object], *, study: str, round_id: str) -> tuple[str, bytes]:
+        """Check one advertisement for ``study`` and ``round_id``; return (party name, public key bytes).
+
+        Raises
+        ------
+        IdentityError
+            One line naming the advertised party and the check that failed.
+        """
+        party = str(advertisement.get("party", "?"))
+        values = _fields(advertisement, party)
+        fix = "restart the round with fresh keys; if it recurs, the relay is tampering with advertisements"
+        if values["study"] != study or values["round"] != round_id:
+            raise IdentityError(
+                f"the key advertisement of {party!r} is for study {values['study']!r} round {values['round']!r}, "
+                f"not study {study!r} round {round_id!r}",
+                fix,
+            )
+        try:
+            cert = x509.load_pem_x509_certificate(values["certificate"].encode("ascii"))
+            signature = base64.b64decode(values["signature"], validate=True)
+            public_key = bytes.fromhex(values["public_key"])
+        except (ValueError, UnicodeEncodeError, binascii.Error):
+            raise IdentityError(f"the key advertisement of {party!r} is not well formed", fix) from None
+        if len(public_key) != PUBLIC_KEY_BYTES:
+            raise IdentityError(f"the key advertisement of {party!r} has a {len(public_key)}-byte key", fix)
+        subject = verify_certificate(cert, self.ca, f"of {party!r}", "of this study")
+        if subject != party:
+            raise IdentityError(f"the key advertisement of {party!r} carries the certificate of {subject!r}", fix)
+        if self.pins is not None and self.pins.get(party) != fingerprint(cert):
+            raise IdentityError(f"the certificate of {party!r} is not the one pinned for it", fix)
+        try:
+            cert.public_key().verify(  # type: ignore[call-arg,union-attr]
+                signature, advertisement_bytes(party, study, round_id, public_key), ec.ECDSA(hashes.SHA256())
+            )
+        except (InvalidSignature, TypeError):
+            raise IdentityError(f"the signature on the key advertisement of {party!r} does not verify", fix) from None
+        return party, public_key
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    """SHA-256 of the certificate's DER bytes, hex: the value to pin."""
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def simulation_identities(study: str, names: Sequence[str]) -> tuple[dict[str, Signer], Verifier]:
+    """A throwaway in-memory study CA and one party certificate per name (simulations, tests).
+
+    Uses the project's own certificate code (protocol/certs.py); nothing touches the disk.
+    """
+    ca_key, ca_cert = make_ca(name=f"{study} simulation CA", days=SIMULATION_DAYS)
+    signers = {}
+    for name in names:
+        key = ec.generate_private_key(ec.SECP256R1())
+        signers[name] = Signer(make_certificate(ca_key, ca_cert, name, key.public_key(), days=SIMULATION_DAYS), key)
+    return signers, Verifier(ca_cert)
+
+
+def _fields(advertisement: Mapping[str, object], party: str) -> dict[str, str]:
+    missing = [k for k in FIELDS if not isinstance(advertisement.get(k), str)]
+    if missing:
+        raise IdentityError(
+            f"the key advertisement of {party!r} lacks text fields {', '.join(missing)}",
+            "send the dict that Signer.advertise returns, unchanged",
+        )
+    return {k: str(advertisement[k]) for k in FIELDS}
