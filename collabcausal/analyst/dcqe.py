@@ -28,7 +28,7 @@ from collabcausal.analyst.effects import (
     estimate_effects,
 )
 from collabcausal.analyst.grid import Grid
-from collabcausal.analyst.replies import check_description, check_representation
+from collabcausal.analyst.replies import check_anchor_keys, check_description, check_representation
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
 from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
@@ -169,7 +169,9 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
     ------
     StudyFailedError
         A malformed reply (naming the party), parties of one row group that disagree on their
-        subject count or subject ids (order included), or a label holder without labels.
+        subject count or subject ids (order included), a label holder without labels, or
+        representation parties without one common anchor key (:func:`check_anchor_keys`): all
+        before any representation is requested.
     """
     parties = sorted({p for g in (*plan.row_groups, *plan.balance_parties) for p in g})
     replies = grid.send_and_receive({p: Message("describe", {"study": plan.study}) for p in parties}, timeout=timeout)
@@ -194,6 +196,7 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
                 f"row group {i} parties hold different subject ids or orders",
                 "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
             )
+    check_anchor_keys(replies, [p for group in plan.row_groups for p in group])
     return replies
 
 
