@@ -199,8 +199,9 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     and balance diagnostics (:func:`~collabcausal.analyst.balance_report.balance_report`).
     """
     from collabcausal.analyst.balance_report import balance_report
-    from collabcausal.analyst.dcqe import run_dcqe
+    from collabcausal.analyst.dcqe import describe_parties, run_dcqe
     from collabcausal.analyst.dp_cate import dp_cate_on_representation
+    from collabcausal.analyst.study_defaults import study_configuration
     from collabcausal.estimators.intervals import interval_estimate
     from collabcausal.party.ledger import PrivacyLedger
 
@@ -211,7 +212,8 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
         delta=spec.ledger_delta or spec.delta,
         dataset=f"study {config.study}: rows of X^",
     )
-    result = run_dcqe(grid, plan, timeout=config.task_timeout)
+    described = describe_parties(grid, plan, timeout=config.task_timeout)
+    result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
     X_hat = np.asarray(result.representation.X_hat)
     b = spec.feature_bound
     with warnings.catch_warnings(record=True) as caught:
@@ -232,6 +234,7 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     parties = [p for group in plan.row_groups for p in group]
     balance = balance_report(result, plan)
     return balance | {
+        "configuration": study_configuration(plan, described),
         "estimates": estimates,
         # the parties' DC-QE rows are not DP: no epsilon (0 would claim perfect privacy), charged nothing;
         # with [balance], a balance party's entry is its DP moments' spend

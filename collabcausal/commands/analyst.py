@@ -103,6 +103,8 @@ def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -
 
     path = write_report(report, folder)
     html = write_html(study_document(report, echo, seed=report["seed"]), folder / REPORT_HTML)
+    if "configuration" in report:
+        print(report["configuration"])
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
     for warning in report["warnings"]:
@@ -128,6 +130,7 @@ def run_study(
     from collabcausal.analyst.alignment import align_row_group
     from collabcausal.analyst.balance_report import BALANCE_PRIVACY_NOTE, balance_report
     from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
+    from collabcausal.analyst.study_defaults import study_configuration
     from collabcausal.estimators.intervals import interval_caveat, interval_estimate
     from collabcausal.reporting.document import overlap_histogram
 
@@ -153,6 +156,7 @@ def run_study(
     if config.dp is not None:
         return report | dp_representation_results(grid, config, plan, config.dp)
     described = describe_parties(grid, plan, timeout=config.task_timeout)
+    report["configuration"] = study_configuration(plan, described)
     result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
     replicates = bootstrap_dcqe(
         grid, plan, config.n_boot, described=described, timeout=config.task_timeout, progress=progress
