@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collabcausal.errors import CollabCausalError
 from collabcausal.logs import log_progress
+from collabcausal.strict_json import write_json
 
 if TYPE_CHECKING:
     from collabcausal.analyst.config import StudyConfig
@@ -174,7 +175,12 @@ def run_study(
     }
     balance = balance_report(result, plan)
     caveats = [w for w in (interval_caveat(name, config.interval) for name in estimates) if w]
-    return report | balance | {
+    undefined = balance.get("undefined", {}) | {
+        f"estimates/{name}/masmd": "undefined: some SMD of its balanced sample is (see smd)"
+        for name, row in estimates.items()
+        if row["masmd"] is not None and math.isnan(row["masmd"])
+    }
+    return report | balance | ({"undefined": undefined} if undefined else {}) | {
         "estimates": estimates,
         "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
         "warnings": caveats + balance["warnings"],
@@ -231,7 +237,7 @@ def format_estimate(row: dict[str, Any]) -> str:
     if row["n_boot"]:
         text += f", B = {row['n_boot']} ({row['n_failed']} failed)"
     if row.get("masmd") is not None:
-        text += f", MASMD {row['masmd']:.4g}"
+        text += ", MASMD undefined (see report.json)" if math.isnan(row["masmd"]) else f", MASMD {row['masmd']:.4g}"
     if row.get("direction") is not None:
         text += f", direction {row['direction']} (noise sd {row['noise_sd']:.3g})"
     return text
@@ -241,5 +247,4 @@ def write_report(report: dict[str, Any], folder: Path) -> Path:
     """Write ``report.json`` into ``folder``; return its path."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / REPORT
-    path.write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
-    return path
+    return write_json(path, report)

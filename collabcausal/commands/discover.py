@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collabcausal.errors import InputError
+from collabcausal.strict_json import dumps
 
 if TYPE_CHECKING:
     from collabcausal.estimators.discovery.private_scores import PrivateDiscovery
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
             result, remaining = discover_unrecorded(x, y, request, columns=(args.x, args.y)), None
     if args.json:
         charged = None if remaining is None else list(remaining)
-        print(json.dumps({**asdict(result), "x": args.x, "y": args.y, "charged": remaining is not None,
-                          "remaining_budget": charged}))
+        print(dumps({**asdict(result), "x": args.x, "y": args.y, "charged": remaining is not None,
+                     "remaining_budget": charged}, indent=None))
     else:
         print(format_result(result, args.x, args.y, remaining))
     return 0
