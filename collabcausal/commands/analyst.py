@@ -239,7 +239,9 @@ def format_estimate(row: dict[str, Any]) -> str:
     if row.get("masmd") is not None:
         text += ", MASMD undefined (see report.json)" if math.isnan(row["masmd"]) else f", MASMD {row['masmd']:.4g}"
     if row.get("direction") is not None:
-        text += f", direction {row['direction']} (noise sd {row['noise_sd']:.3g})"
+        odds = f"{row['favoured']} more likely, " if row["direction"] == "undecided" else ""
+        odds += f"probability {row['probability']:.2f}, noise sd {row['noise_sd']:.3g}"
+        text += f", direction {row['direction']} ({odds})"
     return text
 
 
