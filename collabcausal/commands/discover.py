@@ -36,8 +36,8 @@ given its DP noise; for --protect none: exactly one direction's residuals pass t
 test at level 0.05); otherwise the answer is "undecided", with the direction the margin favours.
 
 examples:
-  # every row protected (HSIC; public bounds), charged to cohort.csv.ledger.sqlite (budget 3)
-  collabcausal discover --data cohort.csv --x dose --y response --x-bounds 0 100 --y-bounds -5 5 \\
+  # every row protected (HSIC; public bounds), charged to examples/cohort/cohort.csv.ledger.sqlite (budget 3)
+  collabcausal discover --data examples/cohort/cohort.csv --x dose --y response --x-bounds 0 100 --y-bounds -5 5 \\
       --regularization 1 --epsilon 1 --budget 3
 
   # the same release on a party's own data, charged to the party's ledger under its policy

@@ -36,7 +36,7 @@ examples:
   collabcausal simulate --dataset dcqe-synthetic --settings L-IA,L,T,W,CA --out results/synthetic
 
   # your own CSV: three hospitals split by age, two holders of different columns
-  collabcausal simulate --data cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
+  collabcausal simulate --data examples/cohort/cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
       --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
 
   # eps-ADUM over four hospitals holding different subjects, epsilon 1 each
