@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 UNDEFINED = "undefined"
 """Top-level key of the mapping from the JSON path of each null-for-undefined number to its reason."""
 
@@ -33,10 +31,8 @@ def strict(value: Any, path: str = "") -> tuple[Any, dict[str, str]]:
     path : str
         Where ``value`` sits in the document (keys and list positions joined by ``/``).
     """
-    if isinstance(value, np.ndarray):
+    if hasattr(value, "tolist"):  # a numpy array or scalar (numpy is not imported: --help stays light)
         value = value.tolist()
-    elif isinstance(value, np.generic):
-        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None, {path: "NaN" if math.isnan(value) else ("+inf" if value > 0 else "-inf")}
     reasons: dict[str, str] = {}

@@ -24,8 +24,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
-
 if TYPE_CHECKING:
     from collabcausal.analyst.dcqe import DCQEPlan
     from collabcausal.messages import Message
@@ -96,6 +94,8 @@ def study_configuration(plan: DCQEPlan, described: Mapping[str, Message]) -> str
     fingerprint is that key's, the line says so (the study then gives ``collabcausal simulate``'s
     numbers); otherwise it names the fingerprint and says the anchor differs from a simulation's.
     """
+    from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
+
     parties = [p for group in plan.row_groups for p in group]
     fingerprint = described[parties[0]].params.get("anchor_fingerprint")
     if fingerprint is None:
