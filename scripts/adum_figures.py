@@ -9,7 +9,6 @@ figure2.csv, figure2_summary.csv, figure2.png and claims.json (the paper's claim
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import matplotlib
@@ -18,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from collabcausal.simulations.adum import METHODS, best_p, figure1, figure2, summarize
+from collabcausal.strict_json import dumps, write_json
 
 
 def main() -> None:
@@ -77,9 +77,9 @@ def main() -> None:
                                        for e in wide.index if e > 5},
         "figure2_best_p": {f"{e:g}": int(p) for e, p in best_p(fig2).items()},
     }
-    (args.out / "claims.json").write_text(json.dumps(claims, indent=2))
+    write_json(args.out / "claims.json", claims)
     print(s1.to_string(index=False))
-    print(json.dumps(claims, indent=2))
+    print(dumps(claims))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ ignored there. ``--eps004`` restricts paper 004's epsilons.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import matplotlib
@@ -40,6 +39,7 @@ from collabcausal.simulations.cate_experiments import (
     paper000_rows,
     paper004_rows,
 )
+from collabcausal.strict_json import write_json
 
 
 def plot_paper000(res, out: Path) -> None:
@@ -153,7 +153,7 @@ def main() -> None:
         table4 = to_markdown(baseline_summary(rows4, ["variant", "epsilon"], metric="pehe"))
         (args.out / "paper004.md").write_text(table4 + "\n")
         print(f"paper 004, dataset {cfg.dataset}: sqrt(PEHE), mean (sd) [min–max] over repetitions\n" + table4)
-    (args.out / "claims.json").write_text(json.dumps(results, indent=2))
+    write_json(args.out / "claims.json", results)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ replications, B = 50 (a smoke run for CI, not a calibration claim).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 from collabcausal.simulations.coverage import DGPS, format_coverage, run_coverage
+from collabcausal.strict_json import write_json
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     print(f"({elapsed:.0f} s with {args.jobs} job(s); Monte Carlo SE of a 95% coverage: "
           f"{100 * (0.95 * 0.05 / n_rep) ** 0.5:.1f} points)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"n_rep": n_rep, "n_boot": n_boot, "seed": args.seed, "rows": rows}, indent=2))
+    write_json(args.out, {"n_rep": n_rep, "n_boot": n_boot, "seed": args.seed, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ def federated_smd(
         ])
         for i, group in enumerate(parties)
     )
-    return FederatedSMD(names, smd_from_moments(total), smd_noise_sd(total, np.sqrt(variance)))
+    return FederatedSMD(names, smd_from_moments(total, noisy=True), smd_noise_sd(total, np.sqrt(variance)))
 
 
 def expected_sigma(dp: DPBalance, party: str, weights: NDArray[np.float64], rows: ArrayLike) -> float:

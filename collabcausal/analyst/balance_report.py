@@ -24,6 +24,12 @@ from collabcausal.estimators.balance import SMD_THRESHOLD
 if TYPE_CHECKING:
     from collabcausal.analyst.dcqe import DCQEPlan, DCQEResult
 
+UNDEFINED_SMD = (
+    "undefined: an arm's noisy spread (sum_wx2 - sum_wx^2 / sum_w) is <= 0, the DP noise exceeds the arm's "
+    "spread (heavy weights make the noise large); raise [balance] epsilon, add subjects, or trim extreme weights"
+)
+"""Why a DP SMD (and its noise sd, and the MASMD of its sample) is null in report.json."""
+
 BALANCE_PRIVACY_NOTE = (
     "Only the balance moments are differentially private (dp_weighted_moments, charged per request); the "
     "DC-QE intermediate representations are not (their protection is that each party's reducer and the "
@@ -37,7 +43,8 @@ def balance_report(result: DCQEResult, plan: DCQEPlan) -> dict[str, Any]:
     Returns ``smd`` ({estimator: {covariate: SMD}}) and ``smd_unweighted`` ({covariate: SMD});
     with DP moments also ``smd_noise_sd`` and ``smd_unweighted_noise_sd`` (same layout),
     ``privacy`` ({party: {"epsilon", "delta"}} spent on balance) and ``warnings`` (a list: empty
-    for exact moments).
+    for exact moments). A DP SMD that is undefined (NaN: :data:`UNDEFINED_SMD`) is listed with that
+    reason under ``undefined`` (JSON path to reason; :mod:`collabcausal.strict_json` writes it as null).
     """
     covariates = result.covariates
     out: dict[str, Any] = {
@@ -53,7 +60,17 @@ def balance_report(result: DCQEResult, plan: DCQEPlan) -> dict[str, Any]:
         noise["unweighted"] = result.smd_unweighted_noise_sd
     parties = [p for group in plan.balance_parties for p in group]
     requests = result.balance_requests
-    return out | {
+    samples = [(f"smd/{name}", f"smd_noise_sd/{name}", values) for name, values in result.smd.items()]
+    if result.smd_unweighted is not None:
+        samples.append(("smd_unweighted", "smd_unweighted_noise_sd", result.smd_unweighted))
+    undefined = {
+        f"{where}/{covariate}": UNDEFINED_SMD
+        for smd_path, sd_path, values in samples
+        for covariate, value in zip(covariates, values, strict=True)
+        if np.isnan(value)
+        for where in (smd_path, sd_path)
+    }
+    return out | ({"undefined": undefined} if undefined else {}) | {
         "smd_noise_sd": {name: _by_covariate(covariates, sd) for name, sd in result.smd_noise_sd.items()},
         "smd_unweighted_noise_sd": None
         if result.smd_unweighted_noise_sd is None
@@ -80,8 +97,8 @@ def balance_warnings(
         The balance parties (each charged ``requests`` times).
     requests : int
     noise_sd : mapping of sample (estimator or "unweighted") to ndarray
-        The noise sd of each SMD; a value above :data:`SMD_THRESHOLD` (or not finite) makes that
-        SMD uninformative: the noise alone is as large as the usual imbalance threshold.
+        The noise sd of each SMD; a value above :data:`SMD_THRESHOLD` makes that SMD uninformative
+        (the noise alone is as large as the usual imbalance threshold), and NaN marks an undefined SMD.
     """
     out = [
         f"Balance moments: each party's weighted covariate moments are (eps = {epsilon:g}, delta = {delta:g})-DP "
@@ -92,11 +109,14 @@ def balance_warnings(
     ]
     swamped = {name: int(np.sum(~(np.asarray(sd) <= SMD_THRESHOLD))) for name, sd in noise_sd.items()}
     if any(swamped.values()):
-        largest = max(float(np.max(np.where(np.isfinite(sd), sd, np.inf))) for sd in noise_sd.values())
+        finite = [float(v) for sd in noise_sd.values() for v in np.asarray(sd).ravel() if np.isfinite(v)]
+        undefined = sum(int(np.isnan(sd).sum()) for sd in noise_sd.values())
         listing = ", ".join(f"{name} {k} of {np.asarray(noise_sd[name]).size}" for name, k in swamped.items() if k)
+        largest = f"largest {max(finite):.3g}" if finite else "none finite"
         out.append(
             f"Balance moments: the DP noise sd of the SMD exceeds {SMD_THRESHOLD:g} (the usual balance threshold) "
-            f"for {listing} covariates (largest {largest:.3g}): the balance diagnosis is uninformative there; "
+            f"or the SMD is undefined for {listing} covariates ({largest}; {undefined} undefined: an arm's noisy "
+            "spread <= 0, null in report.json): the balance diagnosis is uninformative there; "
             "raise [balance] epsilon, add subjects, or trim extreme weights."
         )
     return out

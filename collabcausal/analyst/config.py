@@ -8,8 +8,8 @@ Sections (paths relative to the file's folder)::
     seed = 0
     estimand = "ate"                  # or "att"
     estimators = ["psm", "ipw"]
-    n_anchors = 2000
-    party_components = 3              # m~ per party (int, or a variance fraction)
+    n_anchors = 2000                  # r (default: the study's number of subjects, as paper 003)
+    party_components = 3              # m~ per party (int, or a variance fraction; default 3)
     join_deadline = 120               # seconds for every roster party to join
     task_timeout = 600                # seconds for each round of replies
     on_missing_party = "fail"         # or "continue": run without parties that did not join
@@ -90,6 +90,7 @@ from collabcausal.analyst.kind_config import (
     KindSection,
     check_range,
 )
+from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPONENTS
 from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.intervals import INTERVALS
@@ -112,9 +113,12 @@ class StudySection(Section):
     seed: int = Field(0, ge=0, description="an integer >= 0, e.g. 0")
     estimand: Literal["ate", "att"] = Field("ate", description='"ate" or "att"')
     estimators: list[str] = Field(list(ESTIMATORS), description=f"a list drawn from {list(ESTIMATORS)}")
-    n_anchors: int = Field(1000, ge=1, description="anchor rows r, a positive integer, e.g. 2000")
+    n_anchors: int | None = Field(
+        None, ge=1, description="anchor rows r, a positive integer, e.g. 2000 (default: the study's subjects)"
+    )
     party_components: int | float | dict[str, int | float] = Field(
-        1.0, description="m~ per party: a positive integer, a variance fraction in (0, 1], or {party: value}"
+        PARTY_COMPONENTS,
+        description="m~ per party: a positive integer, a variance fraction in (0, 1], or {party: value}",
     )
     n_components: int | None = Field(None, ge=1, description="m^, a positive integer")
     join_deadline: float = Field(120.0, gt=0, description="seconds > 0, e.g. 120")
@@ -123,10 +127,10 @@ class StudySection(Section):
     align: bool = Field(False, description="true or false")
     out: str = Field("report", min_length=1, description='the report folder, e.g. "report"')
     interval: Literal[INTERVALS] = Field(  # type: ignore[valid-type]
-        "percentile", description=f"one of {list(INTERVALS)} (docs/estimators.md)"
+        INTERVAL, description=f"one of {list(INTERVALS)} (docs/estimators.md)"
     )
     bootstrap: int = Field(
-        200, ge=0, description='bootstrap replicates B >= 0, e.g. 200 (0 needs interval = "analytic")'
+        BOOTSTRAP, ge=0, description='bootstrap replicates B >= 0, e.g. 200 (0 needs interval = "analytic")'
     )
 
     @model_validator(mode="after")
@@ -344,8 +348,8 @@ class StudyConfig:
     on_missing_party: str
     align: bool
     out: Path
-    interval: str = "percentile"
-    n_boot: int = 200
+    interval: str = INTERVAL
+    n_boot: int = BOOTSTRAP
     dp: DPRepresentationSpec | None = None
     kind: str = "dcqe"
     analysis: KindSection | None = None
@@ -378,7 +382,7 @@ class StudyConfig:
             row_groups=groups,
             label_holders=holders,
             anchor_ranges=self.anchor_ranges,
-            n_anchors=int(s.get("n_anchors", 1000)),
+            n_anchors=s.get("n_anchors"),
             study=self.study,
             dp_balance=self.balance,
             **chosen,

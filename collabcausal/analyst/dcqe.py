@@ -28,7 +28,8 @@ from collabcausal.analyst.effects import (
     estimate_effects,
 )
 from collabcausal.analyst.grid import Grid
-from collabcausal.analyst.replies import check_description, check_representation
+from collabcausal.analyst.replies import check_anchor_keys, check_description, check_representation
+from collabcausal.analyst.study_defaults import PARTY_COMPONENTS
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
 from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
@@ -46,10 +47,12 @@ class DCQEPlan:
         Party names per row group i (disjoint subjects), each listed in column-group order.
     anchor_ranges : mapping of str to (low, high)
         Public range of every covariate, for the uniform anchor (DESIGN.md step 1).
-    n_anchors : int
-        Anchor rows r (paper 003 used r = n).
+    n_anchors : int, optional
+        Anchor rows r; default (None) the study's number of subjects, from the parties' ``describe``
+        replies, as paper 003 used (:meth:`anchor_rows`).
     party_components : int or float or mapping
-        m~_ij for every party (int or explained-variance fraction), or a mapping per party name.
+        m~_ij for every party (int or explained-variance fraction), or a mapping per party name;
+        default :data:`~collabcausal.analyst.study_defaults.PARTY_COMPONENTS`.
     n_components : int, optional
         m^; default: the smallest row group's total m~_i.
     label_holders : sequence of str, optional
@@ -70,8 +73,8 @@ class DCQEPlan:
 
     row_groups: Sequence[Sequence[str]]
     anchor_ranges: Mapping[str, Sequence[float]]
-    n_anchors: int
-    party_components: int | float | Mapping[str, int | float] = 1.0
+    n_anchors: int | None = None
+    party_components: int | float | Mapping[str, int | float] = PARTY_COMPONENTS
     n_components: int | None = None
     label_holders: Sequence[str] | None = None
     seed: int = 0
@@ -108,6 +111,12 @@ class DCQEPlan:
         each party's ledger is charged this many times (epsilon, delta).
         """
         return sum(name in BALANCED_ESTIMATORS for name in self.estimators) + 1
+
+    def anchor_rows(self, described: Mapping[str, Message]) -> int:
+        """r: ``n_anchors``, or by default the subjects of all row groups (their ``describe`` counts)."""
+        if self.n_anchors is not None:
+            return int(self.n_anchors)
+        return sum(int(described[group[0]].params["n_subjects"]) for group in self.row_groups)
 
     def components_of(self, party: str) -> int | float:
         """m~ for one party."""
@@ -169,7 +178,9 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
     ------
     StudyFailedError
         A malformed reply (naming the party), parties of one row group that disagree on their
-        subject count or subject ids (order included), or a label holder without labels.
+        subject count or subject ids (order included), a label holder without labels, or
+        representation parties without one common anchor key (:func:`check_anchor_keys`): all
+        before any representation is requested.
     """
     parties = sorted({p for g in (*plan.row_groups, *plan.balance_parties) for p in g})
     replies = grid.send_and_receive({p: Message("describe", {"study": plan.study}) for p in parties}, timeout=timeout)
@@ -194,6 +205,7 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
                 f"row group {i} parties hold different subject ids or orders",
                 "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
             )
+    check_anchor_keys(replies, [p for group in plan.row_groups for p in group])
     return replies
 
 
@@ -241,12 +253,13 @@ def run_dcqe(
         balance_parties = [p for group in plan.balance_parties for p in group]
         dp = plan.dp_balance.for_parties(described, plan.anchor_ranges, balance_parties)
     requests: dict[str, Message] = {}
+    n_anchors = plan.anchor_rows(described)
     for i, group in enumerate(plan.row_groups):
         arrays = {} if rows is None else {"rows": np.asarray(rows[i], dtype=np.int64)}
         for party in group:
             params = {
                 "study": plan.study,
-                "n_anchors": plan.n_anchors,
+                "n_anchors": n_anchors,
                 "anchor_ranges": {k: [float(v[0]), float(v[1])] for k, v in plan.anchor_ranges.items()},
                 "n_components": plan.components_of(party),
                 "labels": party == plan.label_holders[i],
@@ -260,7 +273,7 @@ def run_dcqe(
                 party,
                 replies[party],
                 n_rows=n_rows,
-                n_anchors=plan.n_anchors,
+                n_anchors=n_anchors,
                 n_covariates=len(described[party].params["covariates"]),
                 labels=party == plan.label_holders[i],
             )

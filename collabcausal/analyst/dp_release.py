@@ -170,6 +170,7 @@ def request_release(
             "raise epsilon, add subjects, narrow outcome_range, or set max_se_floor = math.inf to run anyway",
         )
     requests = {}
+    n_anchors = plan.anchor_rows(described)
     for i, group in enumerate(plan.row_groups):
         for party in group:
             components = plan.components_of(party)
@@ -180,7 +181,7 @@ def request_release(
                 "epsilon": spec.epsilon,
                 "delta": spec.delta,
                 "n_components": int(components),
-                "n_anchors": plan.n_anchors,
+                "n_anchors": n_anchors,
                 "anchor_ranges": {k: [float(v[0]), float(v[1])] for k, v in plan.anchor_ranges.items()},
                 "labels": party == plan.label_holders[i],
                 "outcome_range": list(spec.outcome_range),
@@ -194,7 +195,7 @@ def request_release(
     for i, group in enumerate(plan.row_groups):
         n = int(described[group[0]].params["n_subjects"])
         for party in group:
-            _check_reply(party, replies[party], n, plan.n_anchors, party == plan.label_holders[i])
+            _check_reply(party, replies[party], n, n_anchors, party == plan.label_holders[i])
             sigma[party] = float(replies[party].params["sigma"])
         x_tilde.append(np.hstack([replies[p].array("x_tilde") for p in group]))
         a_tilde.append(np.hstack([replies[p].array("a_tilde") for p in group]))

@@ -159,8 +159,14 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
     Parties are asked through ``dp_discover`` (HSIC, every row protected, public bounds from
     ``[anchor_ranges]``). The combined margin sum_j m_j (s_yx,j - s_xy,j) / sum_j m_j decides the
     direction as :func:`~collabcausal.estimators.discovery.anm.decide` does for one party; its DP
-    noise has standard deviation sqrt(sum_j (m_j / M)^2 * 2 * 2 b_j^2) for Laplace scales b_j.
+    noise has standard deviation sqrt(sum_j (m_j / M)^2 * 2 * 2 b_j^2) for Laplace scales b_j. The
+    direction is named only when it is right with probability at least 0.95 given that noise
+    (``Phi(|margin| / sd)``, :mod:`~collabcausal.estimators.discovery.decision`), otherwise
+    ``"undecided"``; ``favoured`` and ``probability`` say which way the margin leans and how surely.
     """
+    from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X
+    from collabcausal.estimators.discovery.decision import UNDECIDED, gaussian_probability, noisy_decision
+
     spec: DiscoverySection = config.analysis  # type: ignore[assignment]
     described = grid.send_and_receive(
         {p: Message("describe", {"study": config.study}) for p in parties}, timeout=config.task_timeout
@@ -194,11 +200,16 @@ def discovery_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -
         margins = np.array([r["score_yx"] - r["score_xy"] for r in releases.values()], dtype=float)
         scales = np.array([r["noise_scale"] for r in releases.values()], dtype=float)
         margin = float(w @ margins)
+        noise_sd = float(np.sqrt(np.sum(w**2 * 4.0 * scales**2)))
+        decision = noisy_decision(margin, gaussian_probability(margin, noise_sd))
+        arrows = {X_TO_Y: f"{x} -> {y}", Y_TO_X: f"{y} -> {x}", UNDECIDED: UNDECIDED}
         estimates[f"{x}~{y}"] = point_row(
             margin,
             "dp-anm-hsic",
-            direction=f"{x} -> {y}" if margin > 0 else f"{y} -> {x}",
-            noise_sd=float(np.sqrt(np.sum(w**2 * 4.0 * scales**2))),
+            direction=arrows[decision.direction],
+            favoured=arrows[decision.favoured],
+            probability=decision.probability,
+            noise_sd=noise_sd,
             parties={p: {k: r.get(k) for k in ("direction", "agreement", "m_test")} for p, r in releases.items()},
         )
     return {
@@ -219,8 +230,9 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     and balance diagnostics (:func:`~collabcausal.analyst.balance_report.balance_report`).
     """
     from collabcausal.analyst.balance_report import balance_report
-    from collabcausal.analyst.dcqe import run_dcqe
+    from collabcausal.analyst.dcqe import describe_parties, run_dcqe
     from collabcausal.analyst.dp_cate import dp_cate_on_representation
+    from collabcausal.analyst.study_defaults import study_configuration
     from collabcausal.estimators.intervals import interval_estimate
     from collabcausal.party.ledger import PrivacyLedger
 
@@ -231,7 +243,8 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
         delta=spec.ledger_delta or spec.delta,
         dataset=f"study {config.study}: rows of X^",
     )
-    result = run_dcqe(grid, plan, timeout=config.task_timeout)
+    described = describe_parties(grid, plan, timeout=config.task_timeout)
+    result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
     X_hat = np.asarray(result.representation.X_hat)
     b = spec.feature_bound
     with warnings.catch_warnings(record=True) as caught:
@@ -252,6 +265,7 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     parties = [p for group in plan.row_groups for p in group]
     balance = balance_report(result, plan)
     return balance | {
+        "configuration": study_configuration(plan, described),
         "estimates": estimates,
         # the parties' DC-QE rows are not DP: no epsilon (0 would claim perfect privacy), charged nothing;
         # with [balance], a balance party's entry is its DP moments' spend

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collabcausal.errors import CollabCausalError
 from collabcausal.logs import log_progress
+from collabcausal.strict_json import write_json
 
 if TYPE_CHECKING:
     from collabcausal.analyst.config import StudyConfig
@@ -103,6 +104,8 @@ def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -
 
     path = write_report(report, folder)
     html = write_html(study_document(report, echo, seed=report["seed"]), folder / REPORT_HTML)
+    if "configuration" in report:
+        print(report["configuration"])
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
     for warning in report["warnings"]:
@@ -128,6 +131,7 @@ def run_study(
     from collabcausal.analyst.alignment import align_row_group
     from collabcausal.analyst.balance_report import BALANCE_PRIVACY_NOTE, balance_report
     from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
+    from collabcausal.analyst.study_defaults import study_configuration
     from collabcausal.estimators.intervals import interval_caveat, interval_estimate
     from collabcausal.reporting.document import overlap_histogram
 
@@ -153,6 +157,7 @@ def run_study(
     if config.dp is not None:
         return report | dp_representation_results(grid, config, plan, config.dp)
     described = describe_parties(grid, plan, timeout=config.task_timeout)
+    report["configuration"] = study_configuration(plan, described)
     result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
     replicates = bootstrap_dcqe(
         grid, plan, config.n_boot, described=described, timeout=config.task_timeout, progress=progress
@@ -170,7 +175,12 @@ def run_study(
     }
     balance = balance_report(result, plan)
     caveats = [w for w in (interval_caveat(name, config.interval) for name in estimates) if w]
-    return report | balance | {
+    undefined = balance.get("undefined", {}) | {
+        f"estimates/{name}/masmd": "undefined: some SMD of its balanced sample is (see smd)"
+        for name, row in estimates.items()
+        if row["masmd"] is not None and math.isnan(row["masmd"])
+    }
+    return report | balance | ({"undefined": undefined} if undefined else {}) | {
         "estimates": estimates,
         "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
         "warnings": caveats + balance["warnings"],
@@ -227,9 +237,11 @@ def format_estimate(row: dict[str, Any]) -> str:
     if row["n_boot"]:
         text += f", B = {row['n_boot']} ({row['n_failed']} failed)"
     if row.get("masmd") is not None:
-        text += f", MASMD {row['masmd']:.4g}"
+        text += ", MASMD undefined (see report.json)" if math.isnan(row["masmd"]) else f", MASMD {row['masmd']:.4g}"
     if row.get("direction") is not None:
-        text += f", direction {row['direction']} (noise sd {row['noise_sd']:.3g})"
+        odds = f"{row['favoured']} more likely, " if row["direction"] == "undecided" else ""
+        odds += f"probability {row['probability']:.2f}, noise sd {row['noise_sd']:.3g}"
+        text += f", direction {row['direction']} ({odds})"
     return text
 
 
@@ -237,5 +249,4 @@ def write_report(report: dict[str, Any], folder: Path) -> Path:
     """Write ``report.json`` into ``folder``; return its path."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / REPORT
-    path.write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
-    return path
+    return write_json(path, report)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collabcausal.errors import InputError
+from collabcausal.strict_json import dumps
 
 if TYPE_CHECKING:
+    from collabcausal.estimators.discovery.decision import Decision
     from collabcausal.estimators.discovery.private_scores import PrivateDiscovery
     from collabcausal.party.discovery import DiscoveryRequest
     from collabcausal.party.ledger import PrivacyLedger
@@ -27,11 +28,16 @@ spent. --budget sets (or resets) the budget; without it an existing ledger's sto
 
 --protect test or --protect train (paper 002, sections 4 and 5) protect one split only and treat
 the other as public: NOT differentially private for the dataset, so nothing is charged and the
-output says so (see docs/causal-discovery.md).
+output says so (see docs/causal-discovery.md). --protect none (--data only) is the exact,
+non-private test on your own file: HSIC independence tests of both directions' residuals.
+
+A direction is named only when it is right with probability at least 0.95 (for a private release:
+given its DP noise; for --protect none: exactly one direction's residuals pass the independence
+test at level 0.05); otherwise the answer is "undecided", with the direction the margin favours.
 
 examples:
-  # every row protected (HSIC; public bounds), charged to cohort.csv.ledger.sqlite (budget 3)
-  collabcausal discover --data cohort.csv --x dose --y response --x-bounds 0 100 --y-bounds -5 5 \\
+  # every row protected (HSIC; public bounds), charged to examples/cohort/cohort.csv.ledger.sqlite (budget 3)
+  collabcausal discover --data examples/cohort/cohort.csv --x dose --y response --x-bounds 0 100 --y-bounds -5 5 \\
       --regularization 1 --epsilon 1 --budget 3
 
   # the same release on a party's own data, charged to the party's ledger under its policy
@@ -62,9 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, default=0.0, help="delta (iqr and --protect train ranks need > 0)")
     p.add_argument(
         "--protect",
-        choices=("both", "test", "train"),
+        choices=("both", "test", "train", "none"),
         default="both",
-        help="rows protected (default both; test/train are not DP for the dataset and charge nothing)",
+        help="rows protected (default both; test/train are not DP for the dataset and charge nothing; "
+        "none: the exact, non-private test, --data only)",
     )
     p.add_argument("--x-bounds", nargs=2, type=float, metavar=("LO", "HI"), help="public bounds of --x")
     p.add_argument("--y-bounds", nargs=2, type=float, metavar=("LO", "HI"), help="public bounds of --y")
@@ -82,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.party.discovery import DiscoveryRequest, discover, discover_unrecorded
     from collabcausal.party.table import PartyTable, read_table_file
 
+    if args.protect == "none":
+        return _run_exact(args)
     request = DiscoveryRequest(
         epsilon=args.epsilon,
         score=args.score,
@@ -105,8 +114,10 @@ def run(args: argparse.Namespace) -> int:
             result, remaining = discover_unrecorded(x, y, request, columns=(args.x, args.y)), None
     if args.json:
         charged = None if remaining is None else list(remaining)
-        print(json.dumps({**asdict(result), "x": args.x, "y": args.y, "charged": remaining is not None,
-                          "remaining_budget": charged}))
+        decision = release_decision(result)
+        print(dumps({**asdict(result), "x": args.x, "y": args.y, "charged": remaining is not None,
+                     "remaining_budget": charged, "decision": decision.direction,
+                     "probability": decision.probability}, indent=None))
     else:
         print(format_result(result, args.x, args.y, remaining))
     return 0
@@ -142,9 +153,53 @@ def open_ledger(args: argparse.Namespace) -> PrivacyLedger:
     return PrivacyLedger.from_file(path, dataset)
 
 
+def release_decision(result: PrivateDiscovery) -> Decision:
+    """The direction of a release, or undecided, given its DP noise (``estimators.discovery.decision``)."""
+    from collabcausal.estimators.discovery.decision import noisy_decision, release_probability
+
+    margin = result.score_yx - result.score_xy
+    return noisy_decision(margin, release_probability(margin, result.noise_scale, result.score))
+
+
+def _run_exact(args: argparse.Namespace) -> int:
+    """``--protect none``: the exact ANM and its HSIC independence tests on the user's own file (NOT private)."""
+    from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
+    from collabcausal.estimators.discovery.decision import INDEPENDENCE_ALPHA, exact_decision
+    from collabcausal.party.table import PartyTable, read_table_file
+
+    if args.data is None:
+        raise InputError("--protect none does not go with --config: a party releases only private scores",
+                         "use --data on a file you may read, or --protect both")
+    table = PartyTable.from_frame(read_table_file(args.data), [args.x, args.y], source=str(args.data))
+    model = AdditiveNoiseModel(
+        regularization=args.regularization,
+        test_size=args.test_size,
+        x_bounds=None if args.x_bounds is None else tuple(args.x_bounds),
+        y_bounds=None if args.y_bounds is None else tuple(args.y_bounds),
+        random_state=0,
+    ).fit(table.column(args.x), table.column(args.y))
+    scores, (p_xy, p_yx) = model.scores("hsic"), model.independence_pvalues()
+    decision = exact_decision(model)
+    if args.json:
+        print(dumps({"protect": "none", "x": args.x, "y": args.y, "decision": decision.direction,
+                     "favoured": decision.favoured, "score_xy": scores.score_xy, "score_yx": scores.score_yx,
+                     "p_xy": p_xy, "p_yx": p_yx, "alpha": INDEPENDENCE_ALPHA, "m_test": model.m_test_,
+                     "charged": False}, indent=None))
+        return 0
+    x, y = args.x, args.y
+    print("\n".join([
+        f"direction: {decision.label(x, y)}",
+        f"exact hsic scores: s({x}->{y}) = {scores.score_xy:.6g}, s({y}->{x}) = {scores.score_yx:.6g}",
+        f"independence of input and residual (HSIC test, gamma approximation): p({x}->{y}) = {p_xy:.3g}, "
+        f"p({y}->{x}) = {p_yx:.3g}; a direction needs exactly one p above {INDEPENDENCE_ALPHA:g}",
+        f"NOT private: exact scores and tests of every row (m={model.m_test_} test, n={model.n_train_} training); "
+        "nothing charged",
+    ]))
+    return 0
+
+
 def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[float, float] | None) -> str:
     """A short text report; a release charged to no ledger says it is not DP for the dataset."""
-    arrow = f"{x} -> {y}" if result.direction == "x->y" else f"{y} -> {x}"
     other = {"test": "training", "train": "test"}
     if result.protect in other:
         privacy = (
@@ -158,7 +213,7 @@ def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[flo
             f"row; m={result.m_test} test, n={result.n_train} training)"
         )
     lines = [
-        f"direction: {arrow}",
+        f"direction: {release_decision(result).label(x, y)} (given the DP noise)",
         f"private {result.score} scores: s({x}->{y}) = {result.score_xy:.6g}, s({y}->{x}) = {result.score_yx:.6g}",
         f"P(private decision = non-private decision) >= {result.agreement:.3f} (95% lower confidence bound)",
         privacy,

@@ -9,6 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from collabcausal.analyst.kinds import KINDS
+from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPONENTS
 from collabcausal.commands.simulate_kinds import add_kind_arguments, kind_options
 from collabcausal.errors import InputError
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
@@ -35,7 +36,7 @@ examples:
   collabcausal simulate --dataset dcqe-synthetic --settings L-IA,L,T,W,CA --out results/synthetic
 
   # your own CSV: three hospitals split by age, two holders of different columns
-  collabcausal simulate --data cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
+  collabcausal simulate --data examples/cohort/cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
       --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
 
   # eps-ADUM over four hospitals holding different subjects, epsilon 1 each
@@ -51,8 +52,6 @@ examples:
 log = logging.getLogger(__name__)
 
 DATASETS = ("lalonde", "dcqe-synthetic")
-# Defaults chosen with the sensitivity sweep in docs/dcqe.md (paper 003's values were lost).
-DEFAULT_PARTY_COMPONENTS = 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,20 +92,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     study.add_argument("--estimand", choices=("ate", "att"), help="default: the data set's (lalonde: att)")
     study.add_argument(
         "--party-components",
-        default=str(DEFAULT_PARTY_COMPONENTS),
+        default=str(PARTY_COMPONENTS),
         metavar="K",
         help="m~: PCA components per party, an int (capped at the party's covariates) or a variance "
-        f"fraction like 0.9 (default {DEFAULT_PARTY_COMPONENTS})",
+        f"fraction like 0.9 (default {PARTY_COMPONENTS})",
     )
     study.add_argument(
         "--components", metavar="SETTING=K,...", default="", help="m^ per collaboration, e.g. W-clb=4 (default: rank)"
     )
     study.add_argument("--anchors", type=int, help="anchor rows r (default: number of subjects, as in paper 003)")
     run = p.add_argument_group("run")
-    run.add_argument("--bootstrap", type=int, default=200, metavar="B", help="bootstrap replicates (paper: 1000)")
+    run.add_argument(
+        "--bootstrap", type=int, default=BOOTSTRAP, metavar="B",
+        help=f"bootstrap replicates (default {BOOTSTRAP}; paper: 1000)",
+    )
     run.add_argument(
         "--interval",
-        default="percentile",
+        default=INTERVAL,
         help="SE and 95%% interval around each full-sample estimate: bootstrap percentile (default), "
         "bootstrap BCa, or analytic (sandwich / Abadie-Imbens with the propensity's estimation accounted for); "
         "analyst serve takes the same choice from study.toml",
@@ -159,7 +161,7 @@ def run_command(args: argparse.Namespace) -> int:
     )
     if args.transport == "grpc":
         with tempfile.TemporaryDirectory(prefix="collabcausal-grpc-") as workdir:
-            factory = partial(local_grpc_grid, workdir=workdir, tls=True, study=f"simulate-{dataset.name}")
+            factory = partial(local_grpc_grid, workdir=workdir, tls=True, study=config.study)
             result = run_experiment(config, grid_factory=factory, progress=not (args.quiet or args.log_quiet))
     else:
         result = run_experiment(config, progress=not (args.quiet or args.log_quiet))
@@ -168,6 +170,7 @@ def run_command(args: argparse.Namespace) -> int:
         f"{config.interval} SE and interval"
     )
     print(format_table(result.rows(), title))
+    print(config.configuration_line())
     for warning in simulation_warnings(result):
         log.warning("%s", warning)
     for path in write_results(result, args.out):

@@ -164,11 +164,17 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
 def simulated_study(
     args: argparse.Namespace, dataset: CausalDataset, partition: GridPartition, *, ledger: Path
 ) -> dict[str, Any]:
-    """The study.toml content (as a dict) that ``args`` describe on ``partition``."""
+    """The study.toml content (as a dict) that ``args`` describe on ``partition``.
+
+    The study id is the simulation's (:func:`~collabcausal.analyst.study_defaults.simulation_study_id`),
+    as ``simulate``'s table uses, and every default is study.toml's: the same W-clb numbers.
+    """
+    from collabcausal.analyst.study_defaults import simulation_study_id
+
     ranges = {c: [lo, hi] for c, (lo, hi) in dataset.covariate_ranges().items()}
     y = dataset.frame[dataset.outcome]
     outcome = list(args.outcome_range) if args.outcome_range else [float(y.min()), float(y.max())]
-    study = {"id": f"simulate-{args.kind}-{dataset.name}", "kind": args.kind, "seed": args.seed,
+    study = {"id": simulation_study_id(dataset.name, partition.shape), "kind": args.kind, "seed": args.seed,
              "out": str(Path(args.out).resolve())}
     if args.kind != "discovery":
         study["estimand"] = args.estimand or dataset.estimand
@@ -178,8 +184,9 @@ def simulated_study(
     if args.kind in ("dcqe", "cate"):
         from collabcausal.commands.simulate import parse_party_components
 
-        study |= {"n_anchors": args.anchors or dataset.n_subjects,
-                  "party_components": parse_party_components(args.party_components)}
+        study |= {"party_components": parse_party_components(args.party_components)}
+        if args.anchors is not None:
+            study["n_anchors"] = args.anchors
     if args.kind == "dcqe":
         study |= {"estimators": [e.strip() for e in args.estimators.split(",")], "bootstrap": args.bootstrap,
                   "interval": args.interval}

@@ -87,7 +87,7 @@ def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = Non
     return ArmMoments(A.sum(axis=1), (A * A).sum(axis=1), A @ X, A @ (X * X))
 
 
-def smd_from_moments(m: ArmMoments) -> NDArray[np.float64]:
+def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:
     """Standardized mean differences from arm moments (paper 003, eqs. 42–44).
 
     ``SMD_k = (mean1_k - mean0_k) / sqrt((var1_k + var0_k) / 2)`` (eq. 42) with weighted means
@@ -98,6 +98,11 @@ def smd_from_moments(m: ArmMoments) -> NDArray[np.float64]:
     which is the usual ``ddof=1`` variance for unit weights and does not change when all weights
     are multiplied by a constant. ``sum w (x - mean)^2`` is computed as ``sum_wx2 - sum_wx^2 /
     sum_w``. A covariate constant in both arms gets SMD 0 (equal means) or +/-inf.
+
+    With ``noisy`` (DP moments, ``dp_weighted_moments``) an arm's spread ``sum_wx2 - sum_wx^2 /
+    sum_w <= 0`` is the noise's doing, not a constant covariate: a difference of noisy sums goes
+    negative when the noise exceeds the arm's spread (heavy matching weights make the noise large),
+    and flooring it at 0 gave pooled sd 0 and SMD +/-inf. The SMD is then undefined: NaN.
     """
     if ((m.sum_w**2 - m.sum_w2) <= 0.0).any():
         arm = "treated" if (m.sum_w[1] ** 2 - m.sum_w2[1]) <= 0.0 else "control"
@@ -107,13 +112,15 @@ def smd_from_moments(m: ArmMoments) -> NDArray[np.float64]:
         )
     sw = m.sum_w[:, None]
     mean = m.sum_wx / sw
-    ss = np.maximum(m.sum_wx2 - m.sum_wx * mean, 0.0)
-    var = ss * (sw / (sw**2 - m.sum_w2[:, None]))
+    spread = m.sum_wx2 - m.sum_wx * mean
+    var = np.maximum(spread, 0.0) * (sw / (sw**2 - m.sum_w2[:, None]))
     diff = mean[1] - mean[0]
     pooled = np.sqrt((var[1] + var[0]) / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(pooled > 0.0, diff / np.where(pooled > 0.0, pooled, 1.0), np.sign(diff) * np.inf)
     out[(pooled == 0.0) & (diff == 0.0)] = 0.0
+    if noisy:
+        out[(spread <= 0.0).any(axis=0)] = np.nan
     return out
 
 
@@ -131,10 +138,11 @@ def smd_noise_sd(m: ArmMoments, sigma: ArrayLike) -> NDArray[np.float64]:
     and the sd is ``sigma_k`` times the norm of these four derivatives. The leading term is
     ``sigma sqrt(1/sum_w_0^2 + 1/sum_w_1^2) / p``: the noise shrinks as the arms' total weight grows
     relative to the heaviest subject's (the sensitivity). Meaningful when the moments are centred
-    (``mean_a`` small, as ``dp_weighted_moments`` returns them) and the noise is small against them.
+    (``mean_a`` small, as ``dp_weighted_moments`` returns them) and the noise is small against them;
+    NaN where the SMD is undefined (an arm's noisy spread ``<= 0``).
     """
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), m.sum_wx.shape[1:])
-    value = smd_from_moments(m)
+    value = smd_from_moments(m, noisy=True)
     sw = m.sum_w[:, None]
     c = sw / (sw**2 - m.sum_w2[:, None])
     mean = m.sum_wx / sw
@@ -144,7 +152,8 @@ def smd_noise_sd(m: ArmMoments, sigma: ArrayLike) -> NDArray[np.float64]:
     with np.errstate(divide="ignore", invalid="ignore"):
         d_first = sign / (sw * np.sqrt(p2)) + value * mean * c / (2.0 * p2)
         d_second = -value * c / (4.0 * p2)
-        return sigma * np.sqrt((d_first**2).sum(axis=0) + (d_second**2).sum(axis=0))
+        sd = sigma * np.sqrt((d_first**2).sum(axis=0) + (d_second**2).sum(axis=0))
+    return np.where(np.isnan(value) | ~(p2 > 0.0), np.nan, sd)  # an undefined SMD has no noise sd
 
 
 def smd(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64] | pd.Series:

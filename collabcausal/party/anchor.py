@@ -29,6 +29,9 @@ from collabcausal.estimators.validation import check_bounds
 from collabcausal.party.secret_keys import new_key_file, read_key_file
 
 _SIMULATION_LABEL = b"collabcausal simulation-only anchor key"
+_FINGERPRINT_LABEL = "collabcausal anchor-key fingerprint v1|"
+FINGERPRINT_HEX = 32
+"""Hex digits of an anchor-key fingerprint (128 bits: two different keys collide with probability 2^-128)."""
 
 
 def new_anchor_key(path: str | Path) -> Path:
@@ -44,6 +47,32 @@ def read_anchor_key(path: str | Path) -> bytes:
 def simulation_anchor_key(seed: int) -> bytes:
     """The anchor key of a simulation with study seed ``seed``: SIMULATION ONLY (anyone with the seed has it)."""
     return hashlib.sha256(_SIMULATION_LABEL + str(int(seed)).encode()).digest()
+
+
+def anchor_fingerprint(key: bytes, study: str) -> str:
+    """Proof that a party holds the study's anchor key, revealing nothing usable about the key.
+
+    ``HMAC-SHA256(key, "collabcausal anchor-key fingerprint v1|" + study)``, the first
+    :data:`FINGERPRINT_HEX` hex digits. HMAC-SHA256 under a 256-bit key is a pseudo-random function,
+    so the coordinator, which sees fingerprints only, learns whether two parties hold the same key and
+    nothing else; binding the study id makes a fingerprint useless in any other study, and the label
+    never prefixes an anchor stream's label (``anchor/``, ``dp-anchor/``, ``dp-rotation/``,
+    ``dp-order/``), so no fingerprint is an output of the anchor's generators (docs/threat-model.md).
+
+    Parameters
+    ----------
+    key : bytes
+        The study's anchor key.
+    study : str
+        The study id the analyst asked about.
+
+    Returns
+    -------
+    str
+        Lower-case hex of length :data:`FINGERPRINT_HEX`.
+    """
+    digest = hmac.new(key, (_FINGERPRINT_LABEL + study).encode(), hashlib.sha256).hexdigest()
+    return digest[:FINGERPRINT_HEX]
 
 
 def anchor_columns(

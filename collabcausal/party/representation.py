@@ -3,7 +3,8 @@
 Operations (paper 003, Algorithm 2 lines 2-6; DESIGN.md "DC-QE" steps 1-3):
 
 ``describe``
-    Public metadata: subject count, shared covariate names, whether the party holds labels.
+    Public metadata: subject count, shared covariate names, whether the party holds labels, and
+    the fingerprint of its anchor key for the study asked about.
 ``dc_representation``
     Fit the private reducer f_ij on the party's rows (optionally a bootstrap resample of them,
     given as ``rows``), and return X~_ij = f_ij(X_ij) and A~_ij = f_ij(X_anc_j); the label holder
@@ -22,7 +23,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, PolicyError, ProtocolError
 from collabcausal.messages import Message
-from collabcausal.party.anchor import anchor_columns
+from collabcausal.party.anchor import anchor_columns, anchor_fingerprint
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.reducer import StandardizedPCA
@@ -34,8 +35,14 @@ def describe(party: Party, request: Message) -> Message:
 
     ``ids_sha256`` is the SHA-256 of the party's ordered subject ids (when it has an id column):
     parties of one row group must hold the same subjects in the same order, and equal digests
-    show it without revealing an id.
+    show it without revealing an id. ``anchor_fingerprint`` (:func:`anchor_fingerprint` of the
+    party's anchor key and the request's ``study``; ``None`` without a key or a study) shows the same of the
+    anchor key: parties with different keys would build different anchors, and the collaborative
+    representation would silently mix incompatible coordinates.
     """
+    study = request.params.get("study")
+    if study is not None and not isinstance(study, str):
+        raise ProtocolError(f"describe request has study {study!r}, not a study id", "send the study id")
     ids = party.table.subject_ids
     digest = None if ids is None else hashlib.sha256("\x1f".join(ids.tolist()).encode()).hexdigest()
     return Message(
@@ -46,6 +53,9 @@ def describe(party: Party, request: Message) -> Message:
             "covariates": list(party.table.covariate_names),
             "has_labels": party.table.has_labels,
             "ids_sha256": digest,
+            "anchor_fingerprint": None
+            if party.anchor_key is None or study is None
+            else anchor_fingerprint(party.anchor_key, study),
         },
     )
 

@@ -17,8 +17,13 @@ MIN_KEY_BYTES = 16
 
 def new_key_file(path: str | Path) -> Path:
     """Write a fresh random 256-bit key (hex) to ``path`` with mode 0600."""
+    return write_key_file(path, secrets.token_bytes(KEY_BYTES))
+
+
+def write_key_file(path: str | Path, key: bytes) -> Path:
+    """Write ``key`` (hex) to ``path`` with mode 0600, as :func:`read_key_file` reads it."""
     file = Path(path)
-    file.write_text(secrets.token_hex(KEY_BYTES) + "\n")
+    file.write_text(key.hex() + "\n")
     file.chmod(0o600)
     return file
 

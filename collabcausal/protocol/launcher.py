@@ -26,6 +26,7 @@ from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
+from collabcausal.party.secret_keys import write_key_file
 from collabcausal.protocol.certs import ANALYST, init_ca, issue
 from collabcausal.protocol.server import GrpcGrid
 from collabcausal.protocol.tls import TlsFiles
@@ -206,12 +207,10 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
         # The party process keeps its own ledger, with the in-process ledger's budget.
         sections["privacy"] = {"epsilon": party.ledger.epsilon, "delta": party.ledger.delta, "ledger": "ledger.sqlite"}
     if party.anchor_key is not None:
-        key_file = folder / "anchor.key"
-        key_file.write_text(party.anchor_key.hex() + "\n")
-        key_file.chmod(0o600)
+        write_key_file(folder / "anchor.key", party.anchor_key)
         sections["anchor"] = {"key_file": "anchor.key"}
     if policy is not None and policy.alignment_key is not None:
-        (folder / "alignment.key").write_text(policy.alignment_key.hex() + "\n")
+        write_key_file(folder / "alignment.key", policy.alignment_key)
         sections["alignment"] = {"key_file": "alignment.key"}
     path = folder / "party.toml"
     path.write_text("\n".join(_toml_section(name, values) for name, values in sections.items()))

@@ -27,6 +27,13 @@ from threadpoolctl import threadpool_limits
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, estimate_effects
 from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.study_defaults import (
+    BOOTSTRAP,
+    INTERVAL,
+    PARTY_COMPONENTS,
+    configuration_line,
+    simulation_study_id,
+)
 from collabcausal.errors import CollabCausalError, InputError, NumericalError
 from collabcausal.estimators.balance import smd
 from collabcausal.estimators.bootstrap import run_replicates, stratified_resample, summarize
@@ -61,7 +68,8 @@ class ExperimentConfig:
     seed : int
         Study seed: anchors and bootstrap resamples derive from it.
     party_components : int or float
-        m~ for every party (int, or explained-variance fraction).
+        m~ for every party (int, or explained-variance fraction); the defaults of this config are
+        those of ``analyst serve`` (:mod:`collabcausal.analyst.study_defaults`).
     n_anchors : int, optional
         Anchor rows r; default the number of subjects (paper 003, section 5.1).
     n_jobs : int
@@ -77,13 +85,13 @@ class ExperimentConfig:
     settings: Sequence[Setting]
     estimators: Sequence[str] = ESTIMATORS
     estimand: str | None = None
-    n_boot: int = 200
+    n_boot: int = BOOTSTRAP
     seed: int = 0
-    party_components: int | float = 1.0
+    party_components: int | float = PARTY_COMPONENTS
     n_anchors: int | None = None
     n_jobs: int = 1
     anchor_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    interval: str = "percentile"
+    interval: str = INTERVAL
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "estimand", check_estimand(self.estimand or self.dataset.estimand))
@@ -97,6 +105,23 @@ class ExperimentConfig:
             )
         if not self.anchor_ranges:
             object.__setattr__(self, "anchor_ranges", self.dataset.covariate_ranges())
+
+    @property
+    def study(self) -> str:
+        """The study id of every setting (:func:`~collabcausal.analyst.study_defaults.simulation_study_id`)."""
+        return simulation_study_id(self.dataset.name, self.partition.shape)
+
+    def configuration_line(self) -> str:
+        """What decides the collaborations' numbers, as ``analyst serve`` prints it for a study."""
+        return configuration_line(
+            study=self.study,
+            anchor_key=f"simulation key of seed {self.seed}",
+            n_anchors=self.n_anchors or self.dataset.n_subjects,
+            ranges=self.anchor_ranges,
+            party_components=self.party_components,
+            n_components=next((s.n_components for s in self.settings if s.name == "W-clb"), None),
+            seed=self.seed,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,7 +284,7 @@ def _replicate(
                     seed=config.seed,
                     estimand=config.estimand,
                     estimators=config.estimators,
-                    study=f"simulation:{setting.name}",
+                    study=config.study,
                     balance_parties=[names[i] for i in groups],
                 )
                 result = run_dcqe(

@@ -87,13 +87,7 @@ def partition_grid(
     if not 1 <= n_row_groups <= n:
         raise InputError(f"cannot split {n} subjects into {n_row_groups} row groups", "choose fewer row groups")
     groups = tuple(tuple(g) for g in (column_groups or dataset.column_groups))
-    listed = [c for g in groups for c in g]
-    unknown = [c for c in listed if c not in dataset.covariates]
-    if unknown or len(set(listed)) != len(listed) or any(not g for g in groups):
-        raise InputError(
-            f"column groups {groups} must be non-empty, disjoint and name covariates of {dataset.name}",
-            f"use columns from {list(dataset.covariates)}",
-        )
+    check_column_groups(groups, dataset.covariates)
     if row_rule == "random":
         order = child_rng(seed, "partition", "rows").permutation(n)
     elif row_rule.startswith("column:"):
@@ -104,6 +98,35 @@ def partition_grid(
     else:
         raise InputError(f"unknown row rule {row_rule!r}", "use 'random' or 'column:NAME'")
     return GridPartition(tuple(np.sort(part).astype(np.int64) for part in np.array_split(order, n_row_groups)), groups)
+
+
+def check_column_groups(groups: Sequence[Sequence[str]], covariates: Sequence[str]) -> None:
+    """Refuse column groups that are not a partition of ``covariates``, naming every offending covariate.
+
+    A covariate in no group would be silently left out of every collaboration while the centralized
+    analysis (CA) still adjusts for it, so the settings would compare different models.
+
+    Raises
+    ------
+    InputError
+        One line naming the covariates left out, listed twice, or unknown, and any empty group.
+    """
+    listed = [c for g in groups for c in g]
+    names = ", ".join
+    problems = []
+    if left_out := [c for c in covariates if c not in listed]:
+        problems.append(f"leave out {names(map(repr, left_out))} (CA would adjust for them, no collaboration would)")
+    if twice := sorted({c for c in listed if listed.count(c) > 1}):
+        problems.append(f"list {names(map(repr, twice))} twice")
+    if unknown := [c for c in listed if c not in covariates]:
+        problems.append(f"name unknown covariate {names(map(repr, unknown))}")
+    if any(not g for g in groups):
+        problems.append("have an empty column group")
+    if problems:
+        raise InputError(
+            f"column groups {';'.join(','.join(g) for g in groups)!r} " + "; ".join(problems),
+            f"list every covariate of {names(covariates)} in exactly one column group, or drop it from the covariates",
+        )
 
 
 def build_parties(dataset: CausalDataset, partition: GridPartition, *, anchor_key: bytes) -> list[Party]:

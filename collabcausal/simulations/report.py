@@ -6,7 +6,6 @@ failed run leaves no half-written results behind.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from collabcausal.errors import InputError
 from collabcausal.reporting.document import bootstrap_figure, simulation_document
 from collabcausal.reporting.html import REPORT_HTML, write_html
 from collabcausal.simulations.dcqe_experiment import ExperimentResult
+from collabcausal.strict_json import write_json
 
 TABLE_COLUMNS = (
     "estimator",
@@ -93,7 +93,7 @@ def write_results(result: ExperimentResult, out_dir: str | os.PathLike[str]) -> 
         staging = Path(tmp)
         pd.DataFrame(rows).to_csv(staging / "table.csv", index=False)
         meta = _metadata(result)
-        (staging / "results.json").write_text(json.dumps({"config": meta, "rows": rows}, indent=2))
+        write_json(staging / "results.json", {"config": meta, "rows": rows})
         plot_bootstrap(result, staging / "bootstrap.png")
         write_html(simulation_document(result, meta), staging / REPORT_HTML)
         out.mkdir(exist_ok=True)

@@ -7,16 +7,25 @@ of a row group holds the treatment and outcome (label holder) and a subject id c
 It also writes ``anchor.key``, the study's anchor key that every party reads (``[anchor]`` in each
 party.toml) and the analyst never gets: in a real study one party makes it with
 ``collabcausal certs anchor-key --out anchor.key`` and hands it to the others out of band.
+``python prepare.py --simulation-key`` writes the simulation key of seed 0 instead, which anyone can
+rebuild: the study then reproduces ``collabcausal simulate --dataset lalonde``'s W-clb numbers (the
+anchor, drawn from the key and the study id, is what differs between a simulation and a real study).
 """
 
+import sys
 from pathlib import Path
 
-from collabcausal.party.anchor import new_anchor_key
+from collabcausal.party.anchor import new_anchor_key, simulation_anchor_key
+from collabcausal.party.secret_keys import write_key_file
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import partition_grid
 
 here = Path(__file__).resolve().parent
-if not (here / "anchor.key").exists():
+if "--simulation-key" in sys.argv[1:]:
+    write_key_file(here / "anchor.key", simulation_anchor_key(0))
+    print("anchor.key: the SIMULATION key of seed 0 (anyone can rebuild it): the study now gives the numbers of "
+          "`collabcausal simulate --dataset lalonde` (same study id, anchor, r, m~ and seed); never in a real study")
+elif not (here / "anchor.key").exists():
     new_anchor_key(here / "anchor.key")
 dataset = load_lalonde()
 partition = partition_grid(dataset, 2, seed=0)

@@ -9,6 +9,7 @@ import pytest
 from collabcausal.analyst.config import load_study_config
 from collabcausal.commands.analyst import run_study
 from collabcausal.errors import BudgetExceededError, StudyFailedError
+from collabcausal.estimators.discovery.decision import gaussian_probability
 from collabcausal.messages import Message
 from collabcausal.party import Party
 from collabcausal.party.anchor import simulation_anchor_key
@@ -99,7 +100,10 @@ def test_a_discovery_study_asks_every_party_holding_the_pair_and_charges_it_per_
     report = run_study(InProcessGrid(parties), study_toml(tmp_path, "discovery", parties, section))
     assert report["privacy"] == {p.name: {"epsilon": 2 * BIG, "delta": 0.0} for p in parties}
     row = report["estimates"]["x~w"]
-    assert set(row["parties"]) == {p.name for p in parties} and row["direction"] in ("x -> w", "w -> x")
+    assert set(row["parties"]) == {p.name for p in parties} and row["favoured"] in ("x -> w", "w -> x")
+    # named only when right with probability >= 0.95 given the DP noise, else undecided
+    assert row["probability"] == pytest.approx(gaussian_probability(row["estimate"], row["noise_sd"]))
+    assert row["direction"] == (row["favoured"] if row["probability"] >= 0.95 else "undecided")
     assert np.isfinite(row["estimate"]) and row["noise_sd"] > 0
     for party in parties:
         assert [c.operation for c in party.ledger.history()] == ["dp_discover", "dp_discover"]

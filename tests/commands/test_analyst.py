@@ -160,7 +160,7 @@ def test_serve_and_simulate_print_the_same_quantities_for_the_same_study(tmp_pat
     groups = "\n".join(f"[[row_groups]]\nparties = {list(row)!r}".replace("'", '"') for row in partition.names())
     study = tmp_path / "study.toml"
     study.write_text(
-        f'[study]\nid = "simulation:W-clb"\nseed = {seed}\nestimand = "{config.estimand}"\n'
+        f'[study]\nid = "{config.study}"\nseed = {seed}\nestimand = "{config.estimand}"\n'
         f'estimators = ["psm", "ipw", "aipw"]\nn_anchors = {dataset.n_subjects}\nparty_components = 3\n'
         f'interval = "{interval}"\nbootstrap = {n_boot}\n'
         f'[server]\naddress = "127.0.0.1:0"\ninsecure = true\n[anchor_ranges]\n{ranges}\n{groups}\n'

@@ -115,3 +115,20 @@ def test_smd_noise_sd_matches_the_spread_of_smd_under_noisy_sums():
     predicted = smd_noise_sd(m, sigma)
     np.testing.assert_allclose(draws.std(axis=0), predicted, rtol=0.05)
     assert (predicted > 0).all()
+
+
+def test_a_noisy_spread_at_or_below_zero_makes_the_smd_undefined_not_infinite():
+    # DP moments: sum_wx2 pushed below sum_wx^2 / sum_w by noise (the cause of "MASMD inf")
+    from collabcausal.estimators.balance import ArmMoments, smd_noise_sd
+
+    X = np.array([[0.1, 0.5], [0.2, -0.5], [0.1, 0.4], [0.3, -0.3]])
+    m = weighted_moments(X, np.array([0, 0, 1, 1]))
+    noisy = ArmMoments(m.sum_w, m.sum_w2, m.sum_wx, m.sum_wx2 - np.array([[1.0, 0.0], [1.0, 0.0]]))
+    assert np.isinf(smd_from_moments(noisy)[0])  # the exact reading: a constant covariate, SMD inf
+    value = smd_from_moments(noisy, noisy=True)
+    assert np.isnan(value[0]) and np.isfinite(value[1])
+    one_arm = ArmMoments(m.sum_w, m.sum_w2, m.sum_wx, m.sum_wx2 - np.array([[1.0, 0.0], [0.0, 0.0]]))
+    assert np.isnan(smd_from_moments(one_arm, noisy=True)[0])  # one arm's variance undefined: so is the SMD
+    assert value[1] == smd_from_moments(m)[1]
+    sd = smd_noise_sd(noisy, 0.01)
+    assert np.isnan(sd[0]) and np.isfinite(sd[1]) and sd[1] > 0

@@ -68,3 +68,26 @@ def test_key_files_round_trip_and_bad_ones_are_refused(tmp_path) -> None:
 def test_bad_anchor_specifications_are_refused(columns, ranges, n, message) -> None:
     with pytest.raises(InputError, match=message):
         anchor_columns(KEY, "s", columns, ranges, n)
+
+
+def test_fingerprint_tells_keys_apart_and_is_bound_to_the_study() -> None:
+    from collabcausal.party.anchor import FINGERPRINT_HEX, anchor_fingerprint
+
+    base = anchor_fingerprint(KEY, "s")
+    assert base == anchor_fingerprint(bytes(KEY), "s")
+    assert len(base) == FINGERPRINT_HEX and int(base, 16) >= 0
+    assert base != anchor_fingerprint(bytes(32), "s")
+    assert base != anchor_fingerprint(KEY, "t")  # a fingerprint replayed in another study does not match
+
+
+def test_fingerprint_is_no_output_of_the_anchor_streams() -> None:
+    import hashlib
+    import hmac
+
+    from collabcausal.party.anchor import anchor_fingerprint
+
+    # the analyst chooses the study id it asks about: even then no fingerprint is an anchor stream's digest
+    study = "x/age"
+    fingerprint = anchor_fingerprint(KEY, study)
+    for label in (f"anchor/{study}", f"dp-anchor/{study}", "anchor/x/age"):
+        assert not hmac.new(KEY, label.encode(), hashlib.sha256).hexdigest().startswith(fingerprint)

@@ -37,7 +37,7 @@ def test_parties_hold_only_their_cell() -> None:
 
 
 def test_large_grids_use_dashed_names() -> None:
-    part = partition_grid(make_dcqe_synthetic(200, 0), 10, column_groups=[["x1", "x2"], ["x3"]])
+    part = partition_grid(make_dcqe_synthetic(200, 0), 10, column_groups=[["x1", "x2", "x3"], ["x4", "x5", "x6"]])
     assert part.name(9, 1) == "p10-2"
 
 
@@ -45,8 +45,9 @@ def test_large_grids_use_dashed_names() -> None:
     ("kwargs", "message"),
     [
         ({"n_row_groups": 0}, "cannot split"),
-        ({"column_groups": [["x1"], ["x1", "x2"]]}, "disjoint"),
-        ({"column_groups": [["x1"], ["zz"]]}, "name covariates"),
+        ({"column_groups": [["x1"], ["x1", "x2"]]}, "list 'x1' twice"),
+        ({"column_groups": [["x1"], ["zz"]]}, "name unknown covariate 'zz'"),
+        ({"column_groups": [["x1"], []]}, "an empty column group"),
         ({"row_rule": "column:zz"}, "unknown column 'zz'"),
         ({"row_rule": "alphabetical"}, "unknown row rule"),
     ],
@@ -54,6 +55,16 @@ def test_large_grids_use_dashed_names() -> None:
 def test_bad_partitions_are_refused(kwargs, message) -> None:
     with pytest.raises(InputError, match=message):
         partition_grid(make_dcqe_synthetic(100, 0), **({"n_row_groups": 2} | kwargs))
+
+
+def test_column_groups_that_leave_out_covariates_are_refused_naming_exactly_those() -> None:
+    data = make_dcqe_synthetic(100, 0)
+    with pytest.raises(InputError) as caught:
+        partition_grid(data, 2, column_groups=[["x1"], ["x2", "x2"]])
+    problem = caught.value.problem
+    assert problem.startswith("column groups 'x1;x2,x2' leave out 'x3', 'x4', 'x5', 'x6' (CA would adjust")
+    assert problem.endswith("; list 'x2' twice")
+    assert "\n" not in str(caught.value) and "drop it from the covariates" in caught.value.fix
 
 
 def test_paper_settings_on_2x2_and_subsets_on_any_grid() -> None:

@@ -18,6 +18,7 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.krr import LOO_REGULARIZATIONS, LOO_WIDTHS, GaussianKRR, loo_select
 from collabcausal.estimators.discovery.scaling import UnitScaler
 from collabcausal.estimators.discovery.scores import (
+    hsic_pvalue,
     hsic_score,
     iqr_score,
     kendall_score,
@@ -208,20 +209,32 @@ class AdditiveNoiseModel(BaseEstimator):
             raise InputError(f"the training split is constant (no {name})", "declare public bounds or use more pairs")
         return UnitScaler(lo, hi)
 
+    def _hsic_widths(self, a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[float, float]:
+        if self.hsic_widths == "median":
+            return median_heuristic(a), median_heuristic(b)
+        if isinstance(self.hsic_widths, str):
+            raise InputError(
+                f"hsic_widths must be two numbers or 'median', got {self.hsic_widths!r}", "pass (0.3, 0.1)"
+            )
+        return float(self.hsic_widths[0]), float(self.hsic_widths[1])
+
     def pair_score(self, score: str, a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
         """``s(a, b)`` for an input ``a`` and its residual ``b``."""
         key = check_score(score)
         if key == "hsic":
-            if self.hsic_widths == "median":
-                return hsic_score(a, b, width_a=median_heuristic(a), width_b=median_heuristic(b))
-            if isinstance(self.hsic_widths, str):
-                raise InputError(
-                    f"hsic_widths must be two numbers or 'median', got {self.hsic_widths!r}", "pass (0.3, 0.1)"
-                )
-            return hsic_score(a, b, width_a=self.hsic_widths[0], width_b=self.hsic_widths[1])
+            width_a, width_b = self._hsic_widths(a, b)
+            return hsic_score(a, b, width_a=width_a, width_b=width_b)
         return {"spearman": spearman_score, "kendall": kendall_score, "iqr": iqr_score, "variance": variance_score}[
             key
         ](a, b)
+
+    def independence_pvalues(self) -> tuple[float, float]:
+        """Exact HSIC independence-test p-values of ``(x', r_Y)`` and ``(y', r_X)`` (:func:`hsic_pvalue`)."""
+        out = []
+        for a, b in ((self.x_test_, self.residual_y_), (self.y_test_, self.residual_x_)):
+            width_a, width_b = self._hsic_widths(a, b)
+            out.append(hsic_pvalue(a, b, width_a=width_a, width_b=width_b))
+        return out[0], out[1]
 
     def scores(self, score: str = "hsic") -> DirectionScores:
         """Exact scores ``s(x', r_Y)``, ``s(y', r_X)`` and the non-private decision (computed once per score)."""
