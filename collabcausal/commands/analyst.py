@@ -67,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.config_schema import read_toml
     from collabcausal.protocol.server import GrpcGrid
     from collabcausal.protocol.tls import TlsFiles
+    from collabcausal.reporting.out_folder import check_out_folder
 
     config = load_study_config(args.study)
+    check_out_folder(config.out, "[study] out")
     server = config.server
     insecure = args.insecure or server.insecure
     tls = None if insecure else TlsFiles(server.ca, server.cert, server.key)  # type: ignore[arg-type]

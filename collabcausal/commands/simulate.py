@@ -129,10 +129,12 @@ def run_command(args: argparse.Namespace) -> int:
     """Validate everything, run, print the table and write the results."""
     from collabcausal.protocol.launcher import local_grpc_grid
     from collabcausal.reporting.document import simulation_warnings
+    from collabcausal.reporting.out_folder import check_out_folder
     from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
     from collabcausal.simulations.partition import partition_grid
     from collabcausal.simulations.report import format_table, write_results
 
+    check_out_folder(args.out, "--out")
     options = kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
     if args.kind != "dcqe" or options.balance_epsilon is not None:

@@ -270,3 +270,18 @@ def test_a_party_whose_policy_lacks_dp_weighted_moments_refuses_in_one_line_nami
         run_study(InProcessGrid(parties), config)
     assert "\n" not in str(info.value)
     assert not any(c.operation == "dp_weighted_moments" for c in parties[1].ledger.history())
+
+
+def test_serve_refuses_an_out_that_is_a_file_before_listening(tmp_path, capsys, monkeypatch):
+    folder = _example(tmp_path, certificates=False, tables=False)
+    study = folder / "study.toml"
+    study.write_text(study.read_text().replace('out = "report"', 'out = "afile"'))
+    (folder / "afile").write_text("keep me")
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("the analyst listened before [study] out was checked")
+
+    monkeypatch.setattr("collabcausal.protocol.server.GrpcGrid", no_server)
+    assert main(["analyst", "serve", "--study", str(study), "--insecure"]) == 2
+    err = capsys.readouterr().err
+    assert "[study] out" in err and "is a file, not a folder" in err and err.count("\n") == 1
