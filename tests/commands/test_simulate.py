@@ -99,7 +99,7 @@ def test_too_many_row_groups_name_the_cause_in_cli_terms(tmp_path, capsys) -> No
     assert main(["simulate", "--rows", "100", "--settings", "W", "--bootstrap", "2", "--quiet", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert re.search(r"covariate '\w+' is constant in row group \d+ of 100 \(6 subjects\)", err), err
+    assert re.search(r"covariate '\w+' is constant in row group \d+ of 100 \(\d+ subjects\)", err), err
     assert "use fewer --rows" in err and "--covariates" in err
     assert "on_constant" not in err and "=" not in err.split("fix:")[1]
     assert not out.exists()
