@@ -44,6 +44,11 @@ examples:
 """
 
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a C program killed by a closed pipe reports
+# gRPC's C core logs to stderr on its own (e.g. `E... add_port.cc:83] Failed to add port` before the
+# one-line error of a port in use); the CLI reports every failure itself. Read when grpc is first
+# imported, which the command modules do inside run(); GRPC_VERBOSITY=ERROR in the environment
+# brings the core's log back for debugging.
+GRPC_VERBOSITY = "NONE"
 
 
 class Parser(argparse.ArgumentParser):
@@ -115,6 +120,7 @@ def command_in(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("GRPC_VERBOSITY", GRPC_VERBOSITY)
     try:
         try:
             args = build_parser(command_in(argv)).parse_args(argv)

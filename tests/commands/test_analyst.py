@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import shutil
 import socket
@@ -285,3 +286,23 @@ def test_serve_refuses_an_out_that_is_a_file_before_listening(tmp_path, capsys, 
     assert main(["analyst", "serve", "--study", str(study), "--insecure"]) == 2
     err = capsys.readouterr().err
     assert "[study] out" in err and "is a file, not a folder" in err and err.count("\n") == 1
+
+
+def test_a_port_in_use_is_one_tidy_line_without_grpc_core_logging(tmp_path):
+    """gRPC's C core printed `E... add_port.cc:83] Failed to add port ...` before the tidy error."""
+    folder = _example(tmp_path, certificates=False, tables=False)
+    study = (folder / "study.toml").read_text()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        (folder / "study.toml").write_text(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", study))
+        env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+        completed = subprocess.run(
+            [sys.executable, "-m", "collabcausal.cli", "analyst", "serve", "--study", "study.toml", "--insecure"],
+            cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+        )
+    assert completed.returncode == 9
+    errors = [line for line in completed.stderr.splitlines() if "WARNING" not in line]
+    assert errors == [f"collabcausal: error: cannot listen on 127.0.0.1:{port}: the port is in use or the address "
+                      "is not this machine's; fix: choose a free port or another address"], completed.stderr
