@@ -45,7 +45,7 @@ BAD = [
     (["--data", "{tmp}/nan.csv", "--covariates", "x1,x2", "--treatment", "treat", "--outcome", "y"], "NaN or infinite"),
     (["--data", "{tmp}/arm.csv", "--covariates", "x1,x2", "--treatment", "treat", "--outcome", "y"], "coded 0/1"),
     (["--settings", "Z"], "unknown setting 'Z'"),
-    (["--party-components", "many"], "is not a number"),
+    (["--party-components", "many"], "is neither a count"),
     (["--components", "W-clb=x"], "is not SETTING=K"),
     (["--components", "W-clb=20", "--settings", "W"], "m^ = 20"),
 ]
@@ -102,4 +102,31 @@ def test_too_many_row_groups_name_the_cause_in_cli_terms(tmp_path, capsys) -> No
     assert re.search(r"covariate '\w+' is constant in row group \d+ of 100 \(\d+ subjects\)", err), err
     assert "use fewer --rows" in err and "--covariates" in err
     assert "on_constant" not in err and "=" not in err.split("fix:")[1]
+    assert not out.exists()
+
+
+PYTHON_NAMES = ("n_boot", "n_jobs", "n_components", "n_anchors", "on_constant", "max_iter")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bootstrap", "-1"], "--bootstrap -1"),
+        (["--bootstrap", "0"], "--bootstrap 0"),
+        (["--jobs", "0"], "--jobs 0"),
+        (["--anchors", "0"], "--anchors 0"),
+        (["--party-components", "0"], "--party-components 0"),
+        (["--party-components", "1.5"], "--party-components 1.5"),
+        (["--components", "W-clb=0", "--settings", "W"], "--components W-clb=0"),
+        (["--anchors", "1", "--settings", "W"], "--anchors"),
+    ],
+)
+def test_errors_name_the_option_not_the_python_keyword(tmp_path, capsys, args, message) -> None:
+    """`n_boot`, `n_jobs`, `fix n_components` leaked from the library into the command's messages."""
+    out = tmp_path / "o"
+    assert main(["simulate", "--bootstrap", "2", *args, "--quiet", "--out", str(out)]) != 0  # the last --bootstrap counts
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    plain = err.replace("[study] n_components", "").replace("[study] n_anchors", "")  # study.toml keys
+    assert not any(name in plain for name in PYTHON_NAMES), err
     assert not out.exists()
