@@ -227,7 +227,7 @@ def parse_party_components(text: str) -> int | float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not (value >= 1 and value.is_integer() or 0 < value <= 1):
+    if not ((value >= 1 and value.is_integer()) or 0 < value <= 1):
         raise InputError(
             f"--party-components {text} is neither a count >= 1 nor a variance fraction in (0, 1]",
             "pass an int like 3 or a fraction like 0.9",

@@ -124,7 +124,8 @@ PYTHON_NAMES = ("n_boot", "n_jobs", "n_components", "n_anchors", "on_constant", 
 def test_errors_name_the_option_not_the_python_keyword(tmp_path, capsys, args, message) -> None:
     """`n_boot`, `n_jobs`, `fix n_components` leaked from the library into the command's messages."""
     out = tmp_path / "o"
-    assert main(["simulate", "--bootstrap", "2", *args, "--quiet", "--out", str(out)]) != 0  # the last --bootstrap counts
+    # the last --bootstrap counts
+    assert main(["simulate", "--bootstrap", "2", *args, "--quiet", "--out", str(out)]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     plain = err.replace("[study] n_components", "").replace("[study] n_anchors", "")  # study.toml keys
