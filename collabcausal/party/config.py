@@ -76,6 +76,7 @@ from collabcausal.config_schema import Endpoint, Section, load_toml_model, read_
 from collabcausal.party.alignment import read_alignment_key
 from collabcausal.party.anchor import read_anchor_key
 from collabcausal.party.audit import JsonlAuditLog
+from collabcausal.party.audit_head import AuditHead
 from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
@@ -248,7 +249,7 @@ class PartyConfig:
             table,
             policy=self.policy,
             ledger=ledger,
-            audit=JsonlAuditLog(self.audit_path),
+            audit=JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger and ledger.path)),
             anchor_key=self.anchor_key,
         )
 
