@@ -1,10 +1,19 @@
-"""``collabcausal party join --config party.toml``: serve one study as a party."""
+"""``collabcausal party join --config party.toml``: serve one study as a party.
+
+``--check`` validates everything the party would use, without connecting: the configuration, the
+data (the table is read and validated), the certificate (issued by the study CA, in date, to this
+party, with its private key) and the keys, and prints what the policy would let the study have.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from collabcausal.logs import progress_logger
+
+if TYPE_CHECKING:
+    from collabcausal.party.config import PartyConfig
 
 DESCRIPTION = """\
 Serve one study as a party. The party dials the analyst (no inbound port is needed at the
@@ -15,6 +24,8 @@ examples:
   # once: your private key and a signing request; send certs/hospital-a.csr to the coordinator
   # and put the returned hospital-a.pem and ca.pem into certs/
   collabcausal certs request --party hospital-a --dir certs
+  # check party.toml, the data, keys and certificates, and see what would be shared
+  collabcausal party join --config party.toml --check
   # join the study described by party.toml (analyst address, certificates, data, policy)
   collabcausal party join --config party.toml
   # afterwards: what was released and what privacy budget is left
@@ -34,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", required=True, metavar="PARTY.TOML", help="the party's configuration")
     parser.add_argument("--insecure", action="store_true", help="plaintext, loopback only (overrides party.toml)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate config, data, keys and certificates, print what would be shared; do not connect",
+    )
     parser.set_defaults(func=run)
 
 
@@ -44,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.protocol.tls import TlsFiles
 
     config = load_party_config(args.config)
+    if args.check:
+        print("\n".join(check(config, insecure=args.insecure)))
+        return 0
     party = config.build_party()
     conn = config.connection
     insecure = args.insecure or conn.insecure
@@ -62,3 +81,48 @@ def run(args: argparse.Namespace) -> int:
     client.run()
     progress(f"done: {client.tasks_done} tasks answered; audit log {config.audit_path}")
     return 0
+
+
+def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
+    """What ``--check`` verifies and prints: every check raises its one-line error; nothing is written."""
+    from collabcausal.commands.party_budget import ledger_path_from_config
+    from collabcausal.protocol.certs import check_node_files
+    from collabcausal.protocol.tls import require_loopback
+
+    conn, policy = config.connection, config.policy
+    table = config.load_table()
+    if insecure or conn.insecure:
+        require_loopback(conn.address)
+        identity = "plaintext (insecure): no certificate, loopback only"
+    else:
+        identity = check_node_files(conn.ca, conn.cert, conn.key, config.name)  # type: ignore[arg-type]
+    n = len(config.columns)
+    components = min(n if policy.allow_full_rank else n - 1, policy.max_components or n)
+    labels = "no treatment or outcome (not a label holder)"
+    if table.treatment is not None:
+        labels = f"label holder (treatment {config.data['treatment']!r}, outcome {config.data['outcome']!r})"
+    if config.privacy is None:
+        budget = "no [privacy] section: it answers no DP query"
+    else:
+        ledger = ledger_path_from_config(config.path)
+        state = "exists: `party budget` shows what is spent" if ledger.is_file() else "not created yet: nothing spent"
+        budget = (
+            f"epsilon={config.privacy['epsilon']:g}, delta={config.privacy.get('delta', 0.0):g} over every study; "
+            f"ledger {ledger} ({state})"
+        )
+    return [
+        f"{config.path}: valid",
+        f"  party {config.name} of study {config.study!r}; dials {conn.address}",
+        f"  {identity}",
+        f"  data {config.path.parent / config.data['path']}: {table.n_subjects} subjects; {labels}",
+        "  would share, as its [policy] allows:",
+        f"    operations: {', '.join(sorted(policy.operations))}",
+        f"    columns: {', '.join(config.columns)}",
+        f"    min_subjects {policy.min_subjects}; at most {components} components of {n} covariates; "
+        f"anchor rows {policy.min_anchors}..{policy.max_anchors}; "
+        f"at most {policy.max_representation_requests} representation requests per study",
+        f"    privacy budget: {budget}",
+        f"  anchor key: {'read' if config.anchor_key is not None else 'none (dc_representation is refused)'}",
+        f"  audit log: {config.audit_path}",
+        "checked without connecting: nothing was sent",
+    ]

@@ -222,10 +222,10 @@ class PartyConfig:
     audit_path: Path
     anchor_key: bytes | None = None
 
-    def build_party(self) -> Party:
-        """Load the table (only the policy's columns), open ledger and audit log; return the Party."""
+    def load_table(self) -> PartyTable:
+        """The party's table: only the policy's columns, validated (nothing else is opened)."""
         d = self.data
-        table = PartyTable.from_file(
+        return PartyTable.from_file(
             self._path(d["path"]),
             self.columns,
             treatment=d.get("treatment"),
@@ -233,6 +233,11 @@ class PartyConfig:
             subject_id=d.get("subject_id"),
             min_subjects=self.policy.min_subjects,
         )
+
+    def build_party(self) -> Party:
+        """Load the table (only the policy's columns), open ledger and audit log; return the Party."""
+        d = self.data
+        table = self.load_table()
         ledger = None
         if self.privacy is not None:
             from collabcausal.party.ledger import PrivacyLedger, default_ledger_location

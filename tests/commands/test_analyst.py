@@ -306,3 +306,90 @@ def test_a_port_in_use_is_one_tidy_line_without_grpc_core_logging(tmp_path):
     errors = [line for line in completed.stderr.splitlines() if "WARNING" not in line]
     assert errors == [f"collabcausal: error: cannot listen on 127.0.0.1:{port}: the port is in use or the address "
                       "is not this machine's; fix: choose a free port or another address"], completed.stderr
+
+
+P11_FILLED = {
+    '"hospital-a"': '"p11"',
+    '"my-study"': '"lalonde-2x2"',
+    '"coordinator.example.org:50051"': '"127.0.0.1:50051"',
+    '"certs/ca.pem"': '"../certs/ca.pem"',
+    '"certs/hospital-a.pem"': '"../certs/p11.pem"',
+    '"certs/hospital-a.key"': '"../certs/p11.key"',
+    '"hospital-a.csv"': '"p11.csv"',
+    '["age", "education"]': '["age", "married", "education", "nodegree"]',
+    '"anchor.key"': '"../anchor.key"',
+}
+
+
+def _fill(path: Path, values: dict[str, str]) -> None:
+    text = path.read_text()
+    for old, new in values.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+def test_party_init_writes_a_commented_template_that_loads_once_filled(tmp_path, capsys):
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    assert main(["party", "init", "--out", str(config)]) == 2  # the example's own file is kept
+    assert "exists" in capsys.readouterr().err
+    assert main(["party", "init", "--out", str(config), "--force"]) == 0
+    assert config.read_text().count("#") > 20  # commented
+    _fill(config, P11_FILLED)
+    loaded = load_party_config(config)
+    assert loaded.name == "p11" and loaded.columns == ("age", "married", "education", "nodegree")
+
+
+def test_party_join_check_validates_everything_and_shares_nothing(tmp_path, capsys):
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    before = sorted(p.name for p in (folder / "p11").iterdir())
+    assert main(["party", "join", "--config", str(config), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert f"certificate {folder / 'certs' / 'p11.pem'}: issued to p11 by the study CA" in out
+    assert "private key matches" in out
+    assert "p11.csv: 1338 subjects; label holder (treatment 'treat', outcome 're78')" in out
+    assert "operations: dc_representation, describe, weighted_moments" in out
+    assert "columns: age, married, education, nodegree" in out
+    assert "no [privacy] section" in out
+    assert "checked without connecting" in out
+    assert sorted(p.name for p in (folder / "p11").iterdir()) == before  # no ledger, no audit log
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "message"),
+    [
+        (('"../certs/p11.pem"', '"../certs/p12.pem"'), 7, "issued to p12, not to p11"),
+        (('"../certs/p11.key"', '"../certs/p12.key"'), 7, "does not match the certificate"),
+        (('"married", ', '"married", "income", '), 2, "unknown column 'income'"),
+    ],
+)
+def test_party_join_check_names_the_problem(tmp_path, capsys, change, code, message):
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    config.write_text(config.read_text().replace(*change))
+    assert main(["party", "join", "--config", str(config), "--check"]) == code
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_analyst_init_writes_a_template_that_loads_once_filled(tmp_path, capsys):
+    folder = _example(tmp_path)
+    study = folder / "study.toml"
+    assert main(["analyst", "init", "--out", str(study)]) == 2
+    assert main(["analyst", "init", "--out", str(study), "--force"]) == 0
+    assert study.read_text().count("#") > 20
+    _fill(study, {'"my-study"': '"lalonde-2x2"', '"certs/analyst.pem"': '"certs/analyst.pem"'})
+    loaded = load_study_config(study)
+    assert loaded.study == "lalonde-2x2" and loaded.roster == ("hospital-a", "lab-a", "hospital-b")
+
+
+def test_analyst_serve_check_validates_and_prints_what_the_study_asks(tmp_path, capsys):
+    folder = _example(tmp_path)
+    assert main(["analyst", "serve", "--study", str(folder / "study.toml"), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "issued to analyst by the study CA" in out and "private key matches" in out
+    assert "roster: p11, p12 | p21, p22" in out
+    assert "checked without listening" in out
+    assert not (folder / "report").exists()
