@@ -180,10 +180,10 @@ def run_command(args: argparse.Namespace) -> int:
 
 def check_run_options(args: argparse.Namespace) -> None:
     """The counts of the run, checked at the door in the command's own terms (the library's
-    messages name its keywords: n_boot, n_jobs, n_anchors)."""
-    if args.bootstrap < 0:
+    messages name its keywords: n_boot, n_jobs, n_anchors). The other kinds draw no replicates."""
+    if args.kind == "dcqe" and args.bootstrap < 0:
         raise InputError(f"--bootstrap {args.bootstrap} is negative", "pass a replicate count such as 200")
-    if args.bootstrap == 0 and args.interval != "analytic":
+    if args.kind == "dcqe" and args.bootstrap == 0 and args.interval != "analytic":
         raise InputError(
             f"--bootstrap 0 leaves the {args.interval} interval without replicates",
             "draw some (--bootstrap 200) or use the analytic interval (--interval analytic)",
