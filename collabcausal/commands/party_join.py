@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from collabcausal.errors import ConfigError
 from collabcausal.logs import progress_logger
 
 if TYPE_CHECKING:
     from collabcausal.party.config import PartyConfig
+
+ANCHORED = ("dc_representation", "dp_representation")
+"""Operations that derive the study's anchor from the anchor key (refused by a party without one)."""
 
 DESCRIPTION = """\
 Serve one study as a party. The party dials the analyst (no inbound port is needed at the
@@ -90,6 +94,13 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
     from collabcausal.protocol.tls import require_loopback
 
     conn, policy = config.connection, config.policy
+    keyed = sorted(policy.operations & set(ANCHORED))
+    if keyed and config.anchor_key is None:
+        raise ConfigError(
+            f"{config.path}: [policy] operations list {', '.join(keyed)}, which needs the study's anchor key, "
+            "but there is no [anchor] section",
+            'add [anchor] key_file = "anchor.key" (the key every party of the study holds)',
+        )
     table = config.load_table()
     if insecure or conn.insecure:
         require_loopback(conn.address)
@@ -122,7 +133,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"anchor rows {policy.min_anchors}..{policy.max_anchors}; "
         f"at most {policy.max_representation_requests} representation requests per study",
         f"    privacy budget: {budget}",
-        f"  anchor key: {'read' if config.anchor_key is not None else 'none (dc_representation is refused)'}",
+        f"  anchor key: {'read' if config.anchor_key is not None else 'none (no representation operation listed)'}",
         f"  audit log: {config.audit_path}",
         "checked without connecting: nothing was sent",
     ]

@@ -363,6 +363,7 @@ def test_party_join_check_validates_everything_and_shares_nothing(tmp_path, caps
         (('"../certs/p11.pem"', '"../certs/p12.pem"'), 7, "issued to p12, not to p11"),
         (('"../certs/p11.key"', '"../certs/p12.key"'), 7, "does not match the certificate"),
         (('"married", ', '"married", "income", '), 2, "unknown column 'income'"),
+        (('[anchor]\nkey_file = "../anchor.key"', ""), 3, "needs the study's anchor key, but there is no [anchor]"),
     ],
 )
 def test_party_join_check_names_the_problem(tmp_path, capsys, change, code, message):
