@@ -20,9 +20,9 @@ from collabcausal.errors import InputError
 
 DESCRIPTION = """\
 Verify a party's audit log (hash chain, torn lines, and its last record against the chain head
-kept in the ledger or beside the log, which shows a cut tail) and summarise it: requests received, released
-and refused per operation, refusals by kind, epsilon charged per study cross-checked against the
-party's privacy ledger. Exit code 2 when the log fails verification.
+kept in the ledger or beside the log, which shows a cut tail) and summarise it: requests received,
+released and refused per operation, refusals by kind, epsilon charged per study cross-checked
+against the party's privacy ledger. Exit code 2 when the log fails verification.
 
 examples:
   collabcausal party audit --config party.toml
