@@ -111,7 +111,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
     components = min(n if policy.allow_full_rank else n - 1, policy.max_components or n)
     labels = "no treatment or outcome (not a label holder)"
     if table.treatment is not None:
-        labels = f"label holder (treatment {config.data['treatment']!r}, outcome {config.data['outcome']!r})"
+        labels = f"label holder (treatment {config.data.get('treatment')!r}, outcome {config.data.get('outcome')!r})"
     if config.privacy is None:
         budget = "no [privacy] section: it answers no DP query"
     else:
@@ -125,7 +125,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"{config.path}: valid",
         f"  party {config.name} of study {config.study!r}; dials {conn.address}",
         f"  {identity}",
-        f"  data {config.path.parent / config.data['path']}: {table.n_subjects} subjects; {labels}",
+        f"  data {table.source}: {table.n_subjects} subjects; {labels}",
         "  would share, as its [policy] allows:",
         f"    operations: {', '.join(sorted(policy.operations))}",
         f"    columns: {', '.join(config.columns)}",
