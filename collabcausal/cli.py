@@ -15,6 +15,7 @@ command quietly with exit code 141.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -43,6 +44,44 @@ examples:
 """
 
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a C program killed by a closed pipe reports
+# gRPC's C core logs to stderr on its own (e.g. `E... add_port.cc:83] Failed to add port` before the
+# one-line error of a port in use); the CLI reports every failure itself. Read when grpc is first
+# imported, which the command modules do inside run(); GRPC_VERBOSITY=ERROR in the environment
+# brings the core's log back for debugging.
+GRPC_VERBOSITY = "NONE"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, naming a misspelt long option in one line ("did you mean --settings?").
+
+    Plain argparse sets an unknown option aside and lets the next positional take its value, so
+    ``simulate --setings W,CA`` failed after the whole usage with ``argument kind: invalid
+    choice: 'W,CA'``. Every parser checks the long options it is given before parsing them: up to
+    its first subcommand word, whose own parser checks the rest (``add_subparsers`` makes the
+    subcommand parsers of this class too). A unique prefix of an option is accepted, as argparse
+    accepts it; words after ``--`` are values.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Refuse an unknown long option (exit 2, one line), then parse as argparse does."""
+        words = list(sys.argv[1:] if args is None else args)
+        self._refuse_unknown_option(words)
+        return super().parse_known_args(words, namespace)
+
+    def _refuse_unknown_option(self, words: list[str]) -> None:
+        commands = {name for a in self._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+        known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+        for word in words:
+            if word == "--" or word in commands:
+                return
+            name = word.split("=", 1)[0]
+            if not name.startswith("--") or any(option.startswith(name) for option in known):
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            fix = f"did you mean {close[0]}?" if close else f"`{self.prog} --help` lists its options"
+            self.exit(2, f"collabcausal: error: unknown option {name} of `{self.prog}`; fix: {fix}\n")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -51,7 +90,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     The other commands get a placeholder parser carrying their summary, enough for the
     top-level ``--help`` listing.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="collabcausal",
         description="Privacy-preserving causal inference across institutions.",
         epilog=EPILOG,
@@ -81,6 +120,7 @@ def command_in(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("GRPC_VERBOSITY", GRPC_VERBOSITY)
     try:
         try:
             args = build_parser(command_in(argv)).parse_args(argv)

@@ -17,7 +17,10 @@ LEAVES = (
     ["discover"],
     ["party", "join"],
     ["party", "budget"],
+    ["party", "audit"],
+    ["party", "init"],
     ["analyst", "serve"],
+    ["analyst", "init"],
     ["certs", "init"],
     ["certs", "issue"],
     ["certs", "request"],
@@ -96,3 +99,44 @@ def test_quiet_and_verbose_set_the_progress_level(tmp_path, capsys) -> None:
     assert logging.getLogger("collabcausal").level == logging.WARNING
     assert main(["-v", "certs", "init", "--dir", str(tmp_path / "b")]) == 0
     assert logging.getLogger("collabcausal").level == logging.DEBUG
+
+
+@pytest.mark.parametrize(
+    ("argv", "typo", "meant"),
+    [
+        (["simulate", "--setings", "W,CA"], "--setings", "--settings"),
+        (["simulate", "--bootstrp", "5"], "--bootstrp", "--bootstrap"),
+        (["simulate", "--covarites", "age,sex", "--settings", "W"], "--covarites", "--covariates"),
+        (["simulate", "cate", "--epsilom", "1"], "--epsilom", "--epsilon"),
+        (["party", "budget", "--confg", "p.toml"], "--confg", "--config"),
+        (["analyst", "serve", "--studdy=s.toml"], "--studdy", "--study"),
+        (["certs", "init", "--dri", "certs"], "--dri", "--dir"),
+        (["discover", "--data", "d.csv", "--x", "a", "--y", "b", "--epsilom", "1"], "--epsilom", "--epsilon"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_a_suggestion_in_one_line(argv, typo, meant, capsys) -> None:
+    """`simulate --setings W,CA` once said `argument kind: invalid choice: 'W,CA'` after the whole usage."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f"unknown option {typo}" in lines[0]
+    assert f"did you mean {meant}?" in lines[0]
+    assert "invalid choice" not in lines[0]
+
+
+def test_an_unknown_option_with_nothing_close_lists_where_the_options_are(capsys) -> None:
+    assert main(["simulate", "--zzzzzz", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "unknown option --zzzzzz" in err and "collabcausal simulate --help" in err
+
+
+def test_abbreviations_negative_numbers_and_words_after_double_dash_still_parse(tmp_path) -> None:
+    from collabcausal.cli import build_parser
+
+    args = build_parser("simulate").parse_args(["simulate", "cate", "--outcome-range", "-8", "8", "--boot", "3"])
+    assert (args.outcome_range, args.bootstrap) == ([-8.0, 8.0], 3)
+    args = build_parser("simulate").parse_args(["simulate", "--columns=age;re74", "--settings", "W"])
+    assert args.columns == "age;re74"

@@ -49,6 +49,11 @@ class CollaborativeRepresentation:
     singular_values: NDArray[np.float64]
 
 
+# How a user sets m^ and r, named in the messages (the same code serves both commands).
+COMPONENTS_OPTION = "[study] n_components in study.toml, simulate --components SETTING=K"
+ANCHORS_OPTION = "anchor rows ([study] n_anchors in study.toml, simulate --anchors)"
+
+
 def collaborative_representation(
     x_tilde: Sequence[NDArray[np.float64]],
     a_tilde: Sequence[NDArray[np.float64]],
@@ -93,8 +98,9 @@ def collaborative_representation(
     rank = int((s > RANK_RTOL * s[0]).sum()) if s.size and s[0] > 0 else 0
     if not 1 <= k <= rank:
         raise NumericalError(
-            f"m^ = {k} collaborative components requested but the anchor representations have rank {rank}",
-            f"choose n_components between 1 and {rank}",
+            f"m^ = {k} collaborative components requested but the anchor representations of r = {r} rows have "
+            f"rank {rank}",
+            f"choose m^ between 1 and {rank} ({COMPONENTS_OPTION})" if rank >= 1 else f"use more {ANCHORS_OPTION}",
         )
     U1 = (A @ V[:, :k]) / s[:k]
     maps = []
@@ -105,7 +111,7 @@ def collaborative_representation(
         if rank_i < a.shape[1]:
             raise NumericalError(
                 f"row group {i}: anchor representation A~_{i} has rank {rank_i} < {a.shape[1]} columns",
-                "lower the parties' n_components or use more anchor rows",
+                f"lower m~ (party_components in study.toml, simulate --party-components) or use more {ANCHORS_OPTION}",
             )
         # Least squares min ||U1 - A~_i G|| through its normal equations (A~_i has full rank).
         maps.append(np.linalg.solve(gram, a.T @ U1))

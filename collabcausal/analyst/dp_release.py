@@ -166,8 +166,10 @@ def request_release(
     if floor > limit:
         raise InputError(
             f"at eps = {spec.epsilon:g} the outcome noise alone gives the effect an SE of at least {floor:.3g}, "
-            f"above {limit:.3g} (max_se_floor): the release would spend the parties' budget for nothing",
-            "raise epsilon, add subjects, narrow outcome_range, or set max_se_floor = math.inf to run anyway",
+            f"above {limit:.3g} ([dp_representation] max_se_floor): the release would spend the parties' budget "
+            "for nothing",
+            "raise epsilon, add subjects, narrow outcome_range, or set max_se_floor = inf in [dp_representation] "
+            "to run anyway",
         )
     requests = {}
     n_anchors = plan.anchor_rows(described)

@@ -1,4 +1,9 @@
-"""``collabcausal analyst serve --study study.toml``: run a study as its coordinator."""
+"""``collabcausal analyst serve --study study.toml``: run a study as its coordinator.
+
+``serve --check`` validates study.toml, the report folder and the analyst's certificate without
+listening, and prints what the study would ask of the parties; ``init`` writes a commented
+study.toml.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,9 @@ examples:
   # the study CA and the analyst's certificate, once
   collabcausal certs init --dir certs
   collabcausal certs issue --analyst --host coordinator.example.org --dir certs
+  # a commented study.toml to fill in, then check it (certificates too) without listening
+  collabcausal analyst init --out study.toml
+  collabcausal analyst serve --study study.toml --check
   # serve the study; it ends when every party has answered
   collabcausal analyst serve --study study.toml
   # a local trial without certificates (loopback addresses only)
@@ -59,7 +67,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--study", required=True, metavar="STUDY.TOML", help="the study's configuration")
     serve.add_argument("--insecure", action="store_true", help="plaintext, loopback only (overrides study.toml)")
+    serve.add_argument(
+        "--check",
+        action="store_true",
+        help="validate study.toml, report folder and certificates, print what the parties are asked; do not listen",
+    )
     serve.set_defaults(func=run)
+    init = actions.add_parser(
+        "init",
+        help="write a commented study.toml template",
+        description="Write a commented study.toml template to fill in; an existing file is kept unless --force."
+        "\n\nexamples:\n  collabcausal analyst init --out study.toml\n"
+        "  collabcausal analyst serve --study study.toml --check\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("--out", default="study.toml", metavar="FILE", help="where to write it (default study.toml)")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(func=run_init)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,8 +92,13 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.config_schema import read_toml
     from collabcausal.protocol.server import GrpcGrid
     from collabcausal.protocol.tls import TlsFiles
+    from collabcausal.reporting.out_folder import check_out_folder
 
     config = load_study_config(args.study)
+    check_out_folder(config.out, "[study] out")
+    if args.check:
+        print("\n".join(check(config, insecure=args.insecure)))
+        return 0
     server = config.server
     insecure = args.insecure or server.insecure
     tls = None if insecure else TlsFiles(server.ca, server.cert, server.key)  # type: ignore[arg-type]
@@ -92,6 +121,56 @@ def run(args: argparse.Namespace) -> int:
     grid.finish()
     print(f"report: {paths[0]} and {paths[1]}")
     return 0
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """Write the study.toml template; return 0."""
+    from collabcausal.templates import write_template
+
+    path = write_template("study.toml", args.out, force=args.force)
+    print(f"wrote {path}: fill it in, then `collabcausal analyst serve --study {path} --check`")
+    return 0
+
+
+def check(config: StudyConfig, *, insecure: bool = False) -> list[str]:
+    """What ``serve --check`` verifies and prints: every check raises its one-line error; nothing is opened."""
+    from collabcausal.protocol.certs import ANALYST, check_node_files
+    from collabcausal.protocol.tls import require_loopback
+
+    server, s = config.server, config.settings
+    if insecure or server.insecure:
+        require_loopback(server.address)
+        identity = "plaintext (insecure): no certificate, loopback only"
+    else:
+        identity = check_node_files(server.ca, server.cert, server.key, ANALYST)  # type: ignore[arg-type]
+    plan = config.plan()
+    asks = (
+        f"n_anchors {plan.n_anchors}, party_components {s.get('party_components', 1.0)}, "
+        f"estimators {', '.join(plan.estimators)}, estimand {plan.estimand}; bootstrap {config.n_boot} "
+        f"({config.interval} interval)"
+    )
+    dp = "none: exact moments and representations (not differentially private)"
+    if config.balance is not None:
+        dp = (
+            f"[balance] epsilon={config.balance.epsilon:g}, delta={config.balance.delta:g} per balance request, "
+            f"{plan.balance_requests()} requests per party"
+        )
+    if config.dp is not None:
+        dp = f"[dp_representation] epsilon={config.dp.epsilon:g}, delta={config.dp.delta:g}, one release per party"
+    kind = [] if config.analysis is None else [f"  [{config.kind}] {config.analysis.model_dump()}"]
+    return [
+        f"{config.path}: valid",
+        f"  study {config.study!r} (kind {config.kind}); listens on {server.address}",
+        f"  {identity}",
+        f"  roster: {' | '.join(', '.join(g) for g in config.row_groups)} "
+        f"(label holders {', '.join(config.label_holders)}); join deadline {config.join_deadline:g} s",
+        f"  asks each party for: {asks}",
+        f"  public covariate ranges: {', '.join(config.anchor_ranges)}",
+        f"  privacy: {dp}",
+        *kind,
+        f"  report folder: {config.out}",
+        "checked without listening: nothing was opened or sent",
+    ]
 
 
 def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -> tuple[Path, Path]:

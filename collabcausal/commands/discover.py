@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,16 +92,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.protect == "none":
         return _run_exact(args)
-    request = DiscoveryRequest(
-        epsilon=args.epsilon,
-        score=args.score,
-        protect=args.protect,
-        delta=args.delta,
-        x_bounds=None if args.x_bounds is None else tuple(args.x_bounds),
-        y_bounds=None if args.y_bounds is None else tuple(args.y_bounds),
-        regularization=args.regularization,
-        test_size=args.test_size,
-    ).checked()
+    try:
+        request = DiscoveryRequest(
+            epsilon=args.epsilon,
+            score=args.score,
+            protect=args.protect,
+            delta=args.delta,
+            x_bounds=None if args.x_bounds is None else tuple(args.x_bounds),
+            y_bounds=None if args.y_bounds is None else tuple(args.y_bounds),
+            regularization=args.regularization,
+            test_size=args.test_size,
+        ).checked()
+    except InputError as exc:
+        fix = None if exc.fix is None else in_option_terms(exc.fix)
+        raise InputError(in_option_terms(exc.problem), fix) from None
     if args.config is not None:
         result, remaining = _through_party(args, request)
     else:
@@ -121,6 +126,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_result(result, args.x, args.y, remaining))
     return 0
+
+
+# The request's keywords (docs/protocol.md) and the options that set them here.
+OPTIONS = {
+    "test_size": "--test-size", "regularization": "--regularization", "delta": "--delta", "epsilon": "--epsilon",
+    "x_bounds": "--x-bounds", "y_bounds": "--y-bounds", "protect": "--protect", "score": "--score",
+}
+
+
+def in_option_terms(text: str) -> str:
+    """A request-validation message said in this command's options: ``protect='train'`` is
+    ``--protect train``, ``send test_size = ...`` is ``pass --test-size ...``."""
+    from collabcausal.party.discovery import OPERATION
+
+    text = text.replace(f" of {OPERATION}", "").replace("send ", "pass ")
+    text = re.sub(r" \(CLI: [^)]*\)", "", text)
+    for keyword, option in OPTIONS.items():
+        text = re.sub(rf"\b{keyword}\s*=\s*'?([^'\s,;]+)'?", rf"{option} \1", text)
+        text = re.sub(rf"(?<![-\w]){keyword}\b", option, text)
+    return text
 
 
 def _through_party(args: argparse.Namespace, request: DiscoveryRequest) -> tuple[PrivateDiscovery, tuple[float, float]]:

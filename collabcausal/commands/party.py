@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib
 
-PARTY_ACTIONS: tuple[str, ...] = ("audit", "budget", "join")
+PARTY_ACTIONS: tuple[str, ...] = ("audit", "budget", "init", "join")
 
 DESCRIPTION = """\
 The commands a data holder runs.
 
 examples:
+  collabcausal party init --out party.toml         # a commented party.toml to fill in
+  collabcausal party join --config party.toml --check   # validate it, connect to nothing
   collabcausal party join --config party.toml      # serve a study
   collabcausal party budget --config party.toml    # privacy budget spent and left
   collabcausal party audit --config party.toml     # verify and summarise the audit log

@@ -2,9 +2,11 @@
 
 Reads the log named by ``[audit] path`` of ``party.toml`` (``--config``, default ``audit.jsonl``
 beside it) or given with ``--file``; checks its hash chain, reports torn lines (a write cut off by a
-crash), counts requests, releases and refusals per operation, and cross-checks the epsilon
-charged per study against the party's privacy ledger (``[privacy]``, or ``--ledger``). Exits 2
-with one line when the chain is broken or the log names a charge the ledger lacks.
+crash), compares its last record with the chain head stored apart from it (the ledger, or
+``<log>.head.sqlite``; :mod:`collabcausal.party.audit_head`) to catch a cut tail, counts requests,
+releases and refusals per operation, and cross-checks the epsilon charged per study against the
+party's privacy ledger (``[privacy]``, or ``--ledger``). Exits 2 with one line when the chain is
+broken, the log is shorter than its head says, or the log names a charge the ledger lacks.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 from collabcausal.errors import InputError
 
 DESCRIPTION = """\
-Verify a party's audit log (hash chain, torn lines) and summarise it: requests received, released
-and refused per operation, refusals by kind, epsilon charged per study cross-checked against the
-party's privacy ledger. Exit code 2 when the log fails verification.
+Verify a party's audit log (hash chain, torn lines, and its last record against the chain head
+kept in the ledger or beside the log, which shows a cut tail) and summarise it: requests received,
+released and refused per operation, refusals by kind, epsilon charged per study cross-checked
+against the party's privacy ledger. Exit code 2 when the log fails verification.
 
 examples:
   collabcausal party audit --config party.toml
@@ -48,9 +51,13 @@ def run(args: argparse.Namespace) -> int:
     """Print the summary; return 0, or raise :class:`InputError` when verification fails."""
     from collabcausal.party.audit_verify import read_audit_log, summarise
 
-    path, ledger = (args.file, args.ledger) if args.file is not None else _paths_from_config(args.config)
+    path, ledger, party = (args.file, None, None) if args.file is not None else _paths_from_config(args.config)
     ledger = args.ledger or ledger
-    summary = summarise(read_audit_log(path), None if ledger is None else _ledger_history(ledger, args.dataset))
+    reading = read_audit_log(path)
+    history = None if ledger is None or (args.ledger is None and not ledger.is_file()) else ledger
+    summary = summarise(reading, None if history is None else _ledger_history(history, args.dataset))
+    summary["head"], problems = _head(reading, path, ledger, party)
+    summary["problems"] += problems
     print(json.dumps(summary, indent=2) if args.json else _format(path, summary))
     if summary["problems"]:
         raise InputError(
@@ -60,14 +67,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _paths_from_config(config: Path) -> tuple[Path, Path | None]:
+def _paths_from_config(config: Path) -> tuple[Path, Path | None, str | None]:
+    """The audit log, the ledger (``[privacy]``, possibly not created yet) and the party's name."""
     from collabcausal.commands.party_budget import ledger_path_from_config
     from collabcausal.config_schema import read_toml
 
     doc = read_toml(config)
     audit = doc.get("audit", {}).get("path", "audit.jsonl")
     ledger = ledger_path_from_config(config) if "privacy" in doc else None
-    return (config.parent / audit).resolve(), ledger if ledger is None or ledger.is_file() else None
+    return (config.parent / audit).resolve(), ledger, doc.get("party", {}).get("name")
+
+
+def _head(reading: Any, log: Path, ledger: Path | None, party: str | None) -> tuple[str, list[str]]:
+    """The log against its stored head (the ledger's, or the file beside the log)."""
+    from collabcausal.party.audit_head import LEDGER, AuditHead
+    from collabcausal.party.audit_verify import check_head
+
+    store = AuditHead.of(log, ledger)
+    if store.kind != LEDGER and any(e.get("head") == LEDGER for e in reading.entries):
+        return "kept in the party's ledger: give --ledger (or --config) to check for a cut tail", []
+    heads = store.heads()
+    named = [str(e["party"]) for e in reading.entries if "party" in e]
+    name = party or (named[-1] if named else next(iter(heads), None) if len(heads) == 1 else None)
+    where = "the ledger" if store.kind == LEDGER else f"the head file {store.path}"
+    return check_head(reading, heads.get(name) if name is not None else None, where)
 
 
 def _ledger_history(path: Path, dataset: str | None) -> list[Any]:
@@ -82,6 +105,7 @@ def _ledger_history(path: Path, dataset: str | None) -> list[Any]:
 def _format(path: Path, s: dict[str, Any]) -> str:
     chain = "hash chain verified" if not s["problems"] else f"{len(s['problems'])} PROBLEMS"
     lines = [f"audit log {path}: {s['records']} records, {chain}, {s['legacy']} legacy records"]
+    lines.append(f"  chain head: {s['head']}")
     if s["torn"]:
         where = ", ".join(map(str, s["torn"]))
         tail = " (the last one is an unsealed torn tail)" if s["tail_torn"] else ""

@@ -3,7 +3,9 @@
 Reads the ledger named on the command line (``--ledger``) or in the ``[privacy]`` section of the
 party's config (``--config party.toml``, key ``ledger``, relative to the config's folder). Opens it
 read-only in spirit: nothing is charged. ``--migrate`` converts a ledger written by an older
-version (format 1, whose totals mixed two neighbouring relations) once, in place.
+version (format 1, whose totals mixed two neighbouring relations) once, in place. A party whose
+ledger does not exist yet (``--config``) has spent nothing, or has no ``[privacy]`` section and
+answers no DP query: it is told so, exit 0.
 """
 
 from __future__ import annotations
@@ -19,17 +21,13 @@ from collabcausal.errors import ConfigError, InputError
 if TYPE_CHECKING:
     from collabcausal.party.ledger import PrivacyLedger
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
 DESCRIPTION = """\
 Show a party's privacy budget: the total, what is spent, what is left, and every charge (the
 audit trail). Reads the ledger given with --ledger, or the one named by the [privacy] ledger key
 of party.toml (relative to party.toml's folder). Nothing is charged. --migrate converts, once and
 in place, a ledger written by an older version (format 1, whose totals mixed two neighbouring
-relations).
+relations). A party that has spent nothing yet (no ledger), or has no [privacy] section, is told
+so.
 
 examples:
   collabcausal party budget --config party.toml
@@ -64,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.party.ledger import PrivacyLedger, ledger_budgets, migrate_ledger
 
     path = args.ledger if args.ledger is not None else ledger_path_from_config(args.config)
+    if args.ledger is None and not Path(path).is_file():
+        print("[]" if args.json else _nothing_spent(args.config, path))
+        return 0
     if not Path(path).is_file():
         raise InputError(f"ledger {path} does not exist", "check the path (a ledger is created by the first charge)")
     if args.migrate:
@@ -81,14 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
 def ledger_path_from_config(config: Path) -> Path:
     """The ledger of a party config: ``[privacy] ledger``, else the default next to ``[data] path``."""
+    from collabcausal.config_schema import read_toml
     from collabcausal.party.ledger import default_ledger_location
 
-    try:
-        data = tomllib.loads(Path(config).read_text())
-    except FileNotFoundError:
-        raise InputError(f"{config}: no such file", "check the path") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{config} is not readable TOML ({exc})", "fix the file") from exc
+    data = read_toml(config)
     ledger = data.get("privacy", {}).get("ledger")
     source = data.get("data", {}).get("path")
     if isinstance(ledger, str):
@@ -96,6 +93,22 @@ def ledger_path_from_config(config: Path) -> Path:
     if isinstance(source, str):
         return default_ledger_location((Path(config).parent / source).resolve())[0]
     raise ConfigError(f"{config} names neither a [privacy] ledger nor a [data] path", "add ledger = ... to [privacy]")
+
+
+def _nothing_spent(config: Path, ledger: Path) -> str:
+    """What a party whose ledger does not exist yet has spent: nothing (a ledger starts at the first charge)."""
+    from collabcausal.config_schema import read_toml
+
+    doc = read_toml(config)
+    name = doc.get("party", {}).get("name", str(config))
+    privacy = doc.get("privacy")
+    if privacy is None:
+        return f"party {name} has no [privacy] section: it answers no DP query (and no ledger at {ledger})"
+    budget = f"epsilon={privacy.get('epsilon', 0):.6g}, delta={privacy.get('delta', 0.0):.3g}"
+    return (
+        f"party {name} has spent nothing: no DP release yet (budget {budget}; its ledger {ledger} "
+        "is created by the first charge)"
+    )
 
 
 def _dataset_report(ledger: PrivacyLedger) -> dict:

@@ -1,10 +1,23 @@
-"""``collabcausal party join --config party.toml``: serve one study as a party."""
+"""``collabcausal party join --config party.toml``: serve one study as a party.
+
+``--check`` validates everything the party would use, without connecting: the configuration, the
+data (the table is read and validated), the certificate (issued by the study CA, in date, to this
+party, with its private key) and the keys, and prints what the policy would let the study have.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
+from collabcausal.errors import ConfigError
 from collabcausal.logs import progress_logger
+
+if TYPE_CHECKING:
+    from collabcausal.party.config import PartyConfig
+
+ANCHORED = ("dc_representation", "dp_representation")
+"""Operations that derive the study's anchor from the anchor key (refused by a party without one)."""
 
 DESCRIPTION = """\
 Serve one study as a party. The party dials the analyst (no inbound port is needed at the
@@ -15,6 +28,8 @@ examples:
   # once: your private key and a signing request; send certs/hospital-a.csr to the coordinator
   # and put the returned hospital-a.pem and ca.pem into certs/
   collabcausal certs request --party hospital-a --dir certs
+  # check party.toml, the data, keys and certificates, and see what would be shared
+  collabcausal party join --config party.toml --check
   # join the study described by party.toml (analyst address, certificates, data, policy)
   collabcausal party join --config party.toml
   # afterwards: what was released and what privacy budget is left
@@ -34,6 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", required=True, metavar="PARTY.TOML", help="the party's configuration")
     parser.add_argument("--insecure", action="store_true", help="plaintext, loopback only (overrides party.toml)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate config, data, keys and certificates, print what would be shared; do not connect",
+    )
     parser.set_defaults(func=run)
 
 
@@ -44,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.protocol.tls import TlsFiles
 
     config = load_party_config(args.config)
+    if args.check:
+        print("\n".join(check(config, insecure=args.insecure)))
+        return 0
     party = config.build_party()
     conn = config.connection
     insecure = args.insecure or conn.insecure
@@ -62,3 +85,55 @@ def run(args: argparse.Namespace) -> int:
     client.run()
     progress(f"done: {client.tasks_done} tasks answered; audit log {config.audit_path}")
     return 0
+
+
+def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
+    """What ``--check`` verifies and prints: every check raises its one-line error; nothing is written."""
+    from collabcausal.commands.party_budget import ledger_path_from_config
+    from collabcausal.protocol.certs import check_node_files
+    from collabcausal.protocol.tls import require_loopback
+
+    conn, policy = config.connection, config.policy
+    keyed = sorted(policy.operations & set(ANCHORED))
+    if keyed and config.anchor_key is None:
+        raise ConfigError(
+            f"{config.path}: [policy] operations list {', '.join(keyed)}, which needs the study's anchor key, "
+            "but there is no [anchor] section",
+            'add [anchor] key_file = "anchor.key" (the key every party of the study holds)',
+        )
+    table = config.load_table()
+    if insecure or conn.insecure:
+        require_loopback(conn.address)
+        identity = "plaintext (insecure): no certificate, loopback only"
+    else:
+        identity = check_node_files(conn.ca, conn.cert, conn.key, config.name)  # type: ignore[arg-type]
+    n = len(config.columns)
+    components = min(n if policy.allow_full_rank else n - 1, policy.max_components or n)
+    labels = "no treatment or outcome (not a label holder)"
+    if table.treatment is not None:
+        labels = f"label holder (treatment {config.data.get('treatment')!r}, outcome {config.data.get('outcome')!r})"
+    if config.privacy is None:
+        budget = "no [privacy] section: it answers no DP query"
+    else:
+        ledger = ledger_path_from_config(config.path)
+        state = "exists: `party budget` shows what is spent" if ledger.is_file() else "not created yet: nothing spent"
+        budget = (
+            f"epsilon={config.privacy['epsilon']:g}, delta={config.privacy.get('delta', 0.0):g} over every study; "
+            f"ledger {ledger} ({state})"
+        )
+    return [
+        f"{config.path}: valid",
+        f"  party {config.name} of study {config.study!r}; dials {conn.address}",
+        f"  {identity}",
+        f"  data {table.source}: {table.n_subjects} subjects; {labels}",
+        "  would share, as its [policy] allows:",
+        f"    operations: {', '.join(sorted(policy.operations))}",
+        f"    columns: {', '.join(config.columns)}",
+        f"    min_subjects {policy.min_subjects}; at most {components} components of {n} covariates; "
+        f"anchor rows {policy.min_anchors}..{policy.max_anchors}; "
+        f"at most {policy.max_representation_requests} representation requests per study",
+        f"    privacy budget: {budget}",
+        f"  anchor key: {'read' if config.anchor_key is not None else 'none (no representation operation listed)'}",
+        f"  audit log: {config.audit_path}",
+        "checked without connecting: nothing was sent",
+    ]

@@ -131,10 +131,13 @@ def run_command(args: argparse.Namespace) -> int:
     """Validate everything, run, print the table and write the results."""
     from collabcausal.protocol.launcher import local_grpc_grid
     from collabcausal.reporting.document import simulation_warnings
+    from collabcausal.reporting.out_folder import check_out_folder
     from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
     from collabcausal.simulations.partition import partition_grid
     from collabcausal.simulations.report import format_table, write_results
 
+    check_out_folder(args.out, "--out")
+    check_run_options(args)
     options = kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
     if args.kind != "dcqe" or options.balance_epsilon is not None:
@@ -178,6 +181,24 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_run_options(args: argparse.Namespace) -> None:
+    """The counts of the run, checked at the door in the command's own terms (the library's
+    messages name its keywords: n_boot, n_jobs, n_anchors). The other kinds draw no replicates."""
+    if args.kind == "dcqe" and args.bootstrap < 0:
+        raise InputError(f"--bootstrap {args.bootstrap} is negative", "pass a replicate count such as 200")
+    if args.kind == "dcqe" and args.bootstrap == 0 and args.interval != "analytic":
+        raise InputError(
+            f"--bootstrap 0 leaves the {args.interval} interval without replicates",
+            "draw some (--bootstrap 200) or use the analytic interval (--interval analytic)",
+        )
+    if args.jobs == 0:
+        raise InputError("--jobs 0 runs nothing", "pass 1 (serial), a number of workers, or -1 (all cores)")
+    if args.anchors is not None and args.anchors < 1:
+        raise InputError(f"--anchors {args.anchors} is not a positive count", "pass e.g. --anchors 1000, or omit it")
+    parse_party_components(args.party_components)
+    _components(args.components)
+
+
 def _dataset(args: argparse.Namespace) -> CausalDataset:
     from collabcausal.simulations.datasets import load_csv_dataset, load_lalonde, make_dcqe_synthetic
 
@@ -208,17 +229,20 @@ def parse_party_components(text: str) -> int | float:
     try:
         value = float(text)
     except ValueError:
+        value = float("nan")
+    if not ((value >= 1 and value.is_integer()) or 0 < value <= 1):
         raise InputError(
-            f"--party-components {text!r} is not a number", "pass an int like 3 or a fraction like 0.9"
-        ) from None
-    return int(value) if value >= 1 and value.is_integer() else value
+            f"--party-components {text} is neither a count >= 1 nor a variance fraction in (0, 1]",
+            "pass an int like 3 or a fraction like 0.9",
+        )
+    return int(value) if value >= 1 else value
 
 
 def _components(text: str) -> dict[str, int]:
     out = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         name, _, value = item.partition("=")
-        if not value.strip().isdigit():
-            raise InputError(f"--components item {item!r} is not SETTING=K", "write e.g. W-clb=4,T-clb=4")
+        if not value.strip().isdigit() or int(value) < 1:
+            raise InputError(f"--components {item} is not SETTING=K with K >= 1", "write e.g. W-clb=4,T-clb=4")
         out[name.strip()] = int(value)
     return out

@@ -235,10 +235,10 @@ def _newton(
             if size < 1e-12:
                 raise NumericalError(
                     "the logistic-regression line search failed (no decrease along the Newton step)",
-                    "check the covariates for extreme values or separation, or set penalty > 0",
+                    "check the covariates for extreme values, or drop one that separates the arms",
                 )
         theta, eta, f = candidate, eta_new, f_new
     raise NumericalError(
         f"the logistic regression did not converge in {max_iter} Newton iterations",
-        "increase max_iter, drop covariates that separate the arms, or set penalty > 0",
+        "drop covariates that separate the arms (or, in Python, allow more iterations or a penalty)",
     )

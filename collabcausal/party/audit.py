@@ -24,6 +24,12 @@ released. A process killed during that write can leave at most a truncated last 
 tail"); the next writer seals it with a newline instead of appending to it, so no two records are
 ever merged, and :mod:`collabcausal.party.audit_verify` reports torn lines instead of failing on
 them. The file is created with mode 0600 (and an existing log is set to 0600); nothing rewrites it.
+
+A cut tail leaves a valid chain; with ``head`` (:class:`~collabcausal.party.audit_head.AuditHead`)
+each append is followed, still under the lock, by storing the new last record's ``seq`` and
+SHA-256 apart from the log (the ledger, or a file beside the log), against which
+``collabcausal party audit`` detects truncation; the order (log first, then head) and what a crash
+between them leaves are in :mod:`collabcausal.party.audit_head`.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from collabcausal.errors import ConfigError
 from collabcausal.messages import Message, nesting
 
 if TYPE_CHECKING:
+    from collabcausal.party.audit_head import AuditHead
     from collabcausal.party.node import Party
 
 _TAIL_BLOCK = 1 << 16
@@ -88,10 +95,13 @@ class JsonlAuditLog:
     ----------
     path : path
         The log file (created with its folder if absent, mode 0600).
+    head : AuditHead, optional
+        Where the chain head is stored after each append (truncation detection); ``None``: nowhere.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, head: AuditHead | None = None) -> None:
         self.path = Path(path)
+        self.head = head
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -146,6 +156,7 @@ class JsonlAuditLog:
             "operation": request.operation,
             "request_sha256": payload_digest(request),
             **fields,
+            **({} if self.head is None else {"head": self.head.kind}),
         }
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -163,6 +174,8 @@ class JsonlAuditLog:
                     "free space on the audit log's disk; the reply was not released",
                 )
             os.fsync(fd)
+            if self.head is not None:  # after the fsync, before the lock goes: see audit_head
+                self.head.record(party.name, seq + 1, line_digest(line))
         finally:
             os.close(fd)
         return seq + 1

@@ -8,7 +8,9 @@ removed, edited or reordered) is a *problem*. :func:`summarise` counts requests,
 refusals per operation and the epsilon charged per study, cross-checked against the party's
 privacy ledger: a charge the log names but the ledger lacks is a problem; a ledger charge the log
 does not name was made outside the party node (e.g. ``collabcausal discover --data``) or by a
-request whose process died between charging and logging.
+request whose process died between charging and logging. :func:`check_head` compares the log's
+last records with the head stored apart from it (:mod:`collabcausal.party.audit_head`): a cut
+tail, which the chain alone cannot show.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class AuditReading:
         Records written before the hash chain existed.
     problems : list of str
         Chain breaks: each names the line.
+    digests : dict of int to str
+        SHA-256 of each chained record's line, by ``seq``.
     """
 
     entries: list[dict] = field(default_factory=list)
@@ -47,6 +51,7 @@ class AuditReading:
     tail_torn: bool = False
     legacy: int = 0
     problems: list[str] = field(default_factory=list)
+    digests: dict[int, str] = field(default_factory=dict)
 
 
 def read_audit_log(path: str | Path) -> AuditReading:
@@ -74,8 +79,47 @@ def read_audit_log(path: str | Path) -> AuditReading:
                     "removed, edited or reordered before it"
                 )
             seq, prev = int(entry.get("seq", seq)), line_digest(line)
+            if "seq" in entry:
+                reading.digests[seq] = prev
             reading.entries.append(entry)
     return reading
+
+
+def check_head(reading: AuditReading, head: tuple[int, str] | None, where: str) -> tuple[str, list[str]]:
+    """Compare the log with the head stored for it: ``(status line, problems)``.
+
+    Parameters
+    ----------
+    reading : AuditReading
+    head : (int, str) or None
+        The recorded ``(seq, sha256)`` of the log's last record, or None when none is stored.
+    where : str
+        Who holds the head, for the messages: ``"the ledger"`` or ``"the head file PATH"``.
+    """
+    last = max(reading.digests, default=0)
+    if head is None:
+        kinds = sorted({str(e["head"]) for e in reading.entries if e.get("head")})
+        if kinds:
+            return "missing", [
+                f"the log's records keep their head ({', '.join(kinds)}), but {where} holds none for this party: "
+                "the head store was deleted or replaced"
+            ]
+        return "none recorded (a log written without one): a cut tail cannot be detected", []
+    seq, sha256 = head
+    if last < seq:
+        return "ahead of the log", [
+            f"audit log has {last} records, {where}'s head says {seq}: the log was truncated or replaced"
+        ]
+    if reading.digests.get(seq) != sha256:
+        return "mismatch", [f"record {seq} is not the one {where}'s head names: the log was rewritten or replaced"]
+    if last == seq:
+        return f"matches {where} ({seq} records)", []
+    if last == seq + 1:
+        return f"the log is 1 record ahead of {where}'s head: a crash between its append and the head's update", []
+    return "behind the log", [
+        f"audit log has {last} records, {where}'s head says {seq}: records written without updating the head, "
+        "or the head store was rolled back"
+    ]
 
 
 def _record(line: bytes) -> dict | None:

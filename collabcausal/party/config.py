@@ -76,6 +76,7 @@ from collabcausal.config_schema import Endpoint, Section, load_toml_model, read_
 from collabcausal.party.alignment import read_alignment_key
 from collabcausal.party.anchor import read_anchor_key
 from collabcausal.party.audit import JsonlAuditLog
+from collabcausal.party.audit_head import AuditHead
 from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
@@ -221,10 +222,10 @@ class PartyConfig:
     audit_path: Path
     anchor_key: bytes | None = None
 
-    def build_party(self) -> Party:
-        """Load the table (only the policy's columns), open ledger and audit log; return the Party."""
+    def load_table(self) -> PartyTable:
+        """The party's table: only the policy's columns, validated (nothing else is opened)."""
         d = self.data
-        table = PartyTable.from_file(
+        return PartyTable.from_file(
             self._path(d["path"]),
             self.columns,
             treatment=d.get("treatment"),
@@ -232,6 +233,11 @@ class PartyConfig:
             subject_id=d.get("subject_id"),
             min_subjects=self.policy.min_subjects,
         )
+
+    def build_party(self) -> Party:
+        """Load the table (only the policy's columns), open ledger and audit log; return the Party."""
+        d = self.data
+        table = self.load_table()
         ledger = None
         if self.privacy is not None:
             from collabcausal.party.ledger import PrivacyLedger, default_ledger_location
@@ -248,7 +254,7 @@ class PartyConfig:
             table,
             policy=self.policy,
             ledger=ledger,
-            audit=JsonlAuditLog(self.audit_path),
+            audit=JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger and ledger.path)),
             anchor_key=self.anchor_key,
         )
 

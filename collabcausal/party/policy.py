@@ -236,7 +236,9 @@ class PartyPolicy:
             rule = "max_components" if capped else f"fewer than its {n_covariates} covariates unless allow_full_rank"
             raise PolicyError(
                 f"{who} releases at most {largest} components ({rule}), the study asked for {asked}",
-                f"ask for n_components <= {largest}" if largest >= 1 else _FIX,
+                f"set party_components <= {largest} in study.toml (simulate --party-components)"
+                if largest >= 1
+                else _FIX,
             )
         r = p.get("n_anchors")
         if isinstance(r, bool) or not isinstance(r, int) or not self.min_anchors <= r <= self.max_anchors:

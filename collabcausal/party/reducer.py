@@ -80,4 +80,7 @@ class StandardizedPCA:
             return int(k)
         if isinstance(k, float) and 0.0 < k <= 1.0:
             return int(min(np.searchsorted(np.cumsum(ratio), k - 1e-12) + 1, n_features))
-        raise InputError(f"n_components must be an int >= 1 or a float in (0, 1], got {k!r}", "fix n_components")
+        raise InputError(
+            f"n_components must be an int >= 1 or a float in (0, 1], got {k!r}",
+            "pass e.g. 3, or 0.9 for 90% of the variance",
+        )

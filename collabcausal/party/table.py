@@ -7,7 +7,8 @@ column and the fix; nothing is written anywhere while loading.
 
 Constant covariates are refused by default (``on_constant="error"``): standardization divides by
 the column's standard deviation, and a silently dropped column changes the study's covariate set
-without the coordinator knowing. Pass ``on_constant="drop"`` to drop them with a warning.
+without the coordinator knowing (:class:`ConstantCovariateError`, which names the column so a
+caller can say why in its own terms). Pass ``on_constant="drop"`` to drop them with a warning.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_treatment
 
 DEFAULT_MIN_SUBJECTS = 10
+
+
+class ConstantCovariateError(InputError):
+    """A declared covariate that takes one value in the table (``column`` names it)."""
+
+    def __init__(self, where: str, column: str) -> None:
+        self.column = column
+        super().__init__(f"{where}: covariate {column!r} is constant", "remove it from the declared covariates")
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,10 +145,7 @@ class PartyTable:
         constant = [c for c, col in zip(covariates, X.T, strict=True) if np.ptp(col) == 0.0]
         if constant:
             if on_constant == "error":
-                raise InputError(
-                    f"{where}: covariate {constant[0]!r} is constant",
-                    "remove it from the declared covariates (or load with on_constant='drop')",
-                )
+                raise ConstantCovariateError(where, constant[0])
             warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=2)
             keep = [i for i, c in enumerate(covariates) if c not in constant]
             if not keep:

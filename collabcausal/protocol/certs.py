@@ -303,6 +303,45 @@ def verify_certificate(
     return common_name(cert, label)
 
 
+def check_node_files(ca_path: str | Path, cert_path: str | Path, key_path: str | Path, name: str) -> str:
+    """A node's TLS files, checked without connecting; one line saying what was checked.
+
+    The certificate must be in date and issued by the study CA (:func:`check_certificate`), name
+    ``name`` (the party's ``[party] name``, or :data:`ANALYST`), and ``key_path`` must hold its
+    private key.
+
+    Raises
+    ------
+    IdentityError
+        Any of these fails (the message says which).
+    """
+    identity = check_certificate(cert_path, ca_path)
+    if identity != name:
+        raise IdentityError(
+            f"certificate {cert_path} is issued to {identity}, not to {name}",
+            f"use the certificate issued to {name} (`collabcausal certs request --party {name}`)",
+        )
+    cert = load_certificate(cert_path)
+    try:
+        key = serialization.load_pem_private_key(Path(key_path).read_bytes(), password=None)
+    except FileNotFoundError:
+        raise IdentityError(f"{key_path}: no such private key file", "check the path in the configuration") from None
+    except (ValueError, TypeError):
+        raise IdentityError(f"{key_path} is not an unencrypted PEM private key", "point to the .key file") from None
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(serialization.Encoding.PEM, public) != cert.public_key().public_bytes(
+        serialization.Encoding.PEM, public
+    ):
+        raise IdentityError(
+            f"private key {key_path} does not match the certificate {cert_path}",
+            "use the key made together with this certificate's signing request",
+        )
+    return (
+        f"certificate {cert_path}: issued to {identity} by the study CA {ca_path}, valid until "
+        f"{cert.not_valid_after_utc:%Y-%m-%d}; private key matches"
+    )
+
+
 def load_certificate(path: str | Path) -> x509.Certificate:
     """Read a PEM certificate with a one-line error."""
     p = Path(path)

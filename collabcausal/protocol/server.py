@@ -134,7 +134,10 @@ class GrpcGrid(Grid):
         except RuntimeError:
             port = 0
         if port == 0:
-            raise StudyFailedError(f"cannot listen on {address}", "choose a free port or another address")
+            raise StudyFailedError(
+                f"cannot listen on {address}: the port is in use or the address is not this machine's",
+                "choose a free port or another address",
+            )
         self.address = f"{host}:{port}"
         self._server.start()
 

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.party.node import Party
-from collabcausal.party.table import PartyTable
+from collabcausal.party.table import ConstantCovariateError, PartyTable
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.datasets import CausalDataset
 
@@ -138,19 +138,30 @@ def build_parties(dataset: CausalDataset, partition: GridPartition, *, anchor_ke
     Every party of a row holds the row's treatment and outcome (DESIGN.md "Notation": by default
     every party of the row is a label holder) and validates its slice with the same rules as a
     deployed party (:class:`~collabcausal.party.table.PartyTable`).
+
+    A covariate constant in one row group (but not in the data set) means too many row groups for
+    the data: refused naming the row group, its size and the command-line fix.
     """
     parties = []
+    n_groups = len(partition.row_groups)
     for i, rows in enumerate(partition.row_groups):
         block: pd.DataFrame = dataset.frame.iloc[rows].reset_index(drop=True)
         for j, columns in enumerate(partition.column_groups):
             name = partition.name(i, j)
-            table = PartyTable.from_frame(
-                block,
-                columns,
-                treatment=dataset.treatment,
-                outcome=dataset.outcome,
-                source=f"{dataset.name}[{name}]",
-                min_subjects=2,
-            )
+            try:
+                table = PartyTable.from_frame(
+                    block,
+                    columns,
+                    treatment=dataset.treatment,
+                    outcome=dataset.outcome,
+                    source=f"{dataset.name}[{name}]",
+                    min_subjects=2,
+                )
+            except ConstantCovariateError as exc:
+                raise InputError(
+                    f"{dataset.name}: covariate {exc.column!r} is constant in row group {i + 1} of {n_groups} "
+                    f"({len(rows)} subjects): too many row groups for the data",
+                    "use fewer --rows, or leave the covariate out (--covariates with --data)",
+                ) from None
             parties.append(Party(name, table, anchor_key=anchor_key))
     return parties

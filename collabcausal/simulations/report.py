@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from collabcausal.errors import InputError
 from collabcausal.reporting.document import bootstrap_figure, simulation_document
 from collabcausal.reporting.html import REPORT_HTML, write_html
+from collabcausal.reporting.out_folder import check_out_folder
 from collabcausal.simulations.dcqe_experiment import ExperimentResult
 from collabcausal.strict_json import write_json
 
@@ -84,9 +84,7 @@ def write_results(result: ExperimentResult, out_dir: str | os.PathLike[str]) -> 
     Returns the written paths. Existing files of the same names are replaced only once every new
     file is complete.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a folder", "choose another --out")
+    out = check_out_folder(out_dir, "--out")
     rows = result.rows()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.tmp-") as tmp:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import shutil
 import socket
@@ -270,3 +271,126 @@ def test_a_party_whose_policy_lacks_dp_weighted_moments_refuses_in_one_line_nami
         run_study(InProcessGrid(parties), config)
     assert "\n" not in str(info.value)
     assert not any(c.operation == "dp_weighted_moments" for c in parties[1].ledger.history())
+
+
+def test_serve_refuses_an_out_that_is_a_file_before_listening(tmp_path, capsys, monkeypatch):
+    folder = _example(tmp_path, certificates=False, tables=False)
+    study = folder / "study.toml"
+    study.write_text(study.read_text().replace('out = "report"', 'out = "afile"'))
+    (folder / "afile").write_text("keep me")
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("the analyst listened before [study] out was checked")
+
+    monkeypatch.setattr("collabcausal.protocol.server.GrpcGrid", no_server)
+    assert main(["analyst", "serve", "--study", str(study), "--insecure"]) == 2
+    err = capsys.readouterr().err
+    assert "[study] out" in err and "is a file, not a folder" in err and err.count("\n") == 1
+
+
+def test_a_port_in_use_is_one_tidy_line_without_grpc_core_logging(tmp_path):
+    """gRPC's C core printed `E... add_port.cc:83] Failed to add port ...` before the tidy error."""
+    folder = _example(tmp_path, certificates=False, tables=False)
+    study = (folder / "study.toml").read_text()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        (folder / "study.toml").write_text(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", study))
+        env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+        completed = subprocess.run(
+            [sys.executable, "-m", "collabcausal.cli", "analyst", "serve", "--study", "study.toml", "--insecure"],
+            cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+        )
+    assert completed.returncode == 9
+    errors = [line for line in completed.stderr.splitlines() if "WARNING" not in line]
+    assert errors == [f"collabcausal: error: cannot listen on 127.0.0.1:{port}: the port is in use or the address "
+                      "is not this machine's; fix: choose a free port or another address"], completed.stderr
+
+
+P11_FILLED = {
+    '"hospital-a"': '"p11"',
+    '"my-study"': '"lalonde-2x2"',
+    '"coordinator.example.org:50051"': '"127.0.0.1:50051"',
+    '"certs/ca.pem"': '"../certs/ca.pem"',
+    '"certs/hospital-a.pem"': '"../certs/p11.pem"',
+    '"certs/hospital-a.key"': '"../certs/p11.key"',
+    '"hospital-a.csv"': '"p11.csv"',
+    '["age", "education"]': '["age", "married", "education", "nodegree"]',
+    '"anchor.key"': '"../anchor.key"',
+}
+
+
+def _fill(path: Path, values: dict[str, str]) -> None:
+    text = path.read_text()
+    for old, new in values.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+def test_party_init_writes_a_commented_template_that_loads_once_filled(tmp_path, capsys):
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    assert main(["party", "init", "--out", str(config)]) == 2  # the example's own file is kept
+    assert "exists" in capsys.readouterr().err
+    assert main(["party", "init", "--out", str(config), "--force"]) == 0
+    assert config.read_text().count("#") > 20  # commented
+    _fill(config, P11_FILLED)
+    loaded = load_party_config(config)
+    assert loaded.name == "p11" and loaded.columns == ("age", "married", "education", "nodegree")
+
+
+def test_party_join_check_validates_everything_and_shares_nothing(tmp_path, capsys):
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    before = sorted(p.name for p in (folder / "p11").iterdir())
+    assert main(["party", "join", "--config", str(config), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert f"certificate {folder / 'certs' / 'p11.pem'}: issued to p11 by the study CA" in out
+    assert "private key matches" in out
+    assert "p11.csv: 1338 subjects; label holder (treatment 'treat', outcome 're78')" in out
+    assert "operations: dc_representation, describe, weighted_moments" in out
+    assert "columns: age, married, education, nodegree" in out
+    assert "no [privacy] section" in out
+    assert "checked without connecting" in out
+    assert sorted(p.name for p in (folder / "p11").iterdir()) == before  # no ledger, no audit log
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "message"),
+    [
+        (('"../certs/p11.pem"', '"../certs/p12.pem"'), 7, "issued to p12, not to p11"),
+        (('"../certs/p11.key"', '"../certs/p12.key"'), 7, "does not match the certificate"),
+        (('"married", ', '"married", "income", '), 2, "unknown column 'income'"),
+        (('[anchor]\nkey_file = "../anchor.key"', ""), 3, "needs the study's anchor key, but there is no [anchor]"),
+    ],
+)
+def test_party_join_check_names_the_problem(tmp_path, capsys, change, code, message):
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    config.write_text(config.read_text().replace(*change))
+    assert main(["party", "join", "--config", str(config), "--check"]) == code
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_analyst_init_writes_a_template_that_loads_once_filled(tmp_path, capsys):
+    folder = _example(tmp_path)
+    study = folder / "study.toml"
+    assert main(["analyst", "init", "--out", str(study)]) == 2
+    assert main(["analyst", "init", "--out", str(study), "--force"]) == 0
+    assert study.read_text().count("#") > 20
+    _fill(study, {'"my-study"': '"lalonde-2x2"', '"certs/analyst.pem"': '"certs/analyst.pem"'})
+    loaded = load_study_config(study)
+    assert loaded.study == "lalonde-2x2" and loaded.roster == ("hospital-a", "lab-a", "hospital-b")
+
+
+def test_analyst_serve_check_validates_and_prints_what_the_study_asks(tmp_path, capsys):
+    folder = _example(tmp_path)
+    assert main(["analyst", "serve", "--study", str(folder / "study.toml"), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "issued to analyst by the study CA" in out and "private key matches" in out
+    assert "roster: p11, p12 | p21, p22" in out
+    assert "checked without listening" in out
+    assert not (folder / "report").exists()

@@ -73,7 +73,7 @@ def test_propose_test_release_refusal_exits_with_no_answer(capsys, data):
         (["--x", "dose", "--y", "resp", "--epsilon", "0"], "epsilon must be a finite number > 0"),
         (["--x", "dose", "--y", "resp", "--epsilon", "-1"], "epsilon must be a finite number > 0"),
         (["--x", "dose", "--y", "resp", "--epsilon", "1"], "needs public bounds"),
-        (["--x", "dose", "--y", "resp", "--epsilon", "1", "--score", "iqr", "--protect", "test"], "needs delta > 0"),
+        (["--x", "dose", "--y", "resp", "--epsilon", "1", "--score", "iqr", "--protect", "test"], "needs --delta > 0"),
         ([*BOTH, "--epsilon", "1", "--test-size", "0.02"], "fewer than the minimum 10"),
     ],
 )
@@ -134,3 +134,24 @@ def test_the_help_lists_exactly_the_scores_with_a_private_release() -> None:
     from collabcausal.estimators.discovery.private_scores import PROTECTIONS
 
     assert set(SCORES) == {score for score, protections in PROTECTIONS.items() if protections}
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--test-size", "1.5"], "--test-size"),
+        (["--regularization", "0"], "--regularization"),
+        (["--delta", "2"], "--delta"),
+        (["--x-bounds", "1", "0", "--y-bounds", "0", "1"], "--x-bounds"),
+        (["--protect", "train"], "--protect train"),
+        (["--score", "iqr"], "--protect"),
+        ([], "--x-bounds"),
+    ],
+)
+def test_errors_name_the_options_not_the_request_keywords(capsys, data, extra, option):
+    """`test_size of dp_discover ...; fix: send test_size = ...` named the protocol, not the command."""
+    code, _, err = run(capsys, "discover", "--data", str(data), "--budget", "5", "--x", "dose", "--y", "resp",
+                       "--epsilon", "1", *extra)
+    assert code == 2 and err.count("\n") == 1 and option in err, err
+    for keyword in ("test_size", "regularization =", "delta=", "x_bounds", "protect=", "dp_discover", "send "):
+        assert keyword not in err, err

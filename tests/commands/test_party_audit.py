@@ -68,3 +68,84 @@ def test_a_torn_tail_is_reported_not_fatal(folder, capsys):
         handle.write(b'{"seq": 7, "ev')
     assert main(["party", "audit", "--file", str(folder / "audit.jsonl")]) == 0
     assert "torn lines (a write cut off by a crash, never merged with a record): 7" in capsys.readouterr().out
+
+
+def _configured_party(tmp_path, privacy: bool):
+    """A party built from party.toml as `party join` builds it: its log keeps its chain head."""
+    from collabcausal.party.config import load_party_config
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"a": rng.normal(size=40), "b": rng.normal(size=40)}).to_csv(tmp_path / "d.csv", index=False)
+    text = (
+        '[party]\nname = "p11"\n[analyst]\naddress = "127.0.0.1:1"\ninsecure = true\n'
+        '[data]\npath = "d.csv"\n[policy]\ncolumns = ["a", "b"]\noperations = ["describe"]\nmin_subjects = 10\n'
+    )
+    if privacy:
+        text += '[privacy]\nepsilon = 1.0\nledger = "ledger.sqlite"\n'
+    (tmp_path / "party.toml").write_text(text)
+    return load_party_config(tmp_path / "party.toml").build_party()
+
+
+@pytest.mark.parametrize("privacy", [True, False], ids=["head in the ledger", "head beside the log"])
+def test_a_cut_tail_is_reported_as_truncation(tmp_path, capsys, privacy):
+    """`party audit` said "hash chain verified" for a log cut from 104 to 30 records."""
+    party = _configured_party(tmp_path, privacy)
+    for _ in range(52):
+        party.handle(Message("describe", {"study": "s"}))
+    assert main(["party", "audit", "--config", str(tmp_path / "party.toml")]) == 0
+    assert "chain head: matches" in capsys.readouterr().out
+    log = tmp_path / "audit.jsonl"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:30]))
+    assert main(["party", "audit", "--config", str(tmp_path / "party.toml")]) == 2
+    captured = capsys.readouterr()
+    where = "the ledger" if privacy else f"the head file {tmp_path / 'audit.jsonl.head.sqlite'}"
+    assert f"audit log has 30 records, {where}'s head says 104: the log was truncated or replaced" in captured.err
+    assert "hash chain verified" not in captured.out
+    assert (tmp_path / "ledger.sqlite").exists() == privacy
+
+
+def test_a_crash_between_the_append_and_the_head_update_is_one_record_ahead_not_tampering(
+    tmp_path, capsys, monkeypatch
+):
+    from collabcausal.party.audit_head import AuditHead
+
+    party = _configured_party(tmp_path, privacy=True)
+    party.handle(Message("describe", {"study": "s"}))
+    head = AuditHead.of(tmp_path / "audit.jsonl", tmp_path / "ledger.sqlite")
+    before = head.heads()["p11"]
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies after the log's fsync, before the head's commit
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AuditHead, "record", crash)
+        with pytest.raises(KeyboardInterrupt):
+            party.handle(Message("describe", {"study": "s"}))
+    assert head.heads()["p11"] == before
+    assert main(["party", "audit", "--config", str(tmp_path / "party.toml")]) == 0
+    assert "the log is 1 record ahead of the ledger's head: a crash between its append" in capsys.readouterr().out
+
+
+def test_a_replaced_log_and_a_deleted_head_store_are_problems(tmp_path, capsys):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        party = _configured_party(tmp_path / folder, privacy=False)
+        for _ in range(3):
+            party.handle(Message("describe", {"study": "s"}))
+    config = str(tmp_path / "a" / "party.toml")
+    (tmp_path / "a" / "audit.jsonl").write_bytes((tmp_path / "b" / "audit.jsonl").read_bytes())  # valid, not its own
+    assert main(["party", "audit", "--config", config]) == 2
+    assert "record 6 is not the one the head file" in capsys.readouterr().err
+    (tmp_path / "a" / "audit.jsonl.head.sqlite").unlink()
+    assert main(["party", "audit", "--config", config]) == 2
+    assert "holds none for this party: the head store was deleted or replaced" in capsys.readouterr().err
+
+
+def test_a_log_of_a_party_with_a_ledger_checked_by_file_alone_points_to_the_ledger(tmp_path, capsys):
+    party = _configured_party(tmp_path, privacy=True)
+    party.handle(Message("describe", {"study": "s"}))
+    assert main(["party", "audit", "--file", str(tmp_path / "audit.jsonl")]) == 0
+    assert "kept in the party's ledger: give --ledger" in capsys.readouterr().out
+    argv = ["party", "audit", "--file", str(tmp_path / "audit.jsonl"), "--ledger", str(tmp_path / "ledger.sqlite")]
+    assert main(argv) == 0
+    assert "chain head: matches the ledger (2 records)" in capsys.readouterr().out

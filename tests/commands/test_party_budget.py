@@ -67,3 +67,35 @@ def test_budget_names_the_relation_and_migrates_an_old_ledger_once(tmp_path, cap
     (report,) = json.loads(capsys.readouterr().out)
     assert report["relation"] == "substitute-one"
     assert report["spent"]["epsilon"] == pytest.approx(1.0)
+
+
+PARTY = '[party]\nname = "p11"\n[data]\npath = "p11.csv"\n'
+
+
+def test_a_party_that_has_spent_nothing_is_told_so(tmp_path, capsys):
+    """After a plain study the ledger does not exist yet: not an error, nothing spent."""
+    config = tmp_path / "party.toml"
+    config.write_text(PARTY + '[privacy]\nepsilon = 1.0\nledger = "ledger.sqlite"\n')
+    assert main(["party", "budget", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("party p11 has spent nothing: no DP release yet")
+    assert "epsilon=1" in out
+    assert not (tmp_path / "ledger.sqlite").exists()  # reading the budget creates no ledger
+    assert main(["party", "budget", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_party_without_a_privacy_section_is_told_it_answers_no_dp_query(tmp_path, capsys):
+    config = tmp_path / "party.toml"
+    config.write_text(PARTY)
+    assert main(["party", "budget", "--config", str(config)]) == 0
+    assert capsys.readouterr().out.startswith("party p11 has no [privacy] section: it answers no DP query")
+
+
+def test_a_party_without_a_privacy_section_shows_the_ledger_discover_charged(tmp_path, capsys):
+    """`discover --data p11.csv` charges the ledger beside the data: budget shows it."""
+    config = tmp_path / "party.toml"
+    config.write_text(PARTY)
+    PrivacyLedger(tmp_path / "p11.csv.ledger.sqlite", epsilon=2.0, dataset="p11.csv").charge("discovery", 0.5)
+    assert main(["party", "budget", "--config", str(config)]) == 0
+    assert "spent      epsilon=0.5" in capsys.readouterr().out

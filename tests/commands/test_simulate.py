@@ -45,7 +45,7 @@ BAD = [
     (["--data", "{tmp}/nan.csv", "--covariates", "x1,x2", "--treatment", "treat", "--outcome", "y"], "NaN or infinite"),
     (["--data", "{tmp}/arm.csv", "--covariates", "x1,x2", "--treatment", "treat", "--outcome", "y"], "coded 0/1"),
     (["--settings", "Z"], "unknown setting 'Z'"),
-    (["--party-components", "many"], "is not a number"),
+    (["--party-components", "many"], "is neither a count"),
     (["--components", "W-clb=x"], "is not SETTING=K"),
     (["--components", "W-clb=20", "--settings", "W"], "m^ = 20"),
 ]
@@ -73,3 +73,61 @@ def test_grpc_transport_gives_the_in_process_numbers_bit_for_bit(tmp_path) -> No
     local = json.loads((tmp_path / "local" / "results.json").read_text())["rows"]
     remote = json.loads((tmp_path / "grpc" / "results.json").read_text())["rows"]
     assert local == remote
+
+
+@pytest.mark.parametrize("kind", [[], ["adum", "--epsilon", "1"], ["--balance-epsilon", "1"]], ids=str)
+def test_an_out_that_is_a_file_is_refused_before_any_analysis(tmp_path, capsys, monkeypatch, kind) -> None:
+    """The check came only after the whole analysis had run."""
+
+    def no_analysis(*args, **kwargs):
+        raise AssertionError("the analysis ran before --out was checked")
+
+    monkeypatch.setattr("collabcausal.simulations.partition.partition_grid", no_analysis)
+    monkeypatch.setattr("collabcausal.simulations.datasets.load_lalonde", no_analysis)
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    assert main(["simulate", *kind, "--bootstrap", "2", "--quiet", "--out", str(afile)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"--out {afile} is a file, not a folder" in err and "fix:" in err
+    assert afile.read_text() == "keep me"
+
+
+def test_too_many_row_groups_name_the_cause_in_cli_terms(tmp_path, capsys) -> None:
+    """`--rows 100` on LaLonde: a covariate is constant in a row group of a few subjects."""
+    out = tmp_path / "o"
+    assert main(["simulate", "--rows", "100", "--settings", "W", "--bootstrap", "2", "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert re.search(r"covariate '\w+' is constant in row group \d+ of 100 \(\d+ subjects\)", err), err
+    assert "use fewer --rows" in err and "--covariates" in err
+    assert "on_constant" not in err and "=" not in err.split("fix:")[1]
+    assert not out.exists()
+
+
+PYTHON_NAMES = ("n_boot", "n_jobs", "n_components", "n_anchors", "on_constant", "max_iter")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bootstrap", "-1"], "--bootstrap -1"),
+        (["--bootstrap", "0"], "--bootstrap 0"),
+        (["--jobs", "0"], "--jobs 0"),
+        (["--anchors", "0"], "--anchors 0"),
+        (["--party-components", "0"], "--party-components 0"),
+        (["--party-components", "1.5"], "--party-components 1.5"),
+        (["--components", "W-clb=0", "--settings", "W"], "--components W-clb=0"),
+        (["--anchors", "1", "--settings", "W"], "--anchors"),
+    ],
+)
+def test_errors_name_the_option_not_the_python_keyword(tmp_path, capsys, args, message) -> None:
+    """`n_boot`, `n_jobs`, `fix n_components` leaked from the library into the command's messages."""
+    out = tmp_path / "o"
+    # the last --bootstrap counts
+    assert main(["simulate", "--bootstrap", "2", *args, "--quiet", "--out", str(out)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    plain = err.replace("[study] n_components", "").replace("[study] n_anchors", "")  # study.toml keys
+    assert not any(name in plain for name in PYTHON_NAMES), err
+    assert not out.exists()

@@ -15,7 +15,8 @@ from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog, payload_digest
-from collabcausal.party.audit_verify import read_audit_log, summarise
+from collabcausal.party.audit_head import AuditHead
+from collabcausal.party.audit_verify import check_head, read_audit_log, summarise
 from collabcausal.party.fault_injection import kill_loop
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
@@ -168,9 +169,9 @@ def test_params_nested_100000_deep_are_logged_as_such(tmp_path):
     assert log.entries()[0]["params"] == "params nested deeper than 64 levels"
 
 
-def _writer(path, fd: int) -> None:
+def _writer(path, fd: int, head: AuditHead | None = None) -> None:
     """Log large requests forever, writing each acknowledged seq to ``fd`` (runs in a forked child)."""
-    log = JsonlAuditLog(path)
+    log = JsonlAuditLog(path, head=head)
     party = _party(log)
     request = Message("describe", {"pad": "x" * 300_000})  # ~300 kB lines: a kill can land inside a write
     while True:
@@ -190,6 +191,23 @@ def test_sigkill_of_the_writer_never_merges_lines_nor_loses_an_acknowledged_reco
         assert seqs == list(range(1, len(seqs) + 1)) and acknowledged <= set(seqs)
 
     assert len(kill_loop(lambda fd: _writer(path, fd), kills, seed=kills, check=check)) > kills
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("kills", [6, pytest.param(60, marks=pytest.mark.slow)])
+def test_sigkill_between_the_append_and_the_head_update_is_never_taken_for_truncation(tmp_path, kills):
+    """The head is committed after the log's fsync: a kill leaves the log level with it or one record ahead."""
+    path = tmp_path / "audit.jsonl"
+    head = AuditHead.of(path, None)
+    states = set()
+
+    def check(acknowledged: set[int]) -> None:
+        status, problems = check_head(read_audit_log(path), head.heads().get("h"), "the head file")
+        assert problems == [], status
+        states.add(status.split(" (")[0].split(":")[0])
+
+    assert len(kill_loop(lambda fd: _writer(path, fd, head), kills, seed=kills, check=check)) > kills
+    assert states <= {"matches the head file", "the log is 1 record ahead of the head file's head"}
 
 
 def test_alignment_requests_are_logged_with_the_digest_of_the_order_received(tmp_path):

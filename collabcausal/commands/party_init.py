@@ -1,0 +1,38 @@
+"""``collabcausal party init --out party.toml``: write a commented party.toml to fill in."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Write a commented party.toml template: every section a party needs (identity, analyst address and
+certificates, data, policy, audit log, anchor key) with the optional ones commented out. Fill in
+the values, then check it without connecting with `party join --check`. An existing file is kept
+unless --force.
+
+examples:
+  collabcausal party init --out party.toml
+  collabcausal party join --config party.toml --check
+"""
+
+
+def register(actions: argparse._SubParsersAction) -> None:
+    """Add the ``init`` action to the ``party`` group."""
+    parser = actions.add_parser(
+        "init",
+        help="write a commented party.toml template",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", default="party.toml", metavar="FILE", help="where to write it (default party.toml)")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the template; return 0."""
+    from collabcausal.templates import write_template
+
+    path = write_template("party.toml", args.out, force=args.force)
+    print(f"wrote {path}: fill it in, then `collabcausal party join --config {path} --check`")
+    return 0
