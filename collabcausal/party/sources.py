@@ -349,12 +349,14 @@ def _read_query(source: DataSource, layout: _Layout) -> tuple[NDArray[np.float64
         try:
             try:
                 raw = engine.raw_connection()
-            except DBAPIError as exc:
-                raise _connect_error(exc.orig, source) from None
+            except (DBAPIError, engine.dialect.loaded_dbapi.Error) as exc:
+                raise _connect_error(getattr(exc, "orig", exc), source) from None
             driver, backend = raw.driver_connection, engine.dialect.name
             try:
                 with _deadline(driver, backend, seconds):
                     columns, batches = _execute(driver, backend, str(source.query), seconds)
+                    if not columns:  # psycopg names no columns when a stream returns no rows
+                        raise InputError(f"{where}: the query returned no rows", "check the cohort's criteria")
                     _check_result_columns(columns, layout, where)
                     return _fill((_record_batch(rows, columns) for rows in batches), layout, where, None)
             except engine.dialect.loaded_dbapi.Error as exc:
