@@ -86,10 +86,10 @@ def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow  # 9-30 s: three CLI processes, TLS, two cohort queries
 def test_the_readme_walk_through_runs_the_study_over_mutual_tls(example, monkeypatch) -> None:
     folder, env = example
     study_toml = folder / "study.toml"
-    study_toml.write_text(study_toml.read_text().replace("bootstrap = 100", "bootstrap = 5"))
     certs = str(folder / "certs")
     assert main(["certs", "init", "--dir", certs]) == 0
     assert main(["certs", "issue", "--analyst", "--dir", certs]) == 0
