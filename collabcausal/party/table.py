@@ -163,11 +163,13 @@ class PartyTable:
                 f"{where} has {n} subjects, fewer than the minimum {min_subjects}",
                 "add subjects or lower min_subjects in the configuration",
             )
-        labels = [c for c in (treatment, outcome) if c is not None]
-        for name, values in [*zip(covariate_names, X.T, strict=True), *labels]:
-            _check_finite(values, name, where)
         names = tuple(covariate_names)
-        constant = [c for c, col in zip(names, X.T, strict=True) if np.ptp(col) == 0.0]
+        low, high = X.min(axis=0), X.max(axis=0)  # one pass each in C order; a NaN or inf shows in them
+        for j in np.flatnonzero(~(np.isfinite(low) & np.isfinite(high))):
+            _check_finite(X[:, j], names[j], where)
+        for name, values in (c for c in (treatment, outcome) if c is not None):
+            _check_finite(values, name, where)
+        constant = [c for c, lo, hi in zip(names, low, high, strict=True) if lo == hi]
         if constant:
             if on_constant == "error":
                 raise InputError(
