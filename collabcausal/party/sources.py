@@ -337,9 +337,9 @@ def _parse_url(text: str) -> URL:
             "[data] url is not a SQLAlchemy URL",
             'write it like "postgresql+psycopg://user@host:5432/db", "sqlite:///cohort.db" or "duckdb:///c.duckdb"',
         ) from None
-    if url.password is not None:
+    if url.password is not None or any(key.lower() in ("password", "passfile") for key in url.query):
         raise ConfigError(
-            f"[data] url {url.render_as_string(hide_password=True)} holds a password",
+            f"[data] url {url.set(query={}).render_as_string(hide_password=True)} holds a password",
             "remove it from the URL and give password_env or password_file in [data]",
         )
     backend = url.get_backend_name()

@@ -220,10 +220,12 @@ def test_bad_data_sections_are_one_line_config_errors(tmp_path, data, extra, mes
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_a_password_in_the_url_is_refused_without_being_shown(tmp_path) -> None:
-    text = 'url = "postgresql+psycopg://reader:hunter2secret@db.example.org/omop"\nquery = "SELECT 1"'
+@pytest.mark.parametrize(
+    "url", ["postgresql+psycopg://reader:hunter2secret@db.example.org/omop", "postgresql://r@db/omop?password=hunter2secret"]
+)
+def test_a_password_in_the_url_is_refused_without_being_shown(tmp_path, url) -> None:
     with pytest.raises(ConfigError) as info:
-        load_party_config(party_toml(tmp_path, text))
+        load_party_config(party_toml(tmp_path, f'url = "{url}"\nquery = "SELECT 1"'))
     assert "holds a password" in str(info.value) and "hunter2secret" not in str(info.value)
 
 
