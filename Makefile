@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 # directory would shadow it: that folder is the package itself here, so the warning is silenced.
 PIP := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip
 
-.PHONY: demo test test-slow lint proto bench clean
+.PHONY: demo test test-slow lint proto bench clean postgresql
 
 $(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +25,21 @@ $(STAMP): $(RUNTIME)
 demo: $(RUNTIME)
 	$(BIN)/collabcausal simulate --dataset lalonde --bootstrap 200 --seed 0 --out results
 
+## postgresql: the PostgreSQL server binaries the database-source tests start a throwaway cluster with
+## (tests/postgres_server.py). Best effort: installed with apt-get as root; else those tests skip, saying why.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	     && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null); } \
+	|| echo "warning: could not install the postgresql package (needs root and apt-get); the PostgreSQL tests will be skipped" >&2
+
 ## test: the fast suite (slow reproductions excluded), plus lint
-test: $(STAMP)
+test: $(STAMP) postgresql
 	$(BIN)/ruff check collabcausal tests benchmarks scripts
 	$(BIN)/python -m pytest -q
 
 ## test-slow: the full reproductions (paper-sized bootstrap, sweeps)
-test-slow: $(STAMP)
+test-slow: $(STAMP) postgresql
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)

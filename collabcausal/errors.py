@@ -19,6 +19,8 @@ code  class                       meaning
 8     NumericalError              rank deficiency, non-convergence
 9     StudyFailedError            a study could not complete (deadline, missing party)
 10    NoAnswerError               a mechanism declined to answer (propose-test-release)
+11    DataSourceError             a party's database cannot be read: unreachable, login refused,
+                                  SQL error, a query that writes, a statement timeout
 ====  ==========================  ==========================================================
 """
 
@@ -96,3 +98,9 @@ class NoAnswerError(CollabCausalError):
     """A mechanism that declined to answer (e.g. propose-test-release refused)."""
 
     exit_code = 10
+
+
+class DataSourceError(CollabCausalError):
+    """A party's ``[data]`` database that cannot be read (unreachable, login refused, SQL error, timeout)."""
+
+    exit_code = 11

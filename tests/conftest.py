@@ -33,3 +33,19 @@ def format_1_ledger():
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster (tests/postgres_server.py), stopped after the session.
+
+    Skipped, with the reason, where no server can run (no Debian package, no unprivileged user).
+    """
+    from postgres_server import ServerUnavailable, start_server
+
+    try:
+        server = start_server()
+    except ServerUnavailable as exc:
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    yield server
+    server.stop()

@@ -13,7 +13,10 @@
     delta);
 ``refused``
     a request the policy, the ledger or the operation refused (or that failed): the error's
-    class and one-line problem, and any charge made before the failure.
+    class and one-line problem, and any charge made before the failure;
+``data_loaded``
+    each time the party loads its table (no request): the source (file path, or database URL
+    without password), ``query_sha256`` (the cohort query's SHA-256) and ``rows``.
 
 Every line carries ``seq`` (1, 2, ... over the file) and ``prev``, the SHA-256 of the previous
 line's bytes: a hash chain that shows a line removed, edited or reordered (it is not a signature:
@@ -51,6 +54,7 @@ from collabcausal.messages import Message, nesting
 if TYPE_CHECKING:
     from collabcausal.party.audit_head import AuditHead
     from collabcausal.party.node import Party
+    from collabcausal.party.sources import DataSource
 
 _TAIL_BLOCK = 1 << 16
 _MAX_DEPTH = 64
@@ -147,17 +151,28 @@ class JsonlAuditLog:
 
         return read_audit_log(self.path).entries
 
+    def data_loaded(self, party: str, source: DataSource, rows: int) -> int:
+        """Record the table a party loaded: source (never a password), query SHA-256, row count."""
+        entry: dict[str, Any] = {"event": "data_loaded", "party": party, "source": source.describe(), "rows": rows}
+        if source.is_query:
+            entry["query_sha256"] = source.query_digest()
+        return self._append(entry)
+
     def _write(self, party: Party, request: Message, event: str, **fields: Any) -> int:
-        entry = {
-            "event": event,
-            "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            "party": party.name,
-            "study": str(request.params.get("study", "")),
-            "operation": request.operation,
-            "request_sha256": payload_digest(request),
-            **fields,
-            **({} if self.head is None else {"head": self.head.kind}),
-        }
+        return self._append(
+            {
+                "event": event,
+                "party": party.name,
+                "study": str(request.params.get("study", "")),
+                "operation": request.operation,
+                "request_sha256": payload_digest(request),
+                **fields,
+                **({} if self.head is None else {"head": self.head.kind}),
+            }
+        )
+
+    def _append(self, fields: dict[str, Any]) -> int:
+        entry = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -175,7 +190,7 @@ class JsonlAuditLog:
                 )
             os.fsync(fd)
             if self.head is not None:  # after the fsync, before the lock goes: see audit_head
-                self.head.record(party.name, seq + 1, line_digest(line))
+                self.head.record(str(entry["party"]), seq + 1, line_digest(line))
         finally:
             os.close(fd)
         return seq + 1

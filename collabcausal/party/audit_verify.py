@@ -152,6 +152,8 @@ def summarise(reading: AuditReading, ledger_charges: Iterable[Any] | None = None
     logged: dict[int, tuple[str, float]] = {}
     for entry in reading.entries:
         event, op = entry.get("event", "released"), str(entry.get("operation", "?"))
+        if event == "data_loaded":  # not a request (collabcausal.party.audit)
+            continue
         operations[op][event] += 1
         if event == "refused":
             refusals[str(entry.get("error", {}).get("kind", "?"))] += 1

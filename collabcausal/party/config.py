@@ -15,7 +15,9 @@ Sections (paths are relative to the file's folder)::
     reconnect_timeout = 300         # seconds to keep trying an unreachable analyst
 
     [data]
-    path = "hospital-a.csv"         # .csv or .parquet
+    path = "hospital-a.csv"         # .csv or .parquet; or a database (docs/data-sources.md):
+                                    #   url = "postgresql+psycopg://reader@db/omop", query_file = "cohort.sql",
+                                    #   password_env = "OMOP_PASSWORD" (or password_file, mode 0600)
     treatment = "treat"             # label holders only, with outcome
     outcome = "re78"
     subject_id = "id"               # for subject alignment in vertical splits
@@ -68,7 +70,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -81,7 +83,10 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
-from collabcausal.party.table import PartyTable
+from collabcausal.party.sources import DataSource, load_source
+
+if TYPE_CHECKING:
+    from collabcausal.party.table import PartyTable
 
 __all__ = ["Connection", "PartyConfig", "PartyFile", "load_party_config", "read_toml"]
 
@@ -102,12 +107,38 @@ class AnalystSection(Endpoint):
 
 
 class DataSection(Section):
-    """``[data]``: the private table."""
+    """``[data]``: the private table, from a file or a database query (:mod:`collabcausal.party.sources`)."""
 
-    path: str = Field(min_length=1, description='the .csv or .parquet file, e.g. "hospital-a.csv"')
+    path: str | None = Field(None, min_length=1, description='the .csv or .parquet file, e.g. "hospital-a.csv"')
+    format: Literal["csv", "parquet"] | None = Field(None, description='"csv" or "parquet" (default: the extension)')
+    url: str | None = Field(
+        None, min_length=1, description='a SQLAlchemy URL without password, e.g. "postgresql+psycopg://reader@db/omop"'
+    )
+    query: str | None = Field(None, min_length=1, description='the cohort query, e.g. "SELECT ... FROM cohort"')
+    query_file: str | None = Field(None, min_length=1, description='a file holding the cohort query, e.g. "cohort.sql"')
+    password_env: str | None = Field(None, min_length=1, description='the variable holding the password, e.g. "DB_PW"')
+    password_file: str | None = Field(None, min_length=1, description='an owner-only password file, e.g. "db.pw"')
+    statement_timeout: float = Field(300.0, gt=0, le=86_400, description="seconds in (0, 86400], e.g. 300")
     treatment: str | None = Field(None, description="the treatment column (label holders, with outcome)")
     outcome: str | None = Field(None, description="the outcome column (label holders, with treatment)")
     subject_id: str | None = Field(None, description="the subject id column (for alignment)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSection:
+        if (self.path is None) == (self.url is None):
+            raise ValueError('give either path = "table.parquet" or url = "..." with query, not both or neither')
+        if self.path is not None:
+            extra = [k for k in ("query", "query_file", "password_env", "password_file") if getattr(self, k)]
+            if extra:
+                raise ValueError(f"{extra[0]} goes with url, not with path")
+        else:
+            if (self.query is None) == (self.query_file is None):
+                raise ValueError("a url needs exactly one of query or query_file")
+            if self.password_env is not None and self.password_file is not None:
+                raise ValueError("give password_env or password_file, not both")
+            if self.format is not None:
+                raise ValueError("format goes with path, not with url")
+        return self
 
 
 class PolicySection(Section):
@@ -194,6 +225,14 @@ class PartyFile(Section):
     alignment: KeyFileSection | None = None
     anchor: KeyFileSection | None = None
 
+    @model_validator(mode="after")
+    def _database_ledger(self) -> PartyFile:
+        if self.data.url is not None and self.privacy is not None and self.privacy.ledger is None:
+            raise ValueError(
+                'a [data] url has no data file to keep the ledger beside: set [privacy] ledger = "ledger.sqlite"'
+            )
+        return self
+
 
 @dataclass(frozen=True)
 class Connection:
@@ -217,44 +256,43 @@ class PartyConfig:
     connection: Connection
     columns: tuple[str, ...]
     data: Mapping[str, Any]
+    source: DataSource
     policy: PartyPolicy
     privacy: Mapping[str, Any] | None
     audit_path: Path
     anchor_key: bytes | None = None
 
     def load_table(self) -> PartyTable:
-        """The party's table: only the policy's columns, validated (nothing else is opened)."""
-        d = self.data
-        return PartyTable.from_file(
-            self._path(d["path"]),
-            self.columns,
-            treatment=d.get("treatment"),
-            outcome=d.get("outcome"),
-            subject_id=d.get("subject_id"),
-            min_subjects=self.policy.min_subjects,
-        )
+        """The party's table from its ``[data]`` source: only the policy's columns, validated."""
+        return load_source(self)
 
     def build_party(self) -> Party:
-        """Load the table (only the policy's columns), open ledger and audit log; return the Party."""
-        d = self.data
+        """Load the table (only the policy's columns), open ledger and audit log; return the Party.
+
+        Every load appends a ``data_loaded`` record to the audit log: the source (file path, or
+        URL without password), the query's SHA-256 and the row count.
+        """
         table = self.load_table()
         ledger = None
         if self.privacy is not None:
             from collabcausal.party.ledger import PrivacyLedger, default_ledger_location
 
             p = self.privacy
-            path, dataset = default_ledger_location(self._path(d["path"]))
             if "ledger" in p:
                 path, dataset = self._path(p["ledger"]), "default"
+            else:  # a file source (a url source must name its ledger: PartyFile)
+                path, dataset = default_ledger_location(self.source.path)  # type: ignore[arg-type]
             ledger = PrivacyLedger(
                 path, epsilon=p["epsilon"], delta=p.get("delta", 0.0), dataset=p.get("dataset", dataset)
             )
+        audit = JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger and ledger.path))
+        audit.data_loaded(self.name, self.source, table.n_subjects)
         return Party(
             self.name,
             table,
             policy=self.policy,
             ledger=ledger,
-            audit=JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger and ledger.path)),
+            audit=audit,
             anchor_key=self.anchor_key,
         )
 
@@ -294,6 +332,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
         connection=connection,
         columns=tuple(policy.columns),
         data=doc.data.model_dump(),
+        source=DataSource.from_section(doc.data.model_dump(exclude_none=True), base),
         policy=rules,
         privacy=None if doc.privacy is None else doc.privacy.model_dump(exclude_none=True),
         audit_path=(base / doc.audit.path).resolve(),

@@ -114,13 +114,7 @@ class PartyTable:
         where = source
         if frame.shape[0] == 0:
             raise InputError(f"{where} has no rows", "point to a table with at least one subject per row")
-        covariates = list(covariates)
-        if not covariates:
-            raise InputError(f"{where}: no covariate columns declared", "declare at least one covariate")
-        declared = covariates + [c for c in (treatment, outcome, subject_id) if c is not None]
-        dup = sorted({c for c in declared if declared.count(c) > 1})
-        if dup:
-            raise InputError(f"{where}: column {dup[0]!r} is declared twice", "declare each column once")
+        declared = check_declared(covariates, treatment, outcome, subject_id, where)
         header_dup = frame.columns[frame.columns.duplicated()].tolist()
         if header_dup:
             raise InputError(f"{where}: the header repeats column {header_dup[0]!r}", "rename the duplicate column")
@@ -130,54 +124,116 @@ class PartyTable:
                 f"{where}: unknown column {missing[0]!r}",
                 f"use one of {list(map(str, frame.columns))}",
             )
-        if (treatment is None) != (outcome is None):
+        return cls.from_arrays(
+            np.column_stack([_numeric(frame[c], c, where) for c in covariates]),
+            tuple(covariates),
+            treatment=None if treatment is None else (treatment, _numeric(frame[treatment], treatment, where)),
+            outcome=None if outcome is None else (outcome, _numeric(frame[outcome], outcome, where)),
+            subject_ids=None if subject_id is None else (subject_id, frame[subject_id].astype(str).to_numpy()),
+            min_subjects=min_subjects,
+            on_constant=on_constant,
+            source=where,
+        )
+
+    @classmethod
+    def from_arrays(
+        cls,
+        covariates: NDArray[np.float64],
+        covariate_names: tuple[str, ...],
+        *,
+        treatment: tuple[str, NDArray[np.float64]] | None = None,
+        outcome: tuple[str, NDArray[np.float64]] | None = None,
+        subject_ids: tuple[str, NDArray] | None = None,
+        min_subjects: int = DEFAULT_MIN_SUBJECTS,
+        on_constant: Literal["error", "drop"] = "error",
+        source: str = "<arrays>",
+    ) -> PartyTable:
+        """Validate numeric columns and build a table (the checks shared by every source).
+
+        Parameters
+        ----------
+        covariates : ndarray of shape (n_subjects, n_covariates)
+            Kept without a copy when it is C-contiguous float64 (a large cohort is read into it once).
+        covariate_names : tuple of str
+        treatment, outcome : (column name, values), optional
+            Give both on the label holder, neither elsewhere.
+        subject_ids : (column name, values), optional
+            Unique subject identifiers; stored as str.
+        min_subjects, on_constant, source
+            As in :meth:`from_frame`.
+        """
+        where = source
+        X = np.ascontiguousarray(covariates, dtype=np.float64)
+        n = X.shape[0]
+        if n == 0:
+            raise InputError(f"{where} has no rows", "point to a table with at least one subject per row")
+        if n < min_subjects:
             raise InputError(
-                f"{where}: treatment and outcome must be declared together",
-                "declare both on the label holder, neither on other parties",
-            )
-        if frame.shape[0] < min_subjects:
-            raise InputError(
-                f"{where} has {frame.shape[0]} subjects, fewer than the minimum {min_subjects}",
+                f"{where} has {n} subjects, fewer than the minimum {min_subjects}",
                 "add subjects or lower min_subjects in the configuration",
             )
-        X = np.column_stack([_numeric(frame[c], c, where) for c in covariates])
-        names = tuple(covariates)
-        constant = [c for c, col in zip(covariates, X.T, strict=True) if np.ptp(col) == 0.0]
+        names = tuple(covariate_names)
+        low, high = X.min(axis=0), X.max(axis=0)  # one pass each in C order; a NaN or inf shows in them
+        for j in np.flatnonzero(~(np.isfinite(low) & np.isfinite(high))):
+            _check_finite(X[:, j], names[j], where)
+        for name, values in (c for c in (treatment, outcome) if c is not None):
+            _check_finite(values, name, where)
+        constant = [c for c, lo, hi in zip(names, low, high, strict=True) if lo == hi]
         if constant:
             if on_constant == "error":
                 raise ConstantCovariateError(where, constant[0])
-            warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=2)
-            keep = [i for i, c in enumerate(covariates) if c not in constant]
+            warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=3)
+            keep = [i for i, c in enumerate(names) if c not in constant]
             if not keep:
                 raise InputError(f"{where}: every covariate is constant", "declare informative covariates")
-            X, names = X[:, keep], tuple(covariates[i] for i in keep)
+            X, names = np.ascontiguousarray(X[:, keep]), tuple(names[i] for i in keep)
         t = y = None
         if treatment is not None and outcome is not None:
-            t = check_treatment(
-                _numeric(frame[treatment], treatment, where), f"{where}: treatment column {treatment!r}"
-            )
-            y = _numeric(frame[outcome], outcome, where)
+            t = check_treatment(treatment[1], f"{where}: treatment column {treatment[0]!r}")
+            y = np.asarray(outcome[1], dtype=np.float64)
         ids = None
-        if subject_id is not None:
-            ids = frame[subject_id].astype(str).to_numpy()
-            if len(set(ids)) != ids.size:
-                raise InputError(f"{where}: subject id column {subject_id!r} has duplicates", "make subject ids unique")
-        return cls(np.ascontiguousarray(X), names, t, y, ids, where)
+        if subject_ids is not None:
+            ids = np.asarray(subject_ids[1]).astype(str)
+            if np.unique(ids).size != ids.size:
+                raise InputError(
+                    f"{where}: subject id column {subject_ids[0]!r} has duplicates", "make subject ids unique"
+                )
+        return cls(X, names, t, y, ids, where)
 
     @classmethod
     def from_file(cls, path: str | Path, covariates: Sequence[str], **kwargs: object) -> PartyTable:
-        """Load a CSV or Parquet file and validate it (see :meth:`from_frame`)."""
-        return cls.from_frame(read_table_file(path), covariates, source=str(path), **kwargs)  # type: ignore[arg-type]
+        """Load a CSV or Parquet file and validate it (:func:`collabcausal.party.sources.read_table`)."""
+        from collabcausal.party.sources import DataSource, read_table
+
+        return read_table(DataSource(path=Path(path)), covariates, **kwargs)  # type: ignore[arg-type]
 
 
-def read_table_file(path: str | Path) -> pd.DataFrame:
-    """Read a ``.csv`` or ``.parquet`` file into a DataFrame with one-line errors."""
+def check_declared(
+    covariates: Sequence[str], treatment: str | None, outcome: str | None, subject_id: str | None, where: str
+) -> list[str]:
+    """Every declared column name, covariates first; refuses none, repeats and a lone treatment or outcome."""
+    if not covariates:
+        raise InputError(f"{where}: no covariate columns declared", "declare at least one covariate")
+    declared = [*covariates, *(c for c in (treatment, outcome, subject_id) if c is not None)]
+    dup = sorted({c for c in declared if declared.count(c) > 1})
+    if dup:
+        raise InputError(f"{where}: column {dup[0]!r} is declared twice", "declare each column once")
+    if (treatment is None) != (outcome is None):
+        raise InputError(
+            f"{where}: treatment and outcome must be declared together",
+            "declare both on the label holder, neither on other parties",
+        )
+    return declared
+
+
+def read_table_file(path: str | Path, file_format: str | None = None) -> pd.DataFrame:
+    """Read a ``.csv`` or ``.parquet`` file (or ``file_format`` "csv" / "parquet") into a DataFrame."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file", "check the path")
     if p.stat().st_size == 0:
         raise InputError(f"{p} is empty", "point to a file with a header row and data")
-    suffix = p.suffix.lower()
+    suffix = p.suffix.lower() if file_format is None else f".{file_format}"
     try:
         if suffix == ".parquet":
             return pd.read_parquet(p)
@@ -198,9 +254,13 @@ def _numeric(series: pd.Series, name: str, where: str) -> NDArray[np.float64]:
             f"{where}: column {name!r} is not numeric (row {row + 1}: {series.iloc[row]!r})",
             "encode it as numbers (e.g. one-hot) before loading",
         )
-    if not np.isfinite(values).all():
-        row = int(np.argmax(~np.isfinite(values))) + 1
+    return values
+
+
+def _check_finite(values: NDArray[np.float64], name: str, where: str) -> None:
+    finite = np.isfinite(values)
+    if not finite.all():
+        row = int(np.argmin(finite)) + 1
         raise InputError(
             f"{where}: column {name!r} has a NaN or infinite value (row {row})", "impute or drop those rows"
         )
-    return values
