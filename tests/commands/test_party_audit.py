@@ -95,11 +95,13 @@ def test_a_cut_tail_is_reported_as_truncation(tmp_path, capsys, privacy):
     assert main(["party", "audit", "--config", str(tmp_path / "party.toml")]) == 0
     assert "chain head: matches" in capsys.readouterr().out
     log = tmp_path / "audit.jsonl"
-    log.write_text("".join(log.read_text().splitlines(keepends=True)[:30]))
+    records = log.read_text().splitlines(keepends=True)
+    assert len(records) == 1 + 2 * 52  # data_loaded, then request and reply per describe
+    log.write_text("".join(records[:30]))
     assert main(["party", "audit", "--config", str(tmp_path / "party.toml")]) == 2
     captured = capsys.readouterr()
     where = "the ledger" if privacy else f"the head file {tmp_path / 'audit.jsonl.head.sqlite'}"
-    assert f"audit log has 30 records, {where}'s head says 104: the log was truncated or replaced" in captured.err
+    assert f"audit log has 30 records, {where}'s head says 105: the log was truncated or replaced" in captured.err
     assert "hash chain verified" not in captured.out
     assert (tmp_path / "ledger.sqlite").exists() == privacy
 
@@ -135,7 +137,7 @@ def test_a_replaced_log_and_a_deleted_head_store_are_problems(tmp_path, capsys):
     config = str(tmp_path / "a" / "party.toml")
     (tmp_path / "a" / "audit.jsonl").write_bytes((tmp_path / "b" / "audit.jsonl").read_bytes())  # valid, not its own
     assert main(["party", "audit", "--config", config]) == 2
-    assert "record 6 is not the one the head file" in capsys.readouterr().err
+    assert "record 7 is not the one the head file" in capsys.readouterr().err
     (tmp_path / "a" / "audit.jsonl.head.sqlite").unlink()
     assert main(["party", "audit", "--config", config]) == 2
     assert "holds none for this party: the head store was deleted or replaced" in capsys.readouterr().err
@@ -148,4 +150,4 @@ def test_a_log_of_a_party_with_a_ledger_checked_by_file_alone_points_to_the_ledg
     assert "kept in the party's ledger: give --ledger" in capsys.readouterr().out
     argv = ["party", "audit", "--file", str(tmp_path / "audit.jsonl"), "--ledger", str(tmp_path / "ledger.sqlite")]
     assert main(argv) == 0
-    assert "chain head: matches the ledger (2 records)" in capsys.readouterr().out
+    assert "chain head: matches the ledger (3 records)" in capsys.readouterr().out
