@@ -187,11 +187,11 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
     folder = _example(tmp_path, certificates=False, tables=False)
     study = folder / "study.toml"
     text = study.read_text()
-    bca = text.replace('interval = "percentile"', 'interval = "bca"')
+    bca = text.replace('interval = "analytic"', 'interval = "bca"')
     study.write_text(bca.replace("bootstrap = 200", "bootstrap = 0"))
     with pytest.raises(ConfigError, match="needs bootstrap replicates"):
         load_study_config(study)
-    study.write_text(text.replace('interval = "percentile"', 'interval = "studentized"'))
+    study.write_text(text.replace('interval = "analytic"', 'interval = "studentized"'))
     with pytest.raises(ConfigError, match="interval"):
         load_study_config(study)
 
