@@ -66,7 +66,7 @@ def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
     folder = _example(tmp_path)
     study_toml = folder / "study.toml"
     study_toml.write_text(study_toml.read_text().replace("bootstrap = 200", "bootstrap = 5"))
-    analyst = _cli("analyst", "serve", "--study", "study.toml", cwd=folder)
+    analyst = _cli("-v", "analyst", "serve", "--study", "study.toml", cwd=folder)
     parties = [_cli("party", "join", "--config", f"{name}/party.toml", cwd=folder) for name in PARTIES]
     try:
         out, err = analyst.communicate(timeout=240)
@@ -76,7 +76,7 @@ def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
             process.kill()
     assert analyst.returncode == 0, err
     assert all(p.returncode == 0 for p in parties), party_logs
-    assert "p11: joined" in err and "p22: weighted_moments: reply received" in err
+    assert "p11: joined" in err and "p22: weighted_moments: reply received" in err  # -v: per-request lines
     report = json.loads((folder / "report" / "report.json").read_text())
     study = load_study_config(folder / "study.toml")
     local = [load_party_config(folder / name / "party.toml").build_party() for name in PARTIES]
