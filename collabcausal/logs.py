@@ -52,6 +52,15 @@ def log_progress(party: str, event: str) -> None:
     logging.getLogger(f"{LOGGER}.progress").info("%s", event, extra={"party": party})
 
 
+def log_request(party: str, event: str) -> None:
+    """Log one DEBUG line about one request to or from ``party`` (shown with ``-v``).
+
+    A study asks every party once per bootstrap replicate: at INFO these lines grew with B
+    (thousands at B = 1000); the bootstrap shows a progress bar instead, and refusals stay at INFO.
+    """
+    logging.getLogger(f"{LOGGER}.progress").debug("%s", event, extra={"party": party})
+
+
 def progress_logger(party: str) -> Callable[[str], None]:
     """``progress(event)`` logging one INFO line about ``party``."""
     return partial(log_progress, party)

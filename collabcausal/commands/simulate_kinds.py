@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "delta": (("cate", "dp_effects"), None),
     "outcome_range": (("adum", "cate", "dp_effects"), None),
     "partition_columns": (("adum",), None),
-    "cells": (("adum",), 10),
+    "cells": (("adum",), None),
     "kmeans": (("adum",), None),
     "learner": (("cate",), "r"),
     "feature_bound": (("cate",), 0.2),
@@ -73,10 +74,12 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--epsilon", type=float,
         help="adum: each party's epsilon; discovery: each party's epsilon per pair; cate: the release's (default 1)")
     add("--delta", type=float, help="cate: the release's delta (default 1e-5); dp_effects: each party's (1e-6)")
-    add("--outcome-range", type=float, nargs=2, metavar=("LO", "HI"),
-        help="adum, cate: public outcome range (default: the data's observed range, a simulation convenience)")
+    add("--outcome-range", type=comma_list(float), nargs="+", metavar="LO,HI",
+        help="adum, cate, dp_effects: public outcome range, as study.toml's [lo, hi] (also LO HI) (default: the "
+        "data's observed range, a simulation convenience)")
     add("--partition-columns", metavar="A,B", help="adum: partition covariates (default: the first)")
-    add("--cells", type=int, help="adum: regular-grid cells per partition column (default 10)")
+    add("--cells", type=comma_list(int), metavar="N,N",
+        help="adum: regular-grid cells, one per partition column, as study.toml's cells = [N, N] (default 10 each)")
     add("--kmeans", type=int, metavar="K", help="adum: a DP k-means partition of K clusters instead")
     add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
@@ -92,6 +95,24 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         help="balance moments (eps, delta)-DP, charged to each party per request; dcqe then runs the study of "
         "all parties as analyst serve does")
     add("--balance-delta", type=float, metavar="DELTA", help="with --balance-epsilon: delta per request (default 1e-6)")
+
+
+def comma_list(convert: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    """An argparse type: a study.toml list written as comma-separated items (``4,4`` for ``[4, 4]``).
+
+    One grammar for a setting: a flag that stands for a study.toml key takes the values the key takes.
+    """
+
+    def parse(text: str) -> list[Any]:
+        try:
+            return [convert(item.strip()) for item in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a comma-separated list of {convert.__name__} values (study.toml's [a, b] as a,b)"
+            ) from None
+
+    parse.__name__ = f"list of {convert.__name__}"
+    return parse
 
 
 def kind_options(args: argparse.Namespace) -> argparse.Namespace:
@@ -173,7 +194,8 @@ def simulated_study(
 
     ranges = {c: [lo, hi] for c, (lo, hi) in dataset.covariate_ranges().items()}
     y = dataset.frame[dataset.outcome]
-    outcome = list(args.outcome_range) if args.outcome_range else [float(y.min()), float(y.max())]
+    given = [v for item in args.outcome_range for v in item] if args.outcome_range else None  # LO,HI or LO HI
+    outcome = given or [float(y.min()), float(y.max())]
     study = {"id": simulation_study_id(dataset.name, partition.shape), "kind": args.kind, "seed": args.seed,
              "out": str(Path(args.out).resolve())}
     if args.kind != "discovery":
@@ -192,7 +214,7 @@ def simulated_study(
                   "interval": args.interval}
     elif args.kind == "adum":
         names = _names(args.partition_columns) or [dataset.covariates[0]]
-        partition_keys = {"kmeans_clusters": args.kmeans} if args.kmeans else {"cells": [args.cells] * len(names)}
+        partition_keys = {"kmeans_clusters": args.kmeans} if args.kmeans else {"cells": args.cells or [10] * len(names)}
         sections["adum"] = {"epsilon": args.epsilon, "outcome_range": outcome, "columns": names, **partition_keys}
     elif args.kind == "discovery":
         pairs = [_names(p) for p in args.pairs.split(";")] if args.pairs else [list(dataset.covariates[:2])]

@@ -23,6 +23,8 @@ from collabcausal.estimators.validation import check_binary_labels, check_bounds
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
 _GRAM_TOL = 1e-12  # eigenvalue ratio of the Gram matrix above which its whitening is accurate
 _SEPARATION_TOL = 1e-6  # every fitted propensity this close to the observed arm: complete separation
+_OPEN_INTERVAL = (float(np.finfo(np.float64).tiny), float(np.nextafter(1.0, 0.0)))
+"""Smallest and largest propensity: expit rounds a logit below -745 (above 37) to exactly 0 (1)."""
 
 
 class LogisticPropensity(ClassifierMixin, BaseEstimator):
@@ -133,12 +135,17 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         return self.intercept_ + X @ self.coef_
 
     def predict_propensity(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Propensity scores P(T = 1 | x), shape (n,), clipped to ``clip`` when given."""
+        """Propensity scores P(T = 1 | x), shape (n,), clipped to ``clip`` when given.
+
+        Always strictly inside (0, 1): under quasi-complete separation the logit of the separated
+        subjects diverges (LaLonde's B-clb bootstrap resamples reach -4480), and expit rounds it to
+        exactly 0 or 1, which the estimators refuse. Those subjects' propensities are kept at the
+        smallest positive double (or the largest below 1), the limit the fit tends to: their
+        weight in every estimator is then negligible, as in the limit.
+        """
         e = expit(self.decision_function(X))
-        if self.clip is not None:
-            lo, hi = self.clip
-            np.clip(e, lo, hi, out=e)
-        return e
+        lo, hi = _OPEN_INTERVAL if self.clip is None else self.clip
+        return np.clip(e, lo, hi, out=e)
 
     def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities as in scikit-learn, shape (n, 2): ``[1 - e(x), e(x)]`` (control, treated)."""

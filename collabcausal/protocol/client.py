@@ -20,6 +20,7 @@ import grpc
 
 from collabcausal import __version__
 from collabcausal.errors import CollabCausalError, IdentityError, ProtocolError, StudyFailedError
+from collabcausal.logs import log_request
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.request_limits import request_byte_limit
@@ -63,7 +64,8 @@ class PartyClient:
         Largest request accepted, in bytes of arrays; lowered to the party policy's
         ``max_request_bytes`` so an oversized request is refused from its header, unbuffered.
     progress : callable, optional
-        ``progress(event)`` for status lines.
+        ``progress(event)`` for status lines (joins, refusals, failures); each answered request is a
+        DEBUG line (:func:`collabcausal.logs.log_request`).
     """
 
     def __init__(
@@ -234,7 +236,7 @@ class PartyClient:
         request = envelope.message
         if request is None:
             raise ProtocolError("the analyst sent a task without a request", "upgrade both sides to one version")
-        self._progress(f"{request.operation}: received")
+        log_request(self.party.name, f"{request.operation}: received")
         start = time.monotonic()
         reply: Message | None = None
         error: CollabCausalError | None = None
@@ -254,10 +256,14 @@ class PartyClient:
         self.tasks_done += 1
         outcome = f"refused ({error})" if error else "reply uploaded"
         late = "" if ack.accepted else ", the analyst no longer waited for it"
-        self._progress(
+        line = (
             f"{request.operation}: {outcome} (compute {computed - start:.2f} s, upload "
             f"{time.monotonic() - computed:.2f} s{late})"
         )
+        if error is None and ack.accepted:
+            log_request(self.party.name, line)
+        else:
+            self._progress(line)
 
     def _refused_connection(self, code: grpc.StatusCode, details: str) -> None:
         if code != grpc.StatusCode.UNAVAILABLE or "refused" in details.lower():

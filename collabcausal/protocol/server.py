@@ -23,6 +23,7 @@ import grpc
 from collabcausal import errors
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import ProtocolError, StudyFailedError
+from collabcausal.logs import log_request
 from collabcausal.messages import Message
 from collabcausal.protocol.arrays import (
     CHUNK_BYTES,
@@ -86,7 +87,8 @@ class GrpcGrid(Grid):
     max_message_bytes : int
         Largest upload accepted (sum of its arrays' bytes).
     progress : callable, optional
-        ``progress(party, event)`` called on joins, tasks sent and replies received.
+        ``progress(party, event)`` called on joins, refused replies and failures; each task sent
+        and reply received is a DEBUG line (:func:`collabcausal.logs.log_request`), one per request.
     """
 
     def __init__(
@@ -328,7 +330,7 @@ class GrpcGrid(Grid):
         if task is None or not task.open:
             yield pb.Frame(header=pb.MessageHeader(state=state, detail=detail))
             return
-        self._progress(name, f"{task.request.operation}: sent")
+        log_request(name, f"{task.request.operation}: sent")
         yield from task.frames
 
     def _upload(self, frames: Iterable[pb.Frame], context: grpc.ServicerContext) -> pb.UploadAck:
@@ -366,8 +368,10 @@ class GrpcGrid(Grid):
                 return pb.UploadAck(task_id=envelope.task_id, accepted=False, detail="no such task outstanding")
             task.reply = envelope
             self._cond.notify_all()
-        outcome = "refused" if envelope.error is not None else "received"
-        self._progress(name, f"{task.request.operation}: reply {outcome}")
+        if envelope.error is None:
+            log_request(name, f"{task.request.operation}: reply received")
+        else:
+            self._progress(name, f"{task.request.operation}: reply refused")
         return pb.UploadAck(task_id=envelope.task_id, accepted=True)
 
     def _status(self, context: grpc.ServicerContext) -> pb.StatusReply:

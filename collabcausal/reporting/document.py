@@ -179,9 +179,11 @@ def simulation_warnings(result: ExperimentResult) -> list[str]:
     for (setting, estimator), reps in result.replicates.items():
         failed = int(np.isnan(reps["estimate"]).sum())
         if failed:
+            reasons = result.failures.get((setting, estimator), {})
+            why = "; ".join(f"{count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda i: -i[1]))
             out.append(
                 f"{setting} {estimator.upper()}: {failed} of {len(reps['estimate'])} bootstrap replicates failed "
-                "(numerical error) and are left out of the mean, SE and interval."
+                f"and are left out of the mean, SE and interval: {why or 'numerical error'}."
             )
     out += [w for w in (interval_caveat(k, cfg.interval) for k in cfg.estimators) if w]
     names = {s.name for s in cfg.settings}

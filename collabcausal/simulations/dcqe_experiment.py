@@ -15,6 +15,7 @@ computed directly on the raw slices as the paper's baselines.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from collabcausal.simulations.partition import GridPartition, build_parties
 from collabcausal.simulations.settings import Setting
 
 METRICS = ("estimate", "masmd", "inconsistency_true", "inconsistency_ca")
+FAILURE = "failure"  # a failed replicate's entry: why (the error's problem), beside NaN metrics
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,8 @@ class ExperimentResult:
     """Per setting and estimator: the full-sample values and the bootstrap replicates.
 
     ``diagnostics`` holds each setting's full-sample :class:`BalanceDiagnostics`, ``estimates``
-    each setting and estimator's full-sample :class:`EffectEstimate` (analytic SE, influence).
+    each setting and estimator's full-sample :class:`EffectEstimate` (analytic SE, influence),
+    ``failures`` why replicates failed: per setting and estimator, each reason with its count.
     """
 
     config: ExperimentConfig
@@ -162,6 +165,7 @@ class ExperimentResult:
     replicates: dict[tuple[str, str], dict[str, NDArray[np.float64]]]
     diagnostics: dict[str, BalanceDiagnostics] = field(default_factory=dict)
     estimates: dict[tuple[str, str], EffectEstimate] = field(default_factory=dict)
+    failures: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, object]]:
         """Table rows (paper 003 Tables 2-3 layout), estimator blocks in order.
@@ -240,7 +244,8 @@ def run_experiment(
             reps = run_replicates(fn, config.n_boot, n_jobs=n_jobs, progress=progress) if config.n_boot else []
     keys = list(point)
     replicates = {key: {m: np.array([r[key][m] for r in reps], dtype=np.float64) for m in METRICS} for key in keys}
-    return ExperimentResult(config, point, replicates, diagnostics, estimates)
+    failures = {key: dict(Counter(r[key][FAILURE] for r in reps if FAILURE in r[key])) for key in keys}
+    return ExperimentResult(config, point, replicates, diagnostics, estimates, failures)
 
 
 def _replicate_in_process(config: ExperimentConfig, parties: list[Party], b: int) -> dict:
@@ -265,15 +270,28 @@ def _replicate(
     )
     subjects = [part.row_groups[i][rows[i]] for i in range(len(sizes))]
     X_all, t_all, y_all = data.arrays
-    ca = _raw_effects(config, X_all, t_all, y_all, np.concatenate(subjects), list(data.covariates), b < 0)
-    ca_e = dict(zip(range(len(sizes)), np.split(ca.propensity, np.cumsum(sizes)[:-1]), strict=True))
-    out: dict[tuple[str, str], dict[str, float]] = {}
+    everyone = list(range(len(sizes)))
+    try:
+        _check_arms(t_all, subjects, everyone)
+        ca: EffectBundle | None = _raw_effects(
+            config, X_all, t_all, y_all, np.concatenate(subjects), list(data.covariates), b < 0
+        )
+    except CollabCausalError:
+        if b < 0:
+            raise
+        ca = None  # the CA setting fails below with the reason; the others lose inconsistency_ca
+    ca_e = dict(
+        zip(everyone, np.split(np.full(sum(sizes), np.nan) if ca is None else ca.propensity, np.cumsum(sizes)[:-1]),
+            strict=True)
+    )
+    out: dict[tuple[str, str], dict[str, float | str]] = {}
     names = part.names()
     for setting in config.settings:
         groups = [i for i, row in enumerate(names) if any(p in setting.parties for p in row)]
         idx = np.concatenate([subjects[i] for i in groups])
         balance_cols = list(data.covariates)
         try:
+            _check_arms(t_all, subjects, groups)
             if setting.kind == "collaboration":
                 plan = DCQEPlan(
                     row_groups=[[p for p in names[i] if p in setting.parties] for i in groups],
@@ -302,7 +320,9 @@ def _replicate(
             else:
                 cols = balance_cols if setting.kind == "central" else _columns_of(config, setting.parties[0])
                 bundle = (
-                    ca if setting.kind == "central" else _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0)
+                    _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0)
+                    if setting.kind != "central" or ca is None
+                    else ca
                 )
                 X_balance = X_all[idx][:, [data.covariates.index(c) for c in balance_cols]]
                 weighted = _local_smd(bundle, X_balance, t_all[idx])
@@ -315,10 +335,11 @@ def _replicate(
                         bundle.propensity,
                         t_all[idx].astype(np.int8),
                     )
-        except CollabCausalError:
+        except CollabCausalError as exc:
             if b < 0:
                 raise
-            out.update({(setting.name, k): dict.fromkeys(METRICS, np.nan) for k in config.estimators})
+            failed = {**dict.fromkeys(METRICS, np.nan), FAILURE: exc.problem}
+            out.update({(setting.name, k): dict(failed) for k in config.estimators})
             continue
         e_ca = np.concatenate([ca_e[i] for i in groups])
         e_true = None if data.true_propensity is None else data.true_propensity[idx]
@@ -332,6 +353,22 @@ def _replicate(
                 "inconsistency_ca": float(np.mean(np.abs(bundle.propensity - e_ca))),
             }
     return out
+
+
+def _check_arms(t: NDArray, subjects: list[NDArray], groups: list[int]) -> None:
+    """Refuse a resample whose row groups ``groups`` together draw no subject of an arm, naming it.
+
+    A resample is a legal data set, but one without a treated (or a control) subject has no effect
+    to estimate: the replicate fails with this reason rather than with an estimator's error.
+    """
+    arms = t[np.concatenate([subjects[i] for i in groups])]
+    for arm, name in ((1, "treated"), (0, "control")):
+        if not np.any(arms == arm):
+            where = ", ".join(str(i + 1) for i in groups)
+            raise InputError(
+                f"the resample draws no {name} subject in row group{'s' if len(groups) > 1 else ''} {where}",
+                "none for this replicate: it is left out (more subjects of that arm make it rarer)",
+            )
 
 
 def _columns_of(config: ExperimentConfig, party: str) -> list[str]:

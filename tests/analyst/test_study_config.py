@@ -72,3 +72,13 @@ def test_typos_and_out_of_range_values_are_refused_in_one_line(tmp_path, old, ne
     with pytest.raises(ConfigError, match=match) as info:
         load_study_config(_write(tmp_path, text.replace(old, new, 1)))
     assert "\n" not in str(info.value)
+
+
+def test_example_study_ships_an_interval_valid_for_each_of_its_estimators():
+    """The shipped example follows the project's advice: no estimator gets an interval caveat."""
+    from collabcausal.estimators.intervals import interval_caveat
+
+    config = load_study_config(EXAMPLE)
+    estimators = config.plan().estimators
+    assert "psm" in estimators
+    assert [interval_caveat(name, config.interval) for name in estimators] == [None] * len(estimators)

@@ -67,7 +67,7 @@ def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
     folder = _example(tmp_path)
     study_toml = folder / "study.toml"
     study_toml.write_text(study_toml.read_text().replace("bootstrap = 200", "bootstrap = 5"))
-    analyst = _cli("analyst", "serve", "--study", "study.toml", cwd=folder)
+    analyst = _cli("-v", "analyst", "serve", "--study", "study.toml", cwd=folder)
     parties = [_cli("party", "join", "--config", f"{name}/party.toml", cwd=folder) for name in PARTIES]
     try:
         out, err = analyst.communicate(timeout=240)
@@ -77,7 +77,7 @@ def test_example_study_over_mutual_tls_equals_the_in_process_run(tmp_path):
             process.kill()
     assert analyst.returncode == 0, err
     assert all(p.returncode == 0 for p in parties), party_logs
-    assert "p11: joined" in err and "p22: weighted_moments: reply received" in err
+    assert "p11: joined" in err and "p22: weighted_moments: reply received" in err  # -v: per-request lines
     report = json.loads((folder / "report" / "report.json").read_text())
     study = load_study_config(folder / "study.toml")
     local = [load_party_config(folder / name / "party.toml").build_party() for name in PARTIES]
@@ -190,11 +190,11 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
     folder = _example(tmp_path, certificates=False, tables=False)
     study = folder / "study.toml"
     text = study.read_text()
-    bca = text.replace('interval = "percentile"', 'interval = "bca"')
+    bca = text.replace('interval = "analytic"', 'interval = "bca"')
     study.write_text(bca.replace("bootstrap = 200", "bootstrap = 0"))
     with pytest.raises(ConfigError, match="needs bootstrap replicates"):
         load_study_config(study)
-    study.write_text(text.replace('interval = "percentile"', 'interval = "studentized"'))
+    study.write_text(text.replace('interval = "analytic"', 'interval = "studentized"'))
     with pytest.raises(ConfigError, match="interval"):
         load_study_config(study)
 

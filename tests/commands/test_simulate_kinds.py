@@ -19,7 +19,7 @@ def _report(out) -> dict:
 
 def test_simulate_adum_on_lalonde_split_by_rows_reports_each_partys_spend(tmp_path, capsys):
     out = tmp_path / "adum"
-    args = ["simulate", "adum", "--rows", "4", "--epsilon", "2", "--partition-columns", "age,re74", "--cells", "3"]
+    args = ["simulate", "adum", "--rows", "4", "--epsilon", "2", "--partition-columns", "age,re74", "--cells", "3,3"]
     assert main([*args, "--outcome-range", "0", "60", "--out", str(out)]) == 0
     report = _report(out)
     assert report["kind"] == "adum" and report["partition"]["n_cells"] == [3, 3]
@@ -132,3 +132,73 @@ def test_simulate_dcqe_with_balance_over_grpc_charges_the_party_processes_as_in_
     for name, row in local["estimates"].items():
         assert (row["estimate"], row["se"]) == (remote["estimates"][name]["estimate"], remote["estimates"][name]["se"])
     assert remote["smd_noise_sd"].keys() == local["smd_noise_sd"].keys() == {"psm", "ipw"}
+
+
+# flag -> (kind and other options it needs, study.toml section, key, a TOML value); the CLI is given the
+# TOML value in its one grammar: a list as comma-separated items (a list of lists: lists separated by ';')
+FLAG_KEYS = {
+    "--epsilon": ("adum", [], "adum", "epsilon", 0.5),
+    "--outcome-range": ("cate", [], "cate", "outcome_range", [0.0, 60.0]),
+    "--partition-columns": ("adum", ["--cells", "4,4"], "adum", "columns", ["age", "education"]),
+    "--cells": ("adum", ["--partition-columns", "age,education"], "adum", "cells", [4, 4]),
+    "--kmeans": ("adum", [], "adum", "kmeans_clusters", 8),
+    "--delta": ("cate", [], "cate", "delta", 1e-6),
+    "--learner": ("cate", [], "cate", "learner", "dr"),
+    "--feature-bound": ("cate", [], "cate", "feature_bound", 0.3),
+    "--pairs": ("discovery", [], "discovery", "pairs", [["age", "re74"], ["education", "re75"]]),
+    "--balance-epsilon": ("dcqe", [], "balance", "epsilon", 2.0),
+    "--balance-delta": ("dcqe", ["--balance-epsilon", "1"], "balance", "delta", 1e-7),
+    "--estimators": ("dcqe", ["--balance-epsilon", "1"], "study", "estimators", ["psm", "ipw"]),
+    "--estimand": ("dcqe", ["--balance-epsilon", "1"], "study", "estimand", "ate"),
+    "--party-components": ("dcqe", ["--balance-epsilon", "1"], "study", "party_components", 2),
+    "--anchors": ("dcqe", ["--balance-epsilon", "1"], "study", "n_anchors", 500),
+    "--bootstrap": ("dcqe", ["--balance-epsilon", "1"], "study", "bootstrap", 5),
+    "--interval": ("dcqe", ["--balance-epsilon", "1"], "study", "interval", "analytic"),
+    "--seed": ("dcqe", ["--balance-epsilon", "1"], "study", "seed", 3),
+}
+NOT_STUDY_KEYS = {
+    "--dataset", "--data", "--covariates", "--treatment", "--outcome", "--benchmark",  # the data set simulated
+    "--rows", "--row-rule", "--columns",  # the grid the data set is split into (study.toml lists its parties)
+    "--settings", "--components", "--jobs",  # paper 003's table of settings, not a study
+    "--transport", "--quiet", "--out", "--help",  # how the simulation runs and where it writes
+}
+
+
+def _cli_text(value) -> str:
+    if isinstance(value, list):
+        return ";".join(map(_cli_text, value)) if value and isinstance(value[0], list) else ",".join(map(str, value))
+    return str(value)
+
+
+def test_every_simulate_flag_is_a_study_toml_key_or_declared_otherwise():
+    from collabcausal.cli import build_parser
+
+    parser = build_parser("simulate")._subparsers._group_actions[0].choices["simulate"]
+    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    assert flags == set(FLAG_KEYS) | NOT_STUDY_KEYS
+
+
+@pytest.mark.parametrize("flag", sorted(FLAG_KEYS))
+def test_a_simulate_flag_takes_the_value_its_study_toml_key_takes(flag):
+    """One grammar (issue 22, item 4): the CLI accepts the TOML value, written with comma-separated lists."""
+    import argparse
+    from pathlib import Path
+
+    import tomllib
+
+    from collabcausal.analyst.config import StudyFile
+    from collabcausal.cli import build_parser
+    from collabcausal.commands.simulate import _dataset, column_groups
+    from collabcausal.commands.simulate_kinds import kind_options, simulated_study
+    from collabcausal.simulations.partition import partition_grid
+
+    kind, extra, section, key, value = FLAG_KEYS[flag]
+    assert tomllib.loads(f"[{section}]\n{key} = {json.dumps(value)}")[section][key] == value  # a study.toml line
+    args: argparse.Namespace = build_parser("simulate").parse_args(["simulate", kind, *extra, flag, _cli_text(value)])
+    args = kind_options(args)
+    dataset = _dataset(args)
+    columns = column_groups(args) if kind in ("dcqe", "cate") else [dataset.covariates]
+    partition = partition_grid(dataset, args.rows, column_groups=columns, seed=args.seed)
+    doc = simulated_study(args, dataset, partition, ledger=Path("ledger.sqlite"))
+    assert doc[section][key] == value
+    StudyFile.model_validate(doc)

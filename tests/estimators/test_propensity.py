@@ -136,3 +136,15 @@ def test_bad_inputs_raise_input_error(data):
         LogisticPropensity().predict_propensity(X)
     with pytest.raises(InputError, match="2 features, but LogisticPropensity is expecting 4"):
         LogisticPropensity().fit(X, t).predict_propensity(X[:, :2])
+
+
+def test_propensity_stays_inside_the_open_interval_where_the_logit_underflows():
+    """A quasi-separated subject's logit below -745 (LaLonde B-clb resamples: 14 of 200) gave e == 0 exactly."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 1))
+    t = rng.binomial(1, 1 / (1 + np.exp(-2 * x[:, 0])))
+    model = LogisticPropensity().fit(x, t)
+    far = np.array([[-1e4], [1e4]])
+    assert np.abs(model.decision_function(far)).min() > 745
+    e = model.predict_propensity(far)
+    assert 0.0 < e[0] < 1e-300 and 1 - 1e-15 < e[1] < 1.0

@@ -218,3 +218,30 @@ def test_a_retried_dp_request_gets_the_identical_reply_over_grpc_and_is_charged_
     assert [c.request_id for c in member.ledger.history()] == ["task-7"]
     grid.finish()
     party.join()
+
+
+def test_info_lines_do_not_grow_with_the_number_of_requests(study_ca, caplog, monkeypatch):
+    """A study asks every party once per bootstrap replicate: per-request lines are DEBUG (issue 22, item 5)."""
+    import logging
+
+    from collabcausal.logs import LOGGER, log_progress, progress_logger
+
+    monkeypatch.setattr(logging.getLogger(LOGGER), "propagate", True)
+
+    def info_lines(replicates: int) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger=LOGGER):
+            grid = GrpcGrid(["a", "b"], address="127.0.0.1:0", tls=tls_of(study_ca, "analyst"), progress=log_progress)
+            threads = [PartyThread(small_party(n), grid.address, tls_of(study_ca, n), progress=progress_logger(n))
+                       for n in ("a", "b")]
+            wait_until_joined(grid, ["a", "b"])
+            for _ in range(replicates):
+                grid.send_and_receive({n: Message("test_echo", {"x": 1}) for n in ("a", "b")}, timeout=10)
+            grid.finish()
+            for thread in threads:
+                thread.join()
+        debug = [r for r in caplog.records if r.levelno == logging.DEBUG and "test_echo" in r.getMessage()]
+        assert len(debug) == 2 * 4 * replicates  # per party: sent, received, reply uploaded, reply received
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+
+    assert len(info_lines(20)) == len(info_lines(2))

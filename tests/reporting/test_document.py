@@ -108,3 +108,31 @@ def test_propensity_drift_of_a_reduced_collaboration_is_warned_about_and_full_ra
     reduced = warnings(1)  # one component of four per party: seeded, drift 0.036
     assert any(w.startswith("W-clb propensities differ from CA's by 0.036") for w in reduced)
     assert not any("propensities differ" in w for w in warnings(4))  # full rank: drift ~1e-15
+
+
+def test_a_replicate_that_truly_cannot_be_estimated_is_named_in_the_warning():
+    """Two treated among 80: some seeded resamples of the one row group draw no treated subject."""
+    import numpy as np
+    import pandas as pd
+
+    from collabcausal.reporting.document import simulation_warnings
+    from collabcausal.simulations.datasets import CausalDataset
+    from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
+    from collabcausal.simulations.partition import partition_grid
+    from collabcausal.simulations.settings import parse_settings
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=80), "b": rng.normal(size=80), "t": [1, 1] + [0] * 78,
+                          "y": rng.normal(size=80)})
+    data = CausalDataset("tiny", frame, ("a", "b"), "t", "y", column_groups=(("a",), ("b",)))
+    part = partition_grid(data, 1, seed=0)
+    config = ExperimentConfig(data, part, parse_settings(["CA"], part), n_boot=20, estimators=("ipw",))
+    result = run_experiment(config, progress=False)
+    failed = int(np.isnan(result.replicates[("CA", "ipw")]["estimate"]).sum())
+    reasons = result.failures[("CA", "ipw")]
+    assert failed > 0 and sum(reasons.values()) == failed
+    missing = reasons["the resample draws no treated subject in row group 1"]
+    warning = " ".join(simulation_warnings(result))
+    head = f"CA IPW: {failed} of 20 bootstrap replicates failed and are left out of the mean, SE and interval: "
+    assert head in warning
+    assert f"{missing} x the resample draws no treated subject in row group 1" in warning

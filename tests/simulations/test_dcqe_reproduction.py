@@ -70,3 +70,15 @@ def test_lalonde_reproduces_paper_table_3_full() -> None:
 @pytest.mark.slow
 def test_synthetic_reproduces_paper_table_2_pattern_full() -> None:
     check_synthetic(table(make_dcqe_synthetic(1000, 0), ("L-IA", "L", "T", "W", "CA"), 1000, 2))
+
+
+def test_lalonde_b_collaboration_fails_no_seeded_bootstrap_replicate() -> None:
+    """Replicates 43, 45, 47 of seed 0 quasi-separated some controls (e == 0 exactly): all 48 now estimate."""
+    dataset = load_lalonde()
+    part = partition_grid(dataset, 2, seed=0)
+    config = ExperimentConfig(dataset, part, parse_settings(["B"], part), estimators=("psm", "ipw", "aipw"),
+                              n_boot=48, seed=0, party_components=3)
+    rows = run_experiment(config).rows()
+    assert [(r["estimator"], r["n_boot"], r["n_failed"]) for r in rows] == [
+        (r["estimator"], 48, 0) for r in rows
+    ] and len(rows) == 3

@@ -44,7 +44,7 @@ from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor, refuse_seeded_noise_with_ledger
-from collabcausal.estimators.metalearners.splits import disjoint_plan
+from collabcausal.estimators.metalearners.splits import check_arms, disjoint_plan
 from collabcausal.estimators.validation import (
     check_bounds,
     check_delta,
@@ -292,6 +292,7 @@ class DPCATE(BaseEstimator):
         share = float(self.nuisance_split)
         (rnd,) = disjoint_plan(Xa.shape[0], ("propensity_outcome",), (share, 1 - share), rng)
         tilde, d = rnd.train["propensity_outcome"], rnd.evaluate
+        check_arms(a, (rnd,), ("propensity_outcome",))  # before the nuisances are charged
         self.partition_ = f"dp_cate:{uuid.uuid4().hex}"
         self.private_nuisances_ = self.model_propensity is None and self.model_outcome is None
         if self.private_nuisances_:

@@ -37,7 +37,15 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.clipping import clipping_warnings, count_outside
 from collabcausal.estimators.metalearners import DRLearner, RLearner, SLearner
-from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_is_fitted, check_matrix
+from collabcausal.estimators.metalearners.splits import check_arms, sklearn_seed
+from collabcausal.estimators.validation import (
+    check_binary_labels,
+    check_bounds,
+    check_delta,
+    check_epsilon,
+    check_is_fitted,
+    check_matrix,
+)
 from collabcausal.estimators.validation import check_treatment as _check_treatment
 from collabcausal.estimators.validation import check_vector as _check_vector
 from collabcausal.randomness import SeedLike
@@ -229,7 +237,10 @@ class DPEBMClassifier(ClassifierMixin, BaseEstimator):
         self.noise_seed = noise_seed
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> DPEBMClassifier:
+        """Fit on clipped data; a target of one class (a one-arm split) is refused before interpret runs."""
         from interpret.privacy import DPExplainableBoostingClassifier
+
+        check_binary_labels(y, "y")
 
         model = DPExplainableBoostingClassifier(**_interpret_kwargs(self.epsilon, self.delta, self.feature_bounds,
                                                                     self.n_jobs, self.noise_seed))
@@ -366,9 +377,10 @@ class DPCATELearner(BaseEstimator):
         model = self._build(eps, delta, fb, ob)
         n = check_matrix(X, "X").shape[0]
         _check_vector(Y, "Y", n=n)  # validated before the charge, not inside the learners after it
-        _check_treatment(T, "T", n=n)
+        t = _check_treatment(T, "T", n=n)
         if self.learner != "s":
-            model.plan(n)
+            model.set_params(random_state=sklearn_seed(self.random_state))  # fit re-draws the plan checked here
+            check_arms(t, model.plan(n), model.arm_nuisances)
         if self.ledger is not None:
             refuse_seeded_noise_with_ledger(self.noise_seed is not None)
             self.ledger.charge(

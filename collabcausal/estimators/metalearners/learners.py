@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, clone
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.metalearners.inference import BootstrapInference, replicate
-from collabcausal.estimators.metalearners.splits import Round, cross_fit_plan, disjoint_plan
+from collabcausal.estimators.metalearners.splits import Round, check_arms, cross_fit_plan, disjoint_plan
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.validation import check_features, check_is_fitted, check_treatment, check_vector
 from collabcausal.randomness import SeedLike
@@ -283,6 +283,7 @@ class _TwoStageLearner(_CATELearner):
     """
 
     nuisance_names: tuple[str, ...] = ()
+    arm_nuisances: tuple[str, ...] = ("propensity",)  # nuisances trained on T (need both arms: check_arms)
     weighted: bool = True  # pass the transform's weights (if any) to the final model
 
     def plan(self, n: int, T: ArrayLike | None = None) -> tuple[Round, ...]:
@@ -298,6 +299,7 @@ class _TwoStageLearner(_CATELearner):
     def _fit(self, Y: ArrayLike, T: ArrayLike, X: ArrayLike) -> _TwoStageLearner:
         y, t, Xa = self._check_fit_input(Y, T, X)
         self.plan_ = self.plan(Xa.shape[0], t)
+        check_arms(t, self.plan_, self.arm_nuisances)
         self.nuisances_ = []
         rows, targets, weights = [], [], []
         for rnd in self.plan_:
@@ -352,6 +354,7 @@ class DRLearner(_TwoStageLearner):
     """
 
     nuisance_names = ("propensity", "outcome")
+    arm_nuisances = ("propensity", "outcome")  # the outcome model takes T as a feature
 
     def __init__(
         self,

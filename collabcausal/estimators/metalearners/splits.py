@@ -117,3 +117,34 @@ def disjoint_plan(
     for name, part in zip(names, parts, strict=True):
         _check_size(part.size, f"{name} split ({part.size} of {n} subjects)")
     return (Round({name: np.sort(p) for name, p in zip(nuisances, parts, strict=False)}, np.sort(parts[-1])),)
+
+
+def check_arms(t: ArrayLike, plan: Sequence[Round], needs_both: Sequence[str]) -> None:
+    """Refuse a plan in which a nuisance that needs both arms is trained on one.
+
+    A propensity model (and an outcome model taking T as a feature) trained on one arm is undefined
+    (a classifier of one class has no P(T = 1 | x)); the learner would crash or extrapolate. Run
+    before anything is fitted or charged. The arm counts per split are computed from T: a refusal
+    is a function of the data (docs/cate.md, "One-arm splits").
+
+    Raises
+    ------
+    InputError
+        One line naming the treated and control counts of every split of the offending round.
+    """
+    arms = np.asarray(t).reshape(-1)
+    for number, rnd in enumerate(plan):
+        parts = {**rnd.train, "final stage": rnd.evaluate}
+        counts = {name: (int(np.count_nonzero(arms[idx] == 1)), int(np.count_nonzero(arms[idx] == 0)))
+                  for name, idx in parts.items()}
+        if all(min(counts[name]) > 0 for name in needs_both):
+            continue
+        where = f" (round {number + 1} of {len(plan)})" if len(plan) > 1 else ""
+        listed = "; ".join(
+            f"{name if name == 'final stage' else name + ' split'}: {c[0]} treated, {c[1]} control"
+            for name, c in counts.items()
+        )
+        raise InputError(
+            f"a nuisance split holds one treatment arm{where} ({listed}): {', '.join(needs_both)} need both arms",
+            "pass more subjects of the smaller arm, or larger split fractions for the nuisances",
+        )

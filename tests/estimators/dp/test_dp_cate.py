@@ -195,3 +195,20 @@ def test_reproducible_noise_with_a_ledger_is_refused_before_any_charge(tmp_path)
                outcome_bounds=small.outcome_bounds, random_state=0, ledger=ledger,
                noise_rng=np.random.default_rng(0)).fit(small.Y, small.T, X=small.X)
     assert ledger.spent()[0] == 0.0
+
+
+def test_dp_cate_refuses_a_one_arm_nuisance_split_before_charging(tmp_path):
+    """The only treated subject lands in the second-stage split: the nuisances would see one arm."""
+    from collabcausal.estimators.metalearners import disjoint_plan
+    from collabcausal.randomness import as_generator
+
+    rng = np.random.default_rng(0)
+    X, Y, T = rng.uniform(0, 1, (40, 2)), rng.uniform(0, 1, 40), np.zeros(40)
+    (rnd,) = disjoint_plan(40, ("propensity_outcome",), (0.5, 0.5), as_generator(3))
+    T[rnd.evaluate[0]] = 1
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-4)
+    model = DPCATE("r", "functional", epsilon=1.0, feature_bounds=[(0, 1)] * 2, outcome_bounds=(0, 1),
+                   ledger=ledger, random_state=3)
+    with pytest.raises(InputError, match="propensity_outcome split: 0 treated, 20 control; final stage: 1 treated"):
+        model.fit(Y, T, X=X)
+    assert ledger.history() == []

@@ -9,6 +9,7 @@ from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.mechanisms import gaussian_delta
 from collabcausal.estimators.dp.meta_algorithm import (
     DPCATELearner,
+    DPEBMClassifier,
     DPEBMRegressor,
     gdp_epsilon,
     gdp_mu,
@@ -209,3 +210,28 @@ def test_bad_outcomes_or_treatments_are_refused_before_the_charge(data, tmp_path
     with pytest.raises(InputError):
         learner(data, ledger=ledger).fit(Y, T, X=data.X)
     assert ledger.history() == []
+
+
+def _one_treated(n=40, treated=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 2))
+    T = np.zeros(n)
+    T[:treated] = 1
+    return rng.uniform(0, 1, n), T, X
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dr_learner_with_one_treated_refuses_before_charging_naming_the_arm_counts_per_split(tmp_path, seed):
+    """40 subjects, 1 treated: no split plan gives both DR nuisances a treated subject (issue 22, item 7)."""
+    Y, T, X = _one_treated()
+    ledger = PrivacyLedger(tmp_path / "l.db", epsilon=10.0, delta=1e-4)
+    model = DPCATELearner("dr", epsilon=1.0, feature_bounds=[(0, 1)] * 2, outcome_bounds=(0, 1), ledger=ledger,
+                          random_state=seed)
+    with pytest.raises(InputError, match=r"propensity split: \d+ treated, \d+ control.*final stage") as caught:
+        model.fit(Y, T, X=X)
+    assert "\n" not in str(caught.value) and ledger.history() == []
+
+
+def test_dp_ebm_classifier_refuses_one_class():
+    with pytest.raises(InputError, match="1 class"):
+        DPEBMClassifier(feature_bounds=[(0, 1)]).fit(np.zeros((20, 1)), np.zeros(20))

@@ -111,3 +111,23 @@ def test_cross_fitted_nuisances_are_trained_on_both_arms_of_stratified_folds():
     for rnd in model.plan_:
         # StratifiedKFold puts floor or ceil of (arm size / folds) of each arm in every fold
         assert abs(T[rnd.evaluate].sum() - share * rnd.evaluate.size) <= 1.0
+
+
+@pytest.mark.parametrize("kind", ["DR", "R"])
+def test_a_split_learner_meeting_a_one_arm_split_refuses_in_one_line_for_every_seed(kind):
+    """40 subjects, 2 treated, paper 000's split: an InputError naming the arm counts, never an IndexError."""
+    X, _, Y, _ = linear_data(n=40)
+    T = np.zeros(40, dtype=int)
+    T[:2] = 1
+    lin, logit = LinearRegression(), LogisticRegression()
+    outcomes = []
+    for seed in range(12):
+        model = (DRLearner(logit, lin, lin, split=(0.25, 0.25, 0.5), random_state=seed) if kind == "DR"
+                 else RLearner(lin, logit, lin, split=(0.25, 0.25, 0.5), random_state=seed))
+        try:
+            model.fit(Y, T, X=X)
+            outcomes.append("fit")
+        except InputError as exc:
+            assert "propensity split: " in str(exc) and " treated, " in str(exc)
+            outcomes.append("refused")
+    assert "refused" in outcomes

@@ -66,3 +66,17 @@ def test_under_substitution_a_changed_row_moves_no_other_row_between_the_disjoin
     assert np.array_equal(*same_n)
     grown = _part_of_each_row(disjoint_plan(401, ["e", "m"], (0.25, 0.25, 0.5), seed=3), 400)
     assert (grown != same_n[0]).mean() > 0.05
+
+
+def test_check_arms_names_the_arm_counts_of_every_split_when_a_nuisance_split_has_one_arm():
+    from collabcausal.estimators.metalearners.splits import check_arms
+
+    T = np.zeros(40, dtype=np.int8)
+    plan = disjoint_plan(40, ("propensity", "outcome"), (0.25, 0.25, 0.5), seed=0)
+    T[plan[0].train["outcome"][:2]] = 1
+    check_arms(T, plan, ("outcome",))  # the only nuisance that needs both arms has them
+    with pytest.raises(InputError) as caught:
+        check_arms(T, plan, ("propensity", "outcome"))
+    message = str(caught.value)
+    assert "propensity split: 0 treated, 10 control; outcome split: 2 treated, 8 control; " in message
+    assert "final stage: 0 treated, 20 control" in message and "\n" not in message
