@@ -155,6 +155,13 @@ FLAG_KEYS = {
     "--bootstrap": ("dcqe", ["--balance-epsilon", "1"], "study", "bootstrap", 5),
     "--interval": ("dcqe", ["--balance-epsilon", "1"], "study", "interval", "analytic"),
     "--seed": ("dcqe", ["--balance-epsilon", "1"], "study", "seed", 3),
+    "--trim": ("dp_effects", [], "dp_effects", "trim", 0.05),
+    "--nuisance": ("dp_effects", [], "dp_effects", "nuisance", "site"),
+}
+# switches (no value): flag -> (kind, section, key, the value the flag sets)
+SWITCH_KEYS = {
+    "--secure-aggregation": ("dp_effects", "dp_effects", "secure_aggregation", True),
+    "--no-secure-aggregation": ("dp_effects", "dp_effects", "secure_aggregation", False),
 }
 NOT_STUDY_KEYS = {
     "--dataset", "--data", "--covariates", "--treatment", "--outcome", "--benchmark",  # the data set simulated
@@ -175,16 +182,12 @@ def test_every_simulate_flag_is_a_study_toml_key_or_declared_otherwise():
 
     parser = build_parser("simulate")._subparsers._group_actions[0].choices["simulate"]
     flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
-    assert flags == set(FLAG_KEYS) | NOT_STUDY_KEYS
+    assert flags == set(FLAG_KEYS) | set(SWITCH_KEYS) | NOT_STUDY_KEYS
 
 
-@pytest.mark.parametrize("flag", sorted(FLAG_KEYS))
-def test_a_simulate_flag_takes_the_value_its_study_toml_key_takes(flag):
-    """One grammar (issue 22, item 4): the CLI accepts the TOML value, written with comma-separated lists."""
+def _simulated_doc(kind: str, argv: list[str]) -> dict:
     import argparse
     from pathlib import Path
-
-    import tomllib
 
     from collabcausal.analyst.config import StudyFile
     from collabcausal.cli import build_parser
@@ -192,13 +195,27 @@ def test_a_simulate_flag_takes_the_value_its_study_toml_key_takes(flag):
     from collabcausal.commands.simulate_kinds import kind_options, simulated_study
     from collabcausal.simulations.partition import partition_grid
 
-    kind, extra, section, key, value = FLAG_KEYS[flag]
-    assert tomllib.loads(f"[{section}]\n{key} = {json.dumps(value)}")[section][key] == value  # a study.toml line
-    args: argparse.Namespace = build_parser("simulate").parse_args(["simulate", kind, *extra, flag, _cli_text(value)])
+    args: argparse.Namespace = build_parser("simulate").parse_args(["simulate", kind, *argv])
     args = kind_options(args)
     dataset = _dataset(args)
     columns = column_groups(args) if kind in ("dcqe", "cate") else [dataset.covariates]
     partition = partition_grid(dataset, args.rows, column_groups=columns, seed=args.seed)
     doc = simulated_study(args, dataset, partition, ledger=Path("ledger.sqlite"))
-    assert doc[section][key] == value
     StudyFile.model_validate(doc)
+    return doc
+
+
+@pytest.mark.parametrize("flag", sorted(SWITCH_KEYS))
+def test_a_simulate_switch_sets_its_study_toml_key(flag):
+    kind, section, key, value = SWITCH_KEYS[flag]
+    assert _simulated_doc(kind, [flag])[section][key] is value
+
+
+@pytest.mark.parametrize("flag", sorted(FLAG_KEYS))
+def test_a_simulate_flag_takes_the_value_its_study_toml_key_takes(flag):
+    """One grammar (issue 22, item 4): the CLI accepts the TOML value, written with comma-separated lists."""
+    import tomllib
+
+    kind, extra, section, key, value = FLAG_KEYS[flag]
+    assert tomllib.loads(f"[{section}]\n{key} = {json.dumps(value)}")[section][key] == value  # a study.toml line
+    assert _simulated_doc(kind, [*extra, flag, _cli_text(value)])[section][key] == value
