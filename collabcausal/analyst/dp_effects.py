@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
+from collabcausal.analyst.secure_sum import secure_sum
 from collabcausal.errors import StudyFailedError
 from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models
 from collabcausal.estimators.dp.effects.design import FeatureMap
@@ -106,13 +107,15 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     sites = {p: (i if pooled else 0) for i, p in enumerate(parties)}
     (eps_n, delta_n), (eps_s, delta_s) = spec.budgets
     base = {"study": study, "columns": list(spec.columns), "design": feature_map.to_spec(), "n_folds": spec.n_folds}
-    release = _secure_round if spec.secure_aggregation and len(parties) > 1 else _plain_round
-
-    sens_n = statistics_sensitivity(feature_map)
-    stats = release(grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "epsilon": eps_n,
-                                                                         "delta": delta_n},
-                    sens_n, eps_n, delta_n, timeout, study)
+    secure = spec.secure_aggregation and len(parties) > 1
+    largest = float(max(n_subjects.values()))
     length = statistics_length(feature_map.dim)
+    # site nuisances need each party's own statistics: that release is per party even with secure aggregation
+    release_statistics = _secure_round if secure and pooled else _plain_round
+    stats = release_statistics(
+        grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "epsilon": eps_n, "delta": delta_n},
+        statistics_sensitivity(feature_map), eps_n, delta_n, length=spec.n_folds * length, value_bound=largest,
+        timeout=timeout, study=study)
     if pooled:
         assert stats.total is not None
         shared = fold_models(stats.total.reshape(spec.n_folds, length), feature_map.dim, feature_map.n_sites,
@@ -124,9 +127,11 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
 
     parts = components(spec.estimators, spec.estimands, feature_map.outcome_width, spec.trim)
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
-    scores = release(grid, SCORES, stats.parties, lambda p: base | extra | {
+    release_scores = _secure_round if secure else _plain_round
+    scores = release_scores(grid, SCORES, stats.parties, lambda p: base | extra | {
         "site": sites[p], "epsilon": eps_s, "delta": delta_s, "models": [m.to_spec() for m in models[p]]},
-        release_sensitivity(parts), eps_s, delta_s, timeout, study)
+        release_sensitivity(parts), eps_s, delta_s, length=len(parts), value_bound=largest, timeout=timeout,
+        study=study)
     return _report(spec, parts, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
 
 
@@ -185,16 +190,16 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
 
 
 def _plain_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, epsilon: float,
-                 delta: float, timeout: float | None, study: str) -> Round:
+                 delta: float, *, length: int, value_bound: float, timeout: float | None, study: str) -> Round:
     """Each party adds its own full noise; the analyst sees every party's release (and their sum)."""
     replies = grid.send_and_receive({p: Message(operation, params(p)) for p in parties}, timeout=timeout)
     sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
-    values = {p: _checked_values(p, operation, replies[p], sigma) for p in parties}
+    values = {p: _checked_values(p, operation, replies[p], sigma, length) for p in parties}
     total = np.sum([values[p] for p in parties], axis=0)
     return Round(parties, values, total, sigma * math.sqrt(len(parties)), sigma)
 
 
-def _checked_values(party: str, operation: str, reply: Message, sigma: float) -> NDArray[np.float64]:
+def _checked_values(party: str, operation: str, reply: Message, sigma: float, length: int) -> NDArray[np.float64]:
     stated = reply.params.get("sigma")
     if isinstance(stated, bool) or not isinstance(stated, (int, float)) or not math.isclose(stated, sigma,
                                                                                             rel_tol=1e-9):
@@ -203,15 +208,14 @@ def _checked_values(party: str, operation: str, reply: Message, sigma: float) ->
             "check that party's software version",
         )
     values = np.asarray(reply.arrays.get("values"), dtype=float).ravel()
-    if values.size == 0 or not np.isfinite(values).all():
-        raise StudyFailedError(f"party {party!r} sent no finite values for {operation}", "check that party")
+    if values.size != length or not np.isfinite(values).all():
+        raise StudyFailedError(f"party {party!r} sent not {length} finite values for {operation}", "check that party")
     return values
 
 
 def _secure_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, epsilon: float,
-                  delta: float, timeout: float | None, study: str) -> Round:
+                  delta: float, *, length: int, value_bound: float, timeout: float | None, study: str) -> Round:
     """Masked shares, summed: the analyst sees only the total (:mod:`collabcausal.analyst.secure_sum`)."""
-    from collabcausal.analyst.secure_sum import secure_sum
-
-    result = secure_sum(grid, operation, parties, params, sensitivity, epsilon, delta, timeout=timeout, study=study)
+    result = secure_sum(grid, operation, parties, params, sensitivity, epsilon, delta, length=length,
+                        value_bound=value_bound, study=study, timeout=timeout)
     return Round(result.parties, {}, result.total, result.noise_sd, 0.0, result.attempts)

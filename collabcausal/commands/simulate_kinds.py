@@ -149,8 +149,10 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
     from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.party.ledger import PrivacyLedger
     from collabcausal.party.policy import PartyPolicy
+    from collabcausal.party.secagg import attach_identities
     from collabcausal.protocol.inprocess import InProcessGrid
     from collabcausal.protocol.launcher import local_grpc_grid
+    from collabcausal.secagg import simulation_identities
     from collabcausal.simulations.partition import build_parties, partition_grid
 
     columns = column_groups(args) if args.kind in ("dcqe", "cate") else [dataset.covariates]
@@ -170,6 +172,9 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
                                              dataset=party.name)
             if config.balance is not None:  # full rank allowed: the default --party-components 3 may equal m
                 party.policy = PartyPolicy(BALANCE_OPERATIONS, party.table.covariate_names, allow_full_rank=True)
+        if args.transport == "inprocess" and config.kind == "dp_effects" and config.analysis.secure_aggregation:
+            # over gRPC each party signs round keys with its mutual-TLS certificate; in process, throwaway ones
+            attach_identities(parties, simulation_identities(config.study, [p.name for p in parties]))
         if args.transport == "grpc":
             with local_grpc_grid(parties, workdir=Path(workdir) / "grpc", study=config.study) as grid:
                 report = run_study(grid, config)

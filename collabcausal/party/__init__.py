@@ -18,6 +18,7 @@ OPERATION_MODULES: tuple[str, ...] = (
     "alignment",
     "discovery",
     "dp_effects",
+    "secagg",
 )
 
 for _module in OPERATION_MODULES:

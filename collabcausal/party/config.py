@@ -83,6 +83,7 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
+from collabcausal.party.secagg import identity_from_files
 from collabcausal.party.sources import DataSource, load_source
 
 if TYPE_CHECKING:
@@ -287,6 +288,10 @@ class PartyConfig:
             )
         audit = JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger and ledger.path))
         audit.data_loaded(self.name, self.source, table.n_subjects)
+        conn = self.connection
+        identity = None  # the mutual-TLS certificate also signs secure-aggregation keys (party/secagg.py)
+        if not conn.insecure and conn.ca is not None and conn.cert is not None and conn.key is not None:
+            identity = identity_from_files(conn.ca, conn.cert, conn.key)
         return Party(
             self.name,
             table,
@@ -294,6 +299,7 @@ class PartyConfig:
             ledger=ledger,
             audit=audit,
             anchor_key=self.anchor_key,
+            secagg_identity=identity,
         )
 
     def _path(self, value: str) -> Path:

@@ -47,13 +47,14 @@ from collabcausal.estimators.dp.effects.folds import assign_folds, fold_seed
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
-from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
 from collabcausal.estimators.validation import check_delta, check_epsilon
 from collabcausal.messages import Message
 from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
+from collabcausal.party.secagg import masked_release
 from collabcausal.party.table import DEFAULT_MIN_SUBJECTS
 
 STATISTICS = "dp_effects_statistics"
@@ -151,7 +152,8 @@ def dp_effects_statistics(party: Party, request: Message) -> Message:
     """(epsilon, delta)-DP per-fold sufficient statistics of the party's rows (module docstring)."""
     req = parse_request(party, request)
     sensitivity = statistics_sensitivity(req.feature_map)
-    return _release(party, request, req, sensitivity, {"n_folds": req.n_folds}, lambda: party_statistics(
+    length = req.n_folds * statistics_length(req.feature_map.dim)
+    return _release(party, request, req, sensitivity, length, {"n_folds": req.n_folds}, lambda: party_statistics(
         covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
         folds_of(party, req), req.n_folds,
     ))
@@ -173,24 +175,29 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     parts = components(estimators, estimands, req.feature_map.outcome_width, trim)
     sensitivity = release_sensitivity(parts)
     details = {"components": [c.name for c in parts], "trim": trim}
-    return _release(party, request, req, sensitivity, details, lambda: scaled_sums(party_score_sums(
+    return _release(party, request, req, sensitivity, len(parts), details, lambda: scaled_sums(party_score_sums(
         covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
         folds_of(party, req), models, parts, trim,
     ), parts))
 
 
 def _release(
-    party: Party, request: Message, req: EffectsRequest, sensitivity: float, details: dict[str, Any], exact: Any,
+    party: Party, request: Message, req: EffectsRequest, sensitivity: float, length: int, details: dict[str, Any],
+    exact: Any,
 ) -> Message:
-    """Charge, compute ``exact()``, add noise (or mask a noisy share), reply. The charge comes first."""
+    """Charge, compute ``exact()``, add noise (or mask a noisy share), reply. The charge comes first.
+
+    Every entry of either vector moves by at most 1 per subject (statistics: products of design
+    entries in [-1, 1]; scores: scaled to their weight <= 1), so ``n`` bounds it for the
+    wrap-around check of secure aggregation.
+    """
     op = request.operation
     ledger = require_ledger(party, op)
     if req.secagg is not None:
-        from collabcausal.party.secagg import masked_release
-
-        prepared = masked_release(party, req, sensitivity)  # checks the round before the charge
+        prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, epsilon=req.epsilon,
+                                  delta=req.delta, length=length, value_bound=float(party.table.n_subjects))
         ledger.charge(op, req.epsilon, req.delta, study=req.study, details=details | prepared.details)
-        return prepared.reply(op, np.asarray(exact(), dtype=float).ravel())
+        return prepared.reply(op, exact())
     sigma = analytic_gaussian_sigma(sensitivity, req.epsilon, req.delta)
     ledger.charge(op, req.epsilon, req.delta, study=req.study, details=details | {"sigma": sigma})
     values = np.asarray(exact(), dtype=float)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -64,6 +65,9 @@ class Party:
         ``reducer_factory(n_components) -> transformer`` with sklearn's ``fit``/``transform``;
         defaults to :class:`collabcausal.party.reducer.StandardizedPCA`. The fitted reducer
         never leaves the party.
+    secagg_identity : optional
+        Its study certificate's signer and the study CA's verifier
+        (:class:`collabcausal.party.secagg.Identity`); ``None`` refuses secure aggregation.
     """
 
     def __init__(
@@ -76,6 +80,7 @@ class Party:
         audit: AuditLog | None = None,
         anchor_key: bytes | None = None,
         reducer_factory: Callable[[int | float], Any] | None = None,
+        secagg_identity: Any = None,
     ) -> None:
         self.name = name
         self.table = table
@@ -84,6 +89,8 @@ class Party:
         self.audit = audit
         self.anchor_key = anchor_key
         self.reducer_factory = reducer_factory
+        self.secagg_identity = secagg_identity
+        self.secagg_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> RoundKey (party/secagg.py)
 
     def handle(self, request: Message) -> Message:
         """Log, authorize, run and audit one request; return the reply.

@@ -10,7 +10,14 @@ docs/secure-aggregation.md has the protocol, the threat model and the arithmetic
 from collabcausal.secagg.fixed_point import check_headroom, decode, encode, integer_sensitivity
 from collabcausal.secagg.identity import Signer, Verifier, simulation_identities
 from collabcausal.secagg.noise import noise_share, share_sigma, sum_epsilon
-from collabcausal.secagg.protocol import RoundFailed, RoundKey, advertise, aggregate, masked_contribution
+from collabcausal.secagg.protocol import (
+    RoundFailed,
+    RoundKey,
+    advertise,
+    aggregate,
+    masked_contribution,
+    verified_roster,
+)
 
 __all__ = [
     "RoundFailed",
@@ -28,4 +35,5 @@ __all__ = [
     "share_sigma",
     "simulation_identities",
     "sum_epsilon",
+    "verified_roster",
 ]

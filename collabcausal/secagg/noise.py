@@ -97,7 +97,13 @@ def share_sigma(sensitivity_int: int, epsilon: float, delta: float, n_honest: in
         decreases in sigma), so :func:`sum_epsilon` at that sigma is at most ``epsilon`` (a relative
         1e-9 is added against the float rounding of the conversion).
     """
-    rho_max = 1.0 / (2.0 * discrete_gaussian_sigma(1, check_epsilon(epsilon), _positive_delta(delta)) ** 2)
+    try:
+        rho_max = 1.0 / (2.0 * discrete_gaussian_sigma(1, check_epsilon(epsilon), _positive_delta(delta)) ** 2)
+    except dp.OpenDPException:  # OpenDP's search overflows near epsilon 1e5: no noise worth the name anyway
+        raise InputError(
+            f"epsilon {epsilon:g} is beyond the discrete Gaussian calibration (it overflows)",
+            "use epsilon <= 1e4 per release with secure aggregation",
+        ) from None
     sens, n, dim = _sensitivity(sensitivity_int), _count(n_honest), _count(d, "d")
 
     def meets(sigma: float) -> bool:

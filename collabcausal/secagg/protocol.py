@@ -32,7 +32,7 @@ from collabcausal.errors import IdentityError, InputError, ProtocolError, StudyF
 from collabcausal.secagg.crypto import expand_mask, generate_round_key, pairwise_seed, public_bytes
 from collabcausal.secagg.identity import Signer, Verifier
 
-__all__ = ["RoundFailed", "RoundKey", "advertise", "aggregate", "masked_contribution"]
+__all__ = ["RoundFailed", "RoundKey", "advertise", "aggregate", "masked_contribution", "verified_roster"]
 
 
 class RoundFailed(StudyFailedError):
@@ -114,7 +114,7 @@ def masked_contribution(
     arr = np.asarray(values)
     if arr.dtype != np.uint64:
         raise InputError(f"masked values must be uint64, got {arr.dtype}", "encode them with secagg.encode()")
-    peers = _verified_roster(state, advertisements, verifier)
+    peers = verified_roster(state, advertisements, verifier)
     if len(peers) < max(int(min_parties), 2):
         raise InputError(
             f"round {state.round_id!r} has {len(peers)} parties, fewer than the {max(int(min_parties), 2)} required",
@@ -179,9 +179,18 @@ def aggregate(contributions: Mapping[str, ArrayLike], roster: Sequence[str]) -> 
     return total
 
 
-def _verified_roster(
+def verified_roster(
     state: RoundKey, advertisements: Sequence[Mapping[str, object]], verifier: Verifier
 ) -> dict[str, bytes]:
+    """Party name -> X25519 public key of every advertisement, each verified (stage 2's first step).
+
+    A party calls it before it charges a release, so a tampered roster is refused for free.
+
+    Raises
+    ------
+    IdentityError
+        As :func:`masked_contribution`.
+    """
     peers: dict[str, bytes] = {}
     for advertisement in advertisements:
         try:

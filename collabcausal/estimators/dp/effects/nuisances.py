@@ -15,8 +15,9 @@ through bounded scores (:mod:`.scores`), so a wrong or hostile model costs accur
   ``beta = W^{-1} sum_s w_s (mu_s1 - mu_s0) / sum_s w_s``, ``w_s = n_s1 n_s0 / n_s``. It needs only
   the Gram matrices' blocks (counts and sums per site and arm are their one-hot rows), so the
   propensity costs no budget beyond the outcome models'.
-* ``lambda = ridge_scale * noise_sd * sqrt(d)``: the order of the noise matrix's operator norm
-  (about ``2 sqrt(d)`` noise sd for a symmetric Gaussian matrix), a public quantity.
+* ``lambda = max(ridge_scale * noise_sd * sqrt(d), 1)``: the order of the noise matrix's operator
+  norm (about ``2 sqrt(d)`` noise sd for a symmetric Gaussian matrix), a public quantity, and at
+  least one pseudo-observation (:data:`MIN_RIDGE`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.statistics import ArmStatistics
 
-_TINY_RIDGE = 1e-9
+MIN_RIDGE = 1.0
+"""The smallest ridge: one pseudo-observation on the [-1, 1] design scale. Without it a near-singular arm
+(LaLonde's 185 treated, whose earnings sit at one end of their range) turns noise of 1e-2 into swings of
+the extrapolated outcome model that dominate the ATE."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,7 @@ def fit_nuisances(
     if not 1 <= n_sites < dim:
         raise InputError(f"n_sites {n_sites} does not fit design rows of length {dim}", "pass the study's sites")
     grams = [_psd(G) for G in stats.gram]
-    scale = max(1.0, float(np.trace(grams[0] + grams[1])) / dim)
-    ridge = max(ridge_scale * float(noise_sd) * math.sqrt(dim), _TINY_RIDGE * scale)
+    ridge = max(ridge_scale * float(noise_sd) * math.sqrt(dim), MIN_RIDGE)
     outcome = tuple(np.linalg.solve(G + ridge * np.eye(dim), b) for G, b in zip(grams, stats.cross, strict=True))
     return NuisanceModel(_lda_propensity(grams, n_sites, ridge), outcome)  # type: ignore[arg-type]
 

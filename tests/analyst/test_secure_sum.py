@@ -1,0 +1,106 @@
+"""The coordinator's secure-aggregation rounds: the sum, the restart without a dropped party, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.analyst.secure_sum import MAX_ATTEMPTS, secure_sum
+from collabcausal.errors import BudgetExceededError, StudyFailedError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.release import party_statistics
+from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.dp_effects import STATISTICS
+from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.party.secagg import attach_identities
+from collabcausal.protocol.inprocess import InProcessGrid
+from collabcausal.secagg import simulation_identities
+
+N = 100
+FM = FeatureMap(((0.0, 1.0),), (0.0, 1.0), n_sites=4)
+NAMES = ["a", "b", "c", "d"]
+LENGTH = statistics_length(FM.dim)
+EPS = 1e4  # share sd ~1e-3 in value units: the sum is checked to 1e-1 (> 30 sd)
+
+
+class DroppingGrid(InProcessGrid):
+    """An in-process grid on which ``dropped`` parties stop answering ``operation`` after ``after`` replies."""
+
+    def __init__(self, parties, dropped, operation, after=0):
+        super().__init__(parties)
+        self.dropped, self.operation, self.after = set(dropped), operation, after
+
+    def send_and_receive(self, requests, *, timeout=None):
+        for name, message in requests.items():
+            if name in self.dropped and message.operation == self.operation:
+                if self.after <= 0:
+                    raise StudyFailedError(f"no reply from {name}", "restart it")
+                self.after -= 1
+        return super().send_and_receive(requests, timeout=timeout)
+
+
+def _parties(tmp_path, epsilon=1e5) -> list[Party]:
+    parties = []
+    for i, name in enumerate(NAMES):
+        rng = np.random.default_rng(i)
+        frame = pd.DataFrame({"x": rng.uniform(size=N), "t": rng.integers(0, 2, N), "y": rng.uniform(size=N)})
+        table = PartyTable.from_frame(frame, ["x"], treatment="t", outcome="y")
+        parties.append(Party(name, table, ledger=PrivacyLedger(tmp_path / f"{name}.sqlite", epsilon=epsilon,
+                                                               delta=1e-3)))
+    attach_identities(parties, simulation_identities("s", NAMES))
+    return parties
+
+
+def _params(name: str) -> dict:
+    return {"study": "s", "epsilon": EPS, "delta": 1e-6, "columns": ["x"], "design": FM.to_spec(),
+            "site": NAMES.index(name), "n_folds": 1}
+
+
+def _run(grid, parties):
+    return secure_sum(grid, STATISTICS, [p.name for p in parties], _params, statistics_sensitivity(FM), EPS, 1e-6,
+                      length=LENGTH, value_bound=N, study="s")
+
+
+def _exact(parties) -> np.ndarray:
+    return sum(party_statistics(p.table.covariates, p.table.treatment, p.table.outcome, FM, NAMES.index(p.name),
+                                np.zeros(N, dtype=np.int64), 1).ravel() for p in parties)
+
+
+def test_the_coordinator_learns_the_sum_with_the_stated_noise(tmp_path):
+    parties = _parties(tmp_path)
+    result = _run(InProcessGrid(parties), parties)
+    assert result.parties == NAMES and result.attempts == 1
+    assert np.abs(result.total - _exact(parties)).max() < 0.1
+    assert result.noise_sd == pytest.approx(result.sigma_share * 2.0)  # sqrt(4) shares
+
+
+def test_a_party_that_drops_out_restarts_the_round_without_it_and_the_others_are_charged_again(tmp_path):
+    parties = _parties(tmp_path)
+    result = _run(DroppingGrid(parties, {"c"}, STATISTICS), parties)
+    assert result.parties == ["a", "b", "d"] and result.attempts == 2
+    assert np.abs(result.total - _exact([p for p in parties if p.name != "c"])).max() < 0.1
+    for p in parties:  # the first attempt's uploads were charged (and stay masked); the second is charged again
+        assert p.ledger.spent()[0] == pytest.approx(EPS * (0 if p.name == "c" else 2))
+
+
+def test_a_dropout_at_the_keys_stage_costs_nothing(tmp_path):
+    parties = _parties(tmp_path)
+    result = _run(DroppingGrid(parties, {"b"}, "secagg_keys"), parties)
+    assert result.attempts == 2 and "b" not in result.parties
+    assert [p.ledger.spent()[0] for p in parties] == pytest.approx([EPS, 0.0, EPS, EPS])
+
+
+def test_rounds_stop_when_fewer_than_two_parties_are_left(tmp_path):
+    parties = _parties(tmp_path)
+    with pytest.raises(StudyFailedError, match="two or more parties, 1 left"):
+        _run(DroppingGrid(parties, {"b", "c", "d"}, STATISTICS), parties)
+    assert MAX_ATTEMPTS >= 2
+
+
+def test_a_refusal_fails_the_study_with_the_party_s_own_error(tmp_path):
+    parties = _parties(tmp_path)
+    parties[1].ledger = PrivacyLedger(tmp_path / "small.sqlite", epsilon=1.0, delta=1e-3)
+    with pytest.raises(BudgetExceededError):
+        _run(InProcessGrid(parties), parties)
