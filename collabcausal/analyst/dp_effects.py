@@ -58,8 +58,8 @@ class DPEffectsSpec:
     trim: float
     columns: tuple[str, ...]
     bounds: tuple[tuple[float, float], ...]
-    estimators: tuple[str, ...] = ("aipw", "ipw")
-    estimands: tuple[str, ...] = ("ate", "att")
+    estimators: tuple[str, ...] = ("aipw",)
+    estimands: tuple[str, ...] = ("ate",)
     nuisance: str = "pooled"
     nuisance_share: float = 0.5
     n_folds: int = 1

@@ -145,9 +145,11 @@ class DPEffectsSection(Section):
         min_length=2, max_length=2, description="the public outcome range [low, high], e.g. [0, 1]"
     )
     trim: float = Field(gt=0, lt=0.5, description="propensities trimmed to [trim, 1 - trim], in (0, 0.5), e.g. 0.1")
-    estimators: list[Literal["aipw", "ipw"]] = Field(["aipw", "ipw"], min_length=1,
-                                                     description='any of ["aipw", "ipw"]')
-    estimands: list[Literal["ate", "att"]] = Field(["ate", "att"], min_length=1, description='any of ["ate", "att"]')
+    # each listed estimator and estimand adds sums to the one release: the noise on every sum grows with them
+    estimators: list[Literal["aipw", "ipw"]] = Field(["aipw"], min_length=1,
+                                                     description='any of ["aipw", "ipw"] (default ["aipw"])')
+    estimands: list[Literal["ate", "att"]] = Field(["ate"], min_length=1,
+                                                   description='any of ["ate", "att"] (default ["ate"])')
     columns: list[str] | None = Field(None, min_length=1, description="covariates (default: all of [anchor_ranges])")
     nuisance: Literal["pooled", "site"] = Field(
         "pooled", description='"pooled" (one model, site intercepts) or "site" (each party its own)'

@@ -228,7 +228,7 @@ def simulated_study(
         study.pop("estimand")
         sections["dp_effects"] = {
             "epsilon": args.epsilon, "delta": args.delta or 1e-6, "outcome_range": outcome, "trim": args.trim,
-            "estimands": [args.estimand] if args.estimand else ["ate", "att"], "nuisance": args.nuisance,
+            "estimands": [args.estimand or dataset.estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation,
         }
     else:

@@ -40,11 +40,11 @@ def _run(tmp_path, spec: DPEffectsSpec, grid_class=InProcessGrid) -> dict:
 
 @pytest.mark.parametrize("secure", [True, False], ids=["secure aggregation", "per-party releases"])
 def test_at_a_large_epsilon_the_private_estimate_is_the_non_private_one(tmp_path, secure):
-    report = _run(tmp_path, _spec(1e4, secure_aggregation=secure))
+    report = _run(tmp_path, _spec(1e4, secure_aggregation=secure, estimators=("aipw", "ipw"), estimands=("ate", "att")))
     ate, peer = report["estimates"]["aipw-ate"], federated_aipw(SITES)
     assert abs(ate["estimate"] - peer[0]) < 6 * max(ate["se"], peer[1]) / 3  # same data, nuisances differ a little
     assert ate["se"] == pytest.approx(peer[1], rel=0.25)
-    assert set(report["estimates"]) >= {"aipw-ate", "aipw-att", "ipw-ate", "ipw-att"}
+    assert {"aipw-ate", "aipw-att", "ipw-ate", "ipw-att"} <= set(report["estimates"])
     assert report["privacy"] == {f"site{i}": pytest.approx({"epsilon": 1e4, "delta": 1e-6}) for i in range(4)}
     assert bool(report["per_party"]) is not secure  # with secure aggregation no party's own release is seen
 
