@@ -59,6 +59,8 @@ ESTIMATE_COLUMNS = (
     ("n_failed", "failed replicates"),
     ("direction", "direction"),
     ("noise_sd", "DP noise sd"),
+    ("noise_share", "DP noise share of the variance"),
+    ("dp_floor", "DP floor (noise sd of the estimate)"),
 )
 
 
@@ -85,6 +87,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     for heading, svg, caption in figures:
         parts += [f"<h2>{escape(heading)}</h2>", f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"]
     parts += _dp_balance(doc["balance"])
+    parts += _dp_effects(doc.get("dp_effects"))
     parts += [
         "<h2>Privacy spend per party</h2>",
         _privacy(doc.get("privacy"), doc.get("privacy_note", "")),
@@ -198,6 +201,24 @@ def _dp_balance(balance: Mapping[str, Mapping[str, Any]]) -> list[str]:
         f"exceeds {SMD_THRESHOLD:g}, the usual balance threshold, says nothing about balance.</p>"
     )
     return ["<h2>Balance diagnostics under DP noise</h2>", intro, *parts]
+
+
+def _dp_effects(release: Mapping[str, Any] | None) -> list[str]:
+    """How the dp_effects estimates were released (kind dp_effects), else nothing."""
+    if not release:
+        return []
+    secure = "yes: the coordinator saw only sums over parties" if release["secure_aggregation"] else (
+        "no: each party's release was seen")
+    rows = [
+        ["secure aggregation", secure],
+        ["subjects per party", _compact(release["n_subjects"])],
+        ["nuisance models", f"{release['nuisance']}, {release['n_folds']} fold(s)"],
+        ["propensity trimming", release["trim"]],
+        ["DP noise sd of each released sum", _compact(release["scores_noise_sd"])],
+    ]
+    return ["<h2>Differentially private release</h2>",
+            "<p>Each party released two DP aggregates of its own rows; the estimates, intervals and the "
+            "noise share above are computed from them (docs/dp-effects.md).</p>", _table(["", ""], rows)]
 
 
 def _compact(value: Any) -> Any:
