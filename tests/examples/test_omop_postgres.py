@@ -86,18 +86,22 @@ def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     )
 
 
-@pytest.mark.slow  # 9-30 s: three CLI processes, TLS, two cohort queries
-def test_the_readme_walk_through_runs_the_study_over_mutual_tls(example, monkeypatch) -> None:
-    folder, env = example
-    study_toml = folder / "study.toml"
+def _certificates(folder: Path) -> None:
     certs = str(folder / "certs")
+    if (folder / "certs" / "ca.pem").exists():  # the module's other study made them
+        return
     assert main(["certs", "init", "--dir", certs]) == 0
     assert main(["certs", "issue", "--analyst", "--dir", certs]) == 0
     for name in PARTIES:
         assert main(["certs", "issue", "--party", name, "--dir", certs]) == 0
     assert main(["certs", "anchor-key", "--out", str(folder / "anchor.key")]) == 0
-    analyst = _cli("analyst", "serve", "--study", "study.toml", cwd=folder, env=env)
-    parties = [_cli("party", "join", "--config", f"{name}/party.toml", cwd=folder, env=env) for name in PARTIES]
+
+
+def _run(folder: Path, env: dict[str, str], study: str, party_file: str) -> tuple[list[str], dict]:
+    """`analyst serve --study STUDY` and one `party join` per hospital: (every output, report.json)."""
+    _certificates(folder)
+    analyst = _cli("analyst", "serve", "--study", study, cwd=folder, env=env)
+    parties = [_cli("party", "join", "--config", f"{name}/{party_file}", cwd=folder, env=env) for name in PARTIES]
     try:
         out, err = analyst.communicate(timeout=300)
         party_logs = [p.communicate(timeout=60) for p in parties]
@@ -106,15 +110,44 @@ def test_the_readme_walk_through_runs_the_study_over_mutual_tls(example, monkeyp
             process.kill()
     assert analyst.returncode == 0, err
     assert all(p.returncode == 0 for p in parties), party_logs
-    report = json.loads((folder / "report" / "report.json").read_text())
+    report_folder = load_study_config(folder / study).out
+    return [out, err, *(text for pair in party_logs for text in pair)], json.loads(
+        (report_folder / "report.json").read_text())
+
+
+@pytest.mark.slow  # 9-30 s: three CLI processes, TLS, two cohort queries
+def test_the_readme_walk_through_runs_the_study_over_mutual_tls(example, monkeypatch) -> None:
+    folder, env = example
+    logs, report = _run(folder, env, "study.toml", "party.toml")
     assert set(report["estimates"]) == {"psm", "ipw"}
     assert all(math.isfinite(e["estimate"]) for e in report["estimates"].values())
     monkeypatch.setenv("OMOP_PASSWORD", env["OMOP_PASSWORD"])
     local = [load_party_config(folder / name / "party.toml").build_party() for name in PARTIES]
     for party in local:
         party.audit = None
-    expected = run_study(InProcessGrid(local), load_study_config(study_toml))
+    expected = run_study(InProcessGrid(local), load_study_config(folder / "study.toml"))
     assert report["estimates"] == json.loads(json.dumps(expected["estimates"]))
-    logs = [out, err, *(text for pair in party_logs for text in pair)]
     logs += [(folder / name / "audit.jsonl").read_text() for name in PARTIES]
+    assert not any(PASSWORD in text for text in logs)
+
+
+@pytest.mark.slow  # 10-30 s: the private study, secure aggregation over mutual TLS
+def test_the_private_study_releases_two_dp_sums_per_hospital_over_mutual_tls(example) -> None:
+    """kind dp_effects: each hospital charged epsilon 4 once, the coordinator saw only sums.
+
+    The synthetic truth is -0.04; the check allows 6 of the reported SEs (DP noise included): a
+    false failure needs a 6-sigma draw (2e-9) unless the linear nuisances are biased by more.
+    """
+    folder, env = example
+    logs, report = _run(folder, env, "study-dp.toml", "party-dp.toml")
+    ate = report["estimates"]["aipw-ate"]
+    assert abs(ate["estimate"] - (-0.04)) < 6 * ate["se"]
+    assert report["privacy"] == {name: {"epsilon": 4.0, "delta": 1e-6} for name in PARTIES}
+    assert report["dp_effects"]["secure_aggregation"] is True and report["per_party"] == {}
+    for name in PARTIES:
+        assert main(["party", "budget", "--config", str(folder / name / "party-dp.toml")]) == 0
+        records = read_audit_log(folder / name / "audit-dp.jsonl").entries
+        released = [r["operation"] for r in records if r["event"] == "released"]
+        assert released == ["describe", "secagg_keys", "dp_effects_statistics", "secagg_keys", "dp_effects_scores"]
+        logs.append((folder / name / "audit-dp.jsonl").read_text())
     assert not any(PASSWORD in text for text in logs)
