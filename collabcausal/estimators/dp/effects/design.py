@@ -111,10 +111,3 @@ class FeatureMap:
             raise InputError("malformed dp_effects feature map", "send bounds as [[lo, hi], ...] and n_sites as int")
         return cls(tuple(tuple(b) for b in bounds), tuple(spec["outcome_range"]), n_sites)
 
-
-def clipped_share(X: ArrayLike, bounds: Sequence[tuple[float, float]]) -> NDArray[np.float64]:
-    """Share of each covariate's values outside its declared range (kept by the party, never sent)."""
-    arr = check_matrix(X, "covariates")
-    box = np.asarray(bounds, dtype=float)
-    outside = (arr < box[:, 0]) | (arr > box[:, 1])
-    return outside.mean(axis=0) if arr.shape[0] else np.zeros(arr.shape[1])
