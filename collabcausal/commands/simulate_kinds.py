@@ -74,7 +74,7 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--epsilon", type=float,
         help="adum: each party's epsilon; discovery: each party's epsilon per pair; cate: the release's (default 1)")
     add("--delta", type=float, help="cate: the release's delta (default 1e-5); dp_effects: each party's (1e-6)")
-    add("--outcome-range", type=comma_list(float), nargs="+", metavar="LO,HI",
+    add("--outcome-range", type=comma_list(float), nargs="+", metavar="LO,HI", action=FlatRange,
         help="adum, cate, dp_effects: public outcome range, as study.toml's [lo, hi] (also LO HI) (default: the "
         "data's observed range, a simulation convenience)")
     add("--partition-columns", metavar="A,B", help="adum: partition covariates (default: the first)")
@@ -95,6 +95,17 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         help="balance moments (eps, delta)-DP, charged to each party per request; dcqe then runs the study of "
         "all parties as analyst serve does")
     add("--balance-delta", type=float, metavar="DELTA", help="with --balance-epsilon: delta per request (default 1e-6)")
+
+
+class FlatRange(argparse.Action):
+    """``LO,HI`` or ``LO HI`` (study.toml's ``[lo, hi]`` either way): one list of two numbers."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        flat = [v for item in values for v in item]
+        if len(flat) != 2:
+            parser.error(f"{option_string} takes two numbers, LO,HI (or LO HI), got {len(flat)}")
+        setattr(namespace, self.dest, flat)
 
 
 def comma_list(convert: Callable[[str], Any]) -> Callable[[str], list[Any]]:
@@ -199,8 +210,7 @@ def simulated_study(
 
     ranges = {c: [lo, hi] for c, (lo, hi) in dataset.covariate_ranges().items()}
     y = dataset.frame[dataset.outcome]
-    given = [v for item in args.outcome_range for v in item] if args.outcome_range else None  # LO,HI or LO HI
-    outcome = given or [float(y.min()), float(y.max())]
+    outcome = list(args.outcome_range) if args.outcome_range else [float(y.min()), float(y.max())]
     study = {"id": simulation_study_id(dataset.name, partition.shape), "kind": args.kind, "seed": args.seed,
              "out": str(Path(args.out).resolve())}
     if args.kind != "discovery":

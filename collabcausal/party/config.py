@@ -83,7 +83,7 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
-from collabcausal.party.secagg import identity_from_files
+from collabcausal.party.secagg import IdentityFiles
 from collabcausal.party.sources import DataSource, load_source
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ class PartyConfig:
         conn = self.connection
         identity = None  # the mutual-TLS certificate also signs secure-aggregation keys (party/secagg.py)
         if not conn.insecure and conn.ca is not None and conn.cert is not None and conn.key is not None:
-            identity = identity_from_files(conn.ca, conn.cert, conn.key)
+            identity = IdentityFiles(conn.ca, conn.cert, conn.key)
         return Party(
             self.name,
             table,

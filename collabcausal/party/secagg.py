@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,9 +71,25 @@ def attach_identities(parties: Iterable[Party], identities: tuple[Mapping[str, S
         party.secagg_identity = Identity(signers[party.name], verifier)
 
 
-def identity_from_files(ca: Any, cert: Any, key: Any) -> Identity:
-    """The identity of a party.toml with mutual TLS: ``[analyst] cert``/``key`` sign, ``ca`` verifies."""
-    return Identity(Signer.from_files(cert, key), Verifier.from_file(ca))
+class IdentityFiles:
+    """A party.toml's mutual-TLS files, read as an :class:`Identity` when a round first needs it.
+
+    A party that never joins a secure-aggregation round (or runs in process without certificates)
+    does not need the files; one that does gets their errors (missing file, wrong key) then.
+    """
+
+    def __init__(self, ca: Path, cert: Path, key: Path) -> None:
+        self.files = (ca, cert, key)
+
+    @cached_property
+    def signer(self) -> Signer:
+        """``[analyst] cert`` and ``key``."""
+        return Signer.from_files(self.files[1], self.files[2])
+
+    @cached_property
+    def verifier(self) -> Verifier:
+        """``[analyst] ca``."""
+        return Verifier.from_file(self.files[0])
 
 
 @operation(OPERATION, private_data=False)
@@ -94,7 +112,7 @@ def secagg_keys(party: Party, request: Message) -> Message:
     return Message(OPERATION, {"advertisement": advertisement})
 
 
-def require_identity(party: Party) -> Identity:
+def require_identity(party: Party) -> Identity | IdentityFiles:
     """The party's identity, or a one-line refusal saying how to get one."""
     identity = party.secagg_identity
     if identity is None:
@@ -117,7 +135,7 @@ class MaskedRelease:
 
     state: RoundKey
     advertisements: list[Mapping[str, object]]
-    identity: Identity
+    identity: Identity | IdentityFiles
     label: str
     length: int
     n_parties: int
