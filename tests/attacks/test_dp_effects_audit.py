@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import binom, norm
 
 import collabcausal.party.dp_effects as dp_effects
-from collabcausal.attacks.dp_audit import audit_gaussian_release
+from collabcausal.attacks.dp_audit import audit_gaussian_release, release_audit
 from collabcausal.attacks.dp_effects_audit import (
     audit_table,
     audit_through_parties,
@@ -127,3 +128,16 @@ def test_a_seeded_audit_of_the_same_neighbours_comes_close_to_the_claim(op):
     assert audit.epsilon_lower <= 1.0 and audit.mu_lower <= audit.claimed_mu
     assert audit.mu_lower >= 0.8 * audit.claimed_mu * audit.distance / sensitivity, audit
 
+
+
+def test_miss_probability_is_the_exact_binomial_sum_and_a_correct_release_is_never_flagged():
+    # Brute force with release_audit itself over 40 releases: mu_lower falls with either count, and
+    # is already below mu at FP = 5 with FN = 0, so counts above 8 are never caught.
+    n, distance, sigma, mu = 40, 1.0, 0.244, 0.6
+    assert release_audit(5, 0, n, distance, 1.0, 1.0, DELTA).mu_lower < mu
+    p = binom.pmf(np.arange(n + 1), n, norm.cdf(-distance / (2 * sigma)))
+    caught = sum(p[i] * p[j] for i in range(9) for j in range(9)
+                 if release_audit(i, j, n, distance, 1.0, 1.0, DELTA).mu_lower > mu)
+    assert 0.05 < caught < 0.95
+    assert miss_probability(n, distance, sigma, mu) == pytest.approx(1.0 - caught, abs=1e-12)
+    assert miss_probability(2000, 1.0, 1.0 / 0.8, 0.8) > 1.0 - 1e-6  # as calibrated: flagged w.p. <= 1e-6
