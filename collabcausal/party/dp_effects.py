@@ -47,7 +47,7 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.folds import assign_folds, fold_seed
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
-from collabcausal.estimators.dp.effects.scores import Component, components, release_sensitivity
+from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
 from collabcausal.estimators.validation import check_delta, check_epsilon
@@ -127,14 +127,16 @@ def _check_float_range(feature_map: FeatureMap, op: str) -> None:
             )
 
 
-def _check_scores_arithmetic(party: Party, parts: tuple[Component, ...], models: list[NuisanceModel]) -> None:
-    """No sum of ``n`` bounded scores and no model's design product can overflow (see :func:`_check_float_range`).
+def _check_scores_arithmetic(party: Party, widths: list[float], models: list[NuisanceModel]) -> None:
+    """No sum of ``n`` scores of these ranges' ``widths`` and no model's design product can overflow.
 
-    A coefficient vector with a finite sum of absolute values keeps every partial sum of
-    ``d @ coef`` finite (``|d_i| <= 1``), whatever the order BLAS adds them in.
+    See :func:`_check_float_range`. Every range contains 0, so a sum of ``n`` scores is at most
+    ``n`` times its width in absolute value; a coefficient vector with a finite sum of absolute
+    values keeps every partial sum of ``d @ coef`` finite (``|d_i| <= 1``), whatever the order BLAS
+    adds them in.
     """
     n = party.table.n_subjects
-    if not all(math.isfinite(n * c.width) for c in parts):
+    if not all(math.isfinite(n * w) for w in widths):
         raise InputError(
             f"{SCORES} score sums over {n} rows can overflow floating point with this outcome range and trim",
             "declare the outcome range the data can take and a trim such as 0.1",
@@ -213,7 +215,7 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     except OverflowError:
         raise InputError(f"{SCORES} trim {trim:g} makes the score ranges overflow floating point",
                          "declare a trim such as 0.1") from None
-    _check_scores_arithmetic(party, parts, models)
+    _check_scores_arithmetic(party, [c.width for c in parts], models)
     sensitivity = release_sensitivity(parts)
     details = {"components": [c.name for c in parts], "trim": trim}
     return _release(party, request, req, sensitivity, details, lambda: scaled_sums(party_score_sums(
