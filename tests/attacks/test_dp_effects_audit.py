@@ -39,6 +39,7 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_sensitivity
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
 from collabcausal.messages import Message
 from collabcausal.party.dp_effects import SCORES, STATISTICS
 
@@ -92,7 +93,8 @@ def test_a_halved_sensitivity_is_caught(op, n_releases, ledger_dir, monkeypatch)
     correct = getattr(dp_effects, name)
     monkeypatch.setattr(dp_effects, name, lambda *a: correct(*a) / 2.0)  # the planted bug
     audit, params = audit_through_parties(_neighbours(op), COLUMNS, _request(op, 4.0), n_releases, ledger_dir)
-    assert params["sigma"] == pytest.approx(audit.distance / audit.claimed_mu / 2.0, rel=0.12)  # sigma halved
+    correct_sensitivity = statistics_sensitivity(FM) if op == STATISTICS else release_sensitivity(PARTS)
+    assert params["sigma"] == pytest.approx(analytic_gaussian_sigma(correct_sensitivity, 4.0, DELTA) / 2.0)
     assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
     assert audit.mu_lower > audit.claimed_mu and audit.epsilon_lower > 4.0, audit
 
