@@ -34,6 +34,7 @@ in the one-hot), ``n_folds`` (1: full-sample nuisances; K >= 2: cross-fitting), 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,7 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
             f"(or more than {MAX_SITES} sites)",
             "send one range per column",
         )
+    _check_float_range(feature_map, op)
     site, n_folds = p["site"], p["n_folds"]
     if isinstance(site, bool) or not isinstance(site, int) or not 0 <= site < feature_map.n_sites:
         raise InputError(f"{op} site {site!r} is not in 0..{feature_map.n_sites - 1}", "send the party's index")
@@ -110,6 +112,44 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
         raise InputError(f"{op} secagg must be a mapping", "send the round's parameters (docs/secure-aggregation.md)")
     _check_labels(party, op, n_folds)
     return EffectsRequest(str(p.get("study", "")), eps, delta, tuple(columns), feature_map, site, n_folds, secagg)
+
+
+def _check_float_range(feature_map: FeatureMap, op: str) -> None:
+    """Every declared range has a finite width and midpoint, so no row's arithmetic overflows.
+
+    Refused before the charge: a row that overflowed would fail the request after it, and whether
+    it failed would depend on the rows, a channel outside the DP release (docs/dp-effects-audit.md).
+    """
+    for lo, hi in (*feature_map.bounds, feature_map.outcome_range):
+        if not (math.isfinite(hi - lo) and math.isfinite(lo + hi)):
+            raise InputError(
+                f"{op} declares the range ({lo:g}, {hi:g}), whose width or midpoint overflows floating point",
+                "declare the ranges the data can take",
+            )
+
+
+def _check_scores_arithmetic(party: Party, widths: list[float], models: list[NuisanceModel]) -> None:
+    """No sum of ``n`` scores of these ranges' ``widths`` and no model's design product can overflow.
+
+    See :func:`_check_float_range`. Every range contains 0, so a sum of ``n`` scores is at most
+    ``n`` times its width in absolute value; a coefficient vector with a finite sum of absolute
+    values keeps every partial sum of ``d @ coef`` finite (``|d_i| <= 1``), whatever the order BLAS
+    adds them in.
+    """
+    n = party.table.n_subjects
+    if not all(math.isfinite(n * w) for w in widths):
+        raise InputError(
+            f"{SCORES} score sums over {n} rows can overflow floating point with this outcome range and trim",
+            "declare the outcome range the data can take and a trim such as 0.1",
+        )
+    vectors = [v for m in models for v in (m.propensity_coef, *m.outcome_coef)]
+    with np.errstate(over="ignore"):
+        finite = all(np.isfinite(np.abs(v).sum()) for v in vectors)
+    if not finite:
+        raise InputError(
+            f"{SCORES} nuisance coefficients overflow floating point (their absolute sum is not finite)",
+            "send the models fitted from the released statistics",
+        )
 
 
 def _check_labels(party: Party, op: str, n_folds: int) -> None:
@@ -172,7 +212,12 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     if not isinstance(estimators, list) or not isinstance(estimands, list):
         raise InputError(f"{SCORES} needs estimators and estimands lists", 'e.g. ["aipw"] and ["ate", "att"]')
     trim = request_number(p.get("trim"), "trim", SCORES)
-    parts = components(estimators, estimands, req.feature_map.outcome_width, trim)
+    try:
+        parts = components(estimators, estimands, req.feature_map.outcome_width, trim)
+    except OverflowError:
+        raise InputError(f"{SCORES} trim {trim:g} makes the score ranges overflow floating point",
+                         "declare a trim such as 0.1") from None
+    _check_scores_arithmetic(party, [c.width for c in parts], models)
     sensitivity = release_sensitivity(parts)
     details = {"components": [c.name for c in parts], "trim": trim}
     return _release(party, request, req, sensitivity, len(parts), details, lambda: scaled_sums(party_score_sums(

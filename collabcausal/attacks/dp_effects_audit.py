@@ -1,0 +1,155 @@
+"""Empirical DP audit of the two ``dp_effects`` releases through :meth:`Party.handle` (issue 21, item 5).
+
+The auditor is a hostile coordinator that picks two neighbouring tables (same n, one record
+substituted) and asks real :class:`~collabcausal.party.Party` objects (their ledgers, the OpenDP
+sampler a party draws from) for the same release many times; the likelihood-ratio test of
+:mod:`collabcausal.attacks.dp_audit` then bounds the epsilon it sees from below.
+
+Worst-case neighbours (docs/dp-effects-audit.md):
+
+* statistics (release 1, :mod:`collabcausal.estimators.dp.effects.statistics`): the target moves
+  from arm 0 to arm 1 at the all-ones corner of the covariate box (``||d||^2 = B^2 = 1 + m``) with
+  its outcome at the top of the range (``|u| = 1/2``). Its rows differ by
+  ``sqrt(B^4 + 3 B^2 / 2)``, against the proved bound ``Delta = sqrt(B^4 + 2 B^2)``
+  (:func:`statistics_neighbours`);
+* scores (release 2, :mod:`collabcausal.estimators.dp.effects.scores`): the nuisance models are a
+  prior release, so both neighbours are scored with the same (hostile) models; the target is the
+  pair of candidate records, over a grid of the covariate box, both arms and both outcome
+  extremes, whose scaled score vectors are furthest apart (:func:`scores_neighbours`).
+
+:func:`miss_probability` is the exact chance that the audit of a release calibrated for a wrong
+(too small) sensitivity fails to exceed the claim: a test's false-failure rate.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from scipy.stats import binom, norm
+
+from collabcausal.attacks.dp_audit import ReleaseAudit, projection_errors, release_audit
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.scores import Component, components, release_weights, subject_scores
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.dp_effects import STATISTICS
+from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.privacy_audit import clopper_pearson
+
+
+def background_frame(feature_map: FeatureMap, columns: Sequence[str], n: int, seed: int) -> pd.DataFrame:
+    """``n`` seeded subjects inside the box, arms alternating (so both reach ``min_subjects``)."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({c: rng.uniform(lo, hi, n) for c, (lo, hi) in zip(columns, feature_map.bounds, strict=True)})
+    return frame.assign(t=np.arange(n) % 2, y=rng.uniform(*feature_map.outcome_range, n))
+
+
+def with_target(background: pd.DataFrame, record: dict[str, float]) -> pd.DataFrame:
+    """``background`` plus the target record as its last row."""
+    return pd.concat([background, pd.DataFrame([record])], ignore_index=True)
+
+
+def statistics_neighbours(
+    feature_map: FeatureMap, columns: Sequence[str], background: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The target at the all-ones corner with the top outcome, in arm 0 versus arm 1 (module docstring)."""
+    corner = {c: hi for c, (_, hi) in zip(columns, feature_map.bounds, strict=True)}
+    corner["y"] = feature_map.outcome_range[1]
+    return with_target(background, corner | {"t": 0}), with_target(background, corner | {"t": 1})
+
+
+def scores_neighbours(
+    feature_map: FeatureMap, columns: Sequence[str], background: pd.DataFrame, site: int,
+    model: NuisanceModel, parts: Sequence[Component], trim: float, grid: int = 3,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The two candidate records whose scaled scores under ``model`` are furthest apart (module docstring).
+
+    Candidates: every point of a ``grid``-per-axis lattice of the covariate box, either arm, the
+    outcome at either end of its range.
+    """
+    axes = [np.linspace(lo, hi, grid) for lo, hi in feature_map.bounds]
+    records = [dict(zip(columns, point, strict=True)) | {"t": t, "y": y}
+               for point in itertools.product(*axes) for t in (0, 1) for y in feature_map.outcome_range]
+    X = np.array([[r[c] for c in columns] for r in records])
+    D = feature_map.design(X, site)
+    scores = subject_scores(parts, np.array([r["t"] for r in records], dtype=np.int8),
+                            feature_map.centred_outcome([r["y"] for r in records]), model.propensity(D, trim),
+                            model.outcome(D, 0, feature_map), model.outcome(D, 1, feature_map))
+    scaled = scores * release_weights(parts) / np.array([c.width for c in parts])
+    gaps = np.linalg.norm(scaled[:, None, :] - scaled[None, :, :], axis=2)
+    i, j = np.unravel_index(int(np.argmax(gaps)), gaps.shape)
+    return with_target(background, records[i]), with_target(background, records[j])
+
+
+def audit_table(frame: pd.DataFrame, columns: Sequence[str]) -> PartyTable:
+    """The party table of a neighbour (``t`` and ``y`` its labels)."""
+    return PartyTable.from_frame(frame, list(columns), treatment="t", outcome="y")
+
+
+def exact_values(table: PartyTable, request: Message) -> NDArray[np.float64]:
+    """What a party holding ``table`` noises for a single-fold ``request`` (the operation's exact vector)."""
+    p = request.params
+    feature_map = FeatureMap.from_spec(p["design"])
+    X = np.column_stack([table.column(c) for c in p["columns"]])
+    folds = np.zeros(table.n_subjects, dtype=np.int64)
+    args = (X, table.treatment, table.outcome, feature_map, p["site"], folds)
+    if request.operation == STATISTICS:
+        return party_statistics(*args, 1)
+    parts = components(p["estimators"], p["estimands"], feature_map.outcome_width, p["trim"])
+    models = [NuisanceModel.from_spec(m, feature_map.dim) for m in p["models"]]
+    return scaled_sums(party_score_sums(*args, models, parts, p["trim"]), parts)
+
+
+def audit_through_parties(
+    frames: tuple[pd.DataFrame, pd.DataFrame], columns: Sequence[str], request: Message, n_releases: int,
+    ledger_dir: Path, *, confidence: float = 1.0 - 1e-6,
+) -> tuple[ReleaseAudit, dict[str, Any]]:
+    """Ask a party holding each neighbour for ``request`` ``n_releases`` times; test every reply.
+
+    The claim audited is the party's own: the ``epsilon`` and ``delta`` its reply reports (the
+    claimed ``mu`` depends on nothing else, so a wrong sensitivity shows as ``mu_lower > mu``).
+    Each party's ledger (budget 1e12, delta 0.5) is a file in ``ledger_dir``. Returns the audit and
+    the first reply's params.
+    """
+    tables = [audit_table(f, columns) for f in frames]
+    first, second = (exact_values(t, request) for t in tables)
+    parties = [Party(f"neighbour{k}", t, ledger=PrivacyLedger(Path(ledger_dir) / f"neighbour{k}.sqlite",
+                                                              epsilon=1e12, delta=0.5, dataset="audit"))
+               for k, t in enumerate(tables)]
+    errors, params = [], {}
+    for party, says_second in zip(parties, (True, False), strict=True):
+        replies = [party.handle(request) for _ in range(int(n_releases))]
+        params = replies[0].params
+        errors.append(projection_errors(np.stack([r.arrays["values"] for r in replies]), first, second, says_second))
+        if len(party.ledger.history()) != n_releases:
+            raise AssertionError("a release was not charged")
+    sensitivity = float(params["sensitivity"])
+    return release_audit(errors[0], errors[1], int(n_releases), float(np.linalg.norm(second - first)), sensitivity,
+                         float(params["epsilon"]), float(params["delta"]), confidence), params
+
+
+def miss_probability(n_releases: int, distance: float, sigma: float, claimed_mu: float,
+                     confidence: float = 1.0 - 1e-6) -> float:
+    """Exact probability that the audit's ``mu_lower`` stays at or below ``claimed_mu``.
+
+    For releases that really carry noise ``sigma`` on neighbours ``distance`` apart, each of the
+    test's errors (:func:`~collabcausal.attacks.dp_audit.projection_errors`) has probability
+    ``Phi(-distance / (2 sigma))``, independently, so ``FP`` and ``FN`` are two independent binomials.
+    With ``sigma`` too small for the claim (a sensitivity bug) this is the chance the bug is missed.
+    """
+    n = int(n_releases)
+    alpha = (1.0 - confidence) / 2.0
+    upper = np.array([clopper_pearson(k, n, alpha)[1] for k in range(n + 1)])
+    pmf = binom.pmf(np.arange(n + 1), n, norm.cdf(-distance / (2.0 * sigma)))
+    # mu_lower > claimed  <=>  FNR+(k2) < Phi(isf(FPR+(k1)) - claimed); FNR+ increases with k2
+    largest = np.searchsorted(upper, norm.cdf(norm.isf(upper) - claimed_mu), side="left") - 1
+    caught = np.where(largest >= 0, np.cumsum(pmf)[np.maximum(largest, 0)], 0.0)
+    return float(max(0.0, 1.0 - np.dot(pmf, caught)))

@@ -1,0 +1,178 @@
+"""A hostile coordinator against dp_effects (issue 21, item 5): nothing is answered for free.
+
+Every request that reaches the rows is charged before it is computed, whatever it changed since
+release 1 (feature map, sites, outcome range, folds, nuisances) and however often it is replayed;
+the noise is calibrated to a sensitivity the party computes from public parameters that bound
+every row it uses, so no parameter the analyst sends lowers it; and a request whose arithmetic
+could overflow on some rows is refused before the charge (otherwise whether it failed would tell
+the analyst about the rows, outside the DP release).
+
+False-failure rates: the tests compare charges, sensitivities and sigmas (deterministic); "fresh
+noise" compares two releases of noise sd >= 0.4 per entry (P(equal) = 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.errors import InputError, ProtocolError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
+from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.dp_effects import SCORES, STATISTICS
+from collabcausal.party.ledger import PrivacyLedger
+
+N = 60
+COLUMNS = ["a", "b"]
+FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2)
+EPS, DELTA = 1.0, 1e-6
+MODEL = NuisanceModel(np.array([0.0, 0.1, 0.2, -0.3]), (np.array([0.0, 0.1, 0.0, 0.1]), np.array([0.1, 0.1, 0, 0])))
+OTHER = NuisanceModel(np.array([0.0, -0.1, 0.4, 0.3]), (np.zeros(4), np.full(4, 0.1)))
+SCORE_PARAMS = {"models": [MODEL.to_spec()], "estimators": ["aipw", "ipw"], "estimands": ["ate", "att"], "trim": 0.1}
+
+
+def _frame(columns=COLUMNS, seed: int = 4) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({c: rng.uniform(0.1, 0.9, N) for c in columns})
+    return frame.assign(t=np.arange(N) % 2, y=rng.uniform(0, 5, N))
+
+
+def _party(tmp_path, frame=None, columns=COLUMNS, name: str = "l") -> Party:
+    table = PartyTable.from_frame(_frame(columns) if frame is None else frame, columns, treatment="t", outcome="y")
+    return Party("p", table, ledger=PrivacyLedger(tmp_path / f"{name}.sqlite", epsilon=1e6, delta=0.5))
+
+
+def _request(op: str, **change) -> Message:
+    params = {"study": "s", "epsilon": EPS, "delta": DELTA, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
+              "n_folds": 1} | (SCORE_PARAMS if op == SCORES else {}) | change
+    return Message(op, {k: v for k, v in params.items() if v is not None})
+
+
+def _charges(party: Party) -> int:
+    return len(party.ledger.history())
+
+
+WIDER = FeatureMap(((-100.0, 100.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2).to_spec()
+MORE_SITES = FeatureMap(FM.bounds, FM.outcome_range, n_sites=7).to_spec()
+OUTCOME = FeatureMap(FM.bounds, (-1e6, 1e6), n_sites=2).to_spec()
+SPLIT = [MODEL.to_spec(), OTHER.to_spec()]
+AFTER_RELEASE_1 = {
+    "feature map (bounds)": (SCORES, {"design": WIDER}),
+    "site list": (SCORES, {"design": MORE_SITES, "site": 5, "models": [NuisanceModel(
+        np.zeros(9), (np.zeros(9), np.zeros(9))).to_spec()]}),
+    "outcome range": (SCORES, {"design": OUTCOME}),
+    "columns": (SCORES, {"columns": ["b", "a"]}),
+    "more folds (statistics)": (STATISTICS, {"n_folds": 5}),
+    "more folds (scores)": (SCORES, {"n_folds": 2, "models": SPLIT}),
+    "nuisances resent on the other fold": (SCORES, {"n_folds": 2, "models": SPLIT[::-1]}),
+    "another study name (other folds)": (STATISTICS, {"study": "s2", "n_folds": 2}),
+    "a plain replay": (STATISTICS, {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AFTER_RELEASE_1))
+def test_a_changed_or_replayed_request_after_the_releases_is_charged_again(tmp_path, case):
+    party = _party(tmp_path)
+    party.handle(_request(STATISTICS, n_folds=2))
+    party.handle(_request(SCORES, n_folds=2, models=SPLIT))
+    spent = party.ledger.spent()
+    op, change = AFTER_RELEASE_1[case]
+    reply = party.handle(_request(op, **change))
+    assert _charges(party) == 3
+    assert party.ledger.spent() == pytest.approx((spent[0] + EPS, spent[1] + DELTA))
+    assert reply.params["sigma"] == pytest.approx(analytic_gaussian_sigma(reply.params["sensitivity"], EPS, DELTA))
+
+
+def test_a_replay_gets_fresh_noise_and_a_new_charge(tmp_path):
+    party = _party(tmp_path)
+    first = party.handle(_request(STATISTICS)).arrays["values"]
+    second = party.handle(_request(STATISTICS)).arrays["values"]
+    assert _charges(party) == 2 and not np.array_equal(first, second)
+
+
+def test_a_replayed_idempotency_key_returns_the_recorded_numbers_and_cannot_carry_another_request(tmp_path):
+    party = _party(tmp_path)
+    first = party.handle(_request(SCORES, request_id="k1"))
+    again = party.handle(_request(SCORES, request_id="k1"))
+    np.testing.assert_array_equal(first.arrays["values"], again.arrays["values"])  # nothing new is released
+    assert _charges(party) == 1
+    with pytest.raises(ProtocolError, match="different request"):
+        party.handle(_request(SCORES, request_id="k1", models=[OTHER.to_spec()]))
+    assert _charges(party) == 1
+
+
+@pytest.mark.parametrize("design", [FM.to_spec(), WIDER, OUTCOME, FeatureMap(FM.bounds, (0.0, 1e-9), 2).to_spec()])
+def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_path, design):
+    # The statistics' sensitivity depends on m only (every row is clipped into the unit box and
+    # the outcome into [-1/2, 1/2]); the scores' only on the released sums (each scaled by its
+    # range). Claims of a sensitivity or sigma in the request are ignored.
+    party = _party(tmp_path)
+    planted = {"sensitivity": 1e-9, "sigma": 1e-9, "noise_sd": 1e-9}
+    stats = party.handle(_request(STATISTICS, design=design, **planted))
+    assert stats.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))
+    assert stats.params["sigma"] == pytest.approx(analytic_gaussian_sigma(statistics_sensitivity(FM), EPS, DELTA))
+    scores = party.handle(_request(SCORES, design=design, **planted))
+    parts = components(["aipw", "ipw"], ["ate", "att"], 5.0, 0.1)
+    assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))
+
+
+@pytest.mark.parametrize("trim", [0.0, -0.1, 0.5, float("nan"), float("inf"), True, "0.1"])
+def test_a_trim_that_bounds_nothing_is_refused_uncharged(tmp_path, trim):
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match="trim"):
+        party.handle(_request(SCORES, trim=trim))
+    assert _charges(party) == 0
+
+
+HUGE = {
+    "an outcome range wider than a float": {"design": FeatureMap(FM.bounds, (-1e308, 1e308), 2).to_spec()},
+    "a covariate range wider than a float": {"design": FeatureMap(((-1e308, 1e308), (-1.0, 1.0)), (0, 5), 2).to_spec()},
+    "an outcome range whose midpoint overflows": {"design": FeatureMap(FM.bounds, (1e308, 1.7e308), 2).to_spec()},
+    "a trim whose score range overflows": {"trim": 1e-300},
+    "score sums that can overflow over n rows": {"design": FeatureMap(FM.bounds, (0.0, 1e153), 2).to_spec()},
+}
+
+
+REFUSED = [(op, case) for case in sorted(HUGE) for op in (STATISTICS, SCORES)
+           if op == SCORES or not ("trim" in HUGE[case] or "n rows" in case)]
+
+
+@pytest.mark.parametrize(("op", "case"), REFUSED)
+def test_a_range_the_arithmetic_cannot_hold_is_refused_in_one_line_before_the_charge(tmp_path, op, case):
+    # Found by this audit: such a request was charged and then failed on non-finite sums (or an
+    # OverflowError); where the failure depends on the rows it is a channel outside the release.
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match="floating point") as info:
+        party.handle(_request(op, **HUGE[case]))
+    assert "\n" not in str(info.value)
+    assert _charges(party) == 0
+
+
+def test_the_statistics_take_a_huge_finite_outcome_range(tmp_path):
+    # They scale the outcome into [-1/2, 1/2]: nothing can overflow, so the range is allowed (and charged).
+    party = _party(tmp_path)
+    reply = party.handle(_request(STATISTICS, **HUGE["score sums that can overflow over n rows"]))
+    assert np.isfinite(reply.arrays["values"]).all() and _charges(party) == 1
+
+
+def test_hostile_coefficients_cannot_make_the_answer_depend_on_whether_a_row_sits_at_a_corner(tmp_path):
+    # Found by this audit: coefficients of 1e308 overflow the design product; batched (BLAS), a row
+    # at (lo, hi, lo, .) came out NaN and failed the request after the charge, other rows did not.
+    # Refused for both neighbours before the charge.
+    columns = ["a", "b", "c", "d"]
+    fm = FeatureMap(((0.0, 1.0),) * 4, (0.0, 5.0), n_sites=1)
+    model = {"propensity": [1e308] * 5, "outcome_0": [0.0] * 5, "outcome_1": [0.0] * 5}
+    inside = _frame(columns)
+    corner = inside.copy()
+    corner.loc[0, columns] = [0.0, 1.0, 0.0, 0.5]
+    for k, frame in enumerate((inside, corner)):
+        party = _party(tmp_path, frame, columns, name=f"n{k}")
+        with pytest.raises(InputError, match="floating point"):
+            party.handle(_request(SCORES, columns=columns, design=fm.to_spec(), site=0, models=[model]))
+        assert _charges(party) == 0
