@@ -77,6 +77,18 @@ def hsic_score(
     return trace / (m - 1.0) ** 2
 
 
+def hsic_norm(hsic: float, m: int) -> float:
+    """The released HSIC statistic: the Hilbert-Schmidt norm of the empirical cross-covariance operator.
+
+    Gretton et al. (2005): ``HSIC_b = trace(K H L H) / m^2 = ||C_ab||_HS^2`` with
+    ``C_ab = (1/m) sum_i (phi(a_i) - mu_a) (x) (psi(b_i) - mu_b)``. From :func:`hsic_score`'s value
+    ``trace(KHLH) / (m - 1)^2`` this is ``sqrt(hsic) (m - 1) / m`` (rounding below 0 read as 0). A
+    monotone map of HSIC, so it orders the two directions the same way; its global sensitivity is
+    far smaller (:func:`~collabcausal.estimators.discovery.sensitivity.score_sensitivity`).
+    """
+    return math.sqrt(max(hsic, 0.0)) * (m - 1.0) / m
+
+
 def hsic_pvalue(a: NDArray[np.float64], b: NDArray[np.float64], *, width_a: float, width_b: float) -> float:
     """P-value of the HSIC independence test of ``a`` and ``b`` (Gaussian kernels), gamma approximation.
 
