@@ -46,6 +46,7 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "kendall": ("test", "train"),
     "hsic": ("test", "train", "both"),
     "iqr": ("test",),
+    "hsic_p": (),
     "variance": (),
 }
 IQR_LOOKS = 4

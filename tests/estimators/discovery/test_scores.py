@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
 from collabcausal.estimators.discovery.scores import (
+    hsic_log_pvalue,
     hsic_norm,
+    hsic_pvalue,
     hsic_score,
     iqr,
     iqr_score,
@@ -140,3 +142,13 @@ def test_an_extreme_discordant_outlier_moves_rank_scores_within_their_bounds():
     kendall_change = kendall_score(a, a) - kendall_score(a2, b2)
     assert 5.0 / m < spearman_change <= 30 / m
     assert 0.9 * 4 / m < kendall_change <= 4 / m
+
+
+def test_hsic_log_pvalue_is_the_log_of_the_pvalue_and_stays_finite_when_the_pvalue_underflows():
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=200)
+    weak = rng.normal(size=200) + 0.3 * a
+    assert hsic_pvalue(a, weak, **WIDTHS) == pytest.approx(math.exp(hsic_log_pvalue(a, weak, **WIDTHS)))
+    strong = hsic_log_pvalue(a, np.sin(3 * a), width_a=0.3, width_b=0.3)
+    stronger = hsic_log_pvalue(a, a, width_a=0.3, width_b=0.3)
+    assert math.isfinite(strong) and strong < -50 and math.isfinite(stronger)
