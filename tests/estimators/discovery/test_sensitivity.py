@@ -1,7 +1,6 @@
 """Sensitivities: the released HSIC norm (test and training rows, against an adversarial search) and the rank
 stability bound (paper 002, section 5.1)."""
 
-import math
 
 import numpy as np
 import pytest
