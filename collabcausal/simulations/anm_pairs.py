@@ -145,10 +145,11 @@ def load_pair_folder(folder: str | Path) -> list[LabelledPair]:
 
 
 def private_accuracy(
-    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float]
+    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float], protect: str = "test"
 ) -> NDArray[np.float64]:
-    """Exact probability, per epsilon, that the test-set-private decision is correct (no answer is wrong).
+    """Exact probability, per epsilon, that the private decision is correct (no answer is wrong).
 
+    ``protect`` ("test", or "both" for HSIC with public bounds) sets the Laplace scores' sensitivity.
     Laplace scores: Theorem 2 with ``sigma = 2 Delta / eps``. IQR: product over the four looks of
     the chance that a Dwork-Lei test passes, times Theorem 4 with ``sigma = 12 / eps``.
     """
@@ -165,7 +166,7 @@ def private_accuracy(
     else:
         answered = np.ones_like(eps)
         margin = released_scores(model, exact.score).margin
-        agree = np.array([laplace_agreement(margin, laplace_noise_scale(exact.score, "test", e, model)) for e in eps])
+        agree = np.array([laplace_agreement(margin, laplace_noise_scale(exact.score, protect, e, model)) for e in eps])
     return answered * (agree if exact.direction == truth else 1.0 - agree)
 
 

@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 
 from collabcausal.simulations.anm_pairs import LabelledPair
-from collabcausal.simulations.discovery_benchmark import reference_gaps, run_benchmark, subsample
+from collabcausal.simulations.discovery_benchmark import (
+    full_protection_accuracy,
+    reference_gaps,
+    run_benchmark,
+    subsample,
+)
+from collabcausal.simulations.pair_families import family_pairs
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +81,11 @@ def test_quick_script_prints_the_families_beside_the_references_and_exits_1_when
 def test_script_refuses_a_malformed_reference():
     with pytest.raises(SystemExit, match="expected FAMILY=ACCURACY"):
         load_script().parse_references(["SIM:0.7"])
+
+
+def test_full_protection_accuracy_rises_towards_the_non_private_accuracy():
+    pairs = family_pairs("SIM-ln", 4, 120)
+    table = full_protection_accuracy(pairs, epsilons=(1.0, 1000.0), residual_widths=(0.1,))
+    acc = table.set_index("epsilon")["accuracy"]
+    assert 0.45 < acc[1.0] < 0.55  # chance at eps = 1 with every row protected at n = 60
+    assert abs(acc[1000.0] - acc[np.inf]) < 0.1
