@@ -165,7 +165,7 @@ def release(
     if tuned:
         raise InputError(
             f"the model's parameters were tuned on the {tuned[0]} split, which this release protects",
-            "pass fixed numbers for kernel_width, regularization and hsic_widths",
+            "use regression='krr' with fixed numbers for kernel_width, regularization and hsic_widths",
         )
     if protect != "test" and (model.x_bounds is None or model.y_bounds is None):
         raise InputError(

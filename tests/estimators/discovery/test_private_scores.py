@@ -98,7 +98,7 @@ def test_bad_private_requests_are_refused(score, protect, epsilon, delta, messag
 @pytest.mark.parametrize(
     ("params", "protect", "split"),
     [({"hsic_widths": "median"}, "test", "test"), ({"kernel_width": "loo"}, "train", "train"),
-     ({"regularization": "loo"}, "both", "train")],
+     ({"regularization": "loo"}, "both", "train"), ({"regression": "gp"}, "both", "train")],
 )
 def test_release_refuses_parameters_tuned_on_the_protected_split(params, protect, split):
     rng = np.random.default_rng(0)
