@@ -18,7 +18,7 @@ import numpy as np
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
-from collabcausal.estimators.discovery.private_scores import laplace_noise_scale
+from collabcausal.estimators.discovery.private_scores import laplace_noise_scale, released_scores
 from collabcausal.estimators.discovery.sensitivity import score_sensitivity
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor, gdp_epsilon, gdp_mu
 
@@ -36,12 +36,12 @@ def negative_width(n: int = 300) -> None:
         except InputError:  # refused now; the old code kept max(test, negative train) = the test split's
             scale = 2.0 * score_sensitivity("hsic", model.m_test_) / 1.0
         test = np.random.default_rng(0).permutation(n)[: model.m_test_]
-        exact, worst = model.scores("hsic"), 0.0
+        exact, worst = released_scores(model, "hsic"), 0.0
         for k in np.setdiff1d(np.arange(n), test)[:6]:
             for corner in ((1, -1), (-1, 1), (1, 1), (-1, -1)):
                 x2, y2 = x.copy(), y.copy()
                 x2[k], y2[k] = corner
-                moved = AdditiveNoiseModel(hsic_widths=(0.3, width), **kw).fit(x2, y2).scores("hsic")
+                moved = released_scores(AdditiveNoiseModel(hsic_widths=(0.3, width), **kw).fit(x2, y2), "hsic")
                 worst = max(worst, abs(exact.score_xy - moved.score_xy) + abs(exact.score_yx - moved.score_yx))
         print(f"dp_discover residual width {width:+.2f}: noise scale {scale:.4g}, worst L1 move of one training "
               f"row {worst:.4g}, privacy loss {worst / scale:.3g} (claimed 1)")

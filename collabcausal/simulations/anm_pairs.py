@@ -27,7 +27,12 @@ from numpy.typing import NDArray
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement, pass_probability
 from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X, AdditiveNoiseModel, DirectionScores
-from collabcausal.estimators.discovery.private_scores import iqr_look_budget, laplace_noise_scale, release
+from collabcausal.estimators.discovery.private_scores import (
+    iqr_look_budget,
+    laplace_noise_scale,
+    release,
+    released_scores,
+)
 from collabcausal.estimators.discovery.propose_test_release import iqr_distances, iqr_threshold
 from collabcausal.randomness import child_rng
 
@@ -140,10 +145,11 @@ def load_pair_folder(folder: str | Path) -> list[LabelledPair]:
 
 
 def private_accuracy(
-    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float]
+    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float], protect: str = "test"
 ) -> NDArray[np.float64]:
-    """Exact probability, per epsilon, that the test-set-private decision is correct (no answer is wrong).
+    """Exact probability, per epsilon, that the private decision is correct (no answer is wrong).
 
+    ``protect`` ("test", or "both" for HSIC with public bounds) sets the Laplace scores' sensitivity.
     Laplace scores: Theorem 2 with ``sigma = 2 Delta / eps``. IQR: product over the four looks of
     the chance that a Dwork-Lei test passes, times Theorem 4 with ``sigma = 12 / eps``.
     """
@@ -159,9 +165,8 @@ def private_accuracy(
         agree = np.array([iqr_agreement(exact.margin, 1.0 / e) for e in eps_one])
     else:
         answered = np.ones_like(eps)
-        agree = np.array(
-            [laplace_agreement(exact.margin, laplace_noise_scale(exact.score, "test", e, model)) for e in eps]
-        )
+        margin = released_scores(model, exact.score).margin
+        agree = np.array([laplace_agreement(margin, laplace_noise_scale(exact.score, protect, e, model)) for e in eps])
     return answered * (agree if exact.direction == truth else 1.0 - agree)
 
 
@@ -236,7 +241,7 @@ def training_privacy_curve(
     *,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """HSIC accuracy under training-set privacy (Theorem 7) per lambda and epsilon (paper 002, Figure 2).
+    """HSIC accuracy under training-set privacy (Theorem 5 bound) per lambda and epsilon (paper 002, Figure 2).
 
     Each pair's bounds are its own range, standing in for public bounds in this simulation.
     """
@@ -245,7 +250,7 @@ def training_privacy_curve(
         bounds = {"x_bounds": (pair.x.min(), pair.x.max()), "y_bounds": (pair.y.min(), pair.y.max())}
         for lam in regularizations:
             model = AdditiveNoiseModel(regularization=lam, random_state=child_rng(seed, "split", pair.name), **bounds)
-            exact = model.fit(pair.x, pair.y).scores("hsic")
+            exact = released_scores(model.fit(pair.x, pair.y), "hsic")
             correct = exact.direction == pair.direction
             for eps in epsilons:
                 agree = float(laplace_agreement(exact.margin, laplace_noise_scale("hsic", "train", eps, model)))

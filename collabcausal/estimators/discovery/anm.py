@@ -15,9 +15,11 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.gp import gp_residuals
 from collabcausal.estimators.discovery.krr import LOO_REGULARIZATIONS, LOO_WIDTHS, GaussianKRR, loo_select
 from collabcausal.estimators.discovery.scaling import UnitScaler
 from collabcausal.estimators.discovery.scores import (
+    hsic_log_pvalue,
     hsic_pvalue,
     hsic_score,
     iqr_score,
@@ -28,7 +30,8 @@ from collabcausal.estimators.discovery.scores import (
 from collabcausal.estimators.validation import check_vector
 from collabcausal.randomness import SeedLike, as_generator
 
-SCORES: tuple[str, ...] = ("spearman", "kendall", "hsic", "iqr", "variance")
+SCORES: tuple[str, ...] = ("spearman", "kendall", "hsic", "hsic_p", "iqr", "variance")
+REGRESSIONS: tuple[str, ...] = ("krr", "gp")
 MIN_TEST_POINTS = 10
 X_TO_Y, Y_TO_X = "x->y", "y->x"
 
@@ -107,6 +110,11 @@ class AdditiveNoiseModel(BaseEstimator):
 
     Parameters
     ----------
+    regression : "krr" or "gp"
+        ``"krr"``: paper 002's kernel ridge regression (eq. 5) with ``kernel_width`` and
+        ``regularization``. ``"gp"``: Mooij et al. (2016)'s GP regression with marginal-likelihood
+        hyperparameters (:mod:`~collabcausal.estimators.discovery.gp`), tuned on the training split
+        (so non-private or test-set privacy only); ``kernel_width`` and ``regularization`` unused.
     regularization : float or "loo"
         ``lam`` of the kernel ridge regression, eq. 5, in (0, 1]; ``"loo"`` picks it per direction
         from :data:`~collabcausal.estimators.discovery.krr.LOO_REGULARIZATIONS` by closed-form
@@ -135,12 +143,14 @@ class AdditiveNoiseModel(BaseEstimator):
         ``y' - f(x')`` and ``x' - g(y')``.
     n_train_, m_test_ : int
     regression_params_ : ((float, float), (float, float))
-        ``(kernel_width, regularization)`` used by ``f: x -> y`` and by ``g: y -> x``.
+        ``(kernel_width, regularization)`` used by ``f: x -> y`` and by ``g: y -> x``; for
+        ``regression="gp"`` the fitted ``(length scale, noise variance)``.
     """
 
     def __init__(
         self,
         *,
+        regression: str = "krr",
         regularization: float | str = 1e-3,
         kernel_width: float | str = 0.3,
         hsic_widths: tuple[float, float] | str = (0.3, 0.1),
@@ -149,6 +159,7 @@ class AdditiveNoiseModel(BaseEstimator):
         y_bounds: tuple[float, float] | None = None,
         random_state: SeedLike = None,
     ) -> None:
+        self.regression = regression
         self.regularization = regularization
         self.kernel_width = kernel_width
         self.hsic_widths = hsic_widths
@@ -166,14 +177,12 @@ class AdditiveNoiseModel(BaseEstimator):
         x_scaler = self._scaler(self.x_bounds, x_arr[train], "x_bounds")
         y_scaler = self._scaler(self.y_bounds, y_arr[train], "y_bounds")
         x_s, y_s = x_scaler.transform(x_arr), y_scaler.transform(y_arr)
-        f_params = self._regression_params(x_s[train], y_s[train])
-        g_params = self._regression_params(y_s[train], x_s[train])
-        f = GaussianKRR(f_params[1], f_params[0]).fit(x_s[train], y_s[train])
-        g = GaussianKRR(g_params[1], g_params[0]).fit(y_s[train], x_s[train])
-        self.regression_params_ = (f_params, g_params)
         self.x_test_, self.y_test_ = x_s[test], y_s[test]
-        self.residual_y_ = self.y_test_ - f.predict(self.x_test_)
-        self.residual_x_ = self.x_test_ - g.predict(self.y_test_)
+        if self.regression not in REGRESSIONS:
+            raise InputError(f"unknown regression {self.regression!r}", f"use one of {list(REGRESSIONS)}")
+        self.residual_y_, f_params = self._residuals(x_s[train], y_s[train], self.x_test_, self.y_test_)
+        self.residual_x_, g_params = self._residuals(y_s[train], x_s[train], self.y_test_, self.x_test_)
+        self.regression_params_ = (f_params, g_params)
         self.n_train_, self.m_test_ = int(train.size), int(m)
         self._exact: dict[str, DirectionScores] = {}
         return self
@@ -185,8 +194,18 @@ class AdditiveNoiseModel(BaseEstimator):
         the test split; a private release must not protect a split its parameters were tuned on.
         """
         if split == "train":
-            return "loo" in (self.kernel_width, self.regularization)
+            return self.regression == "gp" or "loo" in (self.kernel_width, self.regularization)
         return self.hsic_widths == "median"
+
+    def _residuals(
+        self, inputs: NDArray[np.float64], targets: NDArray[np.float64], test_in: NDArray[np.float64],
+        test_out: NDArray[np.float64],
+    ) -> tuple[NDArray[np.float64], tuple[float, float]]:
+        """Test residuals of the regression of ``targets`` on ``inputs`` and its parameters."""
+        if self.regression == "gp":
+            return gp_residuals(inputs, targets, test_in, test_out)
+        width, lam = self._regression_params(inputs, targets)
+        return test_out - GaussianKRR(lam, width).fit(inputs, targets).predict(test_in), (width, lam)
 
     def _regression_params(self, inputs: NDArray[np.float64], targets: NDArray[np.float64]) -> tuple[float, float]:
         """``(kernel_width, regularization)``: the fixed values, or the leave-one-out choice for ``"loo"`` ones."""
@@ -221,8 +240,10 @@ class AdditiveNoiseModel(BaseEstimator):
     def pair_score(self, score: str, a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
         """``s(a, b)`` for an input ``a`` and its residual ``b``."""
         key = check_score(score)
-        if key == "hsic":
+        if key in ("hsic", "hsic_p"):
             width_a, width_b = self._hsic_widths(a, b)
+            if key == "hsic_p":  # -log p of the independence test: smaller is more independent
+                return -hsic_log_pvalue(a, b, width_a=width_a, width_b=width_b)
             return hsic_score(a, b, width_a=width_a, width_b=width_b)
         return {"spearman": spearman_score, "kendall": kendall_score, "iqr": iqr_score, "variance": variance_score}[
             key

@@ -7,8 +7,8 @@ score      protect   mechanism (total budget ``(eps, delta)``; both scores relea
 =========  ========  ==========================================================================
 spearman   test      ``Lap(2 Delta / eps)`` on each score, ``Delta = 30/m`` (Theorem 1)
 kendall    test      same with ``Delta = 4/m`` (Theorem 1)
-hsic       test      same with ``Delta = (12m - 11)/(m - 1)^2`` (section 4.2)
-hsic       train     same with Theorem 7's ``Delta = 8 / lam^{3/2} * 32 L sqrt(m) / n``
+hsic       test      the HSIC norm ``sqrt(trace(KHLH))/m``, same with ``Delta = 4 (m - 1)/m^2``
+hsic       train     same with ``Delta = 8 / (n lam^{3/2} h_r)`` (Theorem 5, feature map 1/h_r-Lipschitz)
 hsic       both      same with the larger of the two (a row is in one split only)
 iqr        test      four Dwork-Lei log-IQRs, each ``(eps/4, delta/4)``-DP (section 4.3)
 spearman   train     distance-to-instability release of each exact score at ``(eps/2, delta/2)``
@@ -17,6 +17,8 @@ kendall    train     (Theorem 6 with the lower bound of section 5.1)
 
 One subject is one ``(x, y)`` row, which enters both scores (and all four IQRs), hence the
 factor 2 (and 4): basic composition. Rows outside the protected split have no guarantee.
+HSIC is released as the norm of the cross-covariance operator (:func:`released_scores`), a monotone
+map of HSIC with a much smaller sensitivity (docs/causal-discovery.md, "A tighter HSIC bound").
 ``variance`` is non-private only.
 """
 
@@ -28,8 +30,9 @@ import numpy as np
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.agreement import agreement_lower_bound, iqr_agreement
-from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_score, decide
+from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, DirectionScores, check_score, decide
 from collabcausal.estimators.discovery.propose_test_release import private_log_iqr, stability_release
+from collabcausal.estimators.discovery.scores import hsic_norm
 from collabcausal.estimators.discovery.sensitivity import (
     hsic_train_sensitivity,
     rank_stability_distance,
@@ -43,6 +46,7 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "kendall": ("test", "train"),
     "hsic": ("test", "train", "both"),
     "iqr": ("test",),
+    "hsic_p": (),
     "variance": (),
 }
 IQR_LOOKS = 4
@@ -114,13 +118,22 @@ def split_sensitivity(
     test = score_sensitivity(score, m)
     if protect == "test":
         return test
-    train = hsic_train_sensitivity(m, n_train, regularization, residual_width)
+    train = hsic_train_sensitivity(n_train, regularization, residual_width)
     return train if protect == "train" else max(test, train)
 
 
 def score_sensitivity_for(score: str, protect: str, model: AdditiveNoiseModel) -> float:
     """:func:`split_sensitivity` of a fitted model."""
     return split_sensitivity(score, protect, model.m_test_, model.n_train_, model.regularization, model.hsic_widths[1])
+
+
+def released_scores(model: AdditiveNoiseModel, score: str) -> DirectionScores:
+    """The exact values a Laplace release adds noise to: the model's scores, HSIC as its norm (:func:`hsic_norm`)."""
+    exact = model.scores(score)
+    if exact.score != "hsic":
+        return exact
+    m = model.m_test_
+    return DirectionScores("hsic", hsic_norm(exact.score_xy, m), hsic_norm(exact.score_yx, m), exact.direction)
 
 
 def laplace_noise_scale(score: str, protect: str, epsilon: float, model: AdditiveNoiseModel) -> float:
@@ -152,7 +165,7 @@ def release(
     if tuned:
         raise InputError(
             f"the model's parameters were tuned on the {tuned[0]} split, which this release protects",
-            "pass fixed numbers for kernel_width, regularization and hsic_widths",
+            "use regression='krr' with fixed numbers for kernel_width, regularization and hsic_widths",
         )
     if protect != "test" and (model.x_bounds is None or model.y_bounds is None):
         raise InputError(
@@ -188,7 +201,7 @@ _Released = tuple[float | None, float | None, float | None, float | None]
 def _release_laplace(
     model: AdditiveNoiseModel, key: str, protect: str, eps: float, rng: np.random.Generator | None
 ) -> _Released:
-    exact = model.scores(key)
+    exact = released_scores(model, key)
     sensitivity = 2.0 * score_sensitivity_for(key, protect, model)  # L1 over the two scores
     noisy = laplace(np.array([exact.score_xy, exact.score_yx]), sensitivity, eps, rng=rng)
     sigma = laplace_scale(sensitivity, eps)

@@ -101,3 +101,43 @@ def test_unknown_tuning_rule_is_refused(params):
     x, y = pair(100)
     with pytest.raises(InputError, match="must be a number or 'loo'"):
         AdditiveNoiseModel(random_state=0, **params).fit(x, y)
+
+
+def test_gp_regression_orients_a_clear_pair_with_both_hsic_scores_and_is_tuned_on_the_training_split():
+    x, y = pair(300)
+    model = AdditiveNoiseModel(regression="gp", hsic_widths="median", random_state=0).fit(x, y)
+    assert model.scores("hsic").direction == "x->y" and model.scores("hsic_p").direction == "x->y"
+    assert model.data_tuned("train")
+    (length_f, noise_f), _ = model.regression_params_
+    assert 0.05 < length_f < 5.0 and 0.0 < noise_f < 0.5  # smooth tanh, small uniform noise
+    back = AdditiveNoiseModel(regression="gp", hsic_widths="median", random_state=0).fit(y, x)
+    assert back.scores("hsic_p").direction == "y->x"
+
+
+def test_unknown_regression_is_refused():
+    x, y = pair(100)
+    with pytest.raises(InputError, match="unknown regression"):
+        AdditiveNoiseModel(regression="forest").fit(x, y)
+
+
+def robustness_cases():
+    rng = np.random.default_rng(3)
+    x, y = pair(200, seed=3)
+    return {
+        "five-level discrete cause": (rng.integers(0, 5, 200).astype(float), y),
+        "binary cause": (rng.integers(0, 2, 200).astype(float), y),
+        "two-valued effect": (x, (y > 0).astype(float)),
+        "heavily tied (rounded)": (np.round(x), np.round(y)),
+        "one extreme outlier": (np.r_[x[:-1], 1e9], y),
+        "very unequal scales": (x * 1e-9, y * 1e9),
+    }
+
+
+@pytest.mark.parametrize("regression", ["krr", "gp"])
+@pytest.mark.parametrize("case", list(robustness_cases()))
+def test_discrete_tied_outlying_and_unequal_scale_data_give_finite_scores(case, regression):
+    x, y = robustness_cases()[case]
+    model = AdditiveNoiseModel(regression=regression, hsic_widths="median", random_state=0).fit(x, y)
+    for score in ("hsic", "hsic_p", "kendall", "spearman"):
+        s = model.scores(score)
+        assert np.isfinite([s.score_xy, s.score_yx]).all() and s.direction in ("x->y", "y->x"), score

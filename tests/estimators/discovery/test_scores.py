@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
 from collabcausal.estimators.discovery.scores import (
+    hsic_log_pvalue,
+    hsic_norm,
+    hsic_pvalue,
     hsic_score,
     iqr,
     iqr_score,
@@ -112,10 +115,21 @@ def test_kendall_change_never_exceeds_4_over_m(pairs):
 
 @settings(max_examples=150, deadline=None)
 @given(neighbouring_pairs(), st.sampled_from([0.05, 0.3, 2.0]))
-def test_hsic_change_never_exceeds_12m_minus_11_over_m_minus_1_squared(pairs, width):
+def test_released_hsic_norm_change_never_exceeds_4_m_minus_1_over_m_squared(pairs, width):
     a, b, a2, b2 = pairs
-    change = abs(hsic_score(a, b, width_a=width, width_b=width) - hsic_score(a2, b2, width_a=width, width_b=width))
-    assert change <= score_sensitivity("hsic", a.size) + 1e-12
+    m = a.size
+    before, after = (hsic_norm(hsic_score(u, v, width_a=width, width_b=width), m) for u, v in ((a, b), (a2, b2)))
+    assert abs(before - after) <= score_sensitivity("hsic", m) + 1e-12
+
+
+def test_hsic_norm_is_the_cross_covariance_norm_and_keeps_the_order():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=30), rng.normal(size=30)
+    m = a.size
+    trace = dense_hsic(a, b, 0.3, 0.1) * (m - 1) ** 2
+    assert hsic_norm(hsic_score(a, b, **WIDTHS), m) == pytest.approx(math.sqrt(trace) / m)
+    assert hsic_norm(-1e-18, m) == 0.0  # rounding below zero
+    assert hsic_norm(0.01, m) < hsic_norm(0.02, m)
 
 
 def test_an_extreme_discordant_outlier_moves_rank_scores_within_their_bounds():
@@ -128,3 +142,13 @@ def test_an_extreme_discordant_outlier_moves_rank_scores_within_their_bounds():
     kendall_change = kendall_score(a, a) - kendall_score(a2, b2)
     assert 5.0 / m < spearman_change <= 30 / m
     assert 0.9 * 4 / m < kendall_change <= 4 / m
+
+
+def test_hsic_log_pvalue_is_the_log_of_the_pvalue_and_stays_finite_when_the_pvalue_underflows():
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=200)
+    weak = rng.normal(size=200) + 0.3 * a
+    assert hsic_pvalue(a, weak, **WIDTHS) == pytest.approx(math.exp(hsic_log_pvalue(a, weak, **WIDTHS)))
+    strong = hsic_log_pvalue(a, np.sin(3 * a), width_a=0.3, width_b=0.3)
+    stronger = hsic_log_pvalue(a, a, width_a=0.3, width_b=0.3)
+    assert math.isfinite(strong) and strong < -50 and math.isfinite(stronger)
