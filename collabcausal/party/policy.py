@@ -22,9 +22,12 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   ``allow_full_rank = true``); a variance fraction is refused unless full rank is allowed (its
   number of components is data-dependent); ``r`` must lie in ``[min_anchors, max_anchors]``; and at
   most ``max_representation_requests`` requests per study are answered (a study with B bootstrap
-  replicates asks B + 1). ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys
-  the same rules except that it may have full rank: its guarantee is differential privacy; a
-  policy listing it may not list the plain row operations :data:`PLAIN_ROW_OPERATIONS`, whose exact
+  replicates asks B + 1), counted under the study the party joined (a request naming another is
+  refused by :meth:`~collabcausal.party.node.Party.handle`) in its persisted request state
+  (:mod:`collabcausal.party.request_state`), so neither a renamed study nor a restart resets it.
+  ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys the same rules
+  except that it may have full rank: its guarantee is differential privacy; a policy listing
+  it may not list the plain row operations :data:`PLAIN_ROW_OPERATIONS`, whose exact
   replies on the same rows would undo that guarantee (:class:`ConfigError`; ``allow_plain_with_dp``
   opts out, for simulations that compare both and claim no guarantee).
 """
@@ -39,7 +42,6 @@ import numpy as np
 
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
-from collabcausal.party.differencing import WeightedRequestHistory
 from collabcausal.party.operations import Operation
 from collabcausal.party.request_limits import RequestLimits
 
@@ -130,12 +132,10 @@ class PartyPolicy:
         object.__setattr__(self, "min_anchors", min_anchors)
         object.__setattr__(self, "max_anchors", max_anchors)
         object.__setattr__(self, "max_representation_requests", max_representation_requests)
-        object.__setattr__(self, "_representation_requests", {})
         if not (isinstance(min_weight_ratio, (int, float)) and 0.0 <= float(min_weight_ratio) <= 1.0):
             raise ConfigError(f"policy min_weight_ratio must lie in [0, 1], got {min_weight_ratio!r}", "e.g. 0.01")
         object.__setattr__(self, "min_weight_ratio", float(min_weight_ratio))
         object.__setattr__(self, "limits", limits or RequestLimits())
-        object.__setattr__(self, "_moments", WeightedRequestHistory(self.limits.max_moment_requests))
 
     def authorize(self, party: Party, op: Operation, request: Message) -> None:
         """Return if the request is allowed; raise :class:`PolicyError` naming the rule if not."""
@@ -144,7 +144,7 @@ class PartyPolicy:
             raise PolicyError(f"{who} does not allow the operation {op.name!r}", _FIX)
         self.limits.check(who, request)
         if op.name == "align":
-            self._check_align(who)
+            self._check_align(who, party)
         extra = sorted(set(party.table.covariate_names) - self.columns)
         asked = request.params.get("columns")
         if asked is not None:
@@ -160,17 +160,22 @@ class PartyPolicy:
             )
         if op.name in ("dc_representation", "dp_representation"):
             self._check_reduction(who, len(party.table.covariate_names), request, private=op.differentially_private)
+            label = f"in study {party.study!r}" if party.study else "in any study (it joined none by name)"
+            party.requests.count_representation(who, party.study, self.max_representation_requests, label=label)
         if "arms" in request.arrays or "weights" in request.arrays:
-            self._check_weighted(who, op, party.table.n_subjects, request)
+            self._check_weighted(who, op, party, request)
 
-    def _check_weighted(self, who: str, op: Operation, n_subjects: int, request: Message) -> None:
+    def _check_weighted(self, who: str, op: Operation, party: Party, request: Message) -> None:
         """Every arm must describe ``min_subjects`` distinct subjects of non-negligible weight.
 
         ``arms`` and ``weights`` must be 1-D with one value per requested row (a (n, 1) array is
         refused, not flattened). Weights are summed per subject (``rows`` may repeat a subject), and
         a subject counts only if its total weight is at least ``min_weight_ratio`` times the arm's
-        largest: weight 1 on one subject and 1e-300 on the others describes one subject.
+        largest: weight 1 on one subject and 1e-300 on the others describes one subject. An exact
+        reply is then checked against the party's differencing history of its study, persisted in
+        its request state (:mod:`collabcausal.party.request_state`).
         """
+        n_subjects = party.table.n_subjects
         arrays = request.arrays
         rows = np.asarray(arrays["rows"]) if "rows" in arrays else None
         expected = n_subjects if rows is None else rows.size
@@ -197,24 +202,27 @@ class PartyPolicy:
             totals.append(total)
         if op.differentially_private:
             return  # a DP release is charged to the ledger: composition, not the history, bounds differencing
-        self._moments.admit(
-            who, op.name, (totals[0], totals[1]), min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio
-        )
+        with party.requests.weighted_history(party.study, self.limits.max_moment_requests) as history:
+            history.admit(
+                who, op.name, (totals[0], totals[1]),
+                min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio,
+            )
 
-    def _check_align(self, who: str) -> None:
+    def _check_align(self, who: str, party: Party) -> None:
         """``align`` re-orders the party's rows: refused once a weighted request was answered.
 
         The differencing history (:mod:`collabcausal.party.differencing`) is kept by row position;
         re-aligning afterwards would let a dropped or moved subject escape the comparison.
         """
-        if len(self._moments):
+        answered = party.requests.weighted_count(party.study)
+        if answered:
             raise PolicyError(
-                f"{who} refuses 'align' after answering {len(self._moments)} weighted requests",
+                f"{who} refuses 'align' after answering {answered} weighted requests",
                 "align subjects first, at the start of the study",
             )
 
     def _check_reduction(self, who: str, n_covariates: int, request: Message, *, private: bool = False) -> None:
-        """The reduction rules of the module docstring; counts the request against its study's limit.
+        """The reduction rules of the module docstring (the request limit is counted by the caller).
 
         A differentially private representation (``private``) may have full rank: its guarantee
         does not rest on the reduction.
@@ -246,14 +254,6 @@ class PartyPolicy:
                 f"{who} accepts {self.min_anchors} to {self.max_anchors} anchor rows, the study asked for {r!r}",
                 "change n_anchors in study.toml",
             )
-        study = str(p.get("study", ""))
-        count = self._representation_requests.get(study, 0)
-        if count >= self.max_representation_requests:
-            raise PolicyError(
-                f"{who} has answered {count} representation requests in study {study!r}, its limit",
-                "use fewer bootstrap replicates, or ask the party to raise max_representation_requests",
-            )
-        self._representation_requests[study] = count + 1
 
     def _check_subjects(self, who: str, op: Operation, count: int, what: str) -> None:
         if count < self.min_subjects:

@@ -146,13 +146,24 @@ def test_anchor_rows_outside_the_bounds_are_refused_before_any_work(r):
         _dc_party().handle(_representation(1, n_anchors=r))
 
 
-def test_representation_requests_per_study_are_limited():
+def test_representation_requests_per_study_are_limited_and_renaming_the_study_does_not_reset_them():
+    """A party that names no study counts every request against one limit (issue 22, item 1)."""
     party = _dc_party(max_representation_requests=3)
     for _ in range(3):
         party.handle(_representation(1))
-    with pytest.raises(PolicyError, match="answered 3 representation requests in study 's', its limit"):
+    joined_none = r"answered 3 representation requests in any study \(it joined none by name\)"
+    with pytest.raises(PolicyError, match=joined_none):
         party.handle(_representation(1))
-    assert party.handle(_representation(1, study="other")).arrays["x_tilde"].shape == (40, 1)
+    with pytest.raises(PolicyError, match="answered 3 representation requests in any study"):
+        party.handle(_representation(1, study="other"))
+
+
+def test_a_party_bound_to_its_study_refuses_a_request_naming_another():
+    party = _dc_party(max_representation_requests=3)
+    party.study = "s"
+    with pytest.raises(PolicyError, match="request names study 'other' but party h joined study 's'"):
+        party.handle(_representation(1, study="other"))
+    assert party.handle(_representation(1)).arrays["x_tilde"].shape == (40, 1)
 
 
 def test_bad_reduction_rules_are_config_errors():
