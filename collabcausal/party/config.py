@@ -41,8 +41,9 @@ Sections (paths are relative to the file's folder)::
     max_params_depth = 8
     max_list_length = 10000
     max_moment_requests = 32
-    allow_plain_with_dp = false     # true lets dp_representation be listed with dc_representation or
-                                    #   weighted_moments: their exact replies void its guarantee
+    allow_plain_with_dp = false     # true lets a DP operation (dp_representation, dp_weighted_moments,
+                                    #   dp_sum, ...) be listed with the exact row-level dc_representation
+                                    #   or weighted_moments: the party's guarantee is then none
 
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0

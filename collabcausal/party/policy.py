@@ -26,10 +26,15 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   refused by :meth:`~collabcausal.party.node.Party.handle`) in its persisted request state
   (:mod:`collabcausal.party.request_state`), so neither a renamed study nor a restart resets it.
   ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys the same rules
-  except that it may have full rank: its guarantee is differential privacy; a policy listing
-  it may not list the plain row operations :data:`PLAIN_ROW_OPERATIONS`, whose exact
-  replies on the same rows would undo that guarantee (:class:`ConfigError`; ``allow_plain_with_dp``
-  opts out, for simulations that compare both and claim no guarantee).
+  except that it may have full rank: its guarantee is differential privacy;
+* a party's guarantee is the weakest thing it answers: a policy listing a differentially private
+  operation may not list an exact row-level one (``dc_representation``, ``weighted_moments``), whose
+  exact replies on the same columns would void the guarantee (:class:`ConfigError` at load;
+  ``allow_plain_with_dp = true`` opts out, for simulations that compare both, and the party's
+  effective guarantee is then "none": :func:`effective_guarantee`). Which operations are DP and
+  which exact row-level is declared once, in the operation registry
+  (:func:`collabcausal.party.operations.release_kinds`). Every DP operation may be asked about any
+  column of the policy, so the DP operations cover every column the party allows.
 """
 
 from __future__ import annotations
@@ -42,16 +47,11 @@ import numpy as np
 
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
-from collabcausal.party.operations import Operation
+from collabcausal.party.operations import Operation, release_kinds
 from collabcausal.party.request_limits import RequestLimits
 
 if TYPE_CHECKING:
     from collabcausal.party.node import Party
-
-DP_REPRESENTATION = "dp_representation"
-PLAIN_ROW_OPERATIONS = frozenset({"dc_representation", "weighted_moments"})
-"""Operations whose exact replies describe the rows: a policy answering ``dp_representation`` may
-not answer them (docs/threat-model.md, "DP representations")."""
 
 _FIX = "ask the party to change its party.toml [policy], or change the study"
 
@@ -105,13 +105,13 @@ class PartyPolicy:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
         object.__setattr__(self, "operations", frozenset(operations))
-        plain = sorted(self.operations & PLAIN_ROW_OPERATIONS) if DP_REPRESENTATION in self.operations else []
-        if plain and not allow_plain_with_dp:
+        private, exact = release_kinds(self.operations)
+        if private and exact and not allow_plain_with_dp:
             raise ConfigError(
-                f"policy answers {DP_REPRESENTATION!r} and the non-DP {plain[0]!r} on the same rows: the exact "
-                "replies of the latter fall outside the DP guarantee and undo it",
-                f"list only {DP_REPRESENTATION!r} (with describe/align) for a guarantee, drop it, or set "
-                "allow_plain_with_dp = true (simulations: no guarantee)",
+                f"policy answers the DP operation {private[0]!r} and the exact row-level {exact[0]!r} on the same "
+                "columns: the exact replies fall outside the DP guarantee and void it",
+                f"drop {', '.join(map(repr, exact))} for a DP guarantee, drop the DP operations, or set "
+                "allow_plain_with_dp = true (the party's guarantee is then none)",
             )
         object.__setattr__(self, "allow_plain_with_dp", bool(allow_plain_with_dp))
         object.__setattr__(self, "columns", frozenset(columns))
@@ -262,6 +262,44 @@ class PartyPolicy:
                 f"{self.min_subjects}",
                 _FIX,
             )
+
+
+def effective_guarantee(
+    operations: Iterable[str], *, allow_plain_with_dp: bool, epsilon: float | None, delta: float = 0.0
+) -> str:
+    """The party's effective guarantee, one line: the weakest thing it answers.
+
+    Parameters
+    ----------
+    operations : iterable of str
+        The policy's operations.
+    allow_plain_with_dp : bool
+        The policy's opt-out.
+    epsilon, delta : float
+        The ``[privacy]`` budget; ``epsilon=None`` for a party without one.
+
+    Returns
+    -------
+    str
+        ``"none: ..."`` when the party answers no DP operation (no budget, or none listed) or also
+        answers an exact row-level one (the opt-out), else the (epsilon, delta)-DP guarantee of its
+        budget under substitution of one record (bounded DP, composed over every study).
+    """
+    private, exact = release_kinds(operations)
+    if epsilon is None:
+        return "none: no [privacy] budget, no DP release (exact replies bounded only by the policy's rules)"
+    if exact and private:
+        listed = ", ".join(exact)
+        return (
+            f"none: besides its DP operations it answers the exact row-level {listed} on the same columns "
+            "(allow_plain_with_dp = true), which void the DP guarantee"
+        )
+    if exact:
+        return f"none: it answers the exact row-level {', '.join(exact)} and no DP operation"
+    return (
+        f"({epsilon:g}, {delta:g})-DP under substitution of one record, over every release of its rows "
+        "(the ledger's budget, composed over all studies)"
+    )
 
 
 def _distinct(rows: np.ndarray, n: int) -> int:

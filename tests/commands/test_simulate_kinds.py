@@ -104,6 +104,8 @@ def test_simulate_dcqe_with_balance_epsilon_runs_the_study_with_dp_moments_charg
         assert report["privacy"][party] == pytest.approx({"epsilon": 6.0, "delta": 3e-6})
     assert report["smd_noise_sd"]["ipw"].keys() == report["smd"]["ipw"].keys()
     assert any("-DP per request" in w for w in report["warnings"])
+    # plain DC-QE beside DP moments: the policy opts out explicitly and the report says so (issue 22, item 6)
+    assert any("allow_plain_with_dp = true) and its guarantee is none" in w for w in report["warnings"])
     assert "ATE psm:" in capsys.readouterr().out
 
 
