@@ -29,7 +29,7 @@ from collabcausal.analyst.effects import (
 )
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_anchor_keys, check_description, check_representation
-from collabcausal.analyst.study_defaults import PARTY_COMPONENTS
+from collabcausal.analyst.study_defaults import PARTY_COMPONENTS, configuration_line
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
 from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
@@ -207,6 +207,34 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
             )
     check_anchor_keys(replies, [p for group in plan.row_groups for p in group])
     return replies
+
+
+def study_configuration(plan: DCQEPlan, described: Mapping[str, Message]) -> str:
+    """:func:`configuration_line` of a study, the anchor key named from the parties' ``describe`` fingerprints.
+
+    The analyst never holds the key, but the simulation key of a seed is public: when the parties'
+    fingerprint is that key's, the line says so (the study then gives ``collabcausal simulate``'s
+    numbers); otherwise it names the fingerprint and says the anchor differs from a simulation's.
+    """
+    from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
+
+    parties = [p for group in plan.row_groups for p in group]
+    fingerprint = described[parties[0]].params.get("anchor_fingerprint")
+    if fingerprint is None:
+        key = "none"
+    elif fingerprint == anchor_fingerprint(simulation_anchor_key(plan.seed), plan.study):
+        key = f"simulation key of seed {plan.seed}"
+    else:
+        key = f"the parties' own (fingerprint {fingerprint[:12]}; a simulation's anchor differs, and PSM with it)"
+    return configuration_line(
+        study=plan.study,
+        anchor_key=key,
+        n_anchors=plan.anchor_rows(described),
+        ranges=plan.anchor_ranges,
+        party_components=plan.party_components,
+        n_components=plan.n_components,
+        seed=plan.seed,
+    )
 
 
 def run_dcqe(

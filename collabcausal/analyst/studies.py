@@ -25,15 +25,15 @@ What is differentially private, exactly (neighbouring relation: substitute one r
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description, check_discovery
+from collabcausal.analyst.report_rows import party_spend, point_row
 from collabcausal.errors import StudyFailedError
-from collabcausal.estimators.intervals import IntervalEstimate
 from collabcausal.messages import Message
 
 if TYPE_CHECKING:
@@ -91,23 +91,6 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         nuisance_share=section.nuisance_share, n_folds=section.n_folds,
         secure_aggregation=section.secure_aggregation, ridge_scale=section.ridge_scale,
     )
-
-
-def party_spend(
-    parties: Iterable[str], epsilon: float, delta: float = 0.0, *, requests: int = 1
-) -> dict[str, dict[str, float]]:
-    """The report's ``privacy``: each party's spend when it was charged ``requests`` times (epsilon, delta).
-
-    The analyst states what it asked (basic composition, as the parties' ledgers compose the
-    charges); the ledgers themselves stay with the parties.
-    """
-    return {p: {"epsilon": requests * float(epsilon), "delta": requests * float(delta)} for p in parties}
-
-
-def point_row(estimate: float, method: str, **extra: Any) -> dict[str, Any]:
-    """A report row with an estimate and no interval (no bootstrap, no analytic SE)."""
-    point = IntervalEstimate(float(estimate), None, None, None, "none", 0.05, None, 0, 0).to_dict()
-    return point | {"method": method, **extra}
 
 
 def adum_results(grid: Grid, config: StudyConfig, parties: Sequence[str]) -> dict[str, Any]:
@@ -230,9 +213,8 @@ def cate_results(grid: Grid, config: StudyConfig, plan: DCQEPlan) -> dict[str, A
     and balance diagnostics (:func:`~collabcausal.analyst.balance_report.balance_report`).
     """
     from collabcausal.analyst.balance_report import balance_report
-    from collabcausal.analyst.dcqe import describe_parties, run_dcqe
+    from collabcausal.analyst.dcqe import describe_parties, run_dcqe, study_configuration
     from collabcausal.analyst.dp_cate import dp_cate_on_representation
-    from collabcausal.analyst.study_defaults import study_configuration
     from collabcausal.estimators.intervals import interval_estimate
     from collabcausal.party.ledger import PrivacyLedger
 

@@ -209,8 +209,7 @@ def run_study(
     """
     from collabcausal.analyst.alignment import align_row_group
     from collabcausal.analyst.balance_report import BALANCE_PRIVACY_NOTE, balance_report
-    from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
-    from collabcausal.analyst.study_defaults import study_configuration
+    from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe, study_configuration
     from collabcausal.estimators.intervals import interval_caveat, interval_estimate
     from collabcausal.reporting.document import overlap_histogram
 
@@ -278,7 +277,7 @@ def dp_representation_results(
     the analyst holds only the noisy treatment.
     """
     from collabcausal.analyst.dp_release import run_dp_dcqe
-    from collabcausal.analyst.studies import party_spend
+    from collabcausal.analyst.report_rows import party_spend
     from collabcausal.estimators.intervals import interval_estimate
 
     result = run_dp_dcqe(grid, plan, spec, n_boot=config.n_boot, timeout=config.task_timeout)

@@ -152,7 +152,7 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
 
     from collabcausal.analyst.config import StudyFile, study_config
     from collabcausal.commands.analyst import publish_report, run_study
-    from collabcausal.commands.simulate import column_groups
+    from collabcausal.commands.simulate_options import column_groups
     from collabcausal.config_schema import config_error
     from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.party.ledger import PrivacyLedger
@@ -216,7 +216,7 @@ def simulated_study(
         "balance": {"epsilon": args.balance_epsilon, "delta": args.balance_delta}
     }
     if args.kind in ("dcqe", "cate"):
-        from collabcausal.commands.simulate import parse_party_components
+        from collabcausal.commands.simulate_options import parse_party_components
 
         study |= {"party_components": parse_party_components(args.party_components)}
         if args.anchors is not None:

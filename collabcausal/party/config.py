@@ -86,7 +86,7 @@ from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
 from collabcausal.party.request_state import RequestState
-from collabcausal.party.sources import DataSource, load_source
+from collabcausal.party.sources import DataSource, read_table
 
 if TYPE_CHECKING:
     from collabcausal.party.table import PartyTable
@@ -267,7 +267,15 @@ class PartyConfig:
 
     def load_table(self) -> PartyTable:
         """The party's table from its ``[data]`` source: only the policy's columns, validated."""
-        return load_source(self)
+        d = self.data
+        return read_table(
+            self.source,
+            self.columns,
+            treatment=d.get("treatment"),
+            outcome=d.get("outcome"),
+            subject_id=d.get("subject_id"),
+            min_subjects=self.policy.min_subjects,
+        )
 
     def build_party(self) -> Party:
         """Load the table (only the policy's columns), open ledger, audit log and request state; return the Party.

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from collabcausal.errors import ProtocolError
 from collabcausal.messages import Message
 
-if TYPE_CHECKING:
-    from collabcausal.party.node import Party
-
-Handler = Callable[["Party", Message], Message]
+Handler = Callable[[Any, Message], Message]
+"""``handler(party, request) -> reply``; the party is a :class:`collabcausal.party.node.Party`, which
+imports this registry (so the registry does not import it back)."""
 
 
 @dataclass(frozen=True)

@@ -193,8 +193,9 @@ def _simulated_doc(kind: str, argv: list[str]) -> dict:
 
     from collabcausal.analyst.config import StudyFile
     from collabcausal.cli import build_parser
-    from collabcausal.commands.simulate import _dataset, column_groups
+    from collabcausal.commands.simulate import _dataset
     from collabcausal.commands.simulate_kinds import kind_options, simulated_study
+    from collabcausal.commands.simulate_options import column_groups
     from collabcausal.simulations.partition import partition_grid
 
     args: argparse.Namespace = build_parser("simulate").parse_args(["simulate", kind, *argv])
