@@ -112,6 +112,10 @@ class DCQEPlan:
         """
         return sum(name in BALANCED_ESTIMATORS for name in self.estimators) + 1
 
+    def parties(self) -> list[str]:
+        """Every party of the row groups, row group by row group."""
+        return [p for group in self.row_groups for p in group]
+
     def anchor_rows(self, described: Mapping[str, Message]) -> int:
         """r: ``n_anchors``, or by default the subjects of all row groups (their ``describe`` counts)."""
         if self.n_anchors is not None:
@@ -205,7 +209,7 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
                 f"row group {i} parties hold different subject ids or orders",
                 "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
             )
-    check_anchor_keys(replies, [p for group in plan.row_groups for p in group])
+    check_anchor_keys(replies, plan.parties())
     return replies
 
 
@@ -218,7 +222,7 @@ def study_configuration(plan: DCQEPlan, described: Mapping[str, Message]) -> str
     """
     from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
 
-    parties = [p for group in plan.row_groups for p in group]
+    parties = plan.parties()
     fingerprint = described[parties[0]].params.get("anchor_fingerprint")
     if fingerprint is None:
         key = "none"

@@ -1,7 +1,7 @@
 """Rows every study kind's report shares: each party's privacy spend, a point estimate without interval.
 
-Kept apart from the kinds (:mod:`collabcausal.analyst.studies`, :mod:`collabcausal.analyst.balance_report`,
-the command's DP-representation study) so that each imports them one way.
+Kept apart from the study kinds (:mod:`collabcausal.analyst.kinds`) and
+:mod:`collabcausal.analyst.balance_report` so that each imports them one way.
 """
 
 from __future__ import annotations
