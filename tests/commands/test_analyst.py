@@ -356,6 +356,7 @@ def test_party_join_check_validates_everything_and_shares_nothing(tmp_path, caps
     assert "operations: dc_representation, describe, weighted_moments" in out
     assert "columns: age, married, education, nodegree" in out
     assert "no [privacy] section" in out
+    assert "effective guarantee: none: no [privacy] budget" in out
     assert "checked without connecting" in out
     assert sorted(p.name for p in (folder / "p11").iterdir()) == before  # no ledger, no audit log
 
