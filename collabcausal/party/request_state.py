@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.party.differencing import WeightedRequestHistory
 
+_TABLES = ("representation_requests", "weighted_requests")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS representation_requests ("
     " dataset TEXT NOT NULL, study TEXT NOT NULL, answered INTEGER NOT NULL, PRIMARY KEY (dataset, study))",
@@ -147,6 +148,25 @@ class RequestState:
                         db.execute("ROLLBACK")
                 if db is not self._memory:
                     db.close()
+
+    def __getstate__(self) -> dict:
+        """For pickling (a simulation's parties go to bootstrap worker processes): the file, or the rows.
+
+        A state in memory travels as its rows; the copy is the worker's own, as the party is.
+        """
+        rows = None
+        if self.path is None:
+            with self._transaction() as db:
+                rows = tuple(db.execute(f"SELECT * FROM {table}").fetchall() for table in _TABLES)
+        return {"path": self.path, "dataset": self.dataset, "rows": rows}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"], state["dataset"])  # type: ignore[misc]
+        if state["rows"] is not None:
+            with self._transaction() as db:
+                for table, rows in zip(_TABLES, state["rows"], strict=True):
+                    for row in rows:
+                        db.execute(f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", row)
 
     def __repr__(self) -> str:
         return f"RequestState({'memory' if self.path is None else str(self.path)!r}, dataset={self.dataset!r})"

@@ -150,3 +150,21 @@ def test_over_grpc_the_limit_survives_a_restarted_party_process(tmp_path):
     finally:
         local.close()
     assert (tmp_path / "p11" / "audit.jsonl.state.sqlite").is_file()
+
+
+def test_a_party_with_its_state_in_memory_pickles_with_its_counts():
+    """Simulations send parties to bootstrap worker processes (joblib): the state travels with them."""
+    import pickle
+
+    from collabcausal.party.request_state import RequestState
+
+    state = RequestState(dataset="d")
+    state.count_representation("party 'h'", "s", 2, label="in study 's'")
+    with state.weighted_history("s", 4) as history:
+        history.admit("party 'h'", "weighted_moments", (np.ones(20), np.ones(20)), min_subjects=5,
+                      min_weight_ratio=0.01)
+    copy = pickle.loads(pickle.dumps(state))
+    assert copy.weighted_count("s") == 1 and copy.dataset == "d"
+    copy.count_representation("party 'h'", "s", 2, label="in study 's'")
+    with pytest.raises(PolicyError, match="answered 2 representation requests in study 's', its limit"):
+        copy.count_representation("party 'h'", "s", 2, label="in study 's'")
