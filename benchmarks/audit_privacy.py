@@ -6,7 +6,7 @@
 For each operation and each neighbouring relation (substitution, the project's relation; and
 add/remove, about which nothing is claimed), prints eps-hat of the best distinguishing event, its
 Clopper-Pearson lower bound at confidence 1 - 1e-6 and the claimed epsilon. Under substitution the
-lower bound must not exceed the claim (see collabcausal/privacy_audit.py and
+lower bound must not exceed the claim (see collabcausal/attacks/privacy_audit.py and
 docs/differential-privacy.md for the datasets, the attack and what the add/remove figures mean).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from collabcausal.privacy_audit import AuditResult, run_audits
+from collabcausal.attacks.privacy_audit import AuditResult, run_audits
 
 
 def _row(result: AuditResult) -> str:

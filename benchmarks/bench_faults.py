@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,9 +35,11 @@ from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog
 from collabcausal.party.audit_verify import read_audit_log, summarise
-from collabcausal.party.fault_injection import kill_loop
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test tooling: tests/fault_injection.py
+from fault_injection import kill_loop
 
 
 def _party(folder: Path) -> Party:

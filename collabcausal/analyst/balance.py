@@ -192,10 +192,10 @@ def expected_sigma(dp: DPBalance, party: str, weights: NDArray[np.float64], rows
     """The noise sd ``party`` must add to a ``dp_weighted_moments`` request: a function of the request alone.
 
     The analytic Gaussian sigma (Balle & Wang 2018) for the sensitivity ``2 sqrt(m) max_k W_k``
-    (:func:`collabcausal.party.dp_balance.moments_sensitivity`), ``W_k`` the total weight the request
-    puts on subject ``k`` (summed over its repeated rows) and ``m`` the party's covariates.
+    (:func:`collabcausal.estimators.dp.calibration.moments_sensitivity`), ``W_k`` the total weight the
+    request puts on subject ``k`` (summed over its repeated rows) and ``m`` the party's covariates.
     """
-    from collabcausal.party.dp_balance import max_subject_weight, moments_sensitivity
+    from collabcausal.estimators.dp.calibration import max_subject_weight, moments_sensitivity
 
     sensitivity = moments_sensitivity(len(dp.columns[party]), max_subject_weight(rows, weights))
     return analytic_gaussian_sigma(sensitivity, dp.epsilon, dp.delta)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.analyst.studies import party_spend
+from collabcausal.analyst.report_rows import party_spend
 from collabcausal.estimators.balance import SMD_THRESHOLD
 
 if TYPE_CHECKING:

@@ -57,7 +57,7 @@ With ``[dp_representation]`` the study runs SIMEX-corrected IPW on the parties' 
 default then), ``interval`` ``"percentile"`` and ``party_components`` integers.
 
 Study kinds other than ``"dcqe"`` add their section, ``[adum]``, ``[cate]`` or ``[discovery]``
-(:mod:`collabcausal.analyst.kind_config`, run by :mod:`collabcausal.analyst.studies`); a section of
+(:mod:`collabcausal.analyst.kind_config`, run by the kind's module, :mod:`collabcausal.analyst.kinds`); a section of
 another kind is refused, and ``[dp_representation]`` belongs to ``"dcqe"``. eps-ADUM needs one party
 per row group (parties hold different subjects); its partition columns and discovery's pairs need
 a range in ``[anchor_ranges]``, the public range of every covariate whatever the kind.

@@ -29,7 +29,7 @@ from collabcausal.analyst.effects import (
 )
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_anchor_keys, check_description, check_representation
-from collabcausal.analyst.study_defaults import PARTY_COMPONENTS
+from collabcausal.analyst.study_defaults import PARTY_COMPONENTS, configuration_line
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
 from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
@@ -111,6 +111,10 @@ class DCQEPlan:
         each party's ledger is charged this many times (epsilon, delta).
         """
         return sum(name in BALANCED_ESTIMATORS for name in self.estimators) + 1
+
+    def parties(self) -> list[str]:
+        """Every party of the row groups, row group by row group."""
+        return [p for group in self.row_groups for p in group]
 
     def anchor_rows(self, described: Mapping[str, Message]) -> int:
         """r: ``n_anchors``, or by default the subjects of all row groups (their ``describe`` counts)."""
@@ -205,8 +209,36 @@ def describe_parties(grid: Grid, plan: DCQEPlan, *, timeout: float | None = None
                 f"row group {i} parties hold different subject ids or orders",
                 "align the row group's subjects first (HMAC alignment, docs/protocol.md)",
             )
-    check_anchor_keys(replies, [p for group in plan.row_groups for p in group])
+    check_anchor_keys(replies, plan.parties())
     return replies
+
+
+def study_configuration(plan: DCQEPlan, described: Mapping[str, Message]) -> str:
+    """:func:`configuration_line` of a study, the anchor key named from the parties' ``describe`` fingerprints.
+
+    The analyst never holds the key, but the simulation key of a seed is public: when the parties'
+    fingerprint is that key's, the line says so (the study then gives ``collabcausal simulate``'s
+    numbers); otherwise it names the fingerprint and says the anchor differs from a simulation's.
+    """
+    from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
+
+    parties = plan.parties()
+    fingerprint = described[parties[0]].params.get("anchor_fingerprint")
+    if fingerprint is None:
+        key = "none"
+    elif fingerprint == anchor_fingerprint(simulation_anchor_key(plan.seed), plan.study):
+        key = f"simulation key of seed {plan.seed}"
+    else:
+        key = f"the parties' own (fingerprint {fingerprint[:12]}; a simulation's anchor differs, and PSM with it)"
+    return configuration_line(
+        study=plan.study,
+        anchor_key=key,
+        n_anchors=plan.anchor_rows(described),
+        ranges=plan.anchor_ranges,
+        party_components=plan.party_components,
+        n_components=plan.n_components,
+        seed=plan.seed,
+    )
 
 
 def run_dcqe(

@@ -42,10 +42,10 @@ from collabcausal.analyst.collaboration import CollaborativeRepresentation, coll
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
+from collabcausal.estimators.dp.calibration import representation_sigma
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
 from collabcausal.messages import Message
-from collabcausal.party.dp_representation import representation_sigma
 from collabcausal.randomness import child_rng
 
 MIN_POLE_DISTANCE = 0.2
@@ -213,7 +213,7 @@ def se_floor(plan: DCQEPlan, spec: DPRepresentationSpec, described: Mapping[str,
     """A lower bound on the SE the outcome noise alone gives the effect, from public facts only.
 
     The label holder of row group i adds N(0, s_i^2) to each outcome, s_i = (hi - lo)/2 sigma_i with
-    sigma_i its calibrated noise (:func:`collabcausal.party.dp_representation.representation_sigma`,
+    sigma_i its calibrated noise (:func:`collabcausal.estimators.dp.calibration.representation_sigma`,
     clip norm ``C`` or ``sqrt(m)`` with m its public covariate count). Even with the treatment and
     covariates exact, a difference of arm means over n subjects has noise SE
     ``s sqrt(1/n_1 + 1/n_0) >= 2 s / sqrt(n)``; the floor is that bound with the smallest s_i.

@@ -1,6 +1,6 @@
 """The sections of ``study.toml`` for the study kinds other than DC-QE: ``[adum]``, ``[cate]``, ``[discovery]``.
 
-``[study] kind`` chooses the analysis (:mod:`collabcausal.analyst.studies` runs it); each kind but
+``[study] kind`` chooses the analysis (the kind's module runs it: :mod:`collabcausal.analyst.kinds`); each kind but
 ``"dcqe"`` needs its own section, and a section of another kind is refused. Public ranges come from
 ``[anchor_ranges]`` (every covariate's declared range), so a partition cell, a discovery pair's
 bounds and the DC-QE anchor use the same declared numbers::

@@ -22,11 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collabcausal.analyst.dcqe import DCQEPlan
-    from collabcausal.messages import Message
 
 PARTY_COMPONENTS = 3
 """m~ per party: chosen with the sensitivity sweep in docs/dcqe.md (paper 003's values were lost)."""
@@ -84,32 +79,4 @@ def configuration_line(
     return (
         f"DC-QE configuration: study {study!r}, anchor key: {anchor_key}, r {n_anchors}, "
         f"ranges {ranges_digest(ranges)}, m~ {party_components}, m^ {m_hat}, seed {seed}"
-    )
-
-
-def study_configuration(plan: DCQEPlan, described: Mapping[str, Message]) -> str:
-    """:func:`configuration_line` of a study, the anchor key named from the parties' ``describe`` fingerprints.
-
-    The analyst never holds the key, but the simulation key of a seed is public: when the parties'
-    fingerprint is that key's, the line says so (the study then gives ``collabcausal simulate``'s
-    numbers); otherwise it names the fingerprint and says the anchor differs from a simulation's.
-    """
-    from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
-
-    parties = [p for group in plan.row_groups for p in group]
-    fingerprint = described[parties[0]].params.get("anchor_fingerprint")
-    if fingerprint is None:
-        key = "none"
-    elif fingerprint == anchor_fingerprint(simulation_anchor_key(plan.seed), plan.study):
-        key = f"simulation key of seed {plan.seed}"
-    else:
-        key = f"the parties' own (fingerprint {fingerprint[:12]}; a simulation's anchor differs, and PSM with it)"
-    return configuration_line(
-        study=plan.study,
-        anchor_key=key,
-        n_anchors=plan.anchor_rows(described),
-        ranges=plan.anchor_ranges,
-        party_components=plan.party_components,
-        n_components=plan.n_components,
-        seed=plan.seed,
     )

@@ -13,4 +13,8 @@ scoring only, and returning an :class:`~collabcausal.attacks.metrics.AttackResul
 :mod:`~collabcausal.attacks.dp_bound` bounds what any attack achieves on DP representations.
 They measure what the representations leak (``benchmarks/bench_reconstruction.py``); no study
 uses them.
+
+The empirical DP audits live here too: :mod:`~collabcausal.attacks.privacy_audit` (every DP
+operation of a party, through :meth:`Party.handle`, on neighbouring tables) and
+:mod:`~collabcausal.attacks.dp_audit` (a Gaussian release on worst-case neighbours).
 """

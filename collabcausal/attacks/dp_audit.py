@@ -38,10 +38,10 @@ from numpy.typing import NDArray
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from collabcausal.attacks.privacy_audit import clopper_pearson
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian, gaussian_delta
 from collabcausal.party import PartyTable
 from collabcausal.party.dp_representation import exact_release, public_map, release_order
-from collabcausal.privacy_audit import clopper_pearson
 
 
 @dataclass(frozen=True)

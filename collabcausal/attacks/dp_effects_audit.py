@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from scipy.stats import binom, norm
 
 from collabcausal.attacks.dp_audit import ReleaseAudit, projection_errors, release_audit
+from collabcausal.attacks.privacy_audit import clopper_pearson
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
@@ -42,7 +43,6 @@ from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
 from collabcausal.party.ledger import PrivacyLedger
-from collabcausal.privacy_audit import clopper_pearson
 
 
 def background_frame(feature_map: FeatureMap, columns: Sequence[str], n: int, seed: int) -> pd.DataFrame:

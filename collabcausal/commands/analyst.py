@@ -19,8 +19,6 @@ from collabcausal.strict_json import write_json
 
 if TYPE_CHECKING:
     from collabcausal.analyst.config import StudyConfig
-    from collabcausal.analyst.dcqe import DCQEPlan
-    from collabcausal.analyst.dp_release import DPRepresentationSpec
     from collabcausal.analyst.grid import Grid
 
 REPORT = "report.json"
@@ -197,22 +195,12 @@ def run_study(
 ) -> dict[str, Any]:
     """Align (if configured), run the study's kind on ``grid``; return the report as a JSON-ready dict.
 
-    ``[study] kind = "dcqe"`` (the default) runs DC-QE and bootstraps it (balance moments exact, or
-    DP with ``[balance]``: :func:`~collabcausal.analyst.balance_report.balance_report`), or the
-    DP-representation study of ``[dp_representation]``; the other kinds run
-    :func:`~collabcausal.analyst.studies.kind_results`.
-
-    Every estimate is the full-sample one with the SE and interval of ``[study] interval``
-    (:func:`~collabcausal.estimators.intervals.interval_estimate`, the function behind
-    ``collabcausal simulate``'s table too), from ``[study] bootstrap`` replicates resampled as
-    the simulation resamples them.
+    The kind (``[study] kind``, default ``"dcqe"``) is looked up in the registry of study kinds
+    (:func:`collabcausal.analyst.kinds.kind_runner`: one module per kind under analyst/, e.g.
+    :mod:`collabcausal.analyst.kind_dcqe`), whose entry point returns the kind's part of the report.
     """
     from collabcausal.analyst.alignment import align_row_group
-    from collabcausal.analyst.balance_report import BALANCE_PRIVACY_NOTE, balance_report
-    from collabcausal.analyst.dcqe import bootstrap_dcqe, describe_parties, run_dcqe
-    from collabcausal.analyst.study_defaults import study_configuration
-    from collabcausal.estimators.intervals import interval_caveat, interval_estimate
-    from collabcausal.reporting.document import overlap_histogram
+    from collabcausal.analyst.kinds import kind_runner
 
     plan = config.plan(joined)
     alignment = {}
@@ -226,81 +214,12 @@ def run_study(
         "seed": plan.seed,
         "estimand": plan.estimand,
         "row_groups": [list(g) for g in plan.row_groups],
-        "missing_parties": sorted(set(config.roster) - {p for g in plan.row_groups for p in g}),
+        "missing_parties": sorted(set(config.roster) - set(plan.parties())),
         "alignment": alignment,
     }
-    if config.kind != "dcqe":
-        from collabcausal.analyst.studies import kind_results
-
-        return report | {"kind": config.kind} | kind_results(grid, config, plan)
-    if config.dp is not None:
-        return report | dp_representation_results(grid, config, plan, config.dp)
-    described = describe_parties(grid, plan, timeout=config.task_timeout)
-    report["configuration"] = study_configuration(plan, described)
-    result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
-    replicates = bootstrap_dcqe(
-        grid, plan, config.n_boot, described=described, timeout=config.task_timeout, progress=progress
-    )
-    estimates = {
-        name: {
-            **interval_estimate(e, replicates[name] if config.n_boot else None, config.interval).to_dict(),
-            "method": e.method,
-            "se_kind": e.diagnostics.get("se_kind"),
-            "n_treated": e.n_treated,
-            "n_control": e.n_control,
-            "masmd": result.masmd(name),
-        }
-        for name, e in result.effects.estimates.items()
-    }
-    balance = balance_report(result, plan)
-    caveats = [w for w in (interval_caveat(name, config.interval) for name in estimates) if w]
-    undefined = balance.get("undefined", {}) | {
-        f"estimates/{name}/masmd": "undefined: some SMD of its balanced sample is (see smd)"
-        for name, row in estimates.items()
-        if row["masmd"] is not None and math.isnan(row["masmd"])
-    }
-    return report | balance | ({"undefined": undefined} if undefined else {}) | {
-        "estimates": estimates,
-        "propensity_overlap": overlap_histogram(result.effects.propensity, result.treatment),
-        "warnings": caveats + balance["warnings"],
-    } | ({} if plan.dp_balance is None else {"privacy_note": BALANCE_PRIVACY_NOTE})
-
-
-def dp_representation_results(
-    grid: Grid, config: StudyConfig, plan: DCQEPlan, spec: DPRepresentationSpec
-) -> dict[str, Any]:
-    """A study on DP representations (``[dp_representation]``): one release per party, then SIMEX-corrected IPW.
-
-    The interval is the percentile bootstrap of the released rows
-    (:func:`~collabcausal.analyst.dp_release.estimate_release`); each party's spend is the
-    (epsilon, delta) its one release was charged. No balance moments are asked for: exact ones would
-    not be differentially private, and DP ones (``[balance]``, refused here) need the 0/1 arms while
-    the analyst holds only the noisy treatment.
-    """
-    from collabcausal.analyst.dp_release import run_dp_dcqe
-    from collabcausal.analyst.studies import party_spend
-    from collabcausal.estimators.intervals import interval_estimate
-
-    result = run_dp_dcqe(grid, plan, spec, n_boot=config.n_boot, timeout=config.task_timeout)
-    e = result.estimate
-    row = interval_estimate(e, result.replicates, config.interval).to_dict() | {
-        "method": e.method,
-        "se_kind": "bootstrap of the released rows",
-        "n_treated": e.n_treated,
-        "n_control": e.n_control,
-        "naive": float(result.naive),
-    }
-    return {
-        "estimates": {"ipw": row},
-        "simex_curve": {f"{lam:g}": float(v) for lam, v in result.simex_curve.items()},
-        "noise_sigma": result.release.sigma,
-        "privacy": party_spend([p for g in plan.row_groups for p in g], spec.epsilon, spec.delta),
-        "warnings": [
-            "DP representations: the interval covers sampling and DP noise, not the SIMEX extrapolation's "
-            "error or clipping bias (docs/dcqe.md); no balance diagnostics (the analyst holds only the noisy "
-            "treatment, not the arms)."
-        ],
-    }
+    run = kind_runner(config.kind)
+    kind = {} if config.kind == "dcqe" else {"kind": config.kind}  # a DC-QE report has always named no kind
+    return report | kind | run(grid, config, plan, progress=progress)
 
 
 def format_estimate(row: dict[str, Any]) -> str:

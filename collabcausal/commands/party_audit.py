@@ -5,7 +5,8 @@ beside it) or given with ``--file``; checks its hash chain, reports torn lines (
 crash), compares its last record with the chain head stored apart from it (the ledger, or
 ``<log>.head.sqlite``; :mod:`collabcausal.party.audit_head`) to catch a cut tail, counts requests,
 releases and refusals per operation, and cross-checks the epsilon charged per study against the
-party's privacy ledger (``[privacy]``, or ``--ledger``). Exits 2 with one line when the chain is
+party's privacy ledger (``[privacy]``, or ``--ledger``); with ``--config`` it prints the party's
+effective guarantee (:func:`~collabcausal.party.policy.effective_guarantee`). Exits 2 with one line when the chain is
 broken, the log is shorter than its head says, or the log names a charge the ledger lacks.
 """
 
@@ -58,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
     summary = summarise(reading, None if history is None else _ledger_history(history, args.dataset))
     summary["head"], problems = _head(reading, path, ledger, party)
     summary["problems"] += problems
+    if args.config is not None:
+        from collabcausal.commands.party_budget import guarantee_from_config
+
+        summary["guarantee"] = guarantee_from_config(args.config)
     print(json.dumps(summary, indent=2) if args.json else _format(path, summary))
     if summary["problems"]:
         raise InputError(
@@ -106,6 +111,8 @@ def _format(path: Path, s: dict[str, Any]) -> str:
     chain = "hash chain verified" if not s["problems"] else f"{len(s['problems'])} PROBLEMS"
     lines = [f"audit log {path}: {s['records']} records, {chain}, {s['legacy']} legacy records"]
     lines.append(f"  chain head: {s['head']}")
+    if "guarantee" in s:
+        lines.append(f"  effective guarantee: {s['guarantee']}")
     if s["torn"]:
         where = ", ".join(map(str, s["torn"]))
         tail = " (the last one is an unsealed torn tail)" if s["tail_torn"] else ""

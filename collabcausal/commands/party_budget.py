@@ -5,7 +5,9 @@ party's config (``--config party.toml``, key ``ledger``, relative to the config'
 read-only in spirit: nothing is charged. ``--migrate`` converts a ledger written by an older
 version (format 1, whose totals mixed two neighbouring relations) once, in place. A party whose
 ledger does not exist yet (``--config``) has spent nothing, or has no ``[privacy]`` section and
-answers no DP query: it is told so, exit 0.
+answers no DP query: it is told so, exit 0. With ``--config`` it also prints the party's effective
+guarantee, the weakest thing it answers (:func:`~collabcausal.party.policy.effective_guarantee`):
+"none" when its policy lets it answer an exact row-level operation beside its DP ones.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ audit trail). Reads the ledger given with --ledger, or the one named by the [pri
 of party.toml (relative to party.toml's folder). Nothing is charged. --migrate converts, once and
 in place, a ledger written by an older version (format 1, whose totals mixed two neighbouring
 relations). A party that has spent nothing yet (no ledger), or has no [privacy] section, is told
-so.
+so. With --config it prints the party's effective guarantee: "none" when its policy answers an
+exact row-level operation (dc_representation, weighted_moments) beside its DP ones.
 
 examples:
   collabcausal party budget --config party.toml
@@ -62,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
     from collabcausal.party.ledger import PrivacyLedger, ledger_budgets, migrate_ledger
 
     path = args.ledger if args.ledger is not None else ledger_path_from_config(args.config)
+    guarantee = None if args.config is None else guarantee_from_config(args.config)
     if args.ledger is None and not Path(path).is_file():
-        print("[]" if args.json else _nothing_spent(args.config, path))
+        print("[]" if args.json else f"{_nothing_spent(args.config, path)}\neffective guarantee: {guarantee}")
         return 0
     if not Path(path).is_file():
         raise InputError(f"ledger {path} does not exist", "check the path (a ledger is created by the first charge)")
@@ -71,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"migrated {migrate_ledger(path)} charges of {path}", file=sys.stderr)
     names = [args.dataset] if args.dataset else sorted(ledger_budgets(path))
     report = [_dataset_report(PrivacyLedger.from_file(path, name)) for name in names]
+    if guarantee is not None:
+        report = [entry | {"guarantee": guarantee} for entry in report]
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()
@@ -93,6 +99,21 @@ def ledger_path_from_config(config: Path) -> Path:
     if isinstance(source, str):
         return default_ledger_location((Path(config).parent / source).resolve())[0]
     raise ConfigError(f"{config} names neither a [privacy] ledger nor a [data] path", "add ledger = ... to [privacy]")
+
+
+def guarantee_from_config(config: Path) -> str:
+    """The party's effective guarantee (:func:`collabcausal.party.policy.effective_guarantee`) from ``config``."""
+    from collabcausal.config_schema import read_toml
+    from collabcausal.party.policy import effective_guarantee
+
+    doc = read_toml(config)
+    policy, privacy = doc.get("policy", {}), doc.get("privacy")
+    return effective_guarantee(
+        policy.get("operations", []),
+        allow_plain_with_dp=bool(policy.get("allow_plain_with_dp", False)),
+        epsilon=None if privacy is None else float(privacy.get("epsilon", 0.0)),
+        delta=0.0 if privacy is None else float(privacy.get("delta", 0.0)),
+    )
 
 
 def _nothing_spent(config: Path, ledger: Path) -> str:
@@ -143,6 +164,7 @@ def _format(entry: dict) -> str:
         f"  budget     epsilon={b['epsilon']:.6g}  delta={b['delta']:.3g}",
         f"  spent      epsilon={s['epsilon']:.6g}  delta={s['delta']:.3g}",
         f"  remaining  epsilon={r['epsilon']:.6g}  delta={r['delta']:.3g}",
+        *([f"  effective guarantee: {entry['guarantee']}"] if "guarantee" in entry else []),
         f"  audit trail ({len(entry['charges'])} charges):",
     ]
     for c in entry["charges"]:

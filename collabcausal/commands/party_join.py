@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
     """What ``--check`` verifies and prints: every check raises its one-line error; nothing is written."""
     from collabcausal.commands.party_budget import ledger_path_from_config
+    from collabcausal.party.policy import effective_guarantee
     from collabcausal.protocol.certs import check_node_files
     from collabcausal.protocol.tls import require_loopback
 
@@ -121,6 +122,13 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
             f"epsilon={config.privacy['epsilon']:g}, delta={config.privacy.get('delta', 0.0):g} over every study; "
             f"ledger {ledger} ({state})"
         )
+    privacy = config.privacy
+    guarantee = effective_guarantee(
+        policy.operations,
+        allow_plain_with_dp=policy.allow_plain_with_dp,
+        epsilon=None if privacy is None else privacy["epsilon"],
+        delta=0.0 if privacy is None else privacy.get("delta", 0.0),
+    )
     return [
         f"{config.path}: valid",
         f"  party {config.name} of study {config.study!r}; dials {conn.address}",
@@ -133,6 +141,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"anchor rows {policy.min_anchors}..{policy.max_anchors}; "
         f"at most {policy.max_representation_requests} representation requests per study",
         f"    privacy budget: {budget}",
+        f"    effective guarantee: {guarantee}",
         f"  anchor key: {'read' if config.anchor_key is not None else 'none (no representation operation listed)'}",
         f"  audit log: {config.audit_path}",
         "checked without connecting: nothing was sent",

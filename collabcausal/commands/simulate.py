@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from collabcausal.analyst.kinds import KINDS
 from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPONENTS
 from collabcausal.commands.simulate_kinds import add_kind_arguments, kind_options
+from collabcausal.commands.simulate_options import column_groups, parse_party_components
 from collabcausal.errors import InputError
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings
 
@@ -215,27 +216,6 @@ def _dataset(args: argparse.Namespace) -> CausalDataset:
         estimand=args.estimand or "ate",
         benchmark=args.benchmark,
     )
-
-
-def column_groups(args: argparse.Namespace) -> list[tuple[str, ...]] | None:
-    """``--columns "a,b;c,d"``: the column groups, or None for the data set's own."""
-    if not args.columns:
-        return None
-    return [tuple(c.strip() for c in g.split(",") if c.strip()) for g in args.columns.split(";")]
-
-
-def parse_party_components(text: str) -> int | float:
-    """``--party-components``: an int, or a variance fraction."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not ((value >= 1 and value.is_integer()) or 0 < value <= 1):
-        raise InputError(
-            f"--party-components {text} is neither a count >= 1 nor a variance fraction in (0, 1]",
-            "pass an int like 3 or a fraction like 0.9",
-        )
-    return int(value) if value >= 1 else value
 
 
 def _components(text: str) -> dict[str, int]:

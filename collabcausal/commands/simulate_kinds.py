@@ -19,7 +19,10 @@ different subjects); DP-CATE uses the DC-QE grid (``--rows`` x column groups).
 DC-QE study of all parties as ``analyst serve`` does (not paper 003's table of settings); each
 party's policy then lists exactly the study's operations (``describe``, ``dc_representation``,
 ``dp_weighted_moments``: no exact moments) and its ledger holds exactly the study's budget
-(:meth:`~collabcausal.analyst.dcqe.DCQEPlan.balance_requests` x (epsilon, delta)).
+(:meth:`~collabcausal.analyst.dcqe.DCQEPlan.balance_requests` x (epsilon, delta)). The plain
+representations are exact row-level releases of the same covariates, so the policy opts out of the
+DP rule explicitly (``allow_plain_with_dp``) and the report says the parties' guarantee is none
+(:data:`PLAIN_WITH_DP_WARNING`): the DP moments add protection only beside DP representations.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
 }
 BALANCE_OPERATIONS = ("describe", "dc_representation", "dp_weighted_moments")
 """A simulated party's policy in a study with ``[balance]``: the study's operations, no exact moments."""
+PLAIN_WITH_DP_WARNING = (
+    "simulation: each party answers the plain (exact) DC-QE representations beside the DP balance moments, so "
+    "its policy opts out of the DP rule (allow_plain_with_dp = true) and its guarantee is none: DP balance "
+    "moments add protection only when the representations are DP too."
+)
 EXPERIMENT_OPTIONS = (("--settings", "settings", None), ("--components", "components", ""), ("--jobs", "jobs", 1))
 """Options of paper 003's table of settings that a ``simulate dcqe --balance-epsilon`` study does not use."""
 
@@ -155,7 +163,7 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
 
     from collabcausal.analyst.config import StudyFile, study_config
     from collabcausal.commands.analyst import publish_report, run_study
-    from collabcausal.commands.simulate import column_groups
+    from collabcausal.commands.simulate_options import column_groups
     from collabcausal.config_schema import config_error
     from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.party.ledger import PrivacyLedger
@@ -182,7 +190,9 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
                 party.ledger = PrivacyLedger(Path(workdir) / f"{party.name}.sqlite", epsilon=epsilon, delta=delta,
                                              dataset=party.name)
             if config.balance is not None:  # full rank allowed: the default --party-components 3 may equal m
-                party.policy = PartyPolicy(BALANCE_OPERATIONS, party.table.covariate_names, allow_full_rank=True)
+                party.policy = PartyPolicy(
+                    BALANCE_OPERATIONS, party.table.covariate_names, allow_full_rank=True, allow_plain_with_dp=True
+                )
         if args.transport == "inprocess" and config.kind == "dp_effects" and config.analysis.secure_aggregation:
             # over gRPC each party signs round keys with its mutual-TLS certificate; in process, throwaway ones
             attach_identities(parties, simulation_identities(config.study, [p.name for p in parties]))
@@ -193,6 +203,8 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
             report = run_study(InProcessGrid(parties), config)
     ranged_outcome = args.kind in KIND_OPTIONS["outcome_range"][0] and not args.outcome_range
     report["warnings"].append(RANGE_WARNING.format(outcome=" and outcome" if ranged_outcome else ""))
+    if config.balance is not None:
+        report["warnings"].append(PLAIN_WITH_DP_WARNING)
     paths = publish_report(report, doc, config.out)
     print(f"report: {paths[0]} and {paths[1]}")
     return 0
@@ -219,7 +231,7 @@ def simulated_study(
         "balance": {"epsilon": args.balance_epsilon, "delta": args.balance_delta}
     }
     if args.kind in ("dcqe", "cate"):
-        from collabcausal.commands.simulate import parse_party_components
+        from collabcausal.commands.simulate_options import parse_party_components
 
         study |= {"party_components": parse_party_components(args.party_components)}
         if args.anchors is not None:

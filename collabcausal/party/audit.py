@@ -50,6 +50,7 @@ import numpy as np
 
 from collabcausal.errors import ConfigError
 from collabcausal.messages import Message, nesting
+from collabcausal.party.audit_verify import line_digest, read_audit_log
 
 if TYPE_CHECKING:
     from collabcausal.party.audit_head import AuditHead
@@ -76,11 +77,6 @@ def payload_digest(message: Message) -> str:
         digest.update(f"\n{name}:{array.dtype.str}:{array.shape}\n".encode())
         digest.update(bytes.fromhex(array_digest(array)))
     return digest.hexdigest()
-
-
-def line_digest(line: bytes) -> str:
-    """Hex SHA-256 of one log line's bytes (without its newline): the next line's ``prev``."""
-    return hashlib.sha256(line).hexdigest()
 
 
 def array_records(arrays: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -147,8 +143,6 @@ class JsonlAuditLog:
 
     def entries(self) -> list[dict]:
         """Every complete record, oldest first (torn lines skipped; see :mod:`.audit_verify`)."""
-        from collabcausal.party.audit_verify import read_audit_log
-
         return read_audit_log(self.path).entries
 
     def data_loaded(self, party: str, source: DataSource, rows: int) -> int:

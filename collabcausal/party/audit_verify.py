@@ -15,6 +15,7 @@ tail, which the chain alone cannot show.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -23,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from collabcausal.errors import InputError
-from collabcausal.party.audit import line_digest
+
+
+def line_digest(line: bytes) -> str:
+    """Hex SHA-256 of one log line's bytes (without its newline): the next line's ``prev``.
+
+    The chain's one definition: :mod:`collabcausal.party.audit` writes it, this module checks it.
+    """
+    return hashlib.sha256(line).hexdigest()
 
 
 @dataclass

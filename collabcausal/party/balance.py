@@ -22,7 +22,7 @@ from collabcausal.party.operations import operation
 from collabcausal.party.representation import selected_rows
 
 
-@operation("weighted_moments")
+@operation("weighted_moments", exact_rows=True)
 def weighted_moments(party: Party, request: Message) -> Message:
     """Weighted per-arm sufficient statistics of the party's covariates.
 

@@ -4,7 +4,8 @@ Sections (paths are relative to the file's folder)::
 
     [party]
     name = "hospital-a"             # the identity on the study roster and on the certificate
-    study = "lalonde-2x2"           # the study id this party agreed to join
+    study = "lalonde-2x2"           # the study id this party agreed to join: a request naming
+                                    #   another is refused; request counts are kept under it
 
     [analyst]
     address = "coordinator.example.org:50051"
@@ -36,12 +37,13 @@ Sections (paths are relative to the file's folder)::
     min_weight_ratio = 0.01         # a weighted request's subject counts if its weight >= this x the largest
     max_cells = 100000              # public caps on one request (collabcausal/party/request_limits.py):
     max_request_bytes = 268435456   #   histogram entries, array bytes, params bytes / depth / list
-    max_params_bytes = 1048576      #   length, and weighted_moments requests per party process
+    max_params_bytes = 1048576      #   length, and weighted_moments requests per study
     max_params_depth = 8
     max_list_length = 10000
     max_moment_requests = 32
-    allow_plain_with_dp = false     # true lets dp_representation be listed with dc_representation or
-                                    #   weighted_moments: their exact replies void its guarantee
+    allow_plain_with_dp = false     # true lets a DP operation (dp_representation, dp_weighted_moments,
+                                    #   dp_sum, ...) be listed with the exact row-level dc_representation
+                                    #   or weighted_moments: the party's guarantee is then none
 
     [privacy]                       # optional: the budget of differentially private operations
     epsilon = 1.0
@@ -83,8 +85,9 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
+from collabcausal.party.request_state import RequestState
 from collabcausal.party.secagg import IdentityFiles
-from collabcausal.party.sources import DataSource, load_source
+from collabcausal.party.sources import DataSource, read_table
 
 if TYPE_CHECKING:
     from collabcausal.party.table import PartyTable
@@ -265,10 +268,21 @@ class PartyConfig:
 
     def load_table(self) -> PartyTable:
         """The party's table from its ``[data]`` source: only the policy's columns, validated."""
-        return load_source(self)
+        d = self.data
+        return read_table(
+            self.source,
+            self.columns,
+            treatment=d.get("treatment"),
+            outcome=d.get("outcome"),
+            subject_id=d.get("subject_id"),
+            min_subjects=self.policy.min_subjects,
+        )
 
     def build_party(self) -> Party:
-        """Load the table (only the policy's columns), open ledger and audit log; return the Party.
+        """Load the table (only the policy's columns), open ledger, audit log and request state; return the Party.
+
+        The party is bound to ``[party] study`` and keeps its request counts in its ledger file, or
+        without one in ``<audit log>.state.sqlite`` (:mod:`collabcausal.party.request_state`).
 
         Every load appends a ``data_loaded`` record to the audit log: the source (file path, or
         URL without password), the query's SHA-256 and the row count.
@@ -286,12 +300,14 @@ class PartyConfig:
             ledger = PrivacyLedger(
                 path, epsilon=p["epsilon"], delta=p.get("delta", 0.0), dataset=p.get("dataset", dataset)
             )
-        audit = JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger and ledger.path))
+        ledger_path = None if ledger is None else ledger.path
+        audit = JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger_path))
         audit.data_loaded(self.name, self.source, table.n_subjects)
         conn = self.connection
         identity = None  # the mutual-TLS certificate also signs secure-aggregation keys (party/secagg.py)
         if not conn.insecure and conn.ca is not None and conn.cert is not None and conn.key is not None:
             identity = IdentityFiles(conn.ca, conn.cert, conn.key)
+        dataset = ledger.dataset if ledger is not None else self.source.describe()
         return Party(
             self.name,
             table,
@@ -300,6 +316,8 @@ class PartyConfig:
             audit=audit,
             anchor_key=self.anchor_key,
             secagg_identity=identity,
+            study=self.study,
+            requests=RequestState.of(self.audit_path, ledger_path, dataset),
         )
 
     def _path(self, value: str) -> Path:

@@ -26,8 +26,9 @@ the number of subjects with |r_k| >= ``min_weight_ratio`` x max|r| is between 1 
    that subject's row, however many requests it takes and however the decoy weights are spread.
 
 A request whose weights equal an earlier one's (r = 0) reveals nothing new and is answered. At
-most ``max_moment_requests`` weighted requests are answered per party process (a ``party join``
-serves one study), which also bounds the history kept (n x 2 floats each).
+most ``max_moment_requests`` weighted requests are answered per (dataset, study), which also bounds
+the history kept (n x 2 floats each); the history is persisted in the party's state
+(:mod:`collabcausal.party.request_state`), so a restart does not reset it.
 
 What remains is stated in docs/threat-model.md: several requests combined with a sparse part
 smaller than 1e-9 of the weights, or combinations isolating 2 to ``min_subjects - 1`` subjects
@@ -36,6 +37,8 @@ combinations exist. Releasing the moments with DP noise would close the question
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,11 +55,20 @@ class WeightedRequestHistory:
     ----------
     max_requests : int
         Requests answered at most (``max_moment_requests``).
+    answered : iterable of (array, array), optional
+        The totals of the requests answered before (read back from the party's state).
     """
 
-    def __init__(self, max_requests: int) -> None:
+    def __init__(
+        self, max_requests: int, answered: Iterable[tuple[NDArray[np.float64], NDArray[np.float64]]] = ()
+    ) -> None:
         self.max_requests = max_requests
-        self._answered: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
+        self._answered: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = list(answered)
+
+    @property
+    def answered(self) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+        """The per-arm totals of every admitted request, oldest first (a copy)."""
+        return list(self._answered)
 
     def __len__(self) -> int:
         return len(self._answered)

@@ -32,10 +32,10 @@ from numpy.typing import NDArray
 from collabcausal.errors import InputError, NoAnswerError, PolicyError
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_pair
 from collabcausal.estimators.discovery.private_scores import PrivateDiscovery, check_protection, release
+from collabcausal.estimators.dp.calibration import public_scale
 from collabcausal.estimators.validation import check_bounds
 from collabcausal.messages import Message
 from collabcausal.party.dp_queries import request_number
-from collabcausal.party.dp_representation import public_scale
 from collabcausal.party.operations import operation
 
 if TYPE_CHECKING:

@@ -45,44 +45,22 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.balance import ArmMoments
 from collabcausal.estimators.balance import weighted_moments as moments_of
+from collabcausal.estimators.dp.calibration import max_subject_weight, moments_sensitivity, public_scale
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, clip, gaussian
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_treatment, check_vector
 from collabcausal.messages import Message
 from collabcausal.party.dp_queries import annotate_clipping, request_number, require_ledger
-from collabcausal.party.dp_representation import public_scale
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.representation import selected_rows
 
 OPERATION = "dp_weighted_moments"
 _FIX = "send columns=[...], bounds=[[lo, hi], ...] (one per column), epsilon and 0 < delta < 1/n"
-
-
-def moments_sensitivity(n_covariates: int, max_weight: float) -> float:
-    """L2 sensitivity ``Delta = 2 sqrt(m) max_k W_k`` of the standardised moments (module docstring, step 3).
-
-    Parameters
-    ----------
-    n_covariates : int
-        ``m``, the released covariates.
-    max_weight : float
-        The largest total weight of one subject, ``max_k W_k``.
-    """
-    return 2.0 * math.sqrt(n_covariates) * float(max_weight)
-
-
-def max_subject_weight(subjects: ArrayLike, weights: ArrayLike) -> float:
-    """``max_k W_k`` (step 2): the largest total weight a request puts on one subject, summed over its rows.
-
-    A function of the request alone: the party calibrates its noise with it, and the analyst
-    recomputes it to check the sigma of a reply (:func:`collabcausal.analyst.balance.expected_sigma`).
-    """
-    return float(np.bincount(np.asarray(subjects, dtype=np.int64), weights=weights).max(initial=0.0))
 
 
 def standardised_moments(

@@ -47,7 +47,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, PolicyError, ProtocolError
-from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
+from collabcausal.estimators.dp.calibration import public_scale, representation_sensitivity, representation_sigma
+from collabcausal.estimators.dp.mechanisms import gaussian
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_columns, keyed_stream
@@ -84,19 +85,6 @@ class PublicMap:
         """Clip each column to its range, scale to [-1, 1] and rotate."""
         mid, half = self.low / 2.0 + self.high / 2.0, self.high / 2.0 - self.low / 2.0
         return ((np.clip(X, self.low, self.high) - mid) / half) @ self.rotation.T
-
-
-def public_scale(bounds: Sequence[float], name: str) -> tuple[float, float]:
-    """``(mid, half)`` of a public range, both finite and ``half`` a normal positive float.
-
-    A range whose width overflows, or whose half-width underflows to zero, would make the scaled
-    values non-finite only after the charge; it is refused here, before it.
-    """
-    lo, hi = check_bounds(tuple(bounds), name)
-    mid, half = lo / 2.0 + hi / 2.0, hi / 2.0 - lo / 2.0
-    if not (math.isfinite(hi - lo) and half >= np.finfo(np.float64).tiny):
-        raise InputError(f"{name} ({lo:g}, {hi:g}) is too wide or too narrow to scale", "declare a usable range")
-    return mid, half
 
 
 def public_map(
@@ -156,16 +144,6 @@ def clip_norms(Z: NDArray[np.float64], clip_norm: float) -> tuple[NDArray[np.flo
     norms = np.linalg.norm(Z, axis=1)
     factor = np.minimum(1.0, clip_norm / np.maximum(norms, np.finfo(float).tiny))
     return Z * factor[:, None], int(np.count_nonzero(factor < 1.0))
-
-
-def representation_sensitivity(clip_norm: float, labels: bool) -> float:
-    """L2 sensitivity of one party's release under substitution: ``2 sqrt(C^2 + 2 [labels])``."""
-    return 2.0 * math.hypot(clip_norm, math.sqrt(2.0) if labels else 0.0)
-
-
-def representation_sigma(clip_norm: float, labels: bool, epsilon: float, delta: float) -> float:
-    """The Gaussian noise standard deviation of a release (analytic calibration)."""
-    return analytic_gaussian_sigma(representation_sensitivity(clip_norm, labels), epsilon, delta)
 
 
 @operation(OPERATION, differentially_private=True)
@@ -229,7 +207,7 @@ def dp_representation(party: Party, request: Message) -> Message:
     mapping = public_map(party.anchor_key, study, columns, ranges, n_components)
     a_tilde = mapping.transform(anchor_columns(party.anchor_key, study, columns, ranges, n_anchors, purpose=DP_ANCHOR))
     sensitivity = representation_sensitivity(clip_norm, labels)
-    sigma = analytic_gaussian_sigma(sensitivity, eps, delta)
+    sigma = representation_sigma(clip_norm, labels, eps, delta)
     require_ledger(party, OPERATION).charge(
         OPERATION,
         eps,

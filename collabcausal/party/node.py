@@ -16,9 +16,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from collabcausal.errors import CollabCausalError
+from collabcausal.errors import CollabCausalError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party.operations import Operation, lookup
+from collabcausal.party.request_state import RequestState
 from collabcausal.party.table import PartyTable
 
 
@@ -68,6 +69,13 @@ class Party:
     secagg_identity : optional
         Its study certificate's signer and the study CA's verifier
         (:class:`collabcausal.party.secagg.Identity`); ``None`` refuses secure aggregation.
+    study : str, optional
+        The study the party joined (``[party] study``): :meth:`handle` refuses a request naming
+        another. ``""`` (simulations) binds none; the party's request counts are then kept under
+        the one study ``""``, so renaming the study resets nothing either.
+    requests : RequestState, optional
+        Where the party's request counts and differencing history are kept
+        (:mod:`collabcausal.party.request_state`); by default in memory, for the object's life.
     """
 
     def __init__(
@@ -81,6 +89,8 @@ class Party:
         anchor_key: bytes | None = None,
         reducer_factory: Callable[[int | float], Any] | None = None,
         secagg_identity: Any = None,
+        study: str = "",
+        requests: RequestState | None = None,
     ) -> None:
         self.name = name
         self.table = table
@@ -91,6 +101,8 @@ class Party:
         self.reducer_factory = reducer_factory
         self.secagg_identity = secagg_identity
         self.secagg_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> RoundKey (party/secagg.py)
+        self.study = study
+        self.requests = RequestState() if requests is None else requests
 
     def handle(self, request: Message) -> Message:
         """Log, authorize, run and audit one request; return the reply.
@@ -110,6 +122,7 @@ class Party:
         last_charge: int | None = None
         try:
             op = lookup(request.operation)
+            self._check_study(request)
             if op.differentially_private and self.audit is not None:
                 last_charge = _last_charge(self.ledger)
             if self.policy is not None:
@@ -132,6 +145,19 @@ class Party:
         if self.audit is not None:
             self.audit.released(self, request, reply, charges=_charges_after(self.ledger, last_charge))
         return reply
+
+    def _check_study(self, request: Message) -> None:
+        """Refuse a request naming a study other than the one this party joined (issue 22, item 1).
+
+        The study keys the party's request limits and its ledger charges: a coordinator renaming
+        the study would otherwise reset the first and split the second.
+        """
+        named = request.params.get("study")
+        if self.study and named is not None and str(named) != self.study:
+            raise PolicyError(
+                f"request names study {str(named)!r} but party {self.name} joined study {self.study!r}",
+                "the analyst must run the study this party joined, or the party's operator changes [party] study",
+            )
 
     def _run_once(self, op: Operation, request: Message, request_id: Any) -> Message:
         """Run a DP request with an idempotency key: a retry gets the recorded reply, uncharged."""

@@ -4,21 +4,27 @@ Each operation is a function ``handler(party, request) -> reply`` registered und
 :func:`operation`. :meth:`collabcausal.party.node.Party.handle` looks the name up, lets the
 party's policy allow or refuse it, runs it and records the release in the audit log. Modules that
 define operations are imported by :mod:`collabcausal.party` so the registry is always complete.
+
+The registry is also the one place that says what kind of release each operation is: a
+differentially private one (``differentially_private``: noisy, charged to the ledger) or an exact
+row-level one (``exact_rows``: an exact function of the rows' covariate values, e.g. a DC-QE
+representation or weighted moments). The policy's rule that the two may not be answered on the
+same columns (:mod:`collabcausal.party.policy`) and the effective guarantee a party prints read
+these flags, nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from collabcausal.errors import ProtocolError
 from collabcausal.messages import Message
 
-if TYPE_CHECKING:
-    from collabcausal.party.node import Party
-
-Handler = Callable[["Party", Message], Message]
+Handler = Callable[[Any, Message], Message]
+"""``handler(party, request) -> reply``; the party is a :class:`collabcausal.party.node.Party`, which
+imports this registry (so the registry does not import it back)."""
 
 
 @dataclass(frozen=True)
@@ -35,26 +41,32 @@ class Operation:
         True when the reply is computed from the party's private rows (always audited).
     differentially_private : bool
         True when the reply is a DP release charged to the party's ledger.
+    exact_rows : bool
+        True when the reply is an exact (noise-free) function of the rows' covariate values: beside
+        a DP operation on the same columns it voids the DP guarantee.
     """
 
     name: str
     handler: Handler
     private_data: bool = True
     differentially_private: bool = False
+    exact_rows: bool = False
 
 
 _REGISTRY: dict[str, Operation] = {}
 
 
 def operation(
-    name: str, *, private_data: bool = True, differentially_private: bool = False
+    name: str, *, private_data: bool = True, differentially_private: bool = False, exact_rows: bool = False
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as the party operation ``name`` (decorator)."""
 
     def register(handler: Handler) -> Handler:
         if name in _REGISTRY:
             raise RuntimeError(f"party operation {name!r} is registered twice")
-        _REGISTRY[name] = Operation(name, handler, private_data, differentially_private)
+        if exact_rows and differentially_private:
+            raise RuntimeError(f"party operation {name!r} cannot be both exact row-level and DP")
+        _REGISTRY[name] = Operation(name, handler, private_data, differentially_private, exact_rows)
         return handler
 
     return register
@@ -79,4 +91,13 @@ def registered(package: str | None = None) -> tuple[str, ...]:
         sorted(
             name for name, op in _REGISTRY.items() if package is None or op.handler.__module__.startswith(package + ".")
         )
+    )
+
+
+def release_kinds(names: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The DP and the exact row-level operations among ``names``, each sorted (unknown names skipped)."""
+    known = [_REGISTRY[n] for n in set(names) if n in _REGISTRY]
+    return (
+        tuple(sorted(op.name for op in known if op.differentially_private)),
+        tuple(sorted(op.name for op in known if op.exact_rows)),
     )

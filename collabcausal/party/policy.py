@@ -22,11 +22,19 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   ``allow_full_rank = true``); a variance fraction is refused unless full rank is allowed (its
   number of components is data-dependent); ``r`` must lie in ``[min_anchors, max_anchors]``; and at
   most ``max_representation_requests`` requests per study are answered (a study with B bootstrap
-  replicates asks B + 1). ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys
-  the same rules except that it may have full rank: its guarantee is differential privacy; a
-  policy listing it may not list the plain row operations :data:`PLAIN_ROW_OPERATIONS`, whose exact
-  replies on the same rows would undo that guarantee (:class:`ConfigError`; ``allow_plain_with_dp``
-  opts out, for simulations that compare both and claim no guarantee).
+  replicates asks B + 1), counted under the study the party joined (a request naming another is
+  refused by :meth:`~collabcausal.party.node.Party.handle`) in its persisted request state
+  (:mod:`collabcausal.party.request_state`), so neither a renamed study nor a restart resets it.
+  ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys the same rules
+  except that it may have full rank: its guarantee is differential privacy;
+* a party's guarantee is the weakest thing it answers: a policy listing a differentially private
+  operation may not list an exact row-level one (``dc_representation``, ``weighted_moments``), whose
+  exact replies on the same columns would void the guarantee (:class:`ConfigError` at load;
+  ``allow_plain_with_dp = true`` opts out, for simulations that compare both, and the party's
+  effective guarantee is then "none": :func:`effective_guarantee`). Which operations are DP and
+  which exact row-level is declared once, in the operation registry
+  (:func:`collabcausal.party.operations.release_kinds`). Every DP operation may be asked about any
+  column of the policy, so the DP operations cover every column the party allows.
 """
 
 from __future__ import annotations
@@ -39,17 +47,11 @@ import numpy as np
 
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
-from collabcausal.party.differencing import WeightedRequestHistory
-from collabcausal.party.operations import Operation
+from collabcausal.party.operations import Operation, release_kinds
 from collabcausal.party.request_limits import RequestLimits
 
 if TYPE_CHECKING:
     from collabcausal.party.node import Party
-
-DP_REPRESENTATION = "dp_representation"
-PLAIN_ROW_OPERATIONS = frozenset({"dc_representation", "weighted_moments"})
-"""Operations whose exact replies describe the rows: a policy answering ``dp_representation`` may
-not answer them (docs/threat-model.md, "DP representations")."""
 
 _FIX = "ask the party to change its party.toml [policy], or change the study"
 
@@ -103,13 +105,13 @@ class PartyPolicy:
         if isinstance(min_subjects, bool) or not isinstance(min_subjects, int) or min_subjects < 1:
             raise ConfigError(f"policy min_subjects must be a positive integer, got {min_subjects!r}", "e.g. 50")
         object.__setattr__(self, "operations", frozenset(operations))
-        plain = sorted(self.operations & PLAIN_ROW_OPERATIONS) if DP_REPRESENTATION in self.operations else []
-        if plain and not allow_plain_with_dp:
+        private, exact = release_kinds(self.operations)
+        if private and exact and not allow_plain_with_dp:
             raise ConfigError(
-                f"policy answers {DP_REPRESENTATION!r} and the non-DP {plain[0]!r} on the same rows: the exact "
-                "replies of the latter fall outside the DP guarantee and undo it",
-                f"list only {DP_REPRESENTATION!r} (with describe/align) for a guarantee, drop it, or set "
-                "allow_plain_with_dp = true (simulations: no guarantee)",
+                f"policy answers the DP operation {private[0]!r} and the exact row-level {exact[0]!r} on the same "
+                "columns: the exact replies fall outside the DP guarantee and void it",
+                f"drop {', '.join(map(repr, exact))} for a DP guarantee, drop the DP operations, or set "
+                "allow_plain_with_dp = true (the party's guarantee is then none)",
             )
         object.__setattr__(self, "allow_plain_with_dp", bool(allow_plain_with_dp))
         object.__setattr__(self, "columns", frozenset(columns))
@@ -130,12 +132,10 @@ class PartyPolicy:
         object.__setattr__(self, "min_anchors", min_anchors)
         object.__setattr__(self, "max_anchors", max_anchors)
         object.__setattr__(self, "max_representation_requests", max_representation_requests)
-        object.__setattr__(self, "_representation_requests", {})
         if not (isinstance(min_weight_ratio, (int, float)) and 0.0 <= float(min_weight_ratio) <= 1.0):
             raise ConfigError(f"policy min_weight_ratio must lie in [0, 1], got {min_weight_ratio!r}", "e.g. 0.01")
         object.__setattr__(self, "min_weight_ratio", float(min_weight_ratio))
         object.__setattr__(self, "limits", limits or RequestLimits())
-        object.__setattr__(self, "_moments", WeightedRequestHistory(self.limits.max_moment_requests))
 
     def authorize(self, party: Party, op: Operation, request: Message) -> None:
         """Return if the request is allowed; raise :class:`PolicyError` naming the rule if not."""
@@ -144,7 +144,7 @@ class PartyPolicy:
             raise PolicyError(f"{who} does not allow the operation {op.name!r}", _FIX)
         self.limits.check(who, request)
         if op.name == "align":
-            self._check_align(who)
+            self._check_align(who, party)
         extra = sorted(set(party.table.covariate_names) - self.columns)
         asked = request.params.get("columns")
         if asked is not None:
@@ -160,17 +160,22 @@ class PartyPolicy:
             )
         if op.name in ("dc_representation", "dp_representation"):
             self._check_reduction(who, len(party.table.covariate_names), request, private=op.differentially_private)
+            label = f"in study {party.study!r}" if party.study else "in any study (it joined none by name)"
+            party.requests.count_representation(who, party.study, self.max_representation_requests, label=label)
         if "arms" in request.arrays or "weights" in request.arrays:
-            self._check_weighted(who, op, party.table.n_subjects, request)
+            self._check_weighted(who, op, party, request)
 
-    def _check_weighted(self, who: str, op: Operation, n_subjects: int, request: Message) -> None:
+    def _check_weighted(self, who: str, op: Operation, party: Party, request: Message) -> None:
         """Every arm must describe ``min_subjects`` distinct subjects of non-negligible weight.
 
         ``arms`` and ``weights`` must be 1-D with one value per requested row (a (n, 1) array is
         refused, not flattened). Weights are summed per subject (``rows`` may repeat a subject), and
         a subject counts only if its total weight is at least ``min_weight_ratio`` times the arm's
-        largest: weight 1 on one subject and 1e-300 on the others describes one subject.
+        largest: weight 1 on one subject and 1e-300 on the others describes one subject. An exact
+        reply is then checked against the party's differencing history of its study, persisted in
+        its request state (:mod:`collabcausal.party.request_state`).
         """
+        n_subjects = party.table.n_subjects
         arrays = request.arrays
         rows = np.asarray(arrays["rows"]) if "rows" in arrays else None
         expected = n_subjects if rows is None else rows.size
@@ -197,24 +202,27 @@ class PartyPolicy:
             totals.append(total)
         if op.differentially_private:
             return  # a DP release is charged to the ledger: composition, not the history, bounds differencing
-        self._moments.admit(
-            who, op.name, (totals[0], totals[1]), min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio
-        )
+        with party.requests.weighted_history(party.study, self.limits.max_moment_requests) as history:
+            history.admit(
+                who, op.name, (totals[0], totals[1]),
+                min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio,
+            )
 
-    def _check_align(self, who: str) -> None:
+    def _check_align(self, who: str, party: Party) -> None:
         """``align`` re-orders the party's rows: refused once a weighted request was answered.
 
         The differencing history (:mod:`collabcausal.party.differencing`) is kept by row position;
         re-aligning afterwards would let a dropped or moved subject escape the comparison.
         """
-        if len(self._moments):
+        answered = party.requests.weighted_count(party.study)
+        if answered:
             raise PolicyError(
-                f"{who} refuses 'align' after answering {len(self._moments)} weighted requests",
+                f"{who} refuses 'align' after answering {answered} weighted requests",
                 "align subjects first, at the start of the study",
             )
 
     def _check_reduction(self, who: str, n_covariates: int, request: Message, *, private: bool = False) -> None:
-        """The reduction rules of the module docstring; counts the request against its study's limit.
+        """The reduction rules of the module docstring (the request limit is counted by the caller).
 
         A differentially private representation (``private``) may have full rank: its guarantee
         does not rest on the reduction.
@@ -246,14 +254,6 @@ class PartyPolicy:
                 f"{who} accepts {self.min_anchors} to {self.max_anchors} anchor rows, the study asked for {r!r}",
                 "change n_anchors in study.toml",
             )
-        study = str(p.get("study", ""))
-        count = self._representation_requests.get(study, 0)
-        if count >= self.max_representation_requests:
-            raise PolicyError(
-                f"{who} has answered {count} representation requests in study {study!r}, its limit",
-                "use fewer bootstrap replicates, or ask the party to raise max_representation_requests",
-            )
-        self._representation_requests[study] = count + 1
 
     def _check_subjects(self, who: str, op: Operation, count: int, what: str) -> None:
         if count < self.min_subjects:
@@ -262,6 +262,44 @@ class PartyPolicy:
                 f"{self.min_subjects}",
                 _FIX,
             )
+
+
+def effective_guarantee(
+    operations: Iterable[str], *, allow_plain_with_dp: bool, epsilon: float | None, delta: float = 0.0
+) -> str:
+    """The party's effective guarantee, one line: the weakest thing it answers.
+
+    Parameters
+    ----------
+    operations : iterable of str
+        The policy's operations.
+    allow_plain_with_dp : bool
+        The policy's opt-out.
+    epsilon, delta : float
+        The ``[privacy]`` budget; ``epsilon=None`` for a party without one.
+
+    Returns
+    -------
+    str
+        ``"none: ..."`` when the party answers no DP operation (no budget, or none listed) or also
+        answers an exact row-level one (the opt-out), else the (epsilon, delta)-DP guarantee of its
+        budget under substitution of one record (bounded DP, composed over every study).
+    """
+    private, exact = release_kinds(operations)
+    if epsilon is None:
+        return "none: no [privacy] budget, no DP release (exact replies bounded only by the policy's rules)"
+    if exact and private:
+        listed = ", ".join(exact)
+        return (
+            f"none: besides its DP operations it answers the exact row-level {listed} on the same columns "
+            "(allow_plain_with_dp = true), which void the DP guarantee"
+        )
+    if exact:
+        return f"none: it answers the exact row-level {', '.join(exact)} and no DP operation"
+    return (
+        f"({epsilon:g}, {delta:g})-DP under substitution of one record, over every release of its rows "
+        "(the ledger's budget, composed over all studies)"
+    )
 
 
 def _distinct(rows: np.ndarray, n: int) -> int:

@@ -60,7 +60,7 @@ def describe(party: Party, request: Message) -> Message:
     )
 
 
-@operation("dc_representation")
+@operation("dc_representation", exact_rows=True)
 def dc_representation(party: Party, request: Message) -> Message:
     """Intermediate representations X~_ij and A~_ij of the party's (resampled) rows.
 

@@ -49,9 +49,7 @@ from collabcausal.party.table import PartyTable, check_declared, read_table_file
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
-    from collabcausal.party.config import PartyConfig
-
-__all__ = ["BACKENDS", "DataSource", "load_source", "read_table"]
+__all__ = ["BACKENDS", "DataSource", "read_table"]
 
 BATCH_ROWS = 65_536
 BACKENDS = ("postgresql", "sqlite", "duckdb")
@@ -156,19 +154,6 @@ def read_password_file(path: Path) -> str:
     if not lines or not lines[0]:
         raise ConfigError(f"[data] password_file {path} is empty", "write the password on its first line")
     return lines[0]
-
-
-def load_source(config: PartyConfig) -> PartyTable:
-    """Read and validate the table a loaded party.toml declares (only the policy's columns)."""
-    d = config.data
-    return read_table(
-        config.source,
-        config.columns,
-        treatment=d.get("treatment"),
-        outcome=d.get("outcome"),
-        subject_id=d.get("subject_id"),
-        min_subjects=config.policy.min_subjects,
-    )
 
 
 def read_table(

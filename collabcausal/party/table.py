@@ -200,12 +200,6 @@ class PartyTable:
                 )
         return cls(X, names, t, y, ids, where)
 
-    @classmethod
-    def from_file(cls, path: str | Path, covariates: Sequence[str], **kwargs: object) -> PartyTable:
-        """Load a CSV or Parquet file and validate it (:func:`collabcausal.party.sources.read_table`)."""
-        from collabcausal.party.sources import DataSource, read_table
-
-        return read_table(DataSource(path=Path(path)), covariates, **kwargs)  # type: ignore[arg-type]
 
 
 def check_declared(

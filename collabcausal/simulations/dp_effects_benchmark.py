@@ -21,10 +21,10 @@ import pandas as pd
 from sklearn.linear_model import LogisticRegression
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec, dp_effects_results
+from collabcausal.attacks.privacy_audit import fast_directory
 from collabcausal.estimators.doubly_robust import aipw
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.ledger import PrivacyLedger
-from collabcausal.privacy_audit import fast_directory
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.multisite import OUTCOME_RANGE, Site, covariate_bounds
 

@@ -60,7 +60,7 @@ def test_release_over_grpc_uses_the_same_representation_as_in_process(study, tmp
     plan = DCQEPlan(part.names(), {c: (-4.0, 4.0) for c in data.covariates}, n_anchors=600, party_components=3,
                     n_components=6)
     parties = build_parties(data, part, anchor_key=simulation_anchor_key(0))
-    with local_grpc_grid(parties, workdir=tmp_path, tls=False) as grid:
+    with local_grpc_grid(parties, workdir=tmp_path, tls=False, study=plan.study) as grid:
         over_grpc = run_dcqe(grid, plan)
     assert np.array_equal(over_grpc.representation.X_hat, study.representation.X_hat)
     ledger = PrivacyLedger(tmp_path / "study.db", epsilon=20.0, delta=1e-3)

@@ -137,7 +137,7 @@ def test_a_dp_study_runs_over_mutual_tls_with_each_party_charging_its_own_ledger
 
     parties, plan = lalonde_grid
     spec = DPRepresentationSpec(1e8, 1e-5, (0.0, 125.0))
-    with local_grpc_grid(parties, workdir=tmp_path, tls=True) as grid:
+    with local_grpc_grid(parties, workdir=tmp_path, tls=True, study=plan.study) as grid:
         result = run_dp_dcqe(grid, plan, spec, n_boot=0)
     plain = run_dcqe(InProcessGrid(parties), plan).effects.estimates["ipw"].estimate
     assert result.estimate.estimate == pytest.approx(plain, abs=0.05)  # tolerance: see the in-process test
@@ -171,7 +171,7 @@ def test_a_served_dp_study_gives_over_grpc_the_numbers_it_gives_in_process(lalon
     config = load_study_config(_dp_study_toml(tmp_path, plan))
     assert config.plan().estimators == ("ipw",) and config.dp.epsilon == 1e8
     local = run_study(InProcessGrid(parties), config)
-    with local_grpc_grid(parties, workdir=tmp_path / "grpc", tls=True) as grid:
+    with local_grpc_grid(parties, workdir=tmp_path / "grpc", tls=True, study=config.study) as grid:
         served = run_study(grid, config)
     row = served["estimates"]["ipw"]
     plain = run_dcqe(InProcessGrid(parties), plan).effects.estimates["ipw"].estimate

@@ -55,14 +55,16 @@ def four_parties(data: CausalDataset, folder, budget: float) -> list:
     return parties
 
 
-def study_toml(folder, kind: str, parties, section: str | None = None, *, groups: list | None = None):
-    """Load a study.toml of ``kind`` with one row group per party (or ``groups``)."""
+def study_toml(
+    folder, kind: str, parties, section: str | None = None, *, groups: list | None = None, study: str | None = None
+):
+    """A study.toml of ``kind`` (id ``study``, default ``<kind>-study``), one row group per party (or ``groups``)."""
     ranges = "\n".join(f"{k} = [{lo}, {hi}]" for k, (lo, hi) in RANGES.items())
     names = groups or [[p.name] for p in parties]
     groups = "\n".join(f"[[row_groups]]\nparties = {g}".replace("'", '"') for g in names)
     path = folder / f"{kind}.toml"
     path.write_text(
-        f'[study]\nid = "{kind}-study"\nkind = "{kind}"\nseed = 0\n{DCQE if kind == "cate" else ""}'
+        f'[study]\nid = "{study or kind + "-study"}"\nkind = "{kind}"\nseed = 0\n{DCQE if kind == "cate" else ""}'
         f'[server]\naddress = "127.0.0.1:0"\ninsecure = true\n[anchor_ranges]\n{ranges}\n{groups}\n'
         f"[{kind}]\n{SECTIONS[kind] if section is None else section}\n"
     )
@@ -154,7 +156,9 @@ def test_every_kind_runs_over_grpc_with_four_party_processes_under_mutual_tls_as
     folders = {"local": tmp_path / "local", "grpc": tmp_path / "grpc"}
     for folder in folders.values():
         folder.mkdir()
-    configs = {where: {k: study_toml(f, k, local_parties) for k in SECTIONS} for where, f in folders.items()}
+    # Every party process joined the one study "kinds" (it refuses a request naming another); the
+    # study id seeds the anchor, so the in-process run uses it too.
+    configs = {w: {k: study_toml(f, k, local_parties, study="kinds") for k in SECTIONS} for w, f in folders.items()}
     local = {k: run_study(InProcessGrid(local_parties), c) for k, c in configs["local"].items()}
     with local_grpc_grid(four_parties(data, tmp_path / "grpc", 2 * BIG), workdir=tmp_path / "work", tls=True,
                          study="kinds") as grid:
@@ -168,8 +172,8 @@ def test_every_kind_runs_over_grpc_with_four_party_processes_under_mutual_tls_as
     assert cate[0] == pytest.approx(cate[1], abs=0.02)
     for party in local_parties:
         ledger = PrivacyLedger.from_file(tmp_path / "work" / party.name / "ledger.sqlite")
-        assert [(c.operation, c.study) for c in ledger.history()] == [("dp_histogram", "adum-study"),
-                                                                      ("dp_discover", "discovery-study")]
+        charges = [(c.operation, c.study) for c in ledger.history()]
+        assert charges == [("dp_histogram", "kinds"), ("dp_discover", "kinds")]
 
 
 class Tampering(Party):

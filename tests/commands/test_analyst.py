@@ -213,7 +213,8 @@ def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None
     for party in parties:
         party.ledger = PrivacyLedger(tmp_path / f"{party.name}.sqlite", epsilon=1e3, delta=1e-4, dataset=party.name)
         ops = (operations or {}).get(party.name, ("describe", "dc_representation", "dp_weighted_moments"))
-        party.policy = PartyPolicy(ops, party.table.covariate_names, min_subjects=10)
+        # plain DC-QE beside DP moments: an explicit opt-out, the party's guarantee is none (threat model)
+        party.policy = PartyPolicy(ops, party.table.covariate_names, min_subjects=10, allow_plain_with_dp=True)
     ranges = "\n".join(f"{name} = [{lo!r}, {hi!r}]" for name, (lo, hi) in dataset.covariate_ranges().items())
     groups = "\n".join(f"[[row_groups]]\nparties = {list(row)!r}".replace("'", '"') for row in partition.names())
     study = tmp_path / "study.toml"
@@ -355,6 +356,7 @@ def test_party_join_check_validates_everything_and_shares_nothing(tmp_path, caps
     assert "operations: dc_representation, describe, weighted_moments" in out
     assert "columns: age, married, education, nodegree" in out
     assert "no [privacy] section" in out
+    assert "effective guarantee: none: no [privacy] budget" in out
     assert "checked without connecting" in out
     assert sorted(p.name for p in (folder / "p11").iterdir()) == before  # no ledger, no audit log
 

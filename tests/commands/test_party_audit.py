@@ -34,6 +34,7 @@ def folder(tmp_path):
     with pytest.raises(PolicyError):
         party.handle(Message("weighted_moments", {"study": "s1"}))
     (tmp_path / "party.toml").write_text(
+        '[policy]\ncolumns = ["a"]\noperations = ["describe", "dp_count"]\n'
         '[privacy]\nepsilon = 5.0\nledger = "ledger.sqlite"\n[audit]\npath = "audit.jsonl"\n'
     )
     return tmp_path
@@ -45,6 +46,7 @@ def test_audit_summarises_operations_refusals_and_epsilon_against_the_ledger(fol
     assert "6 records, hash chain verified" in out
     assert "refusals: PolicyError 1" in out
     assert "epsilon charged in study s1: log 0.5, ledger 0.5" in out
+    assert "effective guarantee: (5, 0)-DP under substitution of one record" in out
 
 
 def test_audit_json_and_file(folder, capsys):

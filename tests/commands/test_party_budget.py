@@ -99,3 +99,23 @@ def test_a_party_without_a_privacy_section_shows_the_ledger_discover_charged(tmp
     PrivacyLedger(tmp_path / "p11.csv.ledger.sqlite", epsilon=2.0, dataset="p11.csv").charge("discovery", 0.5)
     assert main(["party", "budget", "--config", str(config)]) == 0
     assert "spent      epsilon=0.5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("operations", "opt_out", "expected"),
+    [
+        ('["describe", "dp_representation", "dp_weighted_moments"]', "false", "(1, 1e-06)-DP under substitution"),
+        ('["describe", "dc_representation", "dp_weighted_moments"]', "true", "none: besides its DP operations"),
+    ],
+)
+def test_budget_prints_the_partys_effective_guarantee(tmp_path, capsys, operations, opt_out, expected):
+    """Issue 22, item 6: "none" when the policy answers an exact row-level operation beside DP ones."""
+    config = tmp_path / "party.toml"
+    policy = f'[policy]\ncolumns = ["a"]\noperations = {operations}\nallow_plain_with_dp = {opt_out}\n'
+    config.write_text(PARTY + policy + '[privacy]\nepsilon = 1.0\ndelta = 1e-6\nledger = "ledger.sqlite"\n')
+    assert main(["party", "budget", "--config", str(config)]) == 0
+    assert f"effective guarantee: {expected}" in capsys.readouterr().out
+    PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=1.0, delta=1e-6, dataset="default").charge("dp_count", 0.5)
+    assert main(["party", "budget", "--config", str(config), "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["guarantee"].startswith(expected)

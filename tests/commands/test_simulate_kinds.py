@@ -104,6 +104,8 @@ def test_simulate_dcqe_with_balance_epsilon_runs_the_study_with_dp_moments_charg
         assert report["privacy"][party] == pytest.approx({"epsilon": 6.0, "delta": 3e-6})
     assert report["smd_noise_sd"]["ipw"].keys() == report["smd"]["ipw"].keys()
     assert any("-DP per request" in w for w in report["warnings"])
+    # plain DC-QE beside DP moments: the policy opts out explicitly and the report says so (issue 22, item 6)
+    assert any("allow_plain_with_dp = true) and its guarantee is none" in w for w in report["warnings"])
     assert "ATE psm:" in capsys.readouterr().out
 
 
@@ -191,8 +193,9 @@ def _simulated_doc(kind: str, argv: list[str]) -> dict:
 
     from collabcausal.analyst.config import StudyFile
     from collabcausal.cli import build_parser
-    from collabcausal.commands.simulate import _dataset, column_groups
+    from collabcausal.commands.simulate import _dataset
     from collabcausal.commands.simulate_kinds import kind_options, simulated_study
+    from collabcausal.commands.simulate_options import column_groups
     from collabcausal.simulations.partition import partition_grid
 
     args: argparse.Namespace = build_parser("simulate").parse_args(["simulate", kind, *argv])

@@ -18,9 +18,10 @@ import pytest
 from collabcausal.attacks.dp_audit import audit_gaussian_release, projection_errors, release_audit
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.balance import weighted_moments
+from collabcausal.estimators.dp.calibration import moments_sensitivity
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.dp_balance import OPERATION, moments_sensitivity, standardised_moments
+from collabcausal.party.dp_balance import OPERATION, standardised_moments
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
@@ -40,7 +41,8 @@ def _frame(corner: int) -> pd.DataFrame:
 
 def _party(frame: pd.DataFrame, ledger_path, *, epsilon: float = 1e9, delta: float = 0.5) -> Party:
     table = PartyTable.from_frame(frame, ["a", "b"], min_subjects=1)
-    policy = PartyPolicy([OPERATION, "weighted_moments"], ["a", "b"], min_subjects=10)
+    # both, to compare the DP and the exact operation on one party: an explicit opt-out (no guarantee)
+    policy = PartyPolicy([OPERATION, "weighted_moments"], ["a", "b"], min_subjects=10, allow_plain_with_dp=True)
     ledger = PrivacyLedger(ledger_path, epsilon=epsilon, delta=delta, dataset="d")
     return Party("p", table, policy=policy, ledger=ledger)
 

@@ -8,9 +8,9 @@ import sqlite3
 import threading
 
 import pytest
+from fault_injection import kill_loop
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, NoAnswerError, ProtocolError
-from collabcausal.party.fault_injection import kill_loop
 from collabcausal.party.ledger import (
     ADD_REMOVE,
     SUBSTITUTION,

@@ -12,7 +12,8 @@ import collabcausal.party  # noqa: F401  (registers the operations)
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.policy import PartyPolicy
+from collabcausal.party.operations import registered, release_kinds
+from collabcausal.party.policy import PartyPolicy, effective_guarantee
 
 OPS = ("describe", "weighted_moments")
 
@@ -102,7 +103,7 @@ def test_resample_with_too_few_distinct_subjects_is_refused():
 
 
 def test_dp_operation_without_a_ledger_is_refused():
-    party = _party(PartyPolicy([*OPS, "dp_count"], ["a", "b"]))
+    party = _party(PartyPolicy(["describe", "dp_count"], ["a", "b"]))
     with pytest.raises(PolicyError, match="no privacy budget for 'dp_count'"):
         party.handle(Message("dp_count", {"epsilon": 1.0}))
 
@@ -146,13 +147,24 @@ def test_anchor_rows_outside_the_bounds_are_refused_before_any_work(r):
         _dc_party().handle(_representation(1, n_anchors=r))
 
 
-def test_representation_requests_per_study_are_limited():
+def test_representation_requests_per_study_are_limited_and_renaming_the_study_does_not_reset_them():
+    """A party that names no study counts every request against one limit (issue 22, item 1)."""
     party = _dc_party(max_representation_requests=3)
     for _ in range(3):
         party.handle(_representation(1))
-    with pytest.raises(PolicyError, match="answered 3 representation requests in study 's', its limit"):
+    joined_none = r"answered 3 representation requests in any study \(it joined none by name\)"
+    with pytest.raises(PolicyError, match=joined_none):
         party.handle(_representation(1))
-    assert party.handle(_representation(1, study="other")).arrays["x_tilde"].shape == (40, 1)
+    with pytest.raises(PolicyError, match="answered 3 representation requests in any study"):
+        party.handle(_representation(1, study="other"))
+
+
+def test_a_party_bound_to_its_study_refuses_a_request_naming_another():
+    party = _dc_party(max_representation_requests=3)
+    party.study = "s"
+    with pytest.raises(PolicyError, match="request names study 'other' but party h joined study 's'"):
+        party.handle(_representation(1, study="other"))
+    assert party.handle(_representation(1)).arrays["x_tilde"].shape == (40, 1)
 
 
 def test_bad_reduction_rules_are_config_errors():
@@ -160,3 +172,36 @@ def test_bad_reduction_rules_are_config_errors():
         PartyPolicy(["dc_representation"], ["a"], min_anchors=50, max_anchors=20)
     with pytest.raises(ConfigError, match="max_components must be a positive integer"):
         PartyPolicy(["dc_representation"], ["a"], max_components=0)
+
+
+@pytest.mark.parametrize("dp", ["dp_representation", "dp_weighted_moments", "dp_sum", "dp_histogram"])
+@pytest.mark.parametrize("exact", ["dc_representation", "weighted_moments"])
+def test_a_policy_answering_a_dp_operation_refuses_every_exact_row_level_one_unless_it_opts_out(dp, exact):
+    """Issue 22, item 6: the guarantee is the weakest thing a party answers; weighted_moments beside
+    dp_weighted_moments, or dc_representation beside dp_sum, used to be accepted."""
+    with pytest.raises(ConfigError, match=f"the DP operation '{dp}' and the exact row-level '{exact}'") as caught:
+        PartyPolicy(["describe", dp, exact], ["a", "b"])
+    assert "allow_plain_with_dp = true" in str(caught.value) and "\n" not in str(caught.value)
+    opted_out = PartyPolicy(["describe", dp, exact], ["a", "b"], allow_plain_with_dp=True)
+    guarantee = effective_guarantee(opted_out.operations, allow_plain_with_dp=True, epsilon=1.0, delta=1e-6)
+    assert guarantee.startswith(f"none: besides its DP operations it answers the exact row-level {exact}")
+
+
+def test_which_operations_are_exact_row_level_or_dp_is_declared_once_in_the_registry():
+    private, exact = release_kinds(registered("collabcausal"))
+    assert exact == ("dc_representation", "weighted_moments")
+    assert {"dp_representation", "dp_weighted_moments", "dp_sum", "dp_histogram", "dp_discover"} <= set(private)
+    assert not set(private) & set(exact)
+    assert release_kinds(["describe", "align", "aligned_ids", "no_such_operation"]) == ((), ())
+
+
+@pytest.mark.parametrize(
+    ("operations", "epsilon", "expected"),
+    [
+        (["describe", "dp_representation", "dp_weighted_moments"], 1.0, "(1, 1e-06)-DP under substitution of one"),
+        (["describe", "dc_representation", "weighted_moments"], 1.0, "none: it answers the exact row-level"),
+        (["describe", "dc_representation"], None, "none: no [privacy] budget"),
+    ],
+)
+def test_the_effective_guarantee_is_the_weakest_thing_the_party_answers(operations, epsilon, expected):
+    assert effective_guarantee(operations, allow_plain_with_dp=False, epsilon=epsilon, delta=1e-6).startswith(expected)

@@ -25,7 +25,10 @@ def party(tmp_path):
     frame = pd.DataFrame(
         {"a": rng.uniform(0, 1, n), "b": rng.normal(size=n), "t": np.arange(n) % 2, "y": rng.normal(size=n)}
     )
-    policy = PartyPolicy(OPS, ["a", "b"], min_subjects=10, limits=RequestLimits(max_request_bytes=2048))
+    # DP and exact operations on one party, to test every cap: an explicit opt-out (no guarantee)
+    policy = PartyPolicy(
+        OPS, ["a", "b"], min_subjects=10, limits=RequestLimits(max_request_bytes=2048), allow_plain_with_dp=True
+    )
     table = PartyTable.from_frame(frame, ["a", "b"], treatment="t", outcome="y")
     ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=100.0, dataset="d")
     return Party("h", table, policy=policy, ledger=ledger, anchor_key=bytes(32))

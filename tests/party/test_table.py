@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from collabcausal.errors import InputError
+from collabcausal.party.sources import DataSource, read_table
 from collabcausal.party.table import PartyTable, read_table_file
 
 
@@ -86,8 +87,8 @@ def test_files_load_from_csv_and_parquet(tmp_path) -> None:
     df = frame()
     df.to_csv(tmp_path / "t.csv", index=False)
     df.to_parquet(tmp_path / "t.parquet")
-    a = PartyTable.from_file(tmp_path / "t.csv", ["age", "bmi"], treatment="treat", outcome="y")
-    b = PartyTable.from_file(tmp_path / "t.parquet", ["age", "bmi"], treatment="treat", outcome="y")
+    a = read_table(DataSource(path=tmp_path / "t.csv"), ["age", "bmi"], treatment="treat", outcome="y")
+    b = read_table(DataSource(path=tmp_path / "t.parquet"), ["age", "bmi"], treatment="treat", outcome="y")
     np.testing.assert_allclose(a.covariates, b.covariates)
     assert a.source.endswith("t.csv")
 

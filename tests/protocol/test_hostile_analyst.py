@@ -104,7 +104,10 @@ def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_
 def test_party_refuses_oversized_and_differencing_requests_on_the_wire_before_charging(study_ca, tmp_path):
     party = small_party("a", n=40)
     party.policy = PartyPolicy(
-        ["dp_histogram", "weighted_moments", "test_echo"], ["x1", "x2"], limits=RequestLimits(max_request_bytes=1 << 16)
+        ["dp_histogram", "weighted_moments", "test_echo"],
+        ["x1", "x2"],
+        limits=RequestLimits(max_request_bytes=1 << 16),
+        allow_plain_with_dp=True,  # a DP and an exact operation on one party: an explicit opt-out
     )
     party.ledger = PrivacyLedger(tmp_path / "l.sqlite", epsilon=10.0, dataset="d")
     grid = {"kind": "grid", "columns": ["x1"], "bounds": [[-3, 3]], "n_cells": [10**12]}

@@ -46,7 +46,7 @@ def test_lalonde_2x2_over_mutual_tls_equals_in_process_and_sends_no_raw_covariat
 
     monkeypatch.setattr(GrpcGrid, "_upload", spy)
     expected = run_dcqe(InProcessGrid(parties), plan)
-    with local_grpc_grid(parties, workdir=tmp_path, tls=True) as grid:
+    with local_grpc_grid(parties, workdir=tmp_path, tls=True, study=plan.study) as grid:
         assert grid.party_names() == sorted(p.name for p in parties)
         got = run_dcqe(grid, plan)
     for name, estimate in expected.effects.estimates.items():
@@ -165,7 +165,7 @@ def test_experiment_runner_over_the_grid_factory_equals_in_process(tmp_path):
         party_components=3,
     )
     expected = run_experiment(config)
-    got = run_experiment(config, grid_factory=partial(local_grpc_grid, workdir=tmp_path))
+    got = run_experiment(config, grid_factory=partial(local_grpc_grid, workdir=tmp_path, study=config.study))
     assert got.point == expected.point
     for key, metrics in expected.replicates.items():
         for metric, values in metrics.items():

@@ -3,7 +3,9 @@
 :func:`kill_loop` forks a child that runs ``writer(fd)`` forever (each acknowledged record's id is
 written to ``fd`` once it is durable), kills it with SIGKILL at a random moment, lets ``check``
 inspect the files the child left, and repeats. The ledger's and the audit log's tests and
-``benchmarks/bench_faults.py`` use it; it needs ``os.fork`` (POSIX).
+``benchmarks/bench_faults.py`` use it; it needs ``os.fork`` (POSIX). Test tooling, so it lives in
+tests/ (importable as ``fault_injection``: tests/ is on the path through its conftest.py), not in
+the production package.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 False-failure rate of the audit tests: each asserts that a Clopper-Pearson lower bound at
 confidence 1 - 1e-6 does not exceed the claimed epsilon. If the operation is epsilon-DP under
 substitution, one such test fails with probability at most 1e-6 (the threshold is chosen on an
-independent calibration half; see :mod:`collabcausal.privacy_audit`), so the 10 fast ones together
+independent calibration half; see :mod:`collabcausal.attacks.privacy_audit`), so the 10 fast ones together
 fail by chance with probability below 1e-5 < 1e-4. The noise is OpenDP's (unseeded by design).
 """
 
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from collabcausal.privacy_audit import (
+from collabcausal.attacks.privacy_audit import (
     ADD_REMOVE,
     SUBSTITUTION,
     audit,

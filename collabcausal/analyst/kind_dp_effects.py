@@ -1,0 +1,39 @@
+"""Study kind ``dp_effects``: DP average effects from per-site statistics (:mod:`collabcausal.analyst.dp_effects`).
+
+Registered in :data:`collabcausal.analyst.kinds.KIND_MODULES`; :func:`run` is its entry point: it
+builds the :class:`~collabcausal.analyst.dp_effects.DPEffectsSpec` of the study's ``[dp_effects]``
+section and runs :func:`~collabcausal.analyst.dp_effects.dp_effects_results`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collabcausal.analyst.config import StudyConfig
+    from collabcausal.analyst.dcqe import DCQEPlan
+    from collabcausal.analyst.dp_effects import DPEffectsSpec
+    from collabcausal.analyst.grid import Grid
+    from collabcausal.analyst.kind_config import DPEffectsSection
+
+
+def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = False) -> dict[str, Any]:
+    """The ``dp_effects`` study over the joined parties of ``plan``."""
+    from collabcausal.analyst.dp_effects import dp_effects_results
+
+    return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout)
+
+
+def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
+    """The :class:`~collabcausal.analyst.dp_effects.DPEffectsSpec` of a study's ``[dp_effects]`` and ranges."""
+    from collabcausal.analyst.dp_effects import DPEffectsSpec
+
+    section: DPEffectsSection = config.analysis  # type: ignore[assignment]
+    columns = tuple(section.columns or config.anchor_ranges)
+    return DPEffectsSpec(
+        epsilon=section.epsilon, delta=section.delta, outcome_range=tuple(section.outcome_range),
+        trim=section.trim, columns=columns, bounds=tuple(tuple(config.anchor_ranges[c]) for c in columns),
+        estimators=tuple(section.estimators), estimands=tuple(section.estimands), nuisance=section.nuisance,
+        nuisance_share=section.nuisance_share, n_folds=section.n_folds,
+        secure_aggregation=section.secure_aggregation, ridge_scale=section.ridge_scale,
+    )
