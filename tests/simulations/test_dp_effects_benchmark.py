@@ -99,7 +99,7 @@ def test_targets_flag_an_rmse_or_coverage_miss_and_too_few_replications():
 @pytest.mark.slow
 def test_quick_benchmark_prints_every_table_and_passes_its_sanity_checks():
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_dp_effects.py"), "--quick", "--reps", "2",
-               "--continuous-reps", "2", "--lalonde-reps", "1"]
+               "--continuous-reps", "2", "--lalonde-reps", "2"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
     for title in ("### binary outcome", "### continuous outcome", "### LaLonde"):
