@@ -1,152 +1,238 @@
-"""Replications of the ``dp_effects`` study on the multi-site design, with its non-private peer (issue 21).
+"""Replications of the ``dp_effects`` study and its peers on one set of row groups (issue 21, item 6).
 
 :func:`run_private` runs the study exactly as ``collabcausal analyst serve`` would: real
 :class:`~collabcausal.party.node.Party` objects (ledgers, OpenDP noise) on an in-process grid,
-:func:`~collabcausal.analyst.dp_effects.dp_effects_results` as the coordinator. :func:`federated_aipw`
-is the non-private reference: the centralized AIPW with site-level nuisances (a logistic propensity
-fitted per site, linear outcome regressions with site intercepts; the sandwich SE of
-:func:`~collabcausal.estimators.doubly_robust.aipw`), i.e. what the parties would get if they
-pooled their rows. :func:`summarize` turns replications into bias, RMSE, coverage and noise share.
+:func:`~collabcausal.analyst.dp_effects.dp_effects_results` as the coordinator (with secure
+aggregation when the spec asks for it: simulation identities from a throwaway study CA).
+The peers on the same sites:
+
+* :func:`federated_aipw`: the non-private reference, the centralized AIPW with site-level
+  nuisances (a logistic propensity fitted per site, linear outcome regressions with site
+  intercepts; the sandwich SE of :func:`~collabcausal.estimators.doubly_robust.aipw`), i.e. what
+  the parties would get if they pooled their rows;
+* :func:`difference_in_means`: the trivial baseline (no adjustment, non-private);
+* :func:`run_adum`: eps-ADUM (paper 001) on a grid of the two first covariates;
+* :func:`run_dcqe`: plain DC-QE (paper 003, no guarantee) or DC-QE on DP representations.
+
+:func:`summarize` turns replications into bias, RMSE, coverage, spread and noise share.
+A site is a :class:`~collabcausal.simulations.multisite.Site`; :func:`lalonde_sites` splits the
+bundled LaLonde data into row groups the same way.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec, dp_effects_results
 from collabcausal.attacks.privacy_audit import fast_directory
+from collabcausal.errors import CollabCausalError
 from collabcausal.estimators.doubly_robust import aipw
 from collabcausal.party import Party, PartyTable
+from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
-from collabcausal.simulations.multisite import OUTCOME_RANGE, Site, covariate_bounds
+from collabcausal.simulations.datasets import load_lalonde
+from collabcausal.simulations.multisite import Site
 
-COLUMNS = tuple(f"x{j}" for j in range(10))
+STUDY = "bench"
+Z95 = 1.959964
 
 
-def study_spec(outcome: str, epsilon: float, **changes: object) -> DPEffectsSpec:
-    """The benchmark's study: the design's public ranges, trimming 0.1, AIPW, both estimands."""
-    spec = DPEffectsSpec(epsilon=epsilon, delta=1e-6, outcome_range=OUTCOME_RANGE[outcome], trim=0.1,
-                         columns=COLUMNS, bounds=tuple(covariate_bounds()), estimators=("aipw",),
-                         estimands=("ate",))
+@dataclass(frozen=True)
+class Design:
+    """The public facts of a study: covariate ranges and the outcome range."""
+
+    bounds: tuple[tuple[float, float], ...]
+    outcome_range: tuple[float, float]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Covariate names ``x0, x1, ...`` in the order of :attr:`bounds`."""
+        return tuple(f"x{j}" for j in range(len(self.bounds)))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One study's point estimate and standard error (``None``: no estimate, e.g. a refused study)."""
+
+    estimate: float | None
+    se: float | None
+    floor: float = 0.0
+    noise_share: float = 0.0
+
+
+def study_spec(design: Design, epsilon: float, **changes: object) -> DPEffectsSpec:
+    """The benchmark's ``dp_effects`` study: the design's public ranges, trimming 0.1, AIPW, ATE."""
+    spec = DPEffectsSpec(epsilon=epsilon, delta=1e-6, outcome_range=design.outcome_range, trim=0.1,
+                         columns=design.columns, bounds=design.bounds, estimators=("aipw",), estimands=("ate",))
     return replace(spec, **changes)  # type: ignore[arg-type]
 
 
-def site_parties(sites: Sequence[Site], folder: Path, epsilon: float, delta: float) -> list[Party]:
-    """One party per site, each with a fresh ledger holding the study's budget."""
+def site_parties(sites: Sequence[Site], folder: str, epsilon: float, delta: float) -> list[Party]:
+    """One party per site, each with a fresh ledger holding the study's budget and the anchor key."""
     parties = []
     for i, site in enumerate(sites):
-        frame = pd.DataFrame(site.X, columns=COLUMNS).assign(t=site.T, y=site.Y)
-        table = PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y")
-        ledger = PrivacyLedger(folder / f"site{i}.sqlite", epsilon=epsilon, delta=delta)
-        parties.append(Party(f"site{i}", table, ledger=ledger))
+        columns = [f"x{j}" for j in range(site.X.shape[1])]
+        frame = pd.DataFrame(site.X, columns=columns).assign(t=site.T, y=site.Y)
+        table = PartyTable.from_frame(frame, columns, treatment="t", outcome="y")
+        ledger = PrivacyLedger(f"{folder}/site{i}.sqlite", epsilon=epsilon, delta=delta)
+        party = Party(f"site{i}", table, ledger=ledger)
+        party.anchor_key = simulation_anchor_key(0)
+        parties.append(party)
     return parties
 
 
-def run_private(sites: Sequence[Site], spec: DPEffectsSpec, identities: object = None) -> dict[str, object]:
-    """One ``dp_effects`` study over ``sites``: the report's kind part."""
+def run_private(sites: Sequence[Site], spec: DPEffectsSpec, estimand: str = "ate") -> Estimate:
+    """One ``dp_effects`` study over ``sites``: the pooled AIPW estimate of ``estimand``.
+
+    The floor is the noise SD of the released score sum over its denominator (n for the ATE, the
+    number of treated for the ATT, taken exact here).
+    """
     with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
-        parties = site_parties(sites, Path(folder), spec.epsilon, spec.delta)
-        if identities is not None:
+        parties = site_parties(sites, folder, spec.epsilon, spec.delta)
+        names = [p.name for p in parties]
+        if spec.secure_aggregation:
             from collabcausal.party.secagg import attach_identities
+            from collabcausal.secagg import simulation_identities
 
-            attach_identities(parties, identities)
-        return dp_effects_results(InProcessGrid(parties), spec, "bench", [p.name for p in parties])
+            attach_identities(parties, simulation_identities(STUDY, names))
+        report = dp_effects_results(InProcessGrid(parties), spec, STUDY, names)
+    row = report["estimates"][f"aipw-{estimand}"]
+    denominator = sum(len(s.T) if estimand == "ate" else int(s.T.sum()) for s in sites)
+    floor = report["dp_effects"]["scores_noise_sd"][f"aipw_{estimand}"] / denominator
+    return Estimate(row["estimate"], row["se"], floor, row["noise_share"] or 0.0)
 
 
-def federated_aipw(sites: Sequence[Site], estimand: str = "ate") -> tuple[float, float]:
-    """Non-private AIPW over the pooled rows with site-level nuisances: (estimate, se)."""
-    e = np.concatenate([
-        LogisticRegression(C=np.inf, max_iter=1000).fit(s.X, s.T).predict_proba(s.X)[:, 1] for s in sites
-    ])
+def federated_aipw(sites: Sequence[Site], estimand: str = "ate") -> Estimate:
+    """Non-private AIPW over the pooled rows with site-level nuisances (module docstring)."""
+    propensity = make_pipeline(StandardScaler(), LogisticRegression(C=np.inf, max_iter=1000))
+    e = np.concatenate([propensity.fit(s.X, s.T).predict_proba(s.X)[:, 1] for s in sites])
     dummies = np.vstack([np.tile(np.eye(len(sites))[i, 1:], (len(s.T), 1)) for i, s in enumerate(sites)])
     X = np.hstack([np.vstack([s.X for s in sites]), dummies])
     y = np.concatenate([s.Y for s in sites])
     t = np.concatenate([s.T for s in sites])
     result = aipw(y, t, np.clip(e, 0.01, 0.99), X, estimand)
-    return float(result.estimate), float(result.se)
+    return Estimate(float(result.estimate), float(result.se))
+
+
+def difference_in_means(sites: Sequence[Site]) -> Estimate:
+    """The trivial baseline: treated mean minus control mean over the pooled rows, Welch SE."""
+    y = np.concatenate([s.Y for s in sites])
+    t = np.concatenate([s.T for s in sites]).astype(bool)
+    y1, y0 = y[t], y[~t]
+    return Estimate(float(y1.mean() - y0.mean()), float(math.sqrt(y1.var(ddof=1) / len(y1) + y0.var(ddof=1) / len(y0))))
+
+
+def run_adum(sites: Sequence[Site], design: Design, epsilon: float, cells: int = 4) -> Estimate:
+    """eps-ADUM (paper 001) on a ``cells`` x ``cells`` grid of the first two covariates: the ATE, no SE.
+
+    The floor is ``8 D_y / (n eps)``: the Laplace scale of one party's outcome sum per cell and arm
+    (substitution, ``eps/2`` on the sums; :mod:`collabcausal.estimators.dp.adum`) over ``n``.
+    """
+    from collabcausal.analyst.adum import fit_adum
+    from collabcausal.estimators.dp.partitions import GridPartition
+
+    with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
+        parties = site_parties(sites, folder, epsilon, 1e-6)
+        partition = GridPartition(list(design.columns[:2]), list(design.bounds[:2]), [cells, cells])
+        model = fit_adum(InProcessGrid(parties), partition, epsilon, design.outcome_range, study=STUDY,
+                         parties=[p.name for p in parties])
+    weights = np.clip(np.asarray(model.aggregates_.counts, dtype=float).sum(axis=1), 0.0, None)
+    n = sum(len(s.T) for s in sites)
+    d_y = max(abs(v) for v in design.outcome_range)
+    return Estimate(float(weights @ model.uplift_ / weights.sum()), None, 8.0 * d_y / (n * epsilon))
+
+
+def run_dcqe(sites: Sequence[Site], design: Design, epsilon: float | None, n_boot: int = 5) -> Estimate:
+    """DC-QE over the sites (paper 003): plain (``epsilon=None``, AIPW) or on DP representations (IPW, SIMEX).
+
+    A DP study the analyst refuses (its SE floor, :func:`~collabcausal.analyst.dp_release.se_floor`,
+    too high for the outcome range) gives ``Estimate(None, None, floor)``.
+    """
+    from collabcausal.analyst.dcqe import DCQEPlan, describe_parties
+    from collabcausal.analyst.dcqe import run_dcqe as run_plain
+    from collabcausal.analyst.dp_release import DPRepresentationSpec, run_dp_dcqe, se_floor
+
+    ranges = dict(zip(design.columns, design.bounds, strict=True))
+    m = len(design.columns)
+    with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
+        parties = site_parties(sites, folder, epsilon or 1.0, 1e-6)
+        grid = InProcessGrid(parties)
+        plan = DCQEPlan(row_groups=[[p.name] for p in parties], anchor_ranges=ranges, n_anchors=2000,
+                        party_components=m - 1 if epsilon is None else m,
+                        estimators=("aipw",) if epsilon is None else ("ipw",), study=STUDY)
+        if epsilon is None:
+            e = run_plain(grid, plan).effects.estimates["aipw"]
+            return Estimate(float(e.estimate), float(e.se))
+        spec = DPRepresentationSpec(epsilon, 1e-6, design.outcome_range)
+        floor = se_floor(plan, spec, describe_parties(grid, plan))
+        try:
+            result = run_dp_dcqe(grid, plan, spec, n_boot=n_boot)
+        except CollabCausalError:
+            return Estimate(None, None, floor)
+    return Estimate(float(result.estimate.estimate), float(np.std(result.replicates, ddof=1)), floor)
+
+
+def lalonde_sites(n_groups: int, seed: int) -> tuple[list[Site], Design]:
+    """LaLonde (NSW treated + PSID controls, re78 in $1000) split at random into ``n_groups`` row groups.
+
+    The design declares the covariate ranges of examples/lalonde-2x2 (earnings in $) and the outcome
+    range [0, 60] ($1000); ``propensity`` is unknown (NaN).
+    """
+    data = load_lalonde()
+    frame = data.frame
+    X = frame[list(data.covariates)].to_numpy(dtype=float)
+    T = frame[data.treatment].to_numpy().astype(np.int8)
+    Y = frame[data.outcome].to_numpy(dtype=float)
+    group = np.random.default_rng(seed).permutation(len(T)) % n_groups
+    sites = [Site(X[group == g], T[group == g], Y[group == g], np.full(int((group == g).sum()), np.nan))
+             for g in range(n_groups)]
+    bounds = {"age": (17.0, 55.0), "education": (0.0, 17.0), "re74": (0.0, 137148.68), "re75": (0.0, 156653.23)}
+    return sites, Design(tuple(bounds.get(c, (0.0, 1.0)) for c in data.covariates), (0.0, 60.0))
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Bias, RMSE, empirical coverage of the 95% interval, mean SE and DP noise share over replications."""
+    """Replications of one method: bias, RMSE, coverage of the 95% interval, spread and means."""
 
     n: int
     bias: float
     rmse: float
     coverage: float
     mean_se: float
+    spread: float
+    floor: float
     noise_share: float
     failed: int
 
 
-def summarize(estimates: Sequence[float | None], ses: Sequence[float | None], truth: float,
-              noise_shares: Sequence[float] = ()) -> Summary:
-    """:class:`Summary` of replications (``None`` = no estimate, counted as failed)."""
-    pairs = [(e, s) for e, s in zip(estimates, ses, strict=True) if e is not None and s is not None]
-    est = np.array([p[0] for p in pairs])
-    se = np.array([p[1] for p in pairs])
-    err = est - truth
-    return Summary(len(pairs), float(err.mean()), float(np.sqrt(np.mean(err**2))),
-                   float(np.mean(np.abs(err) <= 1.959964 * se)), float(se.mean()),
-                   float(np.mean(noise_shares)) if len(noise_shares) else 0.0, len(estimates) - len(pairs))
+def summarize(estimates: Sequence[Estimate], truth: float) -> Summary:
+    """:class:`Summary` of replications; an estimate of ``None`` counts as failed, a ``None`` SE has no coverage.
 
-
-def peer_parties(sites: Sequence[Site], folder: Path, epsilon: float, delta: float) -> list[Party]:
-    """:func:`site_parties` holding the study's anchor key too (for the DC-QE peers)."""
-    from collabcausal.party.anchor import simulation_anchor_key
-
-    parties = site_parties(sites, folder, epsilon, delta)
-    for party in parties:
-        party.anchor_key = simulation_anchor_key(0)
-    return parties
-
-
-def run_adum(sites: Sequence[Site], outcome: str, epsilon: float, cells: int = 4) -> float:
-    """eps-ADUM (paper 001) over the sites on a regular grid of the two strongest confounders: the ATE."""
-    from collabcausal.analyst.adum import fit_adum
-    from collabcausal.estimators.dp.partitions import GridPartition
-
-    bounds = covariate_bounds()[:2]
-    with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
-        parties = site_parties(sites, Path(folder), epsilon, 0.0 + 1e-9)
-        model = fit_adum(InProcessGrid(parties), GridPartition(list(COLUMNS[:2]), bounds, [cells, cells]), epsilon,
-                         OUTCOME_RANGE[outcome], study="bench", parties=[p.name for p in parties])
-    weights = np.clip(np.asarray(model.aggregates_.counts, dtype=float).sum(axis=1), 0.0, None)
-    return float(weights @ model.uplift_ / weights.sum())
-
-
-def run_dcqe(sites: Sequence[Site], outcome: str, epsilon: float | None) -> tuple[float | None, float | None]:
-    """DC-QE over the sites (paper 003): plain (``epsilon=None``, AIPW) or on DP representations (IPW, SIMEX).
-
-    Returns (estimate, se); (None, None) when the study refuses (the DP noise floor is too high).
+    ``spread`` is the standard deviation of the estimates over seeds; NaN where undefined.
     """
-    from collabcausal.analyst.dcqe import DCQEPlan
-    from collabcausal.analyst.dcqe import run_dcqe as run_plain
-    from collabcausal.analyst.dp_release import DPRepresentationSpec, run_dp_dcqe
-    from collabcausal.errors import CollabCausalError
-
-    ranges = dict(zip(COLUMNS, covariate_bounds(), strict=True))
-    with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
-        parties = peer_parties(sites, Path(folder), epsilon or 1.0, 1e-6)
-        names = [[p.name] for p in parties]
-        grid = InProcessGrid(parties)
-        if epsilon is None:
-            plan = DCQEPlan(row_groups=names, anchor_ranges=ranges, n_anchors=2000, party_components=9,
-                            estimators=("aipw",), study="bench")
-            e = run_plain(grid, plan).effects.estimates["aipw"]
-            return float(e.estimate), float(e.se)
-        plan = DCQEPlan(row_groups=names, anchor_ranges=ranges, n_anchors=2000, party_components=10,
-                        estimators=("ipw",), study="bench")
-        try:
-            result = run_dp_dcqe(grid, plan, DPRepresentationSpec(epsilon, 1e-6, OUTCOME_RANGE[outcome]), n_boot=50)
-        except CollabCausalError:
-            return None, None
-        return float(result.estimate.estimate), float(np.std(result.replicates, ddof=1))
+    done = [e for e in estimates if e.estimate is not None]
+    est = np.array([e.estimate for e in done], dtype=float)
+    se = np.array([np.nan if e.se is None else e.se for e in done], dtype=float)
+    floors = np.array([e.floor for e in estimates], dtype=float)
+    if not done:
+        return Summary(0, math.nan, math.nan, math.nan, math.nan, math.nan, float(np.mean(floors)), math.nan,
+                       len(estimates))
+    err = est - truth
+    covered = np.abs(err) <= Z95 * se
+    return Summary(
+        len(done), float(err.mean()), float(np.sqrt(np.mean(err**2))),
+        float(covered.mean()) if np.isfinite(se).all() else math.nan,
+        float(se.mean()) if np.isfinite(se).all() else math.nan,
+        float(est.std(ddof=1)) if len(done) > 1 else math.nan, float(np.mean(floors)),
+        float(np.mean([e.noise_share for e in done])), len(estimates) - len(done),
+    )

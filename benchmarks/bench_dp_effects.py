@@ -1,0 +1,218 @@
+"""The private effect estimate (study kind ``dp_effects``) beside its peers (issue 21, item 6).
+
+    .venv/bin/python benchmarks/bench_dp_effects.py            # full: 200 replications (once!)
+    .venv/bin/python benchmarks/bench_dp_effects.py --quick    # a few replications, small n, < 2 min
+
+One run prints, for the synthetic multi-site study (collabcausal/simulations/multisite.py: 4 sites
+x 25,000 subjects, 10 confounders; binary outcome, then the same study with a continuous outcome),
+one row per method over seeded replications (seed ``--seed + r`` draws replication r's data; the
+DP noise comes from OpenDP, which is not seedable): the full-sample estimate of replication 0 with
+its SE, bias, RMSE, coverage of the 95% interval, mean SE, spread of the estimates over seeds, the
+DP floor and the share of the variance that is DP noise. Methods: difference in means (trivial,
+non-private), federated AIPW (non-private: centralized AIPW with site-level nuisances), plain DC-QE
+(no guarantee), ``dp_effects`` at eps 0.25 .. 8 per party in total without and with secure
+aggregation, eps-ADUM, and DC-QE on DP representations (replication 0 only, SE from 5 bootstrap
+replicates: one study takes about 2 minutes at this n).
+Then LaLonde (bundled; NSW treated + PSID controls, split into 2 row groups): ATE and ATT at
+eps 1, 4, 16 against the non-private AIPW on the same rows, and the smallest eps whose mean SE and
+spread over DP draws are both within 1.5x the non-private SE (the spread too: on LaLonde the
+reported SE misses the variability of the DP nuisance fits).
+
+The DP floor of a row is the SD of the DP noise on the estimate alone: for ``dp_effects`` the
+noise SD of the released AIPW score sum over n (its sensitivity 2R/t times the analytic Gaussian
+factor, over n); for eps-ADUM ``8 D_y / (n eps)``; for DP representations the analyst's
+:func:`~collabcausal.analyst.dp_release.se_floor`.
+
+Targets (full mode; exit 1 when missed): binary outcome, eps 1, ATE: RMSE <= 1.25x federated
+AIPW's and coverage in [0.93, 0.97] over >= 200 replications, for each aggregation mode that ran.
+``--quick`` checks sanity only (every ``dp_effects`` row estimated, finite). Secure rows need
+:mod:`collabcausal.party.secagg`; without it they print "n/a".
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from collabcausal.simulations.dp_effects_benchmark import (
+    Design,
+    Estimate,
+    Summary,
+    difference_in_means,
+    federated_aipw,
+    lalonde_sites,
+    run_adum,
+    run_dcqe,
+    run_private,
+    study_spec,
+    summarize,
+)
+from collabcausal.simulations.multisite import OUTCOME_RANGE, covariate_bounds, simulate_sites, true_effects
+
+EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+LALONDE_EPSILONS = (1.0, 4.0, 16.0)
+TARGET_EPSILON = 1.0
+RMSE_RATIO = 1.25
+COVERAGE = (0.93, 0.97)
+MIN_REPS = 200
+
+
+def secure_available() -> bool:
+    """Whether the secure-aggregation path is importable (``collabcausal.party.secagg``)."""
+    try:
+        import collabcausal.party.secagg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def methods(design: Design, secure: bool) -> dict[str, Callable]:
+    """Row label -> function of the sites (replicated rows)."""
+    rows: dict[str, Callable] = {
+        "difference in means (trivial)": difference_in_means,
+        "federated AIPW (non-private)": federated_aipw,
+        "plain DC-QE (no guarantee)": lambda s: run_dcqe(s, design, None),
+    }
+    for mode, flag in (("plain", False), ("secure", True)):
+        for eps in EPSILONS:
+            spec = study_spec(design, eps, secure_aggregation=flag)
+            available = secure or not flag
+            rows[f"dp_effects {mode} eps {eps:g}"] = (lambda s, spec=spec: run_private(s, spec)) if available else None
+    rows["eps-ADUM eps 1 (4x4 grid)"] = lambda s: run_adum(s, design, TARGET_EPSILON)
+    return rows
+
+
+def replicate(outcome: str, n_per_site: int, reps: int, seed: int, secure: bool) -> dict[str, Summary | None]:
+    """Every method over ``reps`` seeded replications of the multi-site study; DP DC-QE on replication 0."""
+    design = Design(tuple(covariate_bounds()), OUTCOME_RANGE[outcome])
+    rows = methods(design, secure)
+    results: dict[str, list[Estimate]] = {label: [] for label in rows}
+    dp_dcqe = None
+    for r in range(reps):
+        sites = simulate_sites(n_per_site, outcome, np.random.default_rng(seed + r))
+        for label, run in rows.items():
+            if run is not None:
+                results[label].append(run(sites))
+        if r == 0:
+            dp_dcqe = run_dcqe(sites, design, TARGET_EPSILON)
+    truth = true_effects(outcome)["ate"]
+    table: dict[str, Summary | None] = {
+        label: summarize(results[label], truth) if rows[label] is not None else None for label in rows
+    }
+    table[f"DC-QE on DP representations eps {TARGET_EPSILON:g} (rep 0)"] = summarize([dp_dcqe], truth)
+    _print_table(f"{outcome} outcome, {4} x {n_per_site} subjects, {reps} replications, true ATE {truth:.4f}",
+                 table, {label: results[label][0] for label in rows if results[label]} | {
+                     f"DC-QE on DP representations eps {TARGET_EPSILON:g} (rep 0)": dp_dcqe})
+    return table
+
+
+def _fmt(v: float | None, digits: int = 4) -> str:
+    return "-" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _print_table(title: str, table: dict[str, Summary | None], first: dict[str, Estimate | None]) -> None:
+    print(f"\n### {title}\n")
+    print("| method | rep-0 estimate (SE) | bias | RMSE | coverage | mean SE | spread | DP floor | noise share | "
+          "failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, s in table.items():
+        if s is None:
+            print(f"| {label} | n/a (secure aggregation not available) |||||||||")
+            continue
+        e = first.get(label)
+        head = "refused" if e is None or e.estimate is None else f"{e.estimate:.4f} ({_fmt(e.se)})"
+        print(f"| {label} | {head} | {_fmt(s.bias)} | {_fmt(s.rmse)} | {_fmt(s.coverage, 3)} | {_fmt(s.mean_se)} | "
+              f"{_fmt(s.spread)} | {_fmt(s.floor)} | {_fmt(s.noise_share, 2)} | {s.failed}/{s.n + s.failed} |")
+
+
+def lalonde(reps: int, seed: int, secure: bool) -> None:
+    """LaLonde ATE and ATT at :data:`LALONDE_EPSILONS` (``reps`` DP draws each) beside the non-private AIPW.
+
+    ``reps`` must be at least 2 for a spread (with 1 draw the "within 1.5x" line says none).
+    """
+    sites, design = lalonde_sites(2, seed)
+    print(f"\n### LaLonde (185 treated + 2490 PSID controls, 2 row groups, re78 in $1000, range [0, 60], "
+          f"trim 0.1), {reps} DP draws per eps\n")
+    print("| estimand | eps | aggregation | mean estimate | spread | mean SE | DP floor | SE / non-private SE | "
+          "spread / non-private SE |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for estimand in ("ate", "att"):
+        reference = federated_aipw(sites, estimand)
+        print(f"| {estimand} | inf | non-private AIPW | {reference.estimate:.3f} | - | {reference.se:.3f} | 0 | 1.00 "
+              "| - |")
+        within = None
+        for eps in LALONDE_EPSILONS:
+            spec = study_spec(design, eps, estimands=(estimand,), secure_aggregation=secure)
+            draws = [run_private(sites, spec, estimand) for _ in range(reps)]
+            s = summarize(draws, 0.0)
+            ratio, spread = s.mean_se / reference.se, s.spread / reference.se
+            if within is None and max(ratio, spread) <= 1.5:
+                within = eps
+            mean = s.bias  # truth 0: the mean estimate
+            print(f"| {estimand} | {eps:g} | {'secure' if secure else 'plain'} | {_fmt(mean, 3)} | {_fmt(s.spread, 3)} "
+                  f"| {_fmt(s.mean_se, 3)} | {_fmt(s.floor, 3)} | {_fmt(ratio, 2)} | {_fmt(spread, 2)} |")
+        print(f"| {estimand} | interval within 1.5x the non-private one from eps | "
+              f"{'none up to 16' if within is None else f'{within:g}'} |||||||")
+
+
+def check_targets(table: dict[str, Summary | None], reps: int) -> list[str]:
+    """Missed full-mode targets (binary outcome, eps 1), one line each."""
+    missed = []
+    reference = table["federated AIPW (non-private)"]
+    assert reference is not None
+    if reps < MIN_REPS:
+        missed.append(f"only {reps} replications; the targets need >= {MIN_REPS}")
+    for mode in ("plain", "secure"):
+        s = table[f"dp_effects {mode} eps {TARGET_EPSILON:g}"]
+        if s is None:
+            continue
+        if not s.rmse <= RMSE_RATIO * reference.rmse:
+            missed.append(f"{mode}: RMSE {s.rmse:.4f} > {RMSE_RATIO} x federated AIPW's {reference.rmse:.4f}")
+        if not COVERAGE[0] <= s.coverage <= COVERAGE[1]:
+            missed.append(f"{mode}: coverage {s.coverage:.3f} outside {COVERAGE}")
+    return missed
+
+
+def check_sanity(tables: list[dict[str, Summary | None]]) -> list[str]:
+    """Quick mode: every ``dp_effects`` row that ran estimated every replication with finite numbers."""
+    bad = []
+    for table in tables:
+        for label, s in table.items():
+            if label.startswith("dp_effects") and s is not None and (
+                s.failed or not np.isfinite([s.rmse, s.coverage, s.mean_se]).all()
+            ):
+                bad.append(f"{label}: {s.failed} failed replications or non-finite summary")
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the tables; 1 when a target (full) or a sanity check (quick) is missed."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="few replications, 4 x 2500 subjects, sanity only")
+    parser.add_argument("--reps", type=int, help="replications of the binary study (default 200; quick 3)")
+    parser.add_argument("--continuous-reps", type=int, help="replications of the continuous study (default 50; "
+                        "quick 2)")
+    parser.add_argument("--lalonde-reps", type=int, help="DP draws per eps on LaLonde (default 20; quick 2)")
+    parser.add_argument("--seed", type=int, default=0, help="replication r draws its data with seed + r")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    reps = args.reps or (3 if quick else MIN_REPS)
+    n_per_site = 2500 if quick else 25_000
+    secure = secure_available()
+    start = time.perf_counter()
+    binary = replicate("binary", n_per_site, reps, args.seed, secure)
+    continuous = replicate("continuous", n_per_site, args.continuous_reps or (2 if quick else 50), args.seed, secure)
+    lalonde(args.lalonde_reps or (2 if quick else 20), args.seed, secure)
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    missed = check_sanity([binary, continuous]) if quick else check_targets(binary, reps)
+    for line in missed:
+        print(f"TARGET MISSED: {line}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
