@@ -89,15 +89,15 @@ def test_lalonde_is_split_into_row_groups_with_public_ranges():
 def test_targets_flag_an_rmse_or_coverage_miss_and_too_few_replications():
     bench = _bench()
     good = summarize([Estimate(0.0, 1.0)] * 19 + [Estimate(3.0, 1.0)], 0.0)  # coverage 0.95
-    table = {"federated AIPW (non-private)": good, "dp_effects plain eps 1": good, "dp_effects secure eps 1": None}
+    table = {"federated AIPW (non-private)": good, "dp_effects plain eps 1": good, "dp_effects secure eps 1": good}
     assert bench.check_targets(table, 200) == []
     wide = summarize([Estimate(0.0, 1.0)] * 10 + [Estimate(3.0, 1.0)] * 10, 0.0)
-    missed = bench.check_targets(table | {"dp_effects plain eps 1": wide}, 100)
+    assert bench.check_targets(table | {"dp_effects plain eps 1": wide}, 200) == []  # printed, not held to it
+    missed = bench.check_targets(table | {"dp_effects secure eps 1": wide}, 100)
     assert len(missed) == 3 and "replications" in missed[0] and "RMSE" in missed[1] and "coverage" in missed[2]
 
 
-@pytest.mark.slow
-def test_quick_benchmark_prints_every_table_and_passes_its_sanity_checks():
+def test_quick_benchmark_prints_every_table_and_passes_its_sanity_checks():  # ~10 s: the CI run of the script
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_dp_effects.py"), "--quick", "--reps", "2",
                "--continuous-reps", "2", "--lalonde-reps", "2"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
