@@ -29,7 +29,7 @@ from collabcausal.analyst.grid import Grid
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.party.secagg import OPERATION as KEYS
-from collabcausal.party.secagg import SCALE_BITS
+from collabcausal.party.secagg import NOISE_TAIL, SCALE_BITS
 from collabcausal.secagg import RoundFailed, aggregate, check_headroom, decode, integer_sensitivity, share_sigma
 
 MAX_ATTEMPTS = 3
@@ -100,7 +100,7 @@ def secure_sum(
         round_id = f"{study}/{operation}/{attempt}/{uuid.uuid4().hex[:12]}"  # never reused by a party
         sigma = share_sigma(integer_sensitivity(sensitivity, length, SCALE_BITS), epsilon, delta, len(roster) - 1,
                             length)
-        check_headroom(value_bound, len(roster), 20.0 * math.sqrt(len(roster)) * sigma, SCALE_BITS)
+        check_headroom(value_bound, len(roster), NOISE_TAIL * math.sqrt(len(roster)) * sigma, SCALE_BITS)
         keys, lost = _each(grid, {p: Message(KEYS, {"study": study, "round": round_id}) for p in roster}, timeout)
         if lost:
             roster = [p for p in roster if p not in lost]

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from collabcausal.errors import ConfigError
+from collabcausal.party.sqlite_transaction import connect, transaction
 
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS audit_head ("
@@ -81,25 +80,11 @@ class AuditHead:
                 return {}
             return {p: (int(s), h) for p, s, h in db.execute("SELECT party, seq, sha256 FROM audit_head")}
 
-    @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        try:
-            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ConfigError(
-                f"audit head store {self.path} cannot be opened ({exc})", "check its permissions"
-            ) from exc
-        try:
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            yield db
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise ConfigError(
-                f"audit head store {self.path} is unreadable or corrupt ({exc})", "restore it from a backup"
-            ) from exc
-        finally:
-            if db.in_transaction:
-                with suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-            db.close()
+    def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(
+            lambda: connect(self.path),
+            f"audit head store {self.path}",
+            open_fix="check its permissions",
+            corrupt_fix="restore it from a backup",
+            write=write,
+        )

@@ -36,8 +36,8 @@ import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -49,6 +49,7 @@ import numpy as np
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, ProtocolError
 from collabcausal.estimators.validation import check_delta, check_epsilon
+from collabcausal.party.sqlite_transaction import connect, transaction
 
 FORMAT = "collabcausal-ledger-2"
 OLD_FORMATS = ("collabcausal-ledger-1",)
@@ -445,12 +446,10 @@ class PrivacyLedger:
         return max(self.epsilon - spent[0], 0.0), max(self.delta - spent[1], 0.0)
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        return connect(self.path)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with _transaction(self.path, self._connect) as db:
-            yield db
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return _transaction(self.path, self._connect)
 
     def __repr__(self) -> str:
         eps, delta = self.spent()
@@ -504,7 +503,7 @@ def migrate_ledger(path: str | Path) -> int:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"ledger {p} does not exist", "check the path")
-    with _transaction(p, lambda: sqlite3.connect(p, timeout=60.0, isolation_level=None)) as db:
+    with _transaction(p, lambda: connect(p)) as db:
         fmt = _format_of(db)
         if fmt == FORMAT:
             return 0
@@ -564,27 +563,13 @@ def _read_history(db: sqlite3.Connection, dataset: str, after: int = 0) -> list[
     return [Charge(*row[:8], json.loads(row[8]), *row[9:]) for row in rows]
 
 
-@contextmanager
-def _transaction(path: Path, connect: Any) -> Iterator[sqlite3.Connection]:
-    try:
-        db = connect()
-    except sqlite3.Error as exc:
-        raise ConfigError(f"ledger {path} cannot be opened ({exc})", "check the path and permissions") from exc
-    try:
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("BEGIN IMMEDIATE")
-        yield db
-        db.execute("COMMIT")
-    except sqlite3.Error as exc:
-        raise ConfigError(
-            f"ledger {path} is unreadable or corrupt ({exc})",
-            "restore it from a backup; never delete a ledger to reset a budget",
-        ) from exc
-    finally:
-        if db.in_transaction:
-            with suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-        db.close()
+def _transaction(path: Path, open_db: Callable[[], sqlite3.Connection]) -> AbstractContextManager[sqlite3.Connection]:
+    return transaction(
+        open_db,
+        f"ledger {path}",
+        open_fix="check the path and permissions",
+        corrupt_fix="restore it from a backup; never delete a ledger to reset a budget",
+    )
 
 
 def _create(db: sqlite3.Connection) -> None:

@@ -34,8 +34,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.errors import ConfigError, PolicyError
+from collabcausal.errors import PolicyError
 from collabcausal.party.differencing import WeightedRequestHistory
+from collabcausal.party.sqlite_transaction import connect, transaction
 
 _TABLES = ("representation_requests", "weighted_requests")
 _SCHEMA = (
@@ -128,26 +129,16 @@ class RequestState:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                db = self._memory or sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            except sqlite3.Error as exc:
-                raise ConfigError(f"party state {self.path} cannot be opened ({exc})", "check its path") from exc
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                yield db
-                db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise ConfigError(
-                    f"party state {self.path} is unreadable or corrupt ({exc})",
-                    "restore it from a backup; never delete it to reset the party's request limits",
-                ) from exc
-            finally:
-                if db.in_transaction:
-                    with suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                if db is not self._memory:
-                    db.close()
+        memory = self._memory
+        with self._lock, transaction(
+            (lambda: memory) if memory is not None else (lambda: connect(self.path)),
+            f"party state {self.path}",
+            open_fix="check its path",
+            corrupt_fix="restore it from a backup; never delete it to reset the party's request limits",
+            durable=False,
+            close=memory is None,
+        ) as db:
+            yield db
 
     def __getstate__(self) -> dict:
         """For pickling (a simulation's parties go to bootstrap worker processes): the file, or the rows.
