@@ -28,8 +28,8 @@ from numpy.typing import NDArray
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
-from collabcausal.party.secagg import OPERATION as KEYS
 from collabcausal.party.secagg import NOISE_TAIL, SCALE_BITS
+from collabcausal.party.secagg import OPERATION as KEYS
 from collabcausal.secagg import RoundFailed, aggregate, check_headroom, decode, integer_sensitivity, share_sigma
 
 MAX_ATTEMPTS = 3
