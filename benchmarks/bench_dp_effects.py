@@ -1,16 +1,18 @@
 """The private effect estimate (study kind ``dp_effects``) beside its peers (issue 21, item 6).
 
-    .venv/bin/python benchmarks/bench_dp_effects.py            # full: 200 replications (once!)
+    .venv/bin/python benchmarks/bench_dp_effects.py            # full: 500 replications (about an hour)
     .venv/bin/python benchmarks/bench_dp_effects.py --quick    # a few replications, small n, < 2 min
 
 One run prints, for the synthetic multi-site study (collabcausal/simulations/multisite.py: 4 sites
 x 25,000 subjects, 10 confounders; binary outcome, then the same study with a continuous outcome),
 one row per method over seeded replications (seed ``--seed + r`` draws replication r's data; the
 DP noise comes from OpenDP, which is not seedable): the full-sample estimate of replication 0 with
-its SE, bias, RMSE, coverage of the 95% interval, mean SE, spread of the estimates over seeds, the
-DP floor and the share of the variance that is DP noise. Methods: difference in means (trivial,
-non-private), federated AIPW (non-private: centralized AIPW with site-level nuisances), plain DC-QE
-(no guarantee), ``dp_effects`` at eps 0.25 .. 8 per party in total without and with secure
+its SE, bias, RMSE, coverage of the 95% interval with its Monte Carlo SE, mean SE, spread of the
+estimates over seeds, the DP floor and the share of the variance that is DP noise. Methods: the
+oracle AIPW (true propensity and outcome means: the coverage the design itself allows on these
+replications, the yardstick for every other row's), difference in means (trivial, non-private),
+federated AIPW (non-private: centralized AIPW with site-level nuisances), plain DC-QE (no
+guarantee), ``dp_effects`` at eps 0.25 .. 8 per party in total without and with secure
 aggregation, eps-ADUM, and DC-QE on DP representations (replication 0 only, SE from 5 bootstrap
 replicates: one study takes about 2 minutes at this n).
 Then LaLonde (bundled; NSW treated + PSID controls, split into 2 row groups): ATE and ATT at
@@ -45,6 +47,7 @@ from collabcausal.simulations.dp_effects_benchmark import (
     difference_in_means,
     federated_aipw,
     lalonde_sites,
+    oracle_aipw,
     run_adum,
     run_dcqe,
     run_private,
@@ -59,17 +62,20 @@ TARGET_EPSILON = 1.0
 RMSE_RATIO = 1.25
 COVERAGE = (0.93, 0.97)
 MIN_REPS = 200
+DEFAULT_REPS = 500
 TARGET_ROW = f"dp_effects secure eps {TARGET_EPSILON:g}"
+REFERENCE_ROW = "federated AIPW (non-private)"
+ORACLE_ROW = "oracle AIPW (true nuisances)"
 
 
 def methods(design: Design, target_only: bool) -> dict[str, Callable]:
     """Row label -> function of the sites (replicated rows); only the target's two with ``target_only``."""
+    rows: dict[str, Callable] = {ORACLE_ROW: oracle_aipw, REFERENCE_ROW: federated_aipw}
     if target_only:
-        return {"federated AIPW (non-private)": federated_aipw,
-                TARGET_ROW: lambda s: run_private(s, study_spec(design, TARGET_EPSILON, secure_aggregation=True))}
-    rows: dict[str, Callable] = {
+        return rows | {TARGET_ROW: lambda s: run_private(s, study_spec(design, TARGET_EPSILON,
+                                                                          secure_aggregation=True))}
+    rows |= {
         "difference in means (trivial)": difference_in_means,
-        "federated AIPW (non-private)": federated_aipw,
         "plain DC-QE (no guarantee)": lambda s: run_dcqe(s, design, None),
     }
     for mode, flag in (("plain", False), ("secure", True)):
@@ -107,15 +113,19 @@ def _fmt(v: float | None, digits: int = 4) -> str:
     return "-" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
 
 
+def _coverage(s: Summary) -> str:
+    return "-" if not np.isfinite(s.coverage) else f"{s.coverage:.3f} ({s.coverage_mcse:.3f})"
+
+
 def _print_table(title: str, table: dict[str, Summary], first: dict[str, Estimate | None]) -> None:
     print(f"\n### {title}\n")
-    print("| method | rep-0 estimate (SE) | bias | RMSE | coverage | mean SE | spread | DP floor | noise share | "
-          "failed |")
+    print("| method | rep-0 estimate (SE) | bias | RMSE | coverage (MC SE) | mean SE | spread | DP floor | noise share "
+          "| failed |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, s in table.items():
         e = first.get(label)
         head = "refused" if e is None or e.estimate is None else f"{e.estimate:.4f} ({_fmt(e.se)})"
-        print(f"| {label} | {head} | {_fmt(s.bias)} | {_fmt(s.rmse)} | {_fmt(s.coverage, 3)} | {_fmt(s.mean_se)} | "
+        print(f"| {label} | {head} | {_fmt(s.bias)} | {_fmt(s.rmse)} | {_coverage(s)} | {_fmt(s.mean_se)} | "
               f"{_fmt(s.spread)} | {_fmt(s.floor)} | {_fmt(s.noise_share, 2)} | {s.failed}/{s.n + s.failed} |")
 
 
@@ -156,14 +166,14 @@ def check_targets(table: dict[str, Summary], reps: int) -> list[str]:
     full noise on the sum is sqrt(R - 1) times the distributed shares'.
     """
     missed = []
-    reference, s = table["federated AIPW (non-private)"], table[TARGET_ROW]
+    reference, s = table[REFERENCE_ROW], table[TARGET_ROW]
     if reps < MIN_REPS:
         missed.append(f"only {reps} replications; the targets need >= {MIN_REPS}")
     if not s.rmse <= RMSE_RATIO * reference.rmse:
         missed.append(f"secure: RMSE {s.rmse:.4f} > {RMSE_RATIO} x federated AIPW's {reference.rmse:.4f}")
     if not COVERAGE[0] <= s.coverage <= COVERAGE[1]:
-        missed.append(f"secure: coverage {s.coverage:.3f} outside {COVERAGE} "
-                      f"(federated AIPW: {reference.coverage:.3f})")
+        missed.append(f"secure: coverage {s.coverage:.3f} (MC SE {s.coverage_mcse:.3f}) outside {COVERAGE} "
+                      f"(federated AIPW: {reference.coverage:.3f}, oracle AIPW: {table[ORACLE_ROW].coverage:.3f})")
     return missed
 
 
@@ -183,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the tables; 1 when a target (full) or a sanity check (quick) is missed."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few replications, 4 x 2500 subjects, sanity only")
-    parser.add_argument("--reps", type=int, help="replications of the binary study (default 200; quick 3)")
+    parser.add_argument("--reps", type=int, help=f"replications of the binary study (default {DEFAULT_REPS}; quick 3)")
     parser.add_argument("--continuous-reps", type=int, help="replications of the continuous study (default 50; "
                         "quick 2)")
     parser.add_argument("--lalonde-reps", type=int, help="DP draws per eps on LaLonde (default 20; quick 2)")
@@ -192,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the target's rows (federated AIPW, secure eps 1, binary): about 3 s a replication")
     args = parser.parse_args(argv)
     quick = args.quick
-    reps = args.reps or (3 if quick else MIN_REPS)
+    reps = args.reps or (3 if quick else DEFAULT_REPS)
     n_per_site = 2500 if quick else 25_000
     start = time.perf_counter()
     binary = replicate("binary", n_per_site, reps, args.seed, args.target_only)

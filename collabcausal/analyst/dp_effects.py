@@ -3,8 +3,11 @@
 1. ``dp_effects_statistics`` from every party: per-arm sufficient statistics of its folds, noisy
    (or masked for secure aggregation, so only their sum is seen);
 2. the nuisance models, fitted here from the pooled statistics (``nuisance = "pooled"``, a site
-   one-hot in every design row) or from each party's own (``"site"``): post-processing;
-3. ``dp_effects_scores`` from every party with those models: noisy (or masked) score sums;
+   one-hot in every design row) or from each party's own (``"site"``), and ``nuisance_replicates``
+   refits on the statistics plus fresh noise of their own law (seeded by ``seed``): post-processing;
+3. ``dp_effects_scores`` from every party with those models: noisy (or masked) score sums, and for
+   each replicate the sums of the clipped score differences it makes (how far the statistics' noise
+   moves the estimate through the models, which the interval then counts);
 4. estimates, standard errors and intervals from the summed scores
    (:func:`~collabcausal.estimators.dp.effects.analysis.effects_from_sums`), per-party estimates and
    their inverse-variance pool when the parties' sums are seen one by one.
@@ -29,11 +32,17 @@ from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
 from collabcausal.analyst.secure_sum import secure_sum
 from collabcausal.errors import StudyFailedError
-from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models
+from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models, noise_replicates
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.pooling import inverse_variance_pool
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
-from collabcausal.estimators.dp.effects.scores import Component, components, release_sensitivity, release_weights
+from collabcausal.estimators.dp.effects.scores import (
+    Component,
+    components,
+    release_sensitivity,
+    release_weights,
+    replicate_components,
+)
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
 from collabcausal.messages import Message
@@ -44,7 +53,8 @@ NOTE = (
     "dp_effects: each party released two (epsilon, delta)-DP aggregates of its own rows (per-arm sufficient "
     "statistics, then bounded score sums; substitution of one record, n public); the nuisance models, estimates "
     "and intervals are post-processing. No row, representation or model of a party's data left it. The interval "
-    "adds the known DP noise variance and the noise in the variance estimate to the sandwich variance."
+    "adds the known DP noise variance, the noise in the variance estimate and the variability the statistics' noise "
+    "gives the nuisance models (from noise replicates) to the sandwich variance."
 )
 
 
@@ -66,6 +76,8 @@ class DPEffectsSpec:
     secure_aggregation: bool = True
     ridge_scale: float = 1.0
     alpha: float = 0.05
+    nuisance_replicates: int = 8
+    seed: int = 0
 
     @property
     def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -116,20 +128,28 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "epsilon": eps_n, "delta": delta_n},
         statistics_sensitivity(feature_map), eps_n, delta_n, length=spec.n_folds * length, value_bound=largest,
         timeout=timeout, study=study)
+    rng = np.random.default_rng(spec.seed)
     if pooled:
         assert stats.total is not None
-        shared = fold_models(stats.total.reshape(spec.n_folds, length), feature_map.dim, feature_map.n_sites,
-                             stats.total_noise_sd, ridge_scale=spec.ridge_scale)
-        models = {p: shared for p in stats.parties}
+        rows = stats.total.reshape(spec.n_folds, length)
+        fit = (feature_map.dim, feature_map.n_sites, stats.total_noise_sd)
+        shared = fold_models(rows, *fit, ridge_scale=spec.ridge_scale)
+        shared_replicates = noise_replicates(rows, *fit, spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale)
+        models = {p: (shared, shared_replicates) for p in stats.parties}
     else:
-        models = {p: fold_models(stats.values[p].reshape(spec.n_folds, length), feature_map.dim, 1,
-                                 stats.party_noise_sd, ridge_scale=spec.ridge_scale) for p in stats.parties}
+        models = {}
+        for p in stats.parties:
+            rows, fit = stats.values[p].reshape(spec.n_folds, length), (feature_map.dim, 1, stats.party_noise_sd)
+            models[p] = (fold_models(rows, *fit, ridge_scale=spec.ridge_scale),
+                         noise_replicates(rows, *fit, spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale))
 
     parts = components(spec.estimators, spec.estimands, feature_map.outcome_width, spec.trim)
+    parts += replicate_components(parts, spec.nuisance_replicates)
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     release_scores = _secure_round if secure else _plain_round
     scores = release_scores(grid, SCORES, stats.parties, lambda p: base | extra | {
-        "site": sites[p], "epsilon": eps_s, "delta": delta_s, "models": [m.to_spec() for m in models[p]]},
+        "site": sites[p], "epsilon": eps_s, "delta": delta_s, "models": [m.to_spec() for m in models[p][0]],
+        "replicates": [[m.to_spec() for m in replicate] for replicate in models[p][1]]},
         release_sensitivity(parts), eps_s, delta_s, length=len(parts), value_bound=largest, timeout=timeout,
         study=study)
     return _report(spec, parts, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)

@@ -158,6 +158,9 @@ class DPEffectsSection(Section):
     n_folds: int = Field(1, ge=1, le=20, description="1: full-sample nuisances; 2..20: cross-fitting folds")
     secure_aggregation: bool = Field(True, description="true: the analyst sees only sums over parties")
     ridge_scale: float = Field(1.0, ge=0, description="ridge = ridge_scale x noise sd x sqrt(d), >= 0")
+    nuisance_replicates: int = Field(
+        8, ge=0, le=32, description="refits on re-noised statistics whose effect the interval counts, 0..32 (0: none)"
+    )
 
     @field_validator("outcome_range")
     @classmethod

@@ -36,4 +36,5 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         estimators=tuple(section.estimators), estimands=tuple(section.estimands), nuisance=section.nuisance,
         nuisance_share=section.nuisance_share, n_folds=section.n_folds,
         secure_aggregation=section.secure_aggregation, ridge_scale=section.ridge_scale,
+        nuisance_replicates=section.nuisance_replicates, seed=config.settings.get("seed", 0),
     )

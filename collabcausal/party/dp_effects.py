@@ -29,7 +29,9 @@ Request params shared by both: ``study``, ``epsilon``, ``delta`` (0 < delta < 1/
 (covariates in design order), ``design`` (:meth:`FeatureMap.to_spec`), ``site`` (the party's index
 in the one-hot), ``n_folds`` (1: full-sample nuisances; K >= 2: cross-fitting), optional
 ``secagg``. Scores add ``models`` (one :meth:`NuisanceModel.to_spec` per fold), ``estimators``,
-``estimands`` and ``trim``.
+``estimands``, ``trim`` and optional ``replicates`` (up to 32 noise replicates, each one model per
+fold: the release then also carries, per replicate, the sums of the clipped score differences its
+models make; :mod:`~collabcausal.estimators.dp.effects.scores`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.folds import assign_folds, fold_seed
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
-from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
+from collabcausal.estimators.dp.effects.scores import (
+    MAX_REPLICATES,
+    components,
+    release_sensitivity,
+    replicate_components,
+)
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
 from collabcausal.estimators.validation import check_delta, check_epsilon
@@ -208,6 +215,12 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     if not isinstance(models_spec, list) or len(models_spec) != req.n_folds:
         raise InputError(f"{SCORES} needs one nuisance model per fold ({req.n_folds})", "send models=[...]")
     models = [NuisanceModel.from_spec(m, req.feature_map.dim) for m in models_spec]
+    replicates_spec = p.get("replicates", [])
+    if (not isinstance(replicates_spec, list) or len(replicates_spec) > MAX_REPLICATES
+            or not all(isinstance(r, list) and len(r) == req.n_folds for r in replicates_spec)):
+        raise InputError(f"{SCORES} replicates must be a list of at most {MAX_REPLICATES} lists of {req.n_folds} "
+                         "models", "send replicates=[[model per fold], ...] or none")
+    replicates = [[NuisanceModel.from_spec(m, req.feature_map.dim) for m in r] for r in replicates_spec]
     estimators, estimands = p.get("estimators"), p.get("estimands")
     if not isinstance(estimators, list) or not isinstance(estimands, list):
         raise InputError(f"{SCORES} needs estimators and estimands lists", 'e.g. ["aipw"] and ["ate", "att"]')
@@ -217,12 +230,13 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     except OverflowError:
         raise InputError(f"{SCORES} trim {trim:g} makes the score ranges overflow floating point",
                          "declare a trim such as 0.1") from None
-    _check_scores_arithmetic(party, [c.width for c in parts], models)
+    parts += replicate_components(parts, len(replicates))
+    _check_scores_arithmetic(party, [c.width for c in parts], models + [m for r in replicates for m in r])
     sensitivity = release_sensitivity(parts)
-    details = {"components": [c.name for c in parts], "trim": trim}
+    details = {"components": [c.name for c in parts], "trim": trim, "replicates": len(replicates)}
     return _release(party, request, req, sensitivity, len(parts), details, lambda: scaled_sums(party_score_sums(
         covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
-        folds_of(party, req), models, parts, trim,
+        folds_of(party, req), models, parts, trim, replicates,
     ), parts))
 
 

@@ -11,6 +11,8 @@ The peers on the same sites:
   intercepts; the sandwich SE of :func:`~collabcausal.estimators.doubly_robust.aipw`), i.e. what
   the parties would get if they pooled their rows;
 * :func:`difference_in_means`: the trivial baseline (no adjustment, non-private);
+* :func:`oracle_aipw`: AIPW with the true nuisances (simulated sites only), the design's own
+  coverage on the same replications;
 * :func:`run_adum`: eps-ADUM (paper 001) on a grid of the two first covariates;
 * :func:`run_dcqe`: plain DC-QE (paper 003, no guarantee) or DC-QE on DP representations.
 
@@ -124,6 +126,20 @@ def federated_aipw(sites: Sequence[Site], estimand: str = "ate") -> Estimate:
     return Estimate(float(result.estimate), float(result.se))
 
 
+def oracle_aipw(sites: Sequence[Site]) -> Estimate:
+    """The ATE by AIPW with the true propensity and outcome means (simulated sites only).
+
+    Nothing is estimated but the mean of the scores, so its coverage is what the study's sampling
+    alone allows (an SE of the mean of i.i.d. scores), a reference for every other row's coverage on
+    the same replications.
+    """
+    cat = {name: np.concatenate([getattr(s, name) for s in sites])
+           for name in ("T", "Y", "propensity", "mean_control", "mean_treated")}
+    t, y, e, mu0, mu1 = cat["T"], cat["Y"], cat["propensity"], cat["mean_control"], cat["mean_treated"]
+    scores = mu1 - mu0 + t * (y - mu1) / e - (1 - t) * (y - mu0) / (1 - e)
+    return Estimate(float(scores.mean()), float(scores.std(ddof=1) / math.sqrt(len(scores))))
+
+
 def difference_in_means(sites: Sequence[Site]) -> Estimate:
     """The trivial baseline: treated mean minus control mean over the pooled rows, Welch SE."""
     y = np.concatenate([s.Y for s in sites])
@@ -186,7 +202,7 @@ def lalonde_sites(n_groups: int, seed: int) -> tuple[list[Site], Design]:
     """LaLonde (NSW treated + PSID controls, re78 in $1000) split at random into ``n_groups`` row groups.
 
     The design declares the covariate ranges of examples/lalonde-2x2 (earnings in $) and the outcome
-    range [0, 60] ($1000); ``propensity`` is unknown (NaN).
+    range [0, 60] ($1000); the propensity and the outcome means are unknown (NaN).
     """
     data = load_lalonde()
     frame = data.frame
@@ -194,7 +210,8 @@ def lalonde_sites(n_groups: int, seed: int) -> tuple[list[Site], Design]:
     T = frame[data.treatment].to_numpy().astype(np.int8)
     Y = frame[data.outcome].to_numpy(dtype=float)
     group = np.random.default_rng(seed).permutation(len(T)) % n_groups
-    sites = [Site(X[group == g], T[group == g], Y[group == g], np.full(int((group == g).sum()), np.nan))
+    unknown = [np.full(int((group == g).sum()), np.nan) for g in range(n_groups)]
+    sites = [Site(X[group == g], T[group == g], Y[group == g], unknown[g], unknown[g], unknown[g])
              for g in range(n_groups)]
     bounds = {"age": (17.0, 55.0), "education": (0.0, 17.0), "re74": (0.0, 137148.68), "re75": (0.0, 156653.23)}
     return sites, Design(tuple(bounds.get(c, (0.0, 1.0)) for c in data.covariates), (0.0, 60.0))
@@ -213,6 +230,11 @@ class Summary:
     floor: float
     noise_share: float
     failed: int
+
+    @property
+    def coverage_mcse(self) -> float:
+        """Monte Carlo standard error of :attr:`coverage` (binomial, over the :attr:`n` replications)."""
+        return math.sqrt(self.coverage * (1.0 - self.coverage) / self.n) if self.n else math.nan
 
 
 def summarize(estimates: Sequence[Estimate], truth: float) -> Summary:

@@ -33,12 +33,18 @@ OUTCOME_RANGE = {"binary": (0.0, 1.0), "continuous": (-5.0, 7.0)}
 
 @dataclass(frozen=True)
 class Site:
-    """One site's rows: covariates X (n x 10), treatment T, outcome Y, true propensity."""
+    """One site's rows: covariates X (n x 10), treatment T, outcome Y, true propensity and outcome means.
+
+    ``mean_control`` and ``mean_treated`` are E[Y | X, T = 0] and E[Y | X, T = 1] (NaN where unknown,
+    as for real data).
+    """
 
     X: NDArray[np.float64]
     T: NDArray[np.int8]
     Y: NDArray[np.float64]
     propensity: NDArray[np.float64]
+    mean_control: NDArray[np.float64]
+    mean_treated: NDArray[np.float64]
 
 
 def covariate_bounds() -> list[tuple[float, float]]:
@@ -64,16 +70,16 @@ def simulate_sites(
         X = np.hstack([gauss, binary])
         e = 1.0 / (1.0 + np.exp(-(_SITE_POLICY[s] + X @ _BETA - 0.35)))
         T = (rng.random(n_per_site) < e).astype(np.int8)
-        Y = _outcome(X, T, outcome, rng)
-        sites.append(Site(X, T, Y, e))
+        mean_control, mean_treated = (_mean_outcome(X, np.full(n_per_site, arm), outcome) for arm in (0.0, 1.0))
+        Y = _outcome(np.where(T == 1, mean_treated, mean_control), outcome, rng)
+        sites.append(Site(X, T, Y, e, mean_control, mean_treated))
     return sites
 
 
-def _outcome(X: NDArray[np.float64], T: NDArray[np.int8], outcome: Outcome, rng: np.random.Generator) -> NDArray:
-    mean = _mean_outcome(X, T.astype(float), outcome)
+def _outcome(mean: NDArray[np.float64], outcome: Outcome, rng: np.random.Generator) -> NDArray[np.float64]:
     if outcome == "binary":
-        return (rng.random(len(T)) < mean).astype(float)
-    return mean + _NOISE_SD * rng.standard_normal(len(T))
+        return (rng.random(len(mean)) < mean).astype(float)
+    return mean + _NOISE_SD * rng.standard_normal(len(mean))
 
 
 def _mean_outcome(X: NDArray[np.float64], T: NDArray[np.float64], outcome: Outcome) -> NDArray[np.float64]:

@@ -58,6 +58,19 @@ def test_secure_aggregation_lowers_the_noise_by_about_sqrt_three_with_four_parti
     assert 1.55 < ratio < 1.80
 
 
+def test_the_interval_counts_the_nuisance_noise_measured_by_replicates(tmp_path):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    counted = _run(tmp_path / "a", _spec(1.0, secure_aggregation=False))["estimates"]["aipw-ate"]
+    parts = ("sampling_var", "noise_var", "variance_uncertainty", "nuisance_var")
+    assert counted["se"] ** 2 == pytest.approx(sum(counted[k] for k in parts))
+    assert counted["nuisance_var"] >= 0.0
+    without = _run(tmp_path / "b", _spec(1.0, secure_aggregation=False, nuisance_replicates=0))["estimates"]
+    assert without["aipw-ate"]["nuisance_var"] == 0.0
+    # at a huge epsilon the statistics are nearly exact, so the refits barely move the estimate
+    exact = _run(tmp_path / "c", _spec(1e4, secure_aggregation=False))["estimates"]["aipw-ate"]
+    assert exact["nuisance_var"] < 1e-3 * exact["se"] ** 2
+
+
 class LyingGrid(InProcessGrid):
     """Parties whose replies state a noise sd half the one the request implies."""
 

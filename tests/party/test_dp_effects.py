@@ -14,7 +14,7 @@ from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
-from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
+from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
 from collabcausal.messages import Message
@@ -71,6 +71,21 @@ def test_scores_are_the_exact_scaled_sums_plus_calibrated_noise(tmp_path):
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
 
 
+def test_scores_with_noise_replicates_carry_their_clipped_difference_sums(tmp_path):
+    party = _party(tmp_path)
+    moved = NuisanceModel(MODEL.propensity_coef + 0.2, (MODEL.outcome_coef[0], MODEL.outcome_coef[1] - 0.1))
+    reply = party.handle(_request(SCORES, **SCORE_PARAMS, replicates=[[moved.to_spec()], [MODEL.to_spec()]]))
+    base = components(("aipw", "ipw"), ("ate", "att"), FM.outcome_width, 0.1)
+    parts = base + replicate_components(base, 2)
+    exact = scaled_sums(party_score_sums(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
+                                         np.zeros(N, dtype=np.int64), [MODEL], parts, 0.1, [[moved], [MODEL]]), parts)
+    sigma = analytic_gaussian_sigma(release_sensitivity(parts), 1e4, 1e-6)
+    assert reply.params["sigma"] == pytest.approx(sigma) and len(reply.arrays["values"]) == len(parts)
+    assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
+    copy0 = [j for j, c in enumerate(parts) if c.copy == 0]
+    assert np.abs(exact[copy0]).max() > 100 * sigma  # the moved models move the scores
+
+
 @pytest.mark.parametrize(("change", "error", "match"), [
     ({"trim": None}, InputError, "trim"),
     ({"trim": 0.7}, InputError, "trimming"),
@@ -82,6 +97,10 @@ def test_scores_are_the_exact_scaled_sums_plus_calibrated_noise(tmp_path):
     ({"n_folds": 0}, InputError, "n_folds"),
     ({"delta": 0.5}, InputError, "delta"),
     ({"columns": ["a", "zzz"]}, InputError, "zzz"),
+    ({"replicates": "many"}, InputError, "replicates"),
+    ({"replicates": [[]]}, InputError, "replicates"),
+    ({"replicates": [[MODEL.to_spec()]] * 33}, InputError, "at most 32"),
+    ({"replicates": [[{"propensity": [1.0]}]]}, InputError, "propensity"),
 ])
 def test_a_malformed_request_is_refused_uncharged(tmp_path, change, error, match):
     party = _party(tmp_path)

@@ -17,6 +17,7 @@ from collabcausal.simulations.dp_effects_benchmark import (
     difference_in_means,
     federated_aipw,
     lalonde_sites,
+    oracle_aipw,
     run_adum,
     run_dcqe,
     run_private,
@@ -89,12 +90,33 @@ def test_lalonde_is_split_into_row_groups_with_public_ranges():
 def test_targets_flag_an_rmse_or_coverage_miss_and_too_few_replications():
     bench = _bench()
     good = summarize([Estimate(0.0, 1.0)] * 19 + [Estimate(3.0, 1.0)], 0.0)  # coverage 0.95
-    table = {"federated AIPW (non-private)": good, "dp_effects plain eps 1": good, "dp_effects secure eps 1": good}
+    table = {"federated AIPW (non-private)": good, "dp_effects plain eps 1": good, "dp_effects secure eps 1": good,
+             "oracle AIPW (true nuisances)": good}
     assert bench.check_targets(table, 200) == []
     wide = summarize([Estimate(0.0, 1.0)] * 10 + [Estimate(3.0, 1.0)] * 10, 0.0)
     assert bench.check_targets(table | {"dp_effects plain eps 1": wide}, 200) == []  # printed, not held to it
     missed = bench.check_targets(table | {"dp_effects secure eps 1": wide}, 100)
     assert len(missed) == 3 and "replications" in missed[0] and "RMSE" in missed[1] and "coverage" in missed[2]
+    assert "MC SE 0.112" in missed[2] and "oracle AIPW: 0.950" in missed[2]
+
+
+def test_coverage_carries_its_binomial_monte_carlo_error():
+    s = summarize([Estimate(0.0, 1.0)] * 3 + [Estimate(3.0, 1.0)], 0.0)
+    assert s.coverage == 0.75 and s.coverage_mcse == pytest.approx(math.sqrt(0.75 * 0.25 / 4))
+
+
+def test_oracle_aipw_uses_the_true_nuisances_and_is_the_tightest_peer(sites):
+    truth = true_effects("binary")["ate"]
+    oracle, fed = oracle_aipw(sites), federated_aipw(sites)
+    assert abs(oracle.estimate - truth) <= 4.0 * oracle.se  # seeded data: |z| < 4 fails 6e-5 of seeds
+    mu1, mu0 = np.concatenate([s.mean_treated for s in sites]), np.concatenate([s.mean_control for s in sites])
+    assert np.all((mu1 > mu0) & (mu0 > 0.0) & (mu1 < 1.0))  # a positive effect on a probability scale
+    assert oracle.se == pytest.approx(fed.se, rel=0.2)
+
+
+def test_lalonde_has_no_true_nuisances():
+    groups, _ = lalonde_sites(2, 0)
+    assert all(np.isnan(g.propensity).all() and np.isnan(g.mean_treated).all() for g in groups)
 
 
 def test_quick_benchmark_prints_every_table_and_passes_its_sanity_checks():  # ~10 s: the CI run of the script

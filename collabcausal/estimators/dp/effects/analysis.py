@@ -38,6 +38,21 @@ def fold_models(
     ]
 
 
+def noise_replicates(
+    statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float, n_replicates: int, rng: np.random.Generator,
+    *, ridge_scale: float = 1.0,
+) -> list[list[NuisanceModel]]:
+    """``n_replicates`` refits of :func:`fold_models` on the statistics plus fresh noise of their own law.
+
+    A parametric bootstrap of the statistics' noise (Ferrando, Wang & Sheldon 2022): replicate ``b``'s
+    models differ from the study's as the study's differ from models fitted on the exact statistics,
+    to first order. Post-processing: ``noise_sd`` is public and ``rng`` the analyst's own.
+    """
+    rows = np.asarray(statistics, dtype=float)
+    return [fold_models(rows + rng.normal(0.0, float(noise_sd), rows.shape), dim, n_sites, noise_sd,
+                        ridge_scale=ridge_scale) for _ in range(n_replicates)]
+
+
 def effects_from_sums(
     sums: ArrayLike,
     noise_sd: ArrayLike,
@@ -48,8 +63,20 @@ def effects_from_sums(
     *,
     alpha: float = 0.05,
 ) -> list[DPEffect]:
-    """Every requested (estimator, estimand) from released sums with per-sum noise sds."""
-    names = [c.name for c in parts]
-    values = dict(zip(names, np.asarray(sums, dtype=float).tolist(), strict=True))
-    sds = dict(zip(names, np.asarray(noise_sd, dtype=float).tolist(), strict=True))
-    return [estimate_effect(values, sds, n, est, estimand, alpha=alpha) for est in estimators for estimand in estimands]
+    """Every requested (estimator, estimand) from released sums with per-sum noise sds.
+
+    Replicate parts (:func:`~.scores.replicate_components`) among ``parts`` feed the nuisance-noise
+    variance of each estimate (:mod:`.pooling`).
+    """
+    values, sds = np.asarray(sums, dtype=float).tolist(), np.asarray(noise_sd, dtype=float).tolist()
+    point = {c.name: v for c, v in zip(parts, values, strict=True) if c.of is None}
+    point_sd = {c.name: v for c, v in zip(parts, sds, strict=True) if c.of is None}
+    copies = max((c.copy for c in parts), default=-1) + 1
+    replicates: list[dict[str, float]] = [{} for _ in range(copies)]
+    replicate_sd: dict[str, float] = {}
+    for c, v, sd in zip(parts, values, sds, strict=True):
+        if c.of is not None:
+            replicates[c.copy][c.of] = v
+            replicate_sd[c.of] = sd
+    return [estimate_effect(point, point_sd, n, est, estimand, alpha=alpha, replicates=replicates,
+                            replicate_sd=replicate_sd) for est in estimators for estimand in estimands]

@@ -10,7 +10,14 @@ numbers and the public noise laws:
 * DP noise of the point (delta method): ``(sd_a^2 + mu^2 sd_b^2) / b^2``;
 * the uncertainty of the noisy sampling variance itself: one noise sd of the sandwich numerator,
   ``sqrt(sd_q^2 + 4 mu^2 sd_p^2 + mu^4 sd_v^2) / b^2``, added so that noise which makes the
-  variance look small does not make the interval short.
+  variance look small does not make the interval short;
+* the variability that the statistics' noise gives the nuisance models (when the release carries
+  noise replicates, :mod:`.scores`): with ``Delta_a^b``, ``Delta_b^b`` the released replicate sums of
+  copy ``b`` (their noise sd ``sd'``), the estimate moves by ``d_b = (Delta_a^b - mu Delta_b^b) / b``
+  (linearised), and ``mean_b d_b^2 - (sd'_a^2 + mu^2 sd'_b^2) / b^2``, floored at 0, estimates its
+  variance with the replicate sums' own noise removed (a parametric bootstrap of the statistics' noise,
+  Ferrando, Wang & Sheldon 2022). For a difference of ratios ``d_b`` is the difference of their
+  moves, so arms that the same noise moves together are counted together.
 
 The interval is ``estimate +- z_{1-alpha/2} se`` with ``se`` the square root of the sum.
 """
@@ -57,8 +64,8 @@ class DPEffect:
     estimator, estimand : str
     estimate, se, ci_low, ci_high : float or None
         ``None`` (with ``reason``) when a denominator is not positive.
-    sampling_var, noise_var, variance_uncertainty : float or None
-        The three parts of ``se^2`` (module docstring).
+    sampling_var, noise_var, variance_uncertainty, nuisance_var : float or None
+        The parts of ``se^2`` (module docstring); ``nuisance_var`` is 0 without noise replicates.
     noise_share : float or None
         ``noise_var / se^2``: the share of the variance that is DP noise on the point.
     reason : str or None
@@ -76,6 +83,7 @@ class DPEffect:
     noise_share: float | None
     reason: str | None = None
     alpha: float = 0.05
+    nuisance_var: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready fields, with the keys of an :class:`~collabcausal.estimators.intervals.IntervalEstimate` row."""
@@ -90,8 +98,14 @@ def estimate_effect(
     estimand: str,
     *,
     alpha: float = 0.05,
+    replicates: Sequence[Mapping[str, float]] = (),
+    replicate_sd: Mapping[str, float] | None = None,
 ) -> DPEffect:
-    """The ``estimator``'s ``estimand`` from released ``sums`` with noise sds ``noise_sd`` (n public)."""
+    """The ``estimator``'s ``estimand`` from released ``sums`` with noise sds ``noise_sd`` (n public).
+
+    ``replicates[b]`` maps a point sum's name to its released replicate sum of copy ``b`` (model-free sums
+    absent), ``replicate_sd`` to the noise sd of one such sum (module docstring).
+    """
     try:
         plus, minus = ESTIMANDS[estimator, estimand]
     except KeyError:
@@ -104,14 +118,15 @@ def estimate_effect(
             part = _ratio(r, sums, noise_sd, n)
             if isinstance(part, str):
                 return DPEffect(estimator, estimand, None, None, None, None, None, None, None, None, part, alpha)
-            parts.append((sign, part))
-    estimate = sum(sign * p[0] for sign, p in parts)
-    sampling, noise, unc = (sum(p[k] for _, p in parts) for k in (1, 2, 3))
-    var = sampling + noise + unc
+            parts.append((sign, r, part))
+    estimate = sum(sign * p[0] for sign, _, p in parts)
+    sampling, noise, unc = (sum(p[k] for _, _, p in parts) for k in (1, 2, 3))
+    nuisance = _replicate_var([(sign, r, p[0]) for sign, r, p in parts], sums, n, replicates, replicate_sd or {})
+    var = sampling + noise + unc + nuisance
     se = math.sqrt(var)
     z = float(norm.ppf(1 - alpha / 2))
     return DPEffect(estimator, estimand, estimate, se, estimate - z * se, estimate + z * se,
-                    sampling, noise, unc, noise / var if var > 0 else 0.0, None, alpha)
+                    sampling, noise, unc, noise / var if var > 0 else 0.0, None, alpha, nuisance)
 
 
 def _ratio(r: Ratio, sums: Mapping[str, float], sd: Mapping[str, float], n: int) -> tuple[float, ...] | str:
@@ -126,6 +141,28 @@ def _ratio(r: Ratio, sums: Mapping[str, float], sd: Mapping[str, float], n: int)
     noise = (get(r.a, sd) ** 2 + mu * mu * get(r.b, sd) ** 2) / b**2
     unc = math.sqrt(get(r.q, sd) ** 2 + 4 * mu * mu * get(r.p, sd) ** 2 + mu**4 * get(r.v, sd) ** 2) / b**2
     return mu, sampling, noise, unc
+
+
+def _replicate_var(ratios: Sequence[tuple[float, Ratio, float]], sums: Mapping[str, float], n: int,
+                   replicates: Sequence[Mapping[str, float]], sd: Mapping[str, float]) -> float:
+    """The estimate's nuisance-noise variance from the noise replicates (module docstring); 0 without them.
+
+    ``ratios`` are (sign, ratio, its value mu): a copy moves the estimate by the signed sum of the
+    ratios' linearised moves, so arms that move together are counted together.
+    """
+    if not replicates:
+        return 0.0
+
+    def denominator(r: Ratio) -> float:
+        return float(n) if r.b is None else float(sums[r.b])
+
+    def move(rep: Mapping[str, float], r: Ratio, mu: float) -> float:
+        return (rep.get(r.a, 0.0) - mu * (rep.get(r.b, 0.0) if r.b else 0.0)) / denominator(r)
+
+    moves = [sum(sign * move(rep, r, mu) for sign, r, mu in ratios) for rep in replicates]
+    own_noise = sum((sd.get(r.a, 0.0) ** 2 + mu * mu * (sd.get(r.b, 0.0) if r.b else 0.0) ** 2) / denominator(r) ** 2
+                    for _, r, mu in ratios)
+    return max(sum(m * m for m in moves) / len(moves) - own_noise, 0.0)
 
 
 def inverse_variance_pool(effects: Sequence[DPEffect], *, alpha: float = 0.05) -> DPEffect | None:

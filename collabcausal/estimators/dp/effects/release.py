@@ -6,9 +6,11 @@ record moves it:
 1. :func:`party_statistics`: the per-arm sufficient statistics of each fold (``K`` vectors, one per
    fold; each record is in one fold, so the K releases compose in parallel);
 2. :func:`party_score_sums`: given the nuisance model of each fold, fitted from the OTHER folds'
-   released statistics (post-processing), the sums of bounded scores over all rows. One subject
-   moves them by at most its own score's range: the models do not depend on its row except
-   through the first, already private, release (adaptive composition).
+   released statistics (post-processing), the sums of bounded scores over all rows, and for each
+   noise replicate (refits on re-noised statistics, :mod:`.scores`) the sums of the clipped
+   differences it makes. One subject moves each sum by at most its own value's range: the models
+   do not depend on its row except through the first, already private, release (adaptive
+   composition).
 
 Both are exact here; the caller adds noise (:mod:`collabcausal.estimators.dp.mechanisms`) or masks a
 noisy share for secure aggregation, after charging the ledger.
@@ -24,7 +26,12 @@ from numpy.typing import ArrayLike, NDArray
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.scores import Component, release_weights, subject_scores
+from collabcausal.estimators.dp.effects.scores import (
+    Component,
+    release_weights,
+    replicate_differences,
+    subject_scores,
+)
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
 from collabcausal.estimators.validation import check_treatment
 
@@ -46,20 +53,39 @@ def party_statistics(
 def party_score_sums(
     X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
     folds: NDArray[np.int64], models: Sequence[NuisanceModel], parts: Sequence[Component], trim: float,
+    replicates: Sequence[Sequence[NuisanceModel]] = (),
 ) -> NDArray[np.float64]:
-    """Exact sums of the ``parts`` over all rows, each fold scored with its own model."""
+    """Exact sums of the ``parts`` over all rows, each fold scored with its own model.
+
+    ``replicates[b][k]`` is fold ``k``'s model of noise replicate ``b``; the replicate parts of copy
+    ``b`` (:func:`~.scores.replicate_components`) sum the clipped differences it makes.
+    """
     D = feature_map.design(X, site)
     t = check_treatment(treatment, "treatment", n=D.shape[0])
     y = feature_map.centred_outcome(outcome)
-    if len(models) != int(folds.max()) + 1:
-        raise InputError(f"{len(models)} nuisance models for {int(folds.max()) + 1} folds", "send one model per fold")
+    if len(models) != int(folds.max()) + 1 or any(len(r) != len(models) for r in replicates):
+        raise InputError(f"{len(models)} nuisance models for {int(folds.max()) + 1} folds (or a replicate with "
+                         "another number)", "send one model per fold, in each replicate too")
+    base = [c for c in parts if c.of is None]
+    base_at = [j for j, c in enumerate(parts) if c.of is None]
+    copies = [[j for j, c in enumerate(parts) if c.copy == b] for b in range(len(replicates))]
+    if sum(map(len, copies)) + len(base) != len(parts):
+        raise InputError(f"{len(parts) - len(base)} replicate sums for {len(replicates)} replicates",
+                         "send as many replicate models as the release's replicate sums name")
     total = np.zeros(len(parts))
     for k, model in enumerate(models):
         rows = folds == k
-        Dk = D[rows]
-        scores = subject_scores(parts, t[rows], y[rows], model.propensity(Dk, trim),
-                                model.outcome(Dk, 0, feature_map), model.outcome(Dk, 1, feature_map))
-        total += scores.sum(axis=0)
+        Dk, tk, yk = D[rows], t[rows], y[rows]
+
+        def score(m: NuisanceModel, Dk=Dk, tk=tk, yk=yk) -> NDArray[np.float64]:
+            return subject_scores(base, tk, yk, m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map),
+                                  m.outcome(Dk, 1, feature_map))
+
+        at_model = score(model)
+        total[base_at] += at_model.sum(axis=0)
+        for b, replicate in enumerate(replicates):
+            moved = replicate_differences(base, [parts[j] for j in copies[b]], at_model, score(replicate[k]))
+            total[copies[b]] += moved.sum(axis=0)
     return total
 
 

@@ -19,6 +19,17 @@ substituting one subject moves it by at most ``r_j = hi_j - lo_j``. The party re
 ``s_j w_j / r_j`` with Gaussian noise for the L2 sensitivity ``sqrt(sum_j w_j^2)``
 (:func:`release_weights`): the weight ``w_j`` is sum ``j``'s share of the budget (a point sum gets
 more than a sum of squares, which only feeds a standard error).
+
+**Noise replicates** (:func:`replicate_components`). The nuisance models are fitted on noisy
+statistics, and that noise moves the estimate too. To measure how much, the analyst refits the
+models on ``B`` copies of the released statistics with fresh noise of the same law (a parametric
+bootstrap of the statistics' noise: Ferrando, Wang & Sheldon 2022, "Parametric bootstrap for
+differentially private confidence intervals", AISTATS) and each party adds, for every point sum
+``j`` that depends on the models and every copy ``b``, the sum of
+``clip(v_j(model_b) - v_j(model), -c_j, c_j)`` with ``c_j = r_j`` x :data:`REPLICATE_CLIP`: one more
+bounded per-subject value, released in the same vector with the small weight
+``sqrt(REPLICATE_SHARE / B)``, so the ``B`` copies of a sum together weigh :data:`REPLICATE_SHARE`
+against the point sum's 1.
 """
 
 from __future__ import annotations
@@ -39,15 +50,31 @@ POINT_WEIGHT = 1.0
 SPREAD_WEIGHT = 0.5
 """Budget weights of the sums an estimate needs (point) and those only its variance needs (spread)."""
 
+REPLICATE_SHARE = 0.1
+"""Summed squared weight of the ``B`` noise replicates of one point sum (its own weight squared is 1)."""
+REPLICATE_CLIP = 1.0 / 40.0
+"""A replicate's per-subject difference is clipped to this fraction of its sum's range (0.5 of AIPW-ATE's 20 at
+R = 1, t = 0.1, where about 0.5% of the differences were clipped on the benchmark design)."""
+MAX_REPLICATES = 32
+MODEL_FREE = frozenset({"n_treated", "att_y1", "att_yy1"})
+"""Sums whose per-subject values do not depend on the nuisance models (no replicates)."""
+
 
 @dataclass(frozen=True)
 class Component:
-    """One released sum: its name, whether the estimate or only its variance needs it, and its range."""
+    """One released sum: its name, whether the estimate or only its variance needs it, its range and weight.
+
+    A noise replicate (:func:`replicate_components`) names the point sum it replicates in ``of`` and its
+    copy in ``copy``.
+    """
 
     name: str
     point: bool
     low: float
     high: float
+    weight: float
+    of: str | None = None
+    copy: int = -1
 
     @property
     def width(self) -> float:
@@ -92,12 +119,30 @@ def components(
         ranges |= {f"ipw_w{arm}": (0.0, 1 / t), f"ipw_a{arm}": (-h / t, h / t), f"ipw_v{arm}": (0.0, 1 / t**2),
                    f"ipw_p{arm}": (-h / t**2, h / t**2), f"ipw_q{arm}": (0.0, (h / t) ** 2)}
     names = dict.fromkeys(n for est in estimators for estimand in estimands for n in NEEDS[est, estimand])
-    return tuple(Component(n, n in _POINT, *ranges[n]) for n in names)
+    return tuple(Component(n, n in _POINT, *ranges[n], POINT_WEIGHT if n in _POINT else SPREAD_WEIGHT) for n in names)
+
+
+def replicate_components(parts: Sequence[Component], n_replicates: int) -> tuple[Component, ...]:
+    """``n_replicates`` noise replicates of every model-dependent point sum of ``parts`` (module docstring).
+
+    Replicate ``b`` of sum ``j`` is named ``"j@b"``, ranges over ``[-c_j, c_j]`` and weighs
+    ``sqrt(REPLICATE_SHARE / n_replicates)``.
+    """
+    if isinstance(n_replicates, bool) or not isinstance(n_replicates, int) or not 0 <= n_replicates <= MAX_REPLICATES:
+        raise InputError(f"{n_replicates!r} noise replicates is not in 0..{MAX_REPLICATES}",
+                         "use e.g. 8 (0: no nuisance-noise term in the interval)")
+    if n_replicates == 0:
+        return ()
+    weight = math.sqrt(REPLICATE_SHARE / n_replicates)
+    return tuple(
+        Component(f"{c.name}@{b}", False, -REPLICATE_CLIP * c.width, REPLICATE_CLIP * c.width, weight, c.name, b)
+        for c in parts if c.point and c.name not in MODEL_FREE for b in range(n_replicates)
+    )
 
 
 def release_weights(parts: Sequence[Component]) -> NDArray[np.float64]:
-    """Budget weight ``w_j`` of each sum (:data:`POINT_WEIGHT` or :data:`SPREAD_WEIGHT`)."""
-    return np.array([POINT_WEIGHT if c.point else SPREAD_WEIGHT for c in parts])
+    """Budget weight ``w_j`` of each sum (:data:`POINT_WEIGHT`, :data:`SPREAD_WEIGHT` or a replicate's)."""
+    return np.array([c.weight for c in parts])
 
 
 def release_sensitivity(parts: Sequence[Component]) -> float:
@@ -141,3 +186,20 @@ def subject_scores(
     low = np.array([c.low for c in parts])
     high = np.array([c.high for c in parts])
     return np.clip(out, low, high)  # exact bounds also under floating-point rounding
+
+
+def replicate_differences(
+    base: Sequence[Component], copies: Sequence[Component], at_model: NDArray[np.float64],
+    at_copy: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Per-subject values (n x len(copies)) of noise replicates: clipped differences of two scorings.
+
+    ``at_model`` and ``at_copy`` are :func:`subject_scores` of the ``base`` sums under the model and under
+    one replicate's model; ``copies`` are replicate components of that replicate.
+    """
+    index = {c.name: j for j, c in enumerate(base)}
+    columns = [index[c.of] for c in copies]  # type: ignore[index]
+    low = np.array([c.low for c in copies])
+    high = np.array([c.high for c in copies])
+    return np.clip(at_copy[:, columns] - at_model[:, columns], low, high)
+

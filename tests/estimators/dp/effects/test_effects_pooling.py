@@ -74,6 +74,30 @@ def test_a_non_positive_denominator_gives_no_estimate_and_a_reason():
         estimate_effect(sums, sums, 100, "tmle", "ate")
 
 
+def test_noise_replicates_add_the_spread_they_show_minus_their_own_noise():
+    T, y, e, mu0, mu1 = _data()
+    parts = components(("aipw", "ipw"), ("ate", "att"), R, TRIM)
+    sums = _sums(parts, T, y, e, mu0, mu1)
+    exact = dict.fromkeys(sums, 0.0)
+    plain = estimate_effect(sums, exact, len(T), "aipw", "ate")
+    moves = [3.0, -1.0, 2.0, 0.0]  # replicate sums of aipw_ate: the estimate moves by move / n
+    reps = [{"aipw_ate": m} for m in moves]
+    got = estimate_effect(sums, exact, len(T), "aipw", "ate", replicates=reps, replicate_sd={"aipw_ate": 0.0})
+    expected = np.mean(np.square(moves)) / len(T) ** 2
+    assert got.nuisance_var == pytest.approx(expected) and plain.nuisance_var == 0.0
+    assert got.se**2 == pytest.approx(plain.se**2 + expected) and got.estimate == plain.estimate
+    noisy = estimate_effect(sums, exact, len(T), "aipw", "ate", replicates=reps, replicate_sd={"aipw_ate": 1.5})
+    assert noisy.nuisance_var == pytest.approx(expected - 1.5**2 / len(T) ** 2)  # their own noise removed
+    floored = estimate_effect(sums, exact, len(T), "aipw", "ate", replicates=reps, replicate_sd={"aipw_ate": 9.0})
+    assert floored.nuisance_var == 0.0
+    # Hajek IPW, ATE: a / b moves by (Delta_a - mu Delta_b) / b; the treated ratio's move minus the control's
+    rep = {"ipw_a1": 1.0, "ipw_w1": 2.0, "ipw_a0": -1.0, "ipw_w0": 0.5}
+    ipw = estimate_effect(sums, exact, len(T), "ipw", "ate", replicates=[rep], replicate_sd={})
+    mu1_, mu0_ = sums["ipw_a1"] / sums["ipw_w1"], sums["ipw_a0"] / sums["ipw_w0"]
+    move = (1.0 - mu1_ * 2.0) / sums["ipw_w1"] - (-1.0 - mu0_ * 0.5) / sums["ipw_w0"]
+    assert ipw.nuisance_var == pytest.approx(move**2)
+
+
 def test_inverse_variance_pool_weights_precise_sites_more():
     T, y, e, mu0, mu1 = _data()
     parts = components(("aipw",), ("ate",), R, TRIM)

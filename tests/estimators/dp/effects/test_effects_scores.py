@@ -13,11 +13,23 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, scaled_sums
-from collabcausal.estimators.dp.effects.scores import NEEDS, components, release_sensitivity, subject_scores
+from collabcausal.estimators.dp.effects.scores import (
+    MAX_REPLICATES,
+    NEEDS,
+    REPLICATE_CLIP,
+    REPLICATE_SHARE,
+    components,
+    release_sensitivity,
+    release_weights,
+    replicate_components,
+    subject_scores,
+)
 
 FM = FeatureMap(((0.0, 10.0), (-2.0, 2.0)), (0.0, 100.0), n_sites=1)
 TRIM = 0.1
 ALL = components(("aipw", "ipw"), ("ate", "att"), FM.outcome_width, TRIM)
+REPLICATES = 3
+WITH_REPLICATES = ALL + replicate_components(ALL, REPLICATES)
 
 
 def _hostile_models(rng: np.random.Generator, k: int = 30) -> list[NuisanceModel]:
@@ -65,6 +77,74 @@ def test_substituting_one_subject_moves_the_scaled_release_by_at_most_the_sensit
             moved = scaled_sums(party_score_sums(X2, T2, y2, FM, 0, folds, [model], ALL, TRIM), ALL)
             worst = max(worst, float(np.linalg.norm(moved - base)))
     assert 0.0 < worst <= delta
+
+
+def test_replicates_substituting_one_subject_stay_within_the_sensitivity_whatever_the_replicate_models():
+    """Worst-case neighbours for the release with noise replicates: hostile model and hostile replicate models."""
+    rng = np.random.default_rng(4)
+    n = 60
+    X, T, y = rng.uniform(0, 10, (n, 2)), rng.integers(0, 2, n).astype(np.int8), rng.uniform(0, 100, n)
+    folds = np.zeros(n, dtype=np.int64)
+    delta = release_sensitivity(WITH_REPLICATES)
+    worst = 0.0
+    for _ in range(8):
+        model, *copies = _hostile_models(rng, 1 + REPLICATES)
+        replicates = [[m] for m in copies]
+
+        def release(X, T, y, model=model, replicates=replicates):
+            sums = party_score_sums(X, T, y, FM, 0, folds, [model], WITH_REPLICATES, TRIM, replicates)
+            return scaled_sums(sums, WITH_REPLICATES)
+
+        base = release(X, T, y)
+        for _ in range(20):
+            X2, T2, y2 = X.copy(), T.copy(), y.copy()
+            X2[0], T2[0], y2[0] = rng.uniform(-20, 30, 2), rng.integers(0, 2), rng.choice([0.0, 100.0])
+            worst = max(worst, float(np.linalg.norm(release(X2, T2, y2) - base)))
+    assert 0.0 < worst <= delta
+
+
+def test_replicate_components_copy_each_model_dependent_point_sum_with_a_small_clipped_range():
+    copies = replicate_components(ALL, REPLICATES)
+    replicated = {c.of for c in copies}
+    assert replicated == {c.name for c in ALL if c.point} - {"n_treated", "att_y1"}
+    aipw = next(c for c in ALL if c.name == "aipw_ate")
+    first = next(c for c in copies if c.of == "aipw_ate")
+    assert (first.name, first.copy, first.point) == ("aipw_ate@0", 0, False)
+    assert first.high == -first.low == pytest.approx(REPLICATE_CLIP * aipw.width)
+    own = release_weights([c for c in copies if c.of == "aipw_ate"])
+    assert float(np.sum(own**2)) == pytest.approx(REPLICATE_SHARE)  # the copies of one sum weigh REPLICATE_SHARE
+    assert replicate_components(ALL, 0) == ()
+    for bad in (-1, MAX_REPLICATES + 1, 2.5, True):
+        with pytest.raises(InputError, match="noise replicates"):
+            replicate_components(ALL, bad)
+
+
+def test_a_replicate_sums_the_clipped_differences_its_models_make():
+    rng = np.random.default_rng(5)
+    n = 40
+    X, T, y = rng.uniform(0, 10, (n, 2)), rng.integers(0, 2, n).astype(np.int8), rng.uniform(0, 100, n)
+    folds = np.zeros(n, dtype=np.int64)
+    parts = components(("aipw",), ("ate",), FM.outcome_width, TRIM)
+    model = NuisanceModel(np.array([0.0, 0.3, -0.2]), (np.array([0.0, 0.1, 0.0]), np.array([0.1, 0.0, 0.1])))
+    near = NuisanceModel(model.propensity_coef + 0.01, model.outcome_coef)
+    far = NuisanceModel(model.propensity_coef + 3.0, model.outcome_coef)
+    full = parts + replicate_components(parts, 3)
+    sums = party_score_sums(X, T, y, FM, 0, folds, [model], full, TRIM, [[model], [near], [far]])
+    D, yc = FM.design(X, 0), FM.centred_outcome(y)
+
+    def phi(m):
+        return subject_scores(parts, T, yc, m.propensity(D, TRIM), m.outcome(D, 0, FM), m.outcome(D, 1, FM))[:, 0]
+
+    c = REPLICATE_CLIP * parts[0].width
+    assert sums[0] == pytest.approx(phi(model).sum())
+    assert [p.name for p in full[2:]] == ["aipw_ate@0", "aipw_ate@1", "aipw_ate@2"]
+    assert sums[2] == 0.0  # the model itself moves nothing
+    assert sums[3] == pytest.approx((phi(near) - phi(model)).sum())  # small moves pass unclipped
+    assert np.abs(phi(near) - phi(model)).max() < c
+    assert np.abs(phi(far) - phi(model)).max() > c
+    assert sums[4] == pytest.approx(np.clip(phi(far) - phi(model), -c, c).sum())
+    with pytest.raises(InputError, match="replicate"):
+        party_score_sums(X, T, y, FM, 0, folds, [model], full, TRIM, [[model]])
 
 
 def test_components_are_the_union_each_estimate_needs():
