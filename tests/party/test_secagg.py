@@ -20,9 +20,9 @@ from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
 from collabcausal.party.ledger import PrivacyLedger
-from collabcausal.party.secagg import OPERATION as KEYS
-from collabcausal.party.secagg import SCALE_BITS, attach_identities
-from collabcausal.secagg import aggregate, decode, integer_sensitivity, share_sigma, simulation_identities
+from collabcausal.party.secagg import attach_identities
+from collabcausal.secagg import KEYS_OPERATION as KEYS
+from collabcausal.secagg import SCALE_BITS, aggregate, decode, integer_sensitivity, share_sigma, simulation_identities
 
 N = 120
 COLUMNS = ["a", "b"]
