@@ -41,11 +41,11 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy.stats import beta
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.estimators.dp.aggregates import OUTCOME
 from collabcausal.estimators.dp.partitions import CentersPartition, regular_cut
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.ledger import ADD_REMOVE, SUBSTITUTION, PrivacyLedger
 
 RELATIONS = (SUBSTITUTION, ADD_REMOVE)

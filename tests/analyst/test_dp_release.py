@@ -15,9 +15,9 @@ from collabcausal.analyst.dp_release import (
     run_dp_dcqe,
     simex,
 )
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError
 from collabcausal.estimators.propensity import LogisticPropensity
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.dp_bound import correlation_bound
 from collabcausal.messages import Message
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import release_order
 from collabcausal.party.ledger import PrivacyLedger
 

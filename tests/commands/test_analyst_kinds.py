@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from collabcausal.party.anchor import simulation_anchor_key
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.certs import ANALYST, init_ca, issue
 from collabcausal.protocol.launcher import write_party_files
