@@ -61,10 +61,10 @@ from collabcausal.attacks.metrics import AttackResult, null_correlation
 from collabcausal.attacks.representation_ica import ica_on_representation
 from collabcausal.attacks.secret_anchor import secret_anchor_attack
 from collabcausal.errors import CollabCausalError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_columns
 from collabcausal.party.dp_representation import release_order
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.node import Party
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.randomness import child_rng

@@ -14,9 +14,9 @@ import pytest
 
 from collabcausal.analyst.balance import DPBalance, federated_smd
 from collabcausal.errors import StudyFailedError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 
 N = 1000

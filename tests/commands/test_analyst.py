@@ -202,7 +202,7 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
 def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None = None, epsilon: float = 100.0):
     """A 2x2 DC-QE study on 400 synthetic subjects with ``[balance]``: every party has a ledger and a policy."""
     from collabcausal.anchor_key import simulation_anchor_key
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
     from collabcausal.party.policy import PartyPolicy
     from collabcausal.simulations.datasets import make_dcqe_synthetic
     from collabcausal.simulations.partition import build_parties, partition_grid

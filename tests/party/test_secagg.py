@@ -16,10 +16,10 @@ from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.secagg import attach_identities
 from collabcausal.secagg import KEYS_OPERATION as KEYS
 from collabcausal.secagg import SCALE_BITS, aggregate, decode, integer_sensitivity, share_sigma, simulation_identities
