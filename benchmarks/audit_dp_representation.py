@@ -21,9 +21,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.dp_audit import audit_gaussian_release, corner_neighbours
 from collabcausal.estimators.dp.calibration import representation_sensitivity
-from collabcausal.party.anchor import simulation_anchor_key
 
 KEY = simulation_anchor_key(5)
 RANGES = {"a": [0.0, 10.0], "b": [-1.0, 1.0], "c": [0.0, 1.0]}

@@ -41,7 +41,7 @@ def lalonde_table(n_boot: int, n_jobs: int) -> float:
 def w_replicates_ours(n_rep: int) -> float:
     from threadpoolctl import threadpool_limits
 
-    from collabcausal.party.anchor import simulation_anchor_key
+    from collabcausal.anchor_key import simulation_anchor_key
     from collabcausal.protocol.inprocess import InProcessGrid
     from collabcausal.simulations.datasets import load_lalonde
     from collabcausal.simulations.dcqe_experiment import ExperimentConfig, _replicate
@@ -107,7 +107,7 @@ def million_child(n: int) -> None:
     """Runs in a child process so that its peak memory is measured alone."""
     from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
     from collabcausal.analyst.effects import estimate_effects
-    from collabcausal.party.anchor import simulation_anchor_key
+    from collabcausal.anchor_key import simulation_anchor_key
     from collabcausal.protocol.inprocess import InProcessGrid
     from collabcausal.simulations.datasets import make_dcqe_synthetic
     from collabcausal.simulations.partition import build_parties, partition_grid

@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 
 import collabcausal.party  # noqa: F401  (registers the operations)
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog
 from collabcausal.party.audit_verify import read_audit_log, summarise
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test tooling: tests/fault_injection.py

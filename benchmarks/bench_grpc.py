@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.operations import operation
 from collabcausal.protocol import certs
 from collabcausal.protocol.client import PartyClient

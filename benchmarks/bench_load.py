@@ -32,8 +32,8 @@ import grpc
 import numpy as np
 
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.arrays import message_frames
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc

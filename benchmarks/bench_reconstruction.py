@@ -51,6 +51,7 @@ from numpy.typing import NDArray
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
 from collabcausal.analyst.dp_release import DPRepresentationSpec, run_dp_dcqe, se_floor
 from collabcausal.analyst.effects import estimate_effects
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.calibration import PublicInfo
 from collabcausal.attacks.collusion import colluding_reconstruction
 from collabcausal.attacks.dp_bound import correlation_bound
@@ -60,10 +61,10 @@ from collabcausal.attacks.metrics import AttackResult, null_correlation
 from collabcausal.attacks.representation_ica import ica_on_representation
 from collabcausal.attacks.secret_anchor import secret_anchor_attack
 from collabcausal.errors import CollabCausalError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party.anchor import anchor_columns, simulation_anchor_key
+from collabcausal.party.anchor import anchor_columns
 from collabcausal.party.dp_representation import release_order
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.node import Party
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.randomness import child_rng

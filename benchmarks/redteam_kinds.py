@@ -74,10 +74,10 @@ def audited_request_time() -> None:
 
     import pandas as pd
 
+    from collabcausal.ledger import PrivacyLedger
     from collabcausal.messages import Message
     from collabcausal.party import Party, PartyTable
     from collabcausal.party.audit import JsonlAuditLog
-    from collabcausal.party.ledger import PrivacyLedger
 
     with tempfile.TemporaryDirectory() as folder:
         d = Path(folder)

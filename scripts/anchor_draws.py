@@ -17,7 +17,7 @@ import numpy as np
 
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.analyst.study_defaults import simulation_study_id
-from collabcausal.party.anchor import simulation_anchor_key
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid

@@ -49,3 +49,17 @@ def postgres_server():
         pytest.skip(f"no PostgreSQL server: {exc}")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def small_result():
+    """A small seeded DC-QE simulation (3 settings, 6 bootstrap replicates) for the report tests."""
+    from collabcausal.simulations.datasets import make_dcqe_synthetic
+    from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
+    from collabcausal.simulations.partition import partition_grid
+    from collabcausal.simulations.settings import parse_settings
+
+    data = make_dcqe_synthetic(seed=0)
+    grid = partition_grid(data, 2, seed=0)
+    config = ExperimentConfig(data, grid, parse_settings(["L-IA", "W", "CA"], grid), n_boot=6, party_components=2)
+    return run_experiment(config)

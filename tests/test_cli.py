@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from collabcausal.cli import BROKEN_PIPE_EXIT, COMMANDS, main
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.ledger import PrivacyLedger
 
 # every runnable (sub)command, as typed after `collabcausal`
 LEAVES = (

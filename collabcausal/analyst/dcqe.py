@@ -30,6 +30,7 @@ from collabcausal.analyst.effects import (
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_anchor_keys, check_description, check_representation
 from collabcausal.analyst.study_defaults import PARTY_COMPONENTS, configuration_line
+from collabcausal.anchor_key import anchor_fingerprint, simulation_anchor_key
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
 from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
@@ -220,8 +221,6 @@ def study_configuration(plan: DCQEPlan, described: Mapping[str, Message]) -> str
     fingerprint is that key's, the line says so (the study then gives ``collabcausal simulate``'s
     numbers); otherwise it names the fingerprint and says the anchor differs from a simulation's.
     """
-    from collabcausal.party.anchor import anchor_fingerprint, simulation_anchor_key
-
     parties = plan.parties()
     fingerprint = described[parties[0]].params.get("anchor_fingerprint")
     if fingerprint is None:

@@ -44,7 +44,7 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
     from collabcausal.analyst.dcqe import describe_parties, run_dcqe, study_configuration
     from collabcausal.analyst.dp_cate import dp_cate_on_representation
     from collabcausal.estimators.intervals import interval_estimate
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
 
     spec: CateSection = config.analysis  # type: ignore[assignment]
     ledger = PrivacyLedger(

@@ -19,7 +19,7 @@ of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m).
 
 A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names, a boolean
 ``has_labels`` and an ``anchor_fingerprint`` that is absent, null or
-:data:`~collabcausal.party.anchor.FINGERPRINT_HEX` lower-case hex digits.
+:data:`~collabcausal.anchor_key.FINGERPRINT_HEX` lower-case hex digits.
 
 A ``dp_histogram`` reply (eps-ADUM, paper 001) needs finite ``counts`` of the shape asked for,
 (cells, arms), and finite ``sums`` of shape (cells, arms, summed columns): an extra cell or a NaN
@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
+from collabcausal.anchor_key import FINGERPRINT_HEX
 from collabcausal.errors import ProtocolError, StudyFailedError
 from collabcausal.estimators.balance import ArmMoments
 from collabcausal.messages import Message
-from collabcausal.party.anchor import FINGERPRINT_HEX
 
 _HEX = "0123456789abcdef"
 

@@ -28,9 +28,7 @@ from numpy.typing import NDArray
 from collabcausal.analyst.grid import Grid
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
-from collabcausal.party.secagg import NOISE_TAIL, SCALE_BITS
-from collabcausal.party.secagg import OPERATION as KEYS
-from collabcausal.secagg import RoundFailed, aggregate, check_headroom, decode, integer_sensitivity, share_sigma
+from collabcausal.secagg import KEYS_OPERATION, SCALE_BITS, RoundFailed, aggregate, decode, share_calibration
 
 MAX_ATTEMPTS = 3
 
@@ -98,10 +96,10 @@ def secure_sum(
                 "restart the study when the parties are back, or set secure_aggregation = false",
             )
         round_id = f"{study}/{operation}/{attempt}/{uuid.uuid4().hex[:12]}"  # never reused by a party
-        sigma = share_sigma(integer_sensitivity(sensitivity, length, SCALE_BITS), epsilon, delta, len(roster) - 1,
-                            length)
-        check_headroom(value_bound, len(roster), NOISE_TAIL * math.sqrt(len(roster)) * sigma, SCALE_BITS)
-        keys, lost = _each(grid, {p: Message(KEYS, {"study": study, "round": round_id}) for p in roster}, timeout)
+        sigma = share_calibration(sensitivity, epsilon, delta, n_parties=len(roster), length=length,
+                                  value_bound=value_bound)
+        asks = {p: Message(KEYS_OPERATION, {"study": study, "round": round_id}) for p in roster}
+        keys, lost = _each(grid, asks, timeout)
         if lost:
             roster = [p for p in roster if p not in lost]
             continue

@@ -8,7 +8,7 @@ when they agree on the data and grid and on what is listed here:
   (:mod:`collabcausal.party.anchor`), with ``r`` rows. It is a random draw, and PSM's 1:1 matching
   moves with it (LaLonde 2x2, W-clb, 100 random keys, ``scripts/anchor_draws.py``: ATT mean 0.53,
   sd 0.21, range 0.14 to 1.09, against a standard error of 0.80; IPW sd 0.005). Simulations key it with
-  :func:`~collabcausal.party.anchor.simulation_anchor_key` of the seed and the study id
+  :func:`~collabcausal.anchor_key.simulation_anchor_key` of the seed and the study id
   :func:`simulation_study_id` (``"lalonde-2x2"`` for LaLonde on 2x2, the example's id);
 * m~ per party (:data:`PARTY_COMPONENTS`) and m^ (default: the rank);
 * the seed (bootstrap resamples), the estimand, the interval and the bootstrap count.

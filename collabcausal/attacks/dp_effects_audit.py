@@ -39,10 +39,10 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import Component, components, release_weights, subject_scores
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.ledger import PrivacyLedger
 
 
 def background_frame(feature_map: FeatureMap, columns: Sequence[str], n: int, seed: int) -> pd.DataFrame:

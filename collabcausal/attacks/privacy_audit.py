@@ -21,8 +21,8 @@ epsilon with probability at most ``1 - confidence`` (the two bounds hold togethe
 that probability, and then ``lower(k1)/upper(k2) <= P1/P2 <= e^eps``). An audit can only show a
 lower bound on the true epsilon: a bound far below the claim does not prove the claim.
 
-Two relations are audited (docs/differential-privacy.md): :data:`~collabcausal.party.ledger.SUBSTITUTION`
-(the project's relation; the claim must hold) and :data:`~collabcausal.party.ledger.ADD_REMOVE`
+Two relations are audited (docs/differential-privacy.md): :data:`~collabcausal.ledger.SUBSTITUTION`
+(the project's relation; the claim must hold) and :data:`~collabcausal.ledger.ADD_REMOVE`
 (one record removed, so n changes; no claim is made and a large figure is expected where a reply
 carries n-dependent values).
 """
@@ -41,12 +41,12 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy.stats import beta
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.estimators.dp.aggregates import OUTCOME
 from collabcausal.estimators.dp.partitions import CentersPartition, regular_cut
+from collabcausal.ledger import ADD_REMOVE, SUBSTITUTION, PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import ADD_REMOVE, SUBSTITUTION, PrivacyLedger
 
 RELATIONS = (SUBSTITUTION, ADD_REMOVE)
 _N_THRESHOLDS = 100

@@ -14,8 +14,8 @@ from collabcausal.strict_json import dumps
 if TYPE_CHECKING:
     from collabcausal.estimators.discovery.decision import Decision
     from collabcausal.estimators.discovery.private_scores import PrivateDiscovery
+    from collabcausal.ledger import PrivacyLedger
     from collabcausal.party.discovery import DiscoveryRequest
-    from collabcausal.party.ledger import PrivacyLedger
 
 DESCRIPTION = """\
 Which of two columns causes the other, under an additive noise model (paper 002), released with
@@ -166,7 +166,7 @@ def _through_party(args: argparse.Namespace, request: DiscoveryRequest) -> tuple
 
 def open_ledger(args: argparse.Namespace) -> PrivacyLedger:
     """The ledger named by ``--ledger`` (or next to the data), with ``--budget`` or its stored budget."""
-    from collabcausal.party.ledger import PrivacyLedger, default_ledger_location
+    from collabcausal.ledger import PrivacyLedger, default_ledger_location
 
     path, dataset = default_ledger_location(args.data)
     if args.ledger is not None:

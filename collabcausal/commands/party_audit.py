@@ -99,7 +99,7 @@ def _head(reading: Any, log: Path, ledger: Path | None, party: str | None) -> tu
 
 
 def _ledger_history(path: Path, dataset: str | None) -> list[Any]:
-    from collabcausal.party.ledger import PrivacyLedger, ledger_budgets
+    from collabcausal.ledger import PrivacyLedger, ledger_budgets
 
     if not path.is_file():
         raise InputError(f"ledger {path} does not exist", "check --ledger or [privacy] ledger")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from collabcausal.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
 
 DESCRIPTION = """\
 Show a party's privacy budget: the total, what is spent, what is left, and every charge (the
@@ -62,7 +62,7 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the budget report; return 0."""
-    from collabcausal.party.ledger import PrivacyLedger, ledger_budgets, migrate_ledger
+    from collabcausal.ledger import PrivacyLedger, ledger_budgets, migrate_ledger
 
     path = args.ledger if args.ledger is not None else ledger_path_from_config(args.config)
     guarantee = None if args.config is None else guarantee_from_config(args.config)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def ledger_path_from_config(config: Path) -> Path:
     """The ledger of a party config: ``[privacy] ledger``, else the default next to ``[data] path``."""
     from collabcausal.config_schema import read_toml
-    from collabcausal.party.ledger import default_ledger_location
+    from collabcausal.ledger import default_ledger_location
 
     data = read_toml(config)
     ledger = data.get("privacy", {}).get("ledger")

@@ -131,11 +131,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """Validate everything, run, print the table and write the results."""
     from collabcausal.protocol.launcher import local_grpc_grid
-    from collabcausal.reporting.document import simulation_warnings
     from collabcausal.reporting.out_folder import check_out_folder
     from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
     from collabcausal.simulations.partition import partition_grid
-    from collabcausal.simulations.report import format_table, write_results
+    from collabcausal.simulations.report import format_table, simulation_warnings, write_results
 
     check_out_folder(args.out, "--out")
     check_run_options(args)

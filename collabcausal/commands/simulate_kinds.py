@@ -162,11 +162,11 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
     from pydantic import ValidationError
 
     from collabcausal.analyst.config import StudyFile, study_config
+    from collabcausal.anchor_key import simulation_anchor_key
     from collabcausal.commands.analyst import publish_report, run_study
     from collabcausal.commands.simulate_options import column_groups
     from collabcausal.config_schema import config_error
-    from collabcausal.party.anchor import simulation_anchor_key
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
     from collabcausal.party.policy import PartyPolicy
     from collabcausal.party.secagg import attach_identities
     from collabcausal.protocol.inprocess import InProcessGrid

@@ -10,8 +10,10 @@ holds the key, cannot compute X_anc. With X_anc known, the analyst could fit eac
 reducer by least squares from (X_anc, A~) and invert it on X~ (exact reconstruction, measured:
 ``collabcausal.attacks.known_anchor``); no request carries anything from which the anchor follows.
 
-Simulations derive the key from the study seed (:func:`simulation_anchor_key`): the same code path,
-but a key anyone who knows the seed can rebuild, so it is for simulations only.
+Simulations derive the key from the study seed
+(:func:`~collabcausal.anchor_key.simulation_anchor_key`): the same code path, but a key anyone who
+knows the seed can rebuild, so it is for simulations only. The key's fingerprint, which a party
+shows in ``describe``, is :func:`~collabcausal.anchor_key.anchor_fingerprint`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,6 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_bounds
 from collabcausal.party.secret_keys import new_key_file, read_key_file
 
-_SIMULATION_LABEL = b"collabcausal simulation-only anchor key"
-_FINGERPRINT_LABEL = "collabcausal anchor-key fingerprint v1|"
-FINGERPRINT_HEX = 32
-"""Hex digits of an anchor-key fingerprint (128 bits: two different keys collide with probability 2^-128)."""
-
 
 def new_anchor_key(path: str | Path) -> Path:
     """Write a fresh random 256-bit anchor key (hex) to ``path`` with mode 0600; give it to every party."""
@@ -42,37 +39,6 @@ def new_anchor_key(path: str | Path) -> Path:
 def read_anchor_key(path: str | Path) -> bytes:
     """Read a key written by :func:`new_anchor_key`; one-line :class:`ConfigError` otherwise."""
     return read_key_file(path, "anchor", "`collabcausal certs anchor-key`")
-
-
-def simulation_anchor_key(seed: int) -> bytes:
-    """The anchor key of a simulation with study seed ``seed``: SIMULATION ONLY (anyone with the seed has it)."""
-    return hashlib.sha256(_SIMULATION_LABEL + str(int(seed)).encode()).digest()
-
-
-def anchor_fingerprint(key: bytes, study: str) -> str:
-    """Proof that a party holds the study's anchor key, revealing nothing usable about the key.
-
-    ``HMAC-SHA256(key, "collabcausal anchor-key fingerprint v1|" + study)``, the first
-    :data:`FINGERPRINT_HEX` hex digits. HMAC-SHA256 under a 256-bit key is a pseudo-random function,
-    so the coordinator, which sees fingerprints only, learns whether two parties hold the same key and
-    nothing else; binding the study id makes a fingerprint useless in any other study, and the label
-    never prefixes an anchor stream's label (``anchor/``, ``dp-anchor/``, ``dp-rotation/``,
-    ``dp-order/``), so no fingerprint is an output of the anchor's generators (docs/threat-model.md).
-
-    Parameters
-    ----------
-    key : bytes
-        The study's anchor key.
-    study : str
-        The study id the analyst asked about.
-
-    Returns
-    -------
-    str
-        Lower-case hex of length :data:`FINGERPRINT_HEX`.
-    """
-    digest = hmac.new(key, (_FINGERPRINT_LABEL + study).encode(), hashlib.sha256).hexdigest()
-    return digest[:FINGERPRINT_HEX]
 
 
 def anchor_columns(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from collabcausal.party.sqlite_transaction import connect, transaction
+from collabcausal.sqlite_transaction import connect, transaction
 
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS audit_head ("

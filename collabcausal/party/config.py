@@ -290,7 +290,7 @@ class PartyConfig:
         table = self.load_table()
         ledger = None
         if self.privacy is not None:
-            from collabcausal.party.ledger import PrivacyLedger, default_ledger_location
+            from collabcausal.ledger import PrivacyLedger, default_ledger_location
 
             p = self.privacy
             if "ledger" in p:

@@ -39,7 +39,7 @@ from collabcausal.party.dp_queries import request_number
 from collabcausal.party.operations import operation
 
 if TYPE_CHECKING:
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
     from collabcausal.party.node import Party
 
 OPERATION = "dp_discover"

@@ -3,7 +3,7 @@
 Every release is epsilon-DP for the project's one neighbouring relation, substitution of one record
 with n public (docs/differential-privacy.md). Every operation validates its request (names and
 bounds only, no private data), charges the
-party's :class:`~collabcausal.party.ledger.PrivacyLedger` (refusing when over budget), and only
+party's :class:`~collabcausal.ledger.PrivacyLedger` (refusing when over budget), and only
 then touches the table. Noise comes from OpenDP (:mod:`collabcausal.estimators.dp.mechanisms`);
 the request can carry no seed. Clip counts are written to the charge's ledger entry, never sent.
 
@@ -42,8 +42,8 @@ from collabcausal.estimators.dp.aggregates import OUTCOME, noisy_aggregates, sum
 from collabcausal.estimators.dp.mechanisms import check_quantiles, clip, dp_quantiles, laplace, quantile_candidates
 from collabcausal.estimators.dp.partitions import Partition, partition_from_spec
 from collabcausal.estimators.validation import check_bounds, check_epsilon
+from collabcausal.ledger import Charge
 from collabcausal.messages import Message
-from collabcausal.party.ledger import Charge
 from collabcausal.party.operations import operation
 
 if TYPE_CHECKING:

@@ -55,7 +55,7 @@ class Party:
     policy : Policy, optional
         What the party allows; ``None`` allows every registered operation (simulations).
     ledger : optional
-        The party's privacy ledger (:class:`collabcausal.party.ledger.PrivacyLedger`), charged by
+        The party's privacy ledger (:class:`collabcausal.ledger.PrivacyLedger`), charged by
         differentially private operations; ``None`` refuses them.
     audit : AuditLog, optional
         Where every request, release and refusal is recorded; ``None`` records nothing (simulations).

@@ -21,9 +21,10 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from collabcausal.anchor_key import anchor_fingerprint
 from collabcausal.errors import InputError, PolicyError, ProtocolError
 from collabcausal.messages import Message
-from collabcausal.party.anchor import anchor_columns, anchor_fingerprint
+from collabcausal.party.anchor import anchor_columns
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.reducer import StandardizedPCA

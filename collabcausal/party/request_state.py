@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import PolicyError
 from collabcausal.party.differencing import WeightedRequestHistory
-from collabcausal.party.sqlite_transaction import connect, transaction
+from collabcausal.sqlite_transaction import connect, transaction
 
 _TABLES = ("representation_requests", "weighted_requests")
 _SCHEMA = (

@@ -19,7 +19,6 @@ a coordinator cannot lower the noise by claiming more parties than signed advert
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -34,25 +33,19 @@ from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.secagg import (
+    KEYS_OPERATION,
+    SCALE_BITS,
     RoundKey,
     Signer,
     Verifier,
     advertise,
-    check_headroom,
     encode,
-    integer_sensitivity,
     masked_contribution,
     noise_share,
-    share_sigma,
+    share_calibration,
     verified_roster,
 )
 
-OPERATION = "secagg_keys"
-SCALE_BITS = 24
-"""Fixed-point bits of every masked release: 2^-24 is far below any DP noise here, and 10^7
-subjects per party over 64 parties stay 2^8 below the wrap-around (``check_headroom``)."""
-NOISE_TAIL = 20.0
-"""``|share| <= 20 sigma`` bounds the noise in the headroom check (probability < 3e-87 per entry)."""
 MAX_OPEN_ROUNDS = 16
 
 
@@ -92,13 +85,13 @@ class IdentityFiles:
         return Verifier.from_file(self.files[0])
 
 
-@operation(OPERATION, private_data=False)
+@operation(KEYS_OPERATION, private_data=False)
 def secagg_keys(party: Party, request: Message) -> Message:
     """Stage 1: a fresh round key for ``params["round"]`` of ``params["study"]``, signed."""
     identity = require_identity(party)
     study, round_id = (request.params.get(k) for k in ("study", "round"))
     if not isinstance(round_id, str) or not round_id:
-        raise InputError(f"{OPERATION} needs a round id", "send params round='<study>/<release>/<attempt>'")
+        raise InputError(f"{KEYS_OPERATION} needs a round id", "send params round='<study>/<release>/<attempt>'")
     rounds = party.secagg_rounds
     if round_id in rounds:
         raise PolicyError(
@@ -109,7 +102,7 @@ def secagg_keys(party: Party, request: Message) -> Message:
     rounds[round_id] = state
     while len(rounds) > MAX_OPEN_ROUNDS:
         rounds.popitem(last=False)
-    return Message(OPERATION, {"advertisement": advertisement})
+    return Message(KEYS_OPERATION, {"advertisement": advertisement})
 
 
 def require_identity(party: Party) -> Identity | IdentityFiles:
@@ -200,7 +193,7 @@ def masked_release(
     state = party.secagg_rounds.get(round_id) if isinstance(round_id, str) else None
     if state is None:
         raise PolicyError(
-            f"party {party.name!r} holds no key for round {round_id!r}", f"ask {OPERATION} for the round first"
+            f"party {party.name!r} holds no key for round {round_id!r}", f"ask {KEYS_OPERATION} for the round first"
         )
     if state.study != study:
         raise PolicyError(f"round {round_id!r} is for study {state.study!r}, not {study!r}", "use the study's round")
@@ -212,6 +205,5 @@ def masked_release(
     n_parties = len(verified_roster(state, advertisements, identity.verifier))
     if n_parties < 2:
         raise PolicyError(f"round {round_id!r} has {n_parties} party", "secure aggregation needs two or more")
-    sigma = share_sigma(integer_sensitivity(sensitivity, length, SCALE_BITS), epsilon, delta, n_parties - 1, length)
-    check_headroom(value_bound, n_parties, NOISE_TAIL * math.sqrt(n_parties) * sigma, SCALE_BITS)
+    sigma = share_calibration(sensitivity, epsilon, delta, n_parties=n_parties, length=length, value_bound=value_bound)
     return MaskedRelease(state, advertisements, identity, label, length, n_parties, sigma)

@@ -1,5 +1,9 @@
 """The report document: what a simulation or a served study reports, as a JSON-ready dict.
 
+The pieces every report shares are here (:func:`provenance`, :func:`balance_entry`,
+:func:`overlap_histogram`) with the document of a served study (:func:`study_document`); a
+simulation's document is built from them by :func:`collabcausal.simulations.report.simulation_document`.
+
 Keys (all present; empty where a study has nothing to say):
 
 - ``title``, ``kind`` ("simulation" or "study"), ``estimand``, ``unit`` (the outcome's unit);
@@ -26,10 +30,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-
-from collabcausal.estimators.intervals import interval_caveat
-from collabcausal.reporting.figures import bootstrap_plot
-from collabcausal.simulations.dcqe_experiment import BalanceDiagnostics, ExperimentResult
 
 PACKAGES = (
     "collabcausal",
@@ -103,104 +103,6 @@ def balance_entry(
     }
 
 
-def simulation_document(
-    result: ExperimentResult, config: Mapping[str, Any], *, argv: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """The report of one ``collabcausal simulate`` run (paper 003's settings on a grid)."""
-    cfg = result.config
-    diagnostics: dict[str, BalanceDiagnostics] = result.diagnostics
-    return {
-        "title": f"Simulation: {cfg.dataset.name}, {cfg.partition.shape[0]}x{cfg.partition.shape[1]} grid of parties",
-        "kind": "simulation",
-        "estimand": cfg.estimand,
-        "unit": cfg.dataset.outcome_unit or f"units of {cfg.dataset.outcome}",
-        "benchmark": cfg.dataset.benchmark,
-        "provenance": provenance(cfg.seed, argv),
-        "config": dict(config),
-        "estimates": result.rows(),
-        "balance": {name: balance_entry(d.covariates, d.unweighted, d.weighted) for name, d in diagnostics.items()},
-        "overlap": {name: overlap_histogram(d.propensity, d.treatment) for name, d in diagnostics.items()},
-        "bootstrap": bootstrap_replicates(result) if cfg.n_boot else {},
-        "privacy": None,
-        "privacy_note": DC_QE_PRIVACY_NOTE,
-        "warnings": simulation_warnings(result),
-    }
-
-
-def bootstrap_replicates(result: ExperimentResult) -> dict[str, dict[str, list[float]]]:
-    """Finite replicate estimates per estimator and setting (the full-sample estimate if B = 0)."""
-    cfg = result.config
-    out: dict[str, dict[str, list[float]]] = {}
-    for estimator in cfg.estimators:
-        out[estimator] = {}
-        for s in cfg.settings:
-            reps = _finite(result.replicates[(s.name, estimator)]["estimate"])
-            out[estimator][s.name] = reps or _finite([result.point[(s.name, estimator)]["estimate"]])
-    return out
-
-
-def bootstrap_figure(result: ExperimentResult):
-    """The bootstrap figure of a simulation (bootstrap.png and the report), as a matplotlib Figure."""
-    cfg = result.config
-    return bootstrap_plot(
-        bootstrap_replicates(result),
-        estimand=cfg.estimand,
-        unit=cfg.dataset.outcome_unit or f"units of {cfg.dataset.outcome}",
-        benchmark=cfg.dataset.benchmark,
-        n_boot=cfg.n_boot,
-    )
-
-
-PROPENSITY_DRIFT_WARNING = 0.02
-
-
-def simulation_warnings(result: ExperimentResult) -> list[str]:
-    """Failed replicates, collaborations whose propensities drift from CA's, intervals not valid for
-    an estimator (:func:`~collabcausal.estimators.intervals.interval_caveat`), and W-clb estimates
-    further than one bootstrap SE of CA from CA.
-
-    The drift is the mean absolute difference between a collaboration's propensities and CA's
-    (the "Incons. CA" column); above :data:`PROPENSITY_DRIFT_WARNING` the reduction (m~ below the
-    party's covariates) or the row split loses information the centralized analysis uses.
-    """
-    cfg = result.config
-    out = []
-    seen = set()
-    for row in result.rows():
-        drift, setting = row.get("inconsistency_ca"), str(row["setting"])
-        if setting.endswith("-clb") and drift is not None and np.isfinite(drift) and setting not in seen:
-            seen.add(setting)
-            if drift > PROPENSITY_DRIFT_WARNING:
-                out.append(
-                    f"{setting} propensities differ from CA's by {drift:.3g} on average (more than "
-                    f"{PROPENSITY_DRIFT_WARNING:g}): the reduction m~ or the row split loses information; "
-                    "compare with more components per party."
-                )
-    for (setting, estimator), reps in result.replicates.items():
-        failed = int(np.isnan(reps["estimate"]).sum())
-        if failed:
-            reasons = result.failures.get((setting, estimator), {})
-            why = "; ".join(f"{count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda i: -i[1]))
-            out.append(
-                f"{setting} {estimator.upper()}: {failed} of {len(reps['estimate'])} bootstrap replicates failed "
-                f"and are left out of the mean, SE and interval: {why or 'numerical error'}."
-            )
-    out += [w for w in (interval_caveat(k, cfg.interval) for k in cfg.estimators) if w]
-    names = {s.name for s in cfg.settings}
-    if {"W-clb", "CA"} <= names and cfg.n_boot > 1:
-        for estimator in cfg.estimators:
-            w = _finite(result.replicates[("W-clb", estimator)]["estimate"])
-            ca = _finite(result.replicates[("CA", estimator)]["estimate"])
-            if len(w) > 1 and len(ca) > 1:
-                drift, se = abs(np.mean(w) - np.mean(ca)), float(np.std(ca, ddof=1))
-                if drift > se:
-                    out.append(
-                        f"W-clb {estimator.upper()} differs from CA by {drift:.3g}, more than one bootstrap SE of "
-                        f"CA ({se:.3g}): the collaboration does not reproduce the centralized analysis here."
-                    )
-    return out
-
-
 def study_document(
     report: Mapping[str, Any],
     config: Mapping[str, Any],
@@ -266,8 +168,3 @@ def study_document(
         or (DC_QE_PRIVACY_NOTE if not spend or any(s["epsilon"] is None for s in spend.values()) else ""),
         "warnings": warnings,
     }
-
-
-def _finite(values: ArrayLike) -> list[float]:
-    a = np.asarray(values, dtype=float)
-    return a[np.isfinite(a)].tolist()

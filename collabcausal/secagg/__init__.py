@@ -3,7 +3,9 @@
 One module per job: crypto.py (X25519, HKDF, ChaCha20 masks over ``cryptography``), identity.py
 (round keys signed with the party's study certificate), fixed_point.py (floats to integers mod 2^64
 and the overflow check), noise.py (distributed discrete Gaussian shares and their calibration),
-protocol.py (the stages: advertise, masked upload, aggregate, round failure).
+protocol.py (the stages: advertise, masked upload, aggregate, round failure), release.py (what both
+ends of one release compute identically: the keys operation's name, the fixed-point scale, the
+noise share's calibration).
 docs/secure-aggregation.md has the protocol, the threat model and the arithmetic.
 """
 
@@ -18,8 +20,12 @@ from collabcausal.secagg.protocol import (
     masked_contribution,
     verified_roster,
 )
+from collabcausal.secagg.release import KEYS_OPERATION, NOISE_TAIL, SCALE_BITS, share_calibration
 
 __all__ = [
+    "KEYS_OPERATION",
+    "NOISE_TAIL",
+    "SCALE_BITS",
     "RoundFailed",
     "RoundKey",
     "Signer",
@@ -32,6 +38,7 @@ __all__ = [
     "integer_sensitivity",
     "masked_contribution",
     "noise_share",
+    "share_calibration",
     "share_sigma",
     "simulation_identities",
     "sum_epsilon",

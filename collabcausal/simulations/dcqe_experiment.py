@@ -35,13 +35,13 @@ from collabcausal.analyst.study_defaults import (
     configuration_line,
     simulation_study_id,
 )
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import CollabCausalError, InputError, NumericalError
 from collabcausal.estimators.balance import smd
 from collabcausal.estimators.bootstrap import run_replicates, stratified_resample, summarize
 from collabcausal.estimators.intervals import check_interval, interval_estimate
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.validation import check_estimand
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.node import Party
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.randomness import child_rng

@@ -35,12 +35,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec, dp_effects_results
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.privacy_audit import fast_directory
 from collabcausal.errors import CollabCausalError
 from collabcausal.estimators.doubly_robust import aipw
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.multisite import Site

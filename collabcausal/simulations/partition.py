@@ -133,7 +133,7 @@ def build_parties(dataset: CausalDataset, partition: GridPartition, *, anchor_ke
     """Party objects for every cell of the grid, each holding only its own slice.
 
     ``anchor_key`` is the parties' shared anchor key; simulations pass
-    :func:`~collabcausal.party.anchor.simulation_anchor_key` of the study seed (simulation only).
+    :func:`~collabcausal.anchor_key.simulation_anchor_key` of the study seed (simulation only).
 
     Every party of a row holds the row's treatment and outcome (DESIGN.md "Notation": by default
     every party of the row is a label holder) and validates its slice with the same rules as a

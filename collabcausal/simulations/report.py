@@ -1,22 +1,30 @@
 """Write a DC-QE experiment's results: printed table, table.csv, results.json, bootstrap figure, report.html.
 
-Files are written to a temporary folder and moved into place only when all are complete, so a
-failed run leaves no half-written results behind.
+The report document of a simulation (:func:`simulation_document`: its estimates, balance, overlap,
+bootstrap replicates and warnings) is built here from the pieces of
+:mod:`collabcausal.reporting.document`, which knows nothing of simulations. Files are written to a
+temporary folder and moved into place only when all are complete, so a failed run leaves no
+half-written results behind.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
-from collabcausal.reporting.document import bootstrap_figure, simulation_document
+from collabcausal.estimators.intervals import interval_caveat
+from collabcausal.reporting.document import DC_QE_PRIVACY_NOTE, balance_entry, overlap_histogram, provenance
+from collabcausal.reporting.figures import bootstrap_plot
 from collabcausal.reporting.html import REPORT_HTML, write_html
 from collabcausal.reporting.out_folder import check_out_folder
-from collabcausal.simulations.dcqe_experiment import ExperimentResult
+from collabcausal.simulations.dcqe_experiment import BalanceDiagnostics, ExperimentResult
 from collabcausal.strict_json import write_json
 
 TABLE_COLUMNS = (
@@ -111,6 +119,104 @@ def plot_bootstrap(result: ExperimentResult, path: Path) -> None:
     plt.close(fig)
 
 
+def simulation_document(
+    result: ExperimentResult, config: Mapping[str, Any], *, argv: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The report of one ``collabcausal simulate`` run (paper 003's settings on a grid)."""
+    cfg = result.config
+    diagnostics: dict[str, BalanceDiagnostics] = result.diagnostics
+    return {
+        "title": f"Simulation: {cfg.dataset.name}, {cfg.partition.shape[0]}x{cfg.partition.shape[1]} grid of parties",
+        "kind": "simulation",
+        "estimand": cfg.estimand,
+        "unit": cfg.dataset.outcome_unit or f"units of {cfg.dataset.outcome}",
+        "benchmark": cfg.dataset.benchmark,
+        "provenance": provenance(cfg.seed, argv),
+        "config": dict(config),
+        "estimates": result.rows(),
+        "balance": {name: balance_entry(d.covariates, d.unweighted, d.weighted) for name, d in diagnostics.items()},
+        "overlap": {name: overlap_histogram(d.propensity, d.treatment) for name, d in diagnostics.items()},
+        "bootstrap": bootstrap_replicates(result) if cfg.n_boot else {},
+        "privacy": None,
+        "privacy_note": DC_QE_PRIVACY_NOTE,
+        "warnings": simulation_warnings(result),
+    }
+
+
+def bootstrap_replicates(result: ExperimentResult) -> dict[str, dict[str, list[float]]]:
+    """Finite replicate estimates per estimator and setting (the full-sample estimate if B = 0)."""
+    cfg = result.config
+    out: dict[str, dict[str, list[float]]] = {}
+    for estimator in cfg.estimators:
+        out[estimator] = {}
+        for s in cfg.settings:
+            reps = _finite(result.replicates[(s.name, estimator)]["estimate"])
+            out[estimator][s.name] = reps or _finite([result.point[(s.name, estimator)]["estimate"]])
+    return out
+
+
+def bootstrap_figure(result: ExperimentResult):
+    """The bootstrap figure of a simulation (bootstrap.png and the report), as a matplotlib Figure."""
+    cfg = result.config
+    return bootstrap_plot(
+        bootstrap_replicates(result),
+        estimand=cfg.estimand,
+        unit=cfg.dataset.outcome_unit or f"units of {cfg.dataset.outcome}",
+        benchmark=cfg.dataset.benchmark,
+        n_boot=cfg.n_boot,
+    )
+
+
+PROPENSITY_DRIFT_WARNING = 0.02
+
+
+def simulation_warnings(result: ExperimentResult) -> list[str]:
+    """Failed replicates, collaborations whose propensities drift from CA's, intervals not valid for
+    an estimator (:func:`~collabcausal.estimators.intervals.interval_caveat`), and W-clb estimates
+    further than one bootstrap SE of CA from CA.
+
+    The drift is the mean absolute difference between a collaboration's propensities and CA's
+    (the "Incons. CA" column); above :data:`PROPENSITY_DRIFT_WARNING` the reduction (m~ below the
+    party's covariates) or the row split loses information the centralized analysis uses.
+    """
+    cfg = result.config
+    out = []
+    seen = set()
+    for row in result.rows():
+        drift, setting = row.get("inconsistency_ca"), str(row["setting"])
+        if setting.endswith("-clb") and drift is not None and np.isfinite(drift) and setting not in seen:
+            seen.add(setting)
+            if drift > PROPENSITY_DRIFT_WARNING:
+                out.append(
+                    f"{setting} propensities differ from CA's by {drift:.3g} on average (more than "
+                    f"{PROPENSITY_DRIFT_WARNING:g}): the reduction m~ or the row split loses information; "
+                    "compare with more components per party."
+                )
+    for (setting, estimator), reps in result.replicates.items():
+        failed = int(np.isnan(reps["estimate"]).sum())
+        if failed:
+            reasons = result.failures.get((setting, estimator), {})
+            why = "; ".join(f"{count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda i: -i[1]))
+            out.append(
+                f"{setting} {estimator.upper()}: {failed} of {len(reps['estimate'])} bootstrap replicates failed "
+                f"and are left out of the mean, SE and interval: {why or 'numerical error'}."
+            )
+    out += [w for w in (interval_caveat(k, cfg.interval) for k in cfg.estimators) if w]
+    names = {s.name for s in cfg.settings}
+    if {"W-clb", "CA"} <= names and cfg.n_boot > 1:
+        for estimator in cfg.estimators:
+            w = _finite(result.replicates[("W-clb", estimator)]["estimate"])
+            ca = _finite(result.replicates[("CA", estimator)]["estimate"])
+            if len(w) > 1 and len(ca) > 1:
+                drift, se = abs(np.mean(w) - np.mean(ca)), float(np.std(ca, ddof=1))
+                if drift > se:
+                    out.append(
+                        f"W-clb {estimator.upper()} differs from CA by {drift:.3g}, more than one bootstrap SE of "
+                        f"CA ({se:.3g}): the collaboration does not reproduce the centralized analysis here."
+                    )
+    return out
+
+
 def _metadata(result: ExperimentResult) -> dict[str, object]:
     cfg = result.config
     return {
@@ -130,3 +236,8 @@ def _metadata(result: ExperimentResult) -> dict[str, object]:
         "n_anchors": cfg.n_anchors or cfg.dataset.n_subjects,
         "benchmark": cfg.dataset.benchmark,
     }
+
+
+def _finite(values: ArrayLike) -> list[float]:
+    a = np.asarray(values, dtype=float)
+    return a[np.isfinite(a)].tolist()

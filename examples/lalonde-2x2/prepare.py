@@ -15,7 +15,8 @@ anchor, drawn from the key and the study id, is what differs between a simulatio
 import sys
 from pathlib import Path
 
-from collabcausal.party.anchor import new_anchor_key, simulation_anchor_key
+from collabcausal.anchor_key import simulation_anchor_key
+from collabcausal.party.anchor import new_anchor_key
 from collabcausal.party.secret_keys import write_key_file
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import partition_grid

@@ -10,8 +10,8 @@ from collabcausal.analyst.adum import collect_aggregates, fit_adum, fit_kmeans_a
 from collabcausal.errors import BudgetExceededError
 from collabcausal.estimators.dp.aggregates import OUTCOME
 from collabcausal.estimators.dp.partitions import regular_cut
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from collabcausal.analyst.balance import DPBalance, federated_smd
 from collabcausal.errors import StudyFailedError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 
 N = 1000
@@ -94,8 +94,8 @@ def test_the_analyst_computes_each_partys_sigma_from_its_own_request(tmp_path):
 def test_a_study_with_dp_balance_refuses_a_delta_above_one_over_n_before_any_request(tmp_path):
     from collabcausal.analyst.balance import DPBalanceSpec
     from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
+    from collabcausal.anchor_key import simulation_anchor_key
     from collabcausal.errors import InputError
-    from collabcausal.party.anchor import simulation_anchor_key
 
     rng = np.random.default_rng(2)
     frame = pd.DataFrame(rng.uniform(0, 1, (N, 4)), columns=list("abcd")).assign(

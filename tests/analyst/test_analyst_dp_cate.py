@@ -5,9 +5,9 @@ import pytest
 
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.analyst.dp_cate import dp_cate_on_representation
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import make_dcqe_synthetic
 from collabcausal.simulations.partition import build_parties, partition_grid

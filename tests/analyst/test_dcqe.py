@@ -8,10 +8,10 @@ import pytest
 
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
 from collabcausal.analyst.effects import estimate_effects
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import smd
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid

@@ -15,10 +15,10 @@ from collabcausal.analyst.dp_release import (
     run_dp_dcqe,
     simex,
 )
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError
 from collabcausal.estimators.propensity import LogisticPropensity
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -132,7 +132,7 @@ def test_given_a_release_the_analyst_side_is_a_function_of_the_study_seed(lalond
 
 
 def test_a_dp_study_runs_over_mutual_tls_with_each_party_charging_its_own_ledger(lalonde_grid, tmp_path):
-    from collabcausal.party.ledger import PrivacyLedger as Ledger
+    from collabcausal.ledger import PrivacyLedger as Ledger
     from collabcausal.protocol.launcher import local_grpc_grid
 
     parties, plan = lalonde_grid

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid

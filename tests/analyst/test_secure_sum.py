@@ -11,9 +11,9 @@ from collabcausal.errors import BudgetExceededError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.secagg import attach_identities
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.secagg import simulation_identities

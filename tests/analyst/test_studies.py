@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 
 from collabcausal.analyst.config import load_study_config
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.commands.analyst import run_study
 from collabcausal.errors import BudgetExceededError, StudyFailedError
 from collabcausal.estimators.discovery.decision import gaussian_probability
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import CausalDataset
 from collabcausal.simulations.partition import build_parties, partition_grid

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.calibration import PublicInfo
 from collabcausal.messages import Message
-from collabcausal.party.anchor import anchor_columns, simulation_anchor_key
+from collabcausal.party.anchor import anchor_columns
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
 

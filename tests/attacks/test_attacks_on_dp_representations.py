@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.collusion import colluding_reconstruction
 from collabcausal.attacks.dp_bound import correlation_bound
 from collabcausal.attacks.many_requests import ica_on_requests
 from collabcausal.attacks.representation_ica import ica_on_representation
 from collabcausal.attacks.secret_anchor import secret_anchor_attack
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import release_order
-from collabcausal.party.ledger import PrivacyLedger
 
 EPSILON, DELTA = 1.0, 1e-5
 # The DP noise comes from the OpenDP sampler (not seedable), so the scores are random. Each

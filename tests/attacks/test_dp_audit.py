@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.dp_audit import audit_gaussian_release, corner_neighbours, gdp_epsilon
 from collabcausal.estimators.dp.calibration import representation_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import exact_release, public_map, release_order
-from collabcausal.party.ledger import PrivacyLedger
 
 KEY = simulation_anchor_key(5)
 RANGES = {"a": [0.0, 10.0], "b": [-1.0, 1.0], "c": [0.0, 1.0]}

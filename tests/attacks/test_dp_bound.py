@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.dp_bound import correlation_bound
 from collabcausal.attacks.metrics import reconstruction_error
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import public_map, release_order
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
 

@@ -14,11 +14,11 @@ import math
 
 import numpy as np
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.dp_bound import correlation_bound
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import release_order
-from collabcausal.party.ledger import PrivacyLedger
 
 STUDY = "lalonde-2x2"
 # The DP noise comes from OpenDP (not seedable). The empirical |corr| of the guess with the truth

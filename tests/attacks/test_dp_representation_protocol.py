@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import CollabCausalError, ConfigError, ProtocolError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import release_order
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 KEY = simulation_anchor_key(11)

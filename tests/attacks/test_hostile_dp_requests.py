@@ -16,12 +16,12 @@ import pytest
 
 import collabcausal.estimators.dp.aggregates as aggregates
 import collabcausal.estimators.dp.mechanisms as mechanisms
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.partitions import regular_cut
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import PrivacyLedger
 
 SEEDS = {"seed": 0, "rng": 0, "random_state": 0, "noise_seed": 0, "noise_rng": 0}
 N = 120

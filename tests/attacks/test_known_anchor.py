@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.attacks.known_anchor import invert_reducer
 from collabcausal.attacks.metrics import reconstruction_error
 from collabcausal.messages import Message
-from collabcausal.party.anchor import anchor_columns, simulation_anchor_key
+from collabcausal.party.anchor import anchor_columns
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.datasets import load_lalonde

@@ -137,8 +137,8 @@ def test_run_study_in_process_matches_run_dcqe(tmp_path):
 def test_serve_and_simulate_print_the_same_quantities_for_the_same_study(tmp_path, interval, capsys):
     """One study, run by `collabcausal simulate` (W-clb) and by the analyst's `run_study`: the same
     full-sample estimate, SE, interval (of the same kind), bootstrap mean and failure count."""
+    from collabcausal.anchor_key import simulation_anchor_key
     from collabcausal.commands.analyst import format_estimate
-    from collabcausal.party.anchor import simulation_anchor_key
     from collabcausal.simulations.datasets import make_dcqe_synthetic
     from collabcausal.simulations.dcqe_experiment import ExperimentConfig, run_experiment
     from collabcausal.simulations.partition import build_parties, partition_grid
@@ -201,8 +201,8 @@ def test_study_config_refuses_a_bootstrap_interval_without_replicates(tmp_path):
 
 def _balance_study(tmp_path: Path, operations: dict[str, tuple[str, ...]] | None = None, epsilon: float = 100.0):
     """A 2x2 DC-QE study on 400 synthetic subjects with ``[balance]``: every party has a ledger and a policy."""
-    from collabcausal.party.anchor import simulation_anchor_key
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.anchor_key import simulation_anchor_key
+    from collabcausal.ledger import PrivacyLedger
     from collabcausal.party.policy import PartyPolicy
     from collabcausal.simulations.datasets import make_dcqe_synthetic
     from collabcausal.simulations.partition import build_parties, partition_grid

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from collabcausal.party.anchor import simulation_anchor_key
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.anchor_key import simulation_anchor_key
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.protocol.certs import ANALYST, init_ca, issue
 from collabcausal.protocol.launcher import write_party_files
 from collabcausal.simulations.datasets import make_dcqe_synthetic

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from collabcausal.cli import main
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.party.config import load_party_config
-from collabcausal.party.ledger import PrivacyLedger
 
 BOTH = ["--x", "dose", "--y", "resp", "--x-bounds", "-4", "4", "--y-bounds", "-2", "2", "--regularization", "1"]
 

@@ -11,10 +11,10 @@ import pytest
 import collabcausal.party  # noqa: F401  (registers the operations)
 from collabcausal.cli import main
 from collabcausal.errors import PolicyError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 

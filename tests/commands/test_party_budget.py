@@ -7,7 +7,7 @@ import json
 import pytest
 
 from collabcausal.cli import main
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.ledger import PrivacyLedger
 
 
 @pytest.fixture()

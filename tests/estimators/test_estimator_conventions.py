@@ -112,7 +112,7 @@ def test_logistic_propensity_passes_scikit_learns_classifier_checks(estimator, c
 
 def test_a_cloned_dp_learner_charges_the_same_ledger(tmp_path):
     from collabcausal.estimators.dp.dp_cate import DPCATE
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
 
     ledger = PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=1.5, delta=1e-3, dataset="d")
     rng = np.random.default_rng(0)

@@ -13,12 +13,12 @@ from fault_injection import kill_loop
 
 import collabcausal.party  # noqa: F401  (registers the operations)
 from collabcausal.errors import ConfigError, PolicyError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog, payload_digest
 from collabcausal.party.audit_head import AuditHead
 from collabcausal.party.audit_verify import check_head, read_audit_log, summarise
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 

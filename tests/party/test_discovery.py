@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 
 from collabcausal.errors import BudgetExceededError, InputError, NoAnswerError, PolicyError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.discovery import DiscoveryRequest, discover, discover_unrecorded
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 PARAMS = {

@@ -19,10 +19,10 @@ from collabcausal.attacks.dp_audit import audit_gaussian_release, projection_err
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.balance import weighted_moments
 from collabcausal.estimators.dp.calibration import moments_sensitivity
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_balance import OPERATION, standardised_moments
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 N = 40

@@ -17,10 +17,10 @@ from collabcausal.estimators.dp.effects.release import party_score_sums, party_s
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import SCORES, STATISTICS
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 N = 200

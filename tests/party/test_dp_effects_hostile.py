@@ -23,10 +23,10 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import SCORES, STATISTICS
-from collabcausal.party.ledger import PrivacyLedger
 
 N = 60
 COLUMNS = ["a", "b"]

@@ -10,9 +10,9 @@ import collabcausal.party.dp_queries as dq
 from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.aggregates import OUTCOME
 from collabcausal.estimators.dp.partitions import regular_cut
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.operations import lookup
 from collabcausal.party.policy import PartyPolicy
 

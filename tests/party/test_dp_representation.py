@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.calibration import representation_sensitivity
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.party.dp_representation import clip_norms, public_map
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 
 KEY = simulation_anchor_key(7)

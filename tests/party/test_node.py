@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from collabcausal.errors import CollabCausalError, InputError
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog
-from collabcausal.party.ledger import PrivacyLedger
 
 
 def _party(tmp_path) -> Party:

@@ -9,9 +9,9 @@ import pytest
 import collabcausal.party  # noqa: F401  (registers the operations)
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.estimators.dp.partitions import GridPartition, regular_cut
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits, histogram_entries
 

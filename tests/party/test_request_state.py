@@ -107,7 +107,7 @@ def test_a_party_that_joined_another_study_starts_its_own_count(tmp_path):
 
 def _launched_party(tmp_path):
     """One party as a `party join` process on loopback (as in tests/protocol), study "lalonde", limit 2."""
-    from collabcausal.party.anchor import simulation_anchor_key
+    from collabcausal.anchor_key import simulation_anchor_key
     from collabcausal.party.node import Party
     from collabcausal.party.policy import PartyPolicy
     from collabcausal.party.table import PartyTable

@@ -16,13 +16,13 @@ from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.ledger import PrivacyLedger
-from collabcausal.party.secagg import OPERATION as KEYS
-from collabcausal.party.secagg import SCALE_BITS, attach_identities
-from collabcausal.secagg import aggregate, decode, integer_sensitivity, share_sigma, simulation_identities
+from collabcausal.party.secagg import attach_identities
+from collabcausal.secagg import KEYS_OPERATION as KEYS
+from collabcausal.secagg import SCALE_BITS, aggregate, decode, integer_sensitivity, share_sigma, simulation_identities
 
 N = 120
 COLUMNS = ["a", "b"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from collabcausal.analyst.dcqe import DCQEPlan
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.party import Party
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol import certs
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid

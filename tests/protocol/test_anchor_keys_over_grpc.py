@@ -6,8 +6,8 @@ import pytest
 from protocol_helpers import PartyThread
 
 from collabcausal.analyst.dcqe import run_dcqe
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import StudyFailedError
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.protocol.server import GrpcGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid

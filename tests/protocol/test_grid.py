@@ -204,7 +204,7 @@ def test_messages_that_cannot_travel_fail_cleanly_on_either_side(grid, study_ca)
 
 
 def test_a_retried_dp_request_gets_the_identical_reply_over_grpc_and_is_charged_once(grid, study_ca, tmp_path):
-    from collabcausal.party.ledger import PrivacyLedger
+    from collabcausal.ledger import PrivacyLedger
 
     member = small_party("a")
     member.ledger = PrivacyLedger(tmp_path / "a.sqlite", epsilon=1.0, dataset="a")

@@ -15,10 +15,10 @@ import grpc
 import numpy as np
 from protocol_helpers import PartyThread, malformed_streams, small_party, tls_of
 
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party.audit import JsonlAuditLog
 from collabcausal.party.audit_verify import read_audit_log
-from collabcausal.party.ledger import PrivacyLedger
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
 from collabcausal.protocol.arrays import message_frames, read_message

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collabcausal.reporting.document import bootstrap_figure, overlap_histogram
-from collabcausal.reporting.figures import love_plot, overlap_plot, to_svg
+from collabcausal.reporting.document import overlap_histogram
+from collabcausal.reporting.figures import love_plot, overlap_plot
 
 
 def _check(fig) -> None:
@@ -28,13 +28,6 @@ def test_overlap_plot() -> None:
     fig = overlap_plot({"CA": overlap_histogram([0.1, 0.2, 0.8], [0, 0, 1])}, title="overlap")
     _check(fig)
     assert fig.axes[0].get_xlim() == (0.0, 1.0)
-
-
-def test_bootstrap_figure_names_the_estimand_and_the_outcome_unit(small_result) -> None:
-    fig = bootstrap_figure(small_result)
-    _check(fig)
-    assert fig.axes[0].get_ylabel() == "ATE estimate (outcome units)"
-    assert to_svg(fig).startswith("<svg")
 
 
 def test_love_plot_draws_the_dp_noise_sd_as_error_bars_and_none_for_exact_moments() -> None:

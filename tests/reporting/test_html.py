@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from collabcausal.reporting.document import simulation_document
 from collabcausal.reporting.html import render_html, write_html
+from collabcausal.simulations.report import simulation_document
 
 
 def test_page_needs_no_network_and_shows_every_section(small_result, tmp_path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError
-from collabcausal.party.anchor import simulation_anchor_key
 from collabcausal.simulations.datasets import load_lalonde, make_dcqe_synthetic
 from collabcausal.simulations.partition import build_parties, partition_grid
 from collabcausal.simulations.settings import DEFAULT_2X2, parse_settings

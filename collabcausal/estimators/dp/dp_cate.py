@@ -167,7 +167,7 @@ class DPCATE(BaseEstimator):
         Non-private nuisance models (for the non-private baseline; the result is then NOT DP, and
         a ledger is refused).
     ledger : optional
-        The party's :class:`~collabcausal.party.ledger.PrivacyLedger`; only the DP-EBM nuisances
+        The party's :class:`~collabcausal.ledger.PrivacyLedger`; only the DP-EBM nuisances
         and :meth:`release_function` are charged to it (:meth:`release` is refused with a ledger).
     random_state : int or Generator, optional
         Seed of the split and of the sup search (not of released noise).

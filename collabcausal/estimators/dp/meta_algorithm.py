@@ -291,7 +291,7 @@ class DPCATELearner(BaseEstimator):
         Declared range of the second-stage target; default the worst case of
         :func:`pseudo_outcome_bound`.
     ledger : optional
-        A :class:`collabcausal.party.ledger.PrivacyLedger`; charged (eps, delta) once, before fitting.
+        A :class:`collabcausal.ledger.PrivacyLedger`; charged (eps, delta) once, before fitting.
     random_state : int or Generator, optional
         Seed of the sample split (the split is not a release).
     n_jobs : int

@@ -8,7 +8,7 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp import mechanisms
 from collabcausal.estimators.dp.dp_cate import DPCATE, c_factor, gaussian_kernel
 from collabcausal.estimators.dp.dp_cate_functional import GaussianProcessPath
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.simulations.cate_setups import paper004_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -16,7 +16,7 @@ from collabcausal.estimators.dp.meta_algorithm import (
     pseudo_outcome_bound,
     substitution_dp_ebm_budget,
 )
-from collabcausal.party.ledger import PrivacyLedger
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.simulations.cate_setups import paper000_setup
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

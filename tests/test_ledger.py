@@ -11,7 +11,7 @@ import pytest
 from fault_injection import kill_loop
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, NoAnswerError, ProtocolError
-from collabcausal.party.ledger import (
+from collabcausal.ledger import (
     ADD_REMOVE,
     SUBSTITUTION,
     PrivacyLedger,

@@ -1,4 +1,4 @@
-"""One SQLite transaction of a party's state files: the ledger, the audit head, the request state.
+"""One SQLite transaction of a state file: a privacy ledger, a party's audit head and request state.
 
 Every such file is opened the same way (autocommit connection, a 60 s busy timeout), written under
 ``BEGIN IMMEDIATE`` so two processes never interleave, and rolled back on any error; a SQLite error

@@ -1,6 +1,11 @@
-"""A party's privacy ledger: its (epsilon, delta) budget per dataset, persisted and crash-safe.
+"""A privacy ledger: the (epsilon, delta) budget of a data holder per dataset, persisted and crash-safe.
 
-Every differentially private release is charged here BEFORE it is computed. The ledger is an
+Whoever computes a differentially private release from rows it holds keeps one: each party for its
+table (``[privacy]`` of party.toml, charged by :meth:`~collabcausal.party.node.Party.handle`), the
+analyst for the releases it computes from its own table of the collaborative representation
+(``[cate] ledger`` of study.toml), ``collabcausal discover --data`` for a local data file. Each owns
+its file; nobody reads another's. Every differentially private release is charged here BEFORE it is
+computed. The ledger is an
 SQLite file: each charge is one ``BEGIN IMMEDIATE`` transaction that reads the running totals,
 refuses an over-budget request without writing anything, and otherwise records the charge and
 updates the totals, committing with ``synchronous=FULL`` before :meth:`PrivacyLedger.charge`
@@ -49,7 +54,7 @@ import numpy as np
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, ProtocolError
 from collabcausal.estimators.validation import check_delta, check_epsilon
-from collabcausal.party.sqlite_transaction import connect, transaction
+from collabcausal.sqlite_transaction import connect, transaction
 
 FORMAT = "collabcausal-ledger-2"
 OLD_FORMATS = ("collabcausal-ledger-1",)
@@ -155,7 +160,7 @@ def composed_cost(charges: Iterable[Charge]) -> tuple[float, float]:
 
 
 class PrivacyLedger:
-    """The (epsilon, delta) budget of one party's dataset, persisted in an SQLite file.
+    """The (epsilon, delta) budget of one dataset (a party's table, the analyst's rows of X^), in an SQLite file.
 
     Parameters
     ----------
@@ -163,7 +168,7 @@ class PrivacyLedger:
         The ledger file (created if absent; its directory must exist). One file may hold several
         datasets.
     epsilon, delta : float
-        The dataset's total budget (from the party's ``[privacy]`` configuration). Stored in the
+        The dataset's total budget (a party's ``[privacy]`` configuration, a study's ``[cate]``). Stored in the
         file for ``collabcausal party budget``; the value given here is authoritative.
     dataset : str
         Which dataset of the file this ledger charges.
