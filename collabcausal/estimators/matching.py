@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.results import EffectEstimate, wald_interval
-from collabcausal.estimators.sandwich import LogisticNuisance
+from collabcausal.estimators.sandwich import LogisticNuisance, logistic_nuisance
 from collabcausal.estimators.validation import check_estimand, check_propensity, check_treatment, check_vector
 
 
@@ -69,7 +69,7 @@ def psm(
     *,
     compute_se: bool = True,
     alpha: float = 0.05,
-    X_propensity: ArrayLike | None = None,
+    X_propensity: ArrayLike | LogisticNuisance | None = None,
 ) -> EffectEstimate:
     """Propensity-score matching estimate of the ATE or ATT (paper 003; DESIGN.md "Estimators").
 
@@ -94,11 +94,12 @@ def psm(
         Compute the Abadie–Imbens standard error (False skips it, e.g. inside a bootstrap loop).
     alpha : float, default 0.05
         Level of the normal interval.
-    X_propensity : array-like of shape (n, m), optional
+    X_propensity : array-like of shape (n, m) or LogisticNuisance, optional
         Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
         intercept, unclipped; checked through the score equations). Given (and no caliper), the
         SE carries the Abadie–Imbens (2016) correction for the estimated propensity
-        (:func:`_estimated_propensity_adjustment`).
+        (:func:`_estimated_propensity_adjustment`). Or their
+        :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one propensity.
 
     Returns
     -------
@@ -165,7 +166,7 @@ def psm(
         var = _abadie_imbens_variance(y, t, e, k_sum, k_sq, diff, estimate, estimand)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
-            logistic = LogisticNuisance(X_propensity, t, e)
+            logistic = logistic_nuisance(X_propensity, t, e)
             var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, query)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
