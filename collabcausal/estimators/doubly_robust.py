@@ -12,9 +12,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.sandwich import (
-    ROW_BLOCK,
     LogisticNuisance,
     OlsNuisance,
     logistic_nuisance,
@@ -174,6 +174,6 @@ def _predict_arm(
     else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
         coef = np.linalg.lstsq(Xs, yc, rcond=None)[0]
     fitted = np.empty(X.shape[0])
-    for lo in range(0, X.shape[0], ROW_BLOCK):  # block by block: no (n x m) temporary
-        fitted[lo : lo + ROW_BLOCK] = ((X[lo : lo + ROW_BLOCK] - mean) / scale) @ coef
+    for rows in row_blocks(X.shape[0]):
+        fitted[rows] = ((X[rows] - mean) / scale) @ coef
     return y[arm].mean() + fitted

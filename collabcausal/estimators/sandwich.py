@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import weighted_gram
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
@@ -94,7 +95,7 @@ class LogisticNuisance:
                 "X_propensity=None to treat the propensity as known",
             )
         self.t, self.e = t, e
-        self.information_inverse = np.linalg.pinv(_weighted_gram(self.design, e * (1.0 - e)) / t.size)
+        self.information_inverse = np.linalg.pinv(weighted_gram(self.design, e * (1.0 - e)) / t.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_beta,k' J`` per subject (``IF_beta`` itself, n x (m + 1), is never formed)."""
@@ -151,7 +152,7 @@ class OlsNuisance:
     ) -> None:
         self.design = design
         self._residual = np.where(arm, y - fitted, 0.0)
-        self._gram_inverse = np.linalg.pinv(_weighted_gram(design, arm.astype(np.float64)) / y.size)
+        self._gram_inverse = np.linalg.pinv(weighted_gram(design, arm.astype(np.float64)) / y.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
@@ -160,19 +161,6 @@ class OlsNuisance:
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dalpha`` from ``dg_k/dm_k`` (m_k the fitted outcome of subject k)."""
         return self.design.T @ dg_dm / dg_dm.size
-
-
-ROW_BLOCK = 1 << 16
-"""Rows per block of a pass over an (n x m) array (the pass's temporaries are ROW_BLOCK x m)."""
-
-
-def _weighted_gram(design: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``sum_k w_k x_k x_k'`` over the design's rows, block by block."""
-    out = np.zeros((design.shape[1], design.shape[1]))
-    for lo in range(0, design.shape[0], ROW_BLOCK):
-        block = design[lo : lo + ROW_BLOCK]
-        out += block.T @ (block * w[lo : lo + ROW_BLOCK, None])
-    return out
 
 
 def stacked_influence(
