@@ -416,23 +416,28 @@ class NearestRuns:
         self._run_of[order] = np.cumsum(new_run) - 1
         self._runs = values.size
         run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
-        right = np.searchsorted(values, query_scores, side="left")
+        # Queries in sorted order (any order of equal scores: they get equal neighbourhoods), so the
+        # binary searches and the gathers below run through memory in order.
+        q_order = np.argsort(query_scores)
+        q = query_scores[q_order]
+        right = np.searchsorted(values, q, side="left")
         left = right - 1
-        self.count = np.zeros(query_scores.size)
-        active = np.arange(query_scores.size)
+        count = np.zeros(q.size)
+        active = np.arange(q.size)
         while active.size:
-            q, lq, rq = query_scores[active], left[active], right[active]
-            d_left = np.where(lq >= 0, q - values[np.maximum(lq, 0)], np.inf)
-            d_right = np.where(rq < self._runs, values[np.minimum(rq, self._runs - 1)] - q, np.inf)
+            qa, lq, rq = q[active], left[active], right[active]
+            d_left = np.where(lq >= 0, qa - values[np.maximum(lq, 0)], np.inf)
+            d_right = np.where(rq < self._runs, values[np.minimum(rq, self._runs - 1)] - qa, np.inf)
             take_left = (d_left <= d_right) & np.isfinite(d_left)
             take_right = (d_right <= d_left) & np.isfinite(d_right)
-            self.count[active[take_left]] += run_count[lq[take_left]]
-            self.count[active[take_right]] += run_count[rq[take_right]]
+            count[active[take_left]] += run_count[lq[take_left]]
+            count[active[take_right]] += run_count[rq[take_right]]
             left[active] = lq - take_left
             right[active] = rq + take_right
-            more = (self.count[active] < size) & ((left[active] >= 0) | (right[active] < self._runs))
+            more = (count[active] < size) & ((left[active] >= 0) | (right[active] < self._runs))
             active = active[more]
-        self.lo, self.hi = left + 1, right
+        self.lo, self.hi, self.count = np.empty_like(left), np.empty_like(right), np.empty_like(count)
+        self.lo[q_order], self.hi[q_order], self.count[q_order] = left + 1, right, count
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per query, the sum of ``pool_values`` (one per pool subject) over its neighbourhood."""
