@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.sandwich import LogisticNuisance, logistic_nuisance
 from collabcausal.estimators.validation import check_estimand, check_propensity, check_treatment, check_vector
@@ -417,27 +418,15 @@ class NearestRuns:
         self._runs = values.size
         run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
         # Queries in sorted order (any order of equal scores: they get equal neighbourhoods), so the
-        # binary searches and the gathers below run through memory in order.
+        # binary searches and gathers run through memory in order, and block by block of queries.
         q_order = np.argsort(query_scores)
-        q = query_scores[q_order]
-        right = np.searchsorted(values, q, side="left")
-        left = right - 1
-        count = np.zeros(q.size)
-        active = np.arange(q.size)
-        while active.size:
-            qa, lq, rq = q[active], left[active], right[active]
-            d_left = np.where(lq >= 0, qa - values[np.maximum(lq, 0)], np.inf)
-            d_right = np.where(rq < self._runs, values[np.minimum(rq, self._runs - 1)] - qa, np.inf)
-            take_left = (d_left <= d_right) & np.isfinite(d_left)
-            take_right = (d_right <= d_left) & np.isfinite(d_right)
-            count[active[take_left]] += run_count[lq[take_left]]
-            count[active[take_right]] += run_count[rq[take_right]]
-            left[active] = lq - take_left
-            right[active] = rq + take_right
-            more = (count[active] < size) & ((left[active] >= 0) | (right[active] < self._runs))
-            active = active[more]
-        self.lo, self.hi, self.count = np.empty_like(left), np.empty_like(right), np.empty_like(count)
-        self.lo[q_order], self.hi[q_order], self.count[q_order] = left + 1, right, count
+        self.lo, self.hi = np.empty(q_order.size, dtype=np.intp), np.empty(q_order.size, dtype=np.intp)
+        self.count = np.empty(q_order.size)
+        for rows in row_blocks(q_order.size):
+            queries = q_order[rows]
+            self.lo[queries], self.hi[queries], self.count[queries] = _expand_runs(
+                values, run_count, query_scores[queries], size
+            )
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per query, the sum of ``pool_values`` (one per pool subject) over its neighbourhood."""
@@ -455,3 +444,30 @@ class NearestRuns:
             inside = self.lo + offset < self.hi
             per_run += np.bincount(self.lo[inside] + offset, weights=query_weights[inside], minlength=self._runs)
         return per_run[self._run_of]
+
+
+def _expand_runs(
+    values: NDArray[np.float64], run_count: NDArray[np.float64], q: NDArray[np.float64], size: int
+) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
+    """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
+
+    Returns (lo, hi, count): each query's neighbourhood is the runs ``lo .. hi - 1``.
+    """
+    runs = values.size
+    right = np.searchsorted(values, q, side="left")
+    left = right - 1
+    count = np.zeros(q.size)
+    active = np.arange(q.size)
+    while active.size:
+        qa, lq, rq = q[active], left[active], right[active]
+        d_left = np.where(lq >= 0, qa - values[np.maximum(lq, 0)], np.inf)
+        d_right = np.where(rq < runs, values[np.minimum(rq, runs - 1)] - qa, np.inf)
+        take_left = (d_left <= d_right) & np.isfinite(d_left)
+        take_right = (d_right <= d_left) & np.isfinite(d_right)
+        count[active[take_left]] += run_count[lq[take_left]]
+        count[active[take_right]] += run_count[rq[take_right]]
+        left[active] = lq - take_left
+        right[active] = rq + take_right
+        more = (count[active] < size) & ((left[active] >= 0) | (right[active] < runs))
+        active = active[more]
+    return left + 1, right, count
