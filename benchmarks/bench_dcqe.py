@@ -151,14 +151,17 @@ def _reset_peak() -> float:
     return _memory_gb("VmRSS")
 
 
-def scale_child(n: int, analysis: str) -> None:
+def scale_child(n: int, analysis: str, blas_threads: int | None) -> None:
     """One analysis of ``n`` synthetic subjects in a child process, its time and peak memory measured alone.
 
     ``analysis`` is ``"w"`` (the W-clb study over an in-process grid) or ``"ca"`` (the centralized
     analysis of the same subjects). The data set is generated, handed to the parties (W) or
     extracted (CA) and dropped before the measurement starts, so the peak covers what the analysis
     holds: the parties' tables or the centralized arrays, and everything the analysis allocates.
+    ``blas_threads`` caps the BLAS threads (None: the library's default, one per core).
     """
+    from threadpoolctl import threadpool_limits
+
     from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
     from collabcausal.analyst.effects import estimate_effects
     from collabcausal.anchor_key import simulation_anchor_key
@@ -173,33 +176,37 @@ def scale_child(n: int, analysis: str) -> None:
         plan = DCQEPlan(part.names(), data.covariate_ranges(), n_anchors=n, party_components=4, estimators=ESTIMATORS)
         del data
         held = _reset_peak()
-        start = time.perf_counter()
-        effects = run_dcqe(grid, plan).effects
+        with threadpool_limits(blas_threads):
+            start = time.perf_counter()
+            effects = run_dcqe(grid, plan).effects
     else:
         idx = part.subjects()
         X = data.frame[list(data.covariates)].to_numpy()[idx]
         t, y = data.frame["treat"].to_numpy()[idx], data.frame["y"].to_numpy()[idx]
         del data
         held = _reset_peak()
-        start = time.perf_counter()
-        effects = estimate_effects(X, t, y, estimators=ESTIMATORS)
+        with threadpool_limits(blas_threads):
+            start = time.perf_counter()
+            effects = estimate_effects(X, t, y, estimators=ESTIMATORS)
     seconds = time.perf_counter() - start
     ate = effects.estimates["ipw"].estimate
     print(json.dumps({"seconds": seconds, "peak_gb": _memory_gb("VmHWM"), "held_gb": held, "ate_ipw": ate}))
 
 
-def scale_run(n: int, analysis: str) -> dict[str, float]:
+def scale_run(n: int, analysis: str, blas_threads: int | None) -> dict[str, float]:
     """:func:`scale_child` in a fresh interpreter; its JSON line."""
+    threads = [] if blas_threads is None else ["--blas-threads", str(blas_threads)]
     child = subprocess.run(
-        [sys.executable, __file__, "--child", str(n), analysis], capture_output=True, text=True, check=True
+        [sys.executable, __file__, "--child", str(n), analysis, *threads], capture_output=True, text=True, check=True
     )
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
-def scale_figures(sizes: list[int]) -> bool:
+def scale_figures(sizes: list[int], blas_threads: int | None) -> bool:
     """Section [2]: W-clb beside CA per number of subjects, then their growth; False on a missed target."""
     ok = True
-    runs = {n: (scale_run(n, "w"), scale_run(n, "ca")) for n in sorted(sizes)}
+    runs = {n: (scale_run(n, "w", blas_threads), scale_run(n, "ca", blas_threads)) for n in sorted(sizes)}
+    print(f"[2] BLAS threads: {'library default' if blas_threads is None else blas_threads}")
     for n, (w, ca) in runs.items():
         ratio = w["seconds"] / ca["seconds"]
         print(
@@ -248,10 +255,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="B = 50 and 100,000 subjects")
     parser.add_argument("--part", choices=("all", "table", "scale"), default="all", help="run one section only")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        help="cap the BLAS threads of section [2] (default: one per core); 1 steadies it on a shared machine",
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        scale_child(int(args.child[0]), args.child[1])
+        scale_child(int(args.child[0]), args.child[1], args.blas_threads)
         return 0
     if args.quick:
         args.bootstrap, args.subjects = 50, [100_000]
@@ -259,7 +271,7 @@ def main() -> int:
     if args.part in ("all", "table"):
         ok &= table_figures(args.bootstrap, args.jobs)
     if args.part in ("all", "scale"):
-        ok &= scale_figures(args.subjects)
+        ok &= scale_figures(args.subjects, args.blas_threads)
     return 0 if ok else 1
 
 
