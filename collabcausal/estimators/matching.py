@@ -362,9 +362,13 @@ def _estimated_propensity_adjustment(
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     g = {1: f / e, 0: f / (1.0 - e)} if estimand == "ate" else {1: f, 0: f * e / (1.0 - e)}
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
+    order = np.argsort(e)  # one sort of the scores serves the queries and both arms' pools
+    rank = np.empty(n, dtype=np.intp)  # each subject's position within its arm
     for w in (0, 1):
         arm = np.flatnonzero(t == w)
-        near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS)
+        rank[arm] = np.arange(arm.size)
+        pool_order = rank[order[t[order] == w]]
+        near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS, pool_order=pool_order, query_order=order)
         a = g[w] / (near.count - 1.0)
         b = a * near.sums(y[arm]) / near.count
         pooled[arm] = y[arm] * near.spread(a) - near.spread(b)
@@ -398,6 +402,8 @@ class NearestRuns:
     pool_scores : ndarray of shape (n_pool,)
     query_scores : ndarray of shape (n_query,)
     size : int
+    pool_order, query_order : ndarray of int, optional
+        Argsorts of the scores (any order among equal scores), when the caller has them.
 
     Attributes
     ----------
@@ -407,8 +413,16 @@ class NearestRuns:
         Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
 
-    def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
-        order = np.argsort(pool_scores, kind="stable")
+    def __init__(
+        self,
+        pool_scores: NDArray[np.float64],
+        query_scores: NDArray[np.float64],
+        size: int,
+        *,
+        pool_order: NDArray[np.intp] | None = None,
+        query_order: NDArray[np.intp] | None = None,
+    ) -> None:
+        order = np.argsort(pool_scores) if pool_order is None else pool_order
         s = pool_scores[order]
         new_run = np.r_[True, s[1:] != s[:-1]]
         starts = np.flatnonzero(new_run)
@@ -419,7 +433,7 @@ class NearestRuns:
         run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
         # Queries in sorted order (any order of equal scores: they get equal neighbourhoods), so the
         # binary searches and gathers run through memory in order, and block by block of queries.
-        q_order = np.argsort(query_scores)
+        q_order = np.argsort(query_scores) if query_order is None else query_order
         self.lo, self.hi = np.empty(q_order.size, dtype=np.intp), np.empty(q_order.size, dtype=np.intp)
         self.count = np.empty(q_order.size)
         for rows in row_blocks(q_order.size):
