@@ -360,18 +360,15 @@ def _estimated_propensity_adjustment(
     # cov_w,k = (sum_N D_j y_j - (sum_N D_j)(sum_N y_j) / M_k) / (M_k - 1), M_k = |N_w(k)|, so
     # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
-    g = {1: f / e, 0: f / (1.0 - e)} if estimand == "ate" else {1: f, 0: f * e / (1.0 - e)}
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
     order = np.argsort(e)  # one sort of the scores serves the queries and both arms' pools
-    rank = np.empty(n, dtype=np.intp)  # each subject's position within its arm
     for w in (0, 1):
+        if estimand == "ate":
+            g = f / e if w == 1 else f / (1.0 - e)
+        else:
+            g = f if w == 1 else f * e / (1.0 - e)
         arm = np.flatnonzero(t == w)
-        rank[arm] = np.arange(arm.size)
-        pool_order = rank[order[t[order] == w]]
-        near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS, pool_order=pool_order, query_order=order)
-        a = g[w] / (near.count - 1.0)
-        b = a * near.sums(y[arm]) / near.count
-        pooled[arm] = y[arm] * near.spread(a) - near.spread(b)
+        pooled[arm] = _pooled_covariance_weights(e, y, t, w, arm, order, g)
     c = pooled @ D / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
@@ -386,6 +383,28 @@ def _estimated_propensity_adjustment(
         effect[controls] = TiedMatches(e[treated], y[treated], e[controls]).mean_outcome - y[controls]
     d = (f * (effect - estimate)) @ D / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
+
+
+def _pooled_covariance_weights(
+    e: NDArray[np.float64],
+    y: NDArray[np.float64],
+    t: NDArray[np.int8],
+    w: int,
+    arm: NDArray[np.intp],
+    order: NDArray[np.intp],
+    g: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """``y_j a_j - b_j`` for the subjects j of arm ``w`` (:func:`_estimated_propensity_adjustment`).
+
+    ``order`` is an argsort of ``e`` and ``g`` the per-query weights; the arm's neighbourhoods are
+    released on return.
+    """
+    rank = np.empty(t.size, dtype=np.intp)  # each subject's position within the arm
+    rank[arm] = np.arange(arm.size)
+    near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS, pool_order=rank[order[t[order] == w]], query_order=order)
+    a = g / (near.count - 1.0)
+    b = a * near.sums(y[arm]) / near.count
+    return y[arm] * near.spread(a) - near.spread(b)
 
 
 class NearestRuns:
