@@ -66,8 +66,9 @@ class StandardizedPCA:
         if X.shape[1] != self.mean_.size:
             raise InputError(f"X has {X.shape[1]} columns, the reducer was fitted on {self.mean_.size}", "pass those")
         out = np.empty((X.shape[0], self.n_components_))
+        axes = (self.components_ / self.scale_).T  # standardizing folded into the projection
         for rows in row_blocks(X.shape[0]):
-            out[rows] = ((X[rows] - self.mean_) / self.scale_) @ self.components_.T
+            np.matmul(X[rows] - self.mean_, axes, out=out[rows])
         return out
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
