@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators.blocks import row_blocks
 
 RANK_RTOL = 1e-7  # singular values from a Gram matrix are accurate to ~1e-8 relative
 
@@ -54,20 +55,25 @@ COMPONENTS_OPTION = "[study] n_components in study.toml, simulate --components S
 ANCHORS_OPTION = "anchor rows ([study] n_anchors in study.toml, simulate --anchors)"
 
 
+ColumnBlocks = NDArray[np.float64] | Sequence[NDArray[np.float64]]
+"""A row group's representation: one array, or its parties' arrays in column-group order."""
+
+
 def collaborative_representation(
-    x_tilde: Sequence[NDArray[np.float64]],
-    a_tilde: Sequence[NDArray[np.float64]],
+    x_tilde: Sequence[ColumnBlocks],
+    a_tilde: Sequence[ColumnBlocks],
     n_components: int | None = None,
 ) -> CollaborativeRepresentation:
     """Build X^ from per-row-group intermediate representations.
 
     Parameters
     ----------
-    x_tilde : sequence of ndarray
-        X~_i (n_i x m~_i), the row group's parties' representations side by side.
-    a_tilde : sequence of ndarray
-        A~_i (r x m~_i), in the same column order. Both are centred on the column means of A~_i
-        before use (see the module docstring).
+    x_tilde : sequence of ndarray, or of sequences of ndarray
+        X~_i (n_i x m~_i) per row group: one array, or the parties' X~_ij in column-group order,
+        used side by side without being copied together.
+    a_tilde : sequence of ndarray, or of sequences of ndarray
+        A~_i (r x m~_i), in the same column order (and the same blocks). Both are centred on the
+        column means of A~_i before use (see the module docstring).
     n_components : int, optional
         m^; defaults to the smallest m~_i (each row group can reproduce at most that many
         independent directions).
@@ -76,25 +82,39 @@ def collaborative_representation(
     ------
     NumericalError
         m^ exceeds the rank of A~ or of some A~_i.
+
+    Notes
+    -----
+    Everything follows from the Gram matrix of the stacked, anchor-centred A~ = [A~_1 ... A~_c]
+    (r x M), accumulated over blocks of anchor rows: A~'A~ = V S^2 V' gives the singular values and
+    V, the left singular vectors are U1 = A~ V1 S1^-1, so A~_i' U1 = (A~'A~)_i V1 S1^-1 (the
+    row group's rows of the Gram matrix) and G_i = (A~_i'A~_i)^-1 (A~'A~)_i V1 S1^-1. Neither A~
+    nor U1 (r x M and r x m^, r up to 10^7) is formed, and X^ is written block by block.
     """
     if len(x_tilde) != len(a_tilde) or not x_tilde:
         raise InputError("x_tilde and a_tilde must list the same row groups", "pass one block per row group")
-    r = a_tilde[0].shape[0]
-    for i, (x, a) in enumerate(zip(x_tilde, a_tilde, strict=True)):
-        if a.shape[0] != r or x.shape[1] != a.shape[1]:
+    x_parts = [_column_blocks(x) for x in x_tilde]
+    a_parts = [_column_blocks(a) for a in a_tilde]
+    r = a_parts[0][0].shape[0]
+    for i, (xs, As) in enumerate(zip(x_parts, a_parts, strict=True)):
+        n_i = xs[0].shape[0]
+        fits = (
+            len(xs) == len(As)
+            and all(x.shape[0] == n_i for x in xs)
+            and all(a.shape[0] == r for a in As)
+            and all(x.shape[1] == a.shape[1] for x, a in zip(xs, As, strict=True))
+        )
+        if not fits:
+            x_shape, a_shape = (n_i, sum(x.shape[1] for x in xs)), (As[0].shape[0], sum(a.shape[1] for a in As))
             raise InputError(
-                f"row group {i}: representation shapes {x.shape} and {a.shape} do not fit anchors of {r} rows",
+                f"row group {i}: representation shapes {x_shape} and {a_shape} do not fit anchors of {r} rows",
                 "send X~ and A~ from the same reducers and the same anchor",
             )
-    centres = [a.mean(axis=0) for a in a_tilde]
-    x_tilde = [x - c for x, c in zip(x_tilde, centres, strict=True)]
-    a_tilde = [a - c for a, c in zip(a_tilde, centres, strict=True)]
-    A = np.hstack(a_tilde)
-    k = min(a.shape[1] for a in a_tilde) if n_components is None else int(n_components)
-    # Thin SVD through the small Gram matrix: A^T A = V S^2 V^T and U = A V S^-1. It costs
-    # O(r m^2), never forms an r x r matrix (r may be 10^6) and is exact enough for the
-    # well-conditioned anchor representations; ranks are decided with RANK_RTOL accordingly.
-    s, V = _gram_eig(A)
+    centres = [[a.mean(axis=0) for a in As] for As in a_parts]
+    widths = [sum(a.shape[1] for a in As) for As in a_parts]
+    k = min(widths) if n_components is None else int(n_components)
+    gram = _centred_gram([a for As in a_parts for a in As], [c for cs in centres for c in cs])
+    s, V = _gram_eig(gram)
     rank = int((s > RANK_RTOL * s[0]).sum()) if s.size and s[0] > 0 else 0
     if not 1 <= k <= rank:
         raise NumericalError(
@@ -102,27 +122,56 @@ def collaborative_representation(
             f"rank {rank}",
             f"choose m^ between 1 and {rank} ({COMPONENTS_OPTION})" if rank >= 1 else f"use more {ANCHORS_OPTION}",
         )
-    U1 = (A @ V[:, :k]) / s[:k]
+    to_u1 = V[:, :k] / s[:k]  # U1 = A~ to_u1
     maps = []
-    for i, a in enumerate(a_tilde):
-        gram = a.T @ a
-        s_i = np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None))
+    offsets = np.cumsum([0, *widths])
+    for i in range(len(a_parts)):
+        cols = slice(offsets[i], offsets[i + 1])
+        gram_i = gram[cols, cols]
+        s_i = np.sqrt(np.clip(np.linalg.eigvalsh(gram_i), 0.0, None))
         rank_i = int((s_i > RANK_RTOL * s_i.max()).sum()) if s_i.size and s_i.max() > 0 else 0
-        if rank_i < a.shape[1]:
+        if rank_i < widths[i]:
             raise NumericalError(
-                f"row group {i}: anchor representation A~_{i} has rank {rank_i} < {a.shape[1]} columns",
+                f"row group {i}: anchor representation A~_{i} has rank {rank_i} < {widths[i]} columns",
                 f"lower m~ (party_components in study.toml, simulate --party-components) or use more {ANCHORS_OPTION}",
             )
         # Least squares min ||U1 - A~_i G|| through its normal equations (A~_i has full rank).
-        maps.append(np.linalg.solve(gram, a.T @ U1))
-    X_hat = np.vstack([x @ G for x, G in zip(x_tilde, maps, strict=True)])
-    bounds = np.cumsum([0] + [x.shape[0] for x in x_tilde])
-    blocks = tuple(X_hat[bounds[i] : bounds[i + 1]] for i in range(len(x_tilde)))
+        maps.append(np.linalg.solve(gram_i, gram[cols] @ to_u1))
+    bounds = np.cumsum([0] + [xs[0].shape[0] for xs in x_parts])
+    X_hat = np.empty((bounds[-1], k))
+    for i, (xs, cs) in enumerate(zip(x_parts, centres, strict=True)):
+        for rows in row_blocks(xs[0].shape[0]):
+            X_hat[bounds[i] + rows.start : bounds[i] + rows.stop] = _centred_block(xs, cs, rows) @ maps[i]
+    blocks = tuple(X_hat[bounds[i] : bounds[i + 1]] for i in range(len(x_parts)))
     return CollaborativeRepresentation(X_hat, blocks, tuple(maps), s)
 
 
-def _gram_eig(A: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Singular values (descending) and right singular vectors of A from A^T A."""
-    lam, V = np.linalg.eigh(A.T @ A)
+def _column_blocks(blocks: ColumnBlocks) -> list[NDArray[np.float64]]:
+    """A row group's representation as a list of 2-D column blocks."""
+    if isinstance(blocks, np.ndarray):
+        return [blocks]
+    return [np.asarray(b) for b in blocks]
+
+
+def _centred_block(
+    parts: Sequence[NDArray[np.float64]], centres: Sequence[NDArray[np.float64]], rows: slice
+) -> NDArray[np.float64]:
+    """Rows ``rows`` of the column blocks placed side by side, each minus its centre."""
+    return np.hstack([p[rows] - c for p, c in zip(parts, centres, strict=True)])
+
+
+def _centred_gram(parts: Sequence[NDArray[np.float64]], centres: Sequence[NDArray[np.float64]]) -> NDArray[np.float64]:
+    """Gram matrix of the column blocks side by side, each minus its centre, block by block of rows."""
+    width = sum(p.shape[1] for p in parts)
+    gram = np.zeros((width, width))
+    for rows in row_blocks(parts[0].shape[0]):
+        block = _centred_block(parts, centres, rows)
+        gram += block.T @ block
+    return gram
+
+
+def _gram_eig(gram: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Singular values (descending) and right singular vectors of A from its Gram matrix A^T A."""
+    lam, V = np.linalg.eigh(gram)
     order = np.argsort(lam)[::-1]
     return np.sqrt(np.clip(lam[order], 0.0, None)), V[:, order]

@@ -308,16 +308,19 @@ def run_dcqe(
                 n_covariates=len(described[party].params["covariates"]),
                 labels=party == plan.label_holders[i],
             )
-    x_tilde = [np.hstack([replies[p].array("x_tilde") for p in g]) for g in plan.row_groups]
-    a_tilde = [np.hstack([replies[p].array("a_tilde") for p in g]) for g in plan.row_groups]
     t = np.concatenate([replies[h].array("treatment") for h in plan.label_holders]).astype(np.int8)
     y = np.concatenate([replies[h].array("outcome") for h in plan.label_holders]).astype(np.float64)
-    representation = collaborative_representation(x_tilde, a_tilde, plan.n_components)
+    representation = collaborative_representation(
+        [[replies[p].array("x_tilde") for p in g] for g in plan.row_groups],
+        [[replies[p].array("a_tilde") for p in g] for g in plan.row_groups],
+        plan.n_components,
+    )
+    del replies  # X~ and A~ (r = n rows by default) are the study's largest arrays: not kept past X^
     effects = estimate_effects(
         representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators, analytic_se=analytic_se
     )
     if rows is None:
-        rows = [np.arange(x.shape[0]) for x in x_tilde]
+        rows = [np.arange(block.shape[0]) for block in representation.blocks]
     samples = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
     if unweighted_smd:
         samples[None] = np.ones(t.shape[0])

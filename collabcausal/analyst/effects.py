@@ -18,6 +18,8 @@ from collabcausal.estimators.doubly_robust import aipw
 from collabcausal.estimators.matching import psm
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.estimators.results import EffectEstimate
+from collabcausal.estimators.sandwich import LogisticNuisance
+from collabcausal.estimators.validation import check_treatment
 from collabcausal.estimators.weighting import ipw
 
 ESTIMATORS: tuple[str, ...] = ("psm", "ipw", "aipw")
@@ -82,7 +84,8 @@ def estimate_effects(
         with the propensity treated as known. With ``clip`` the propensity is treated as known.
     """
     e = LogisticPropensity(clip=clip).fit(features, treatment).predict_propensity(features)
-    X_e = features if analytic_se and clip is None else None
+    # one propensity nuisance (design, information) serves every estimator's standard error
+    X_e = LogisticNuisance(features, check_treatment(treatment), e) if analytic_se and clip is None else None
     run = {
         "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e),
         "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True, X_propensity=X_e),

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector
 
 if TYPE_CHECKING:
@@ -84,7 +85,12 @@ def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = Non
     if (w < 0.0).any():
         raise InputError("weights contain negative values", "pass non-negative weights")
     A = np.stack([w * (t == 0), w * (t == 1)])  # (2, n): the weight of each subject in each arm
-    return ArmMoments(A.sum(axis=1), (A * A).sum(axis=1), A @ X, A @ (X * X))
+    sum_wx, sum_wx2 = np.zeros((2, X.shape[1])), np.zeros((2, X.shape[1]))
+    for rows in row_blocks(n):  # no (n x m) temporary for X * X
+        block = X[rows]
+        sum_wx += A[:, rows] @ block
+        sum_wx2 += A[:, rows] @ (block * block)
+    return ArmMoments(A.sum(axis=1), (A * A).sum(axis=1), sum_wx, sum_wx2)
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:

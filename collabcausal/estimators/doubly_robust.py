@@ -12,8 +12,15 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.results import EffectEstimate, wald_interval
-from collabcausal.estimators.sandwich import LogisticNuisance, OlsNuisance, stacked_influence
+from collabcausal.estimators.sandwich import (
+    LogisticNuisance,
+    OlsNuisance,
+    logistic_nuisance,
+    stacked_influence,
+    standardized_design,
+)
 from collabcausal.estimators.validation import (
     check_estimand,
     check_matrix,
@@ -34,7 +41,7 @@ def aipw(
     outcome_model: Any = None,
     *,
     alpha: float = 0.05,
-    X_propensity: ArrayLike | None = None,
+    X_propensity: ArrayLike | LogisticNuisance | None = None,
 ) -> EffectEstimate:
     """Doubly robust (AIPW) estimate of the ATE or ATT.
 
@@ -71,9 +78,11 @@ def aipw(
         otherwise, to keep bootstrap loops fast).
     alpha : float, default 0.05
         Level of the normal interval.
-    X_propensity : array-like of shape (n, k), optional
+    X_propensity : array-like of shape (n, k) or LogisticNuisance, optional
         Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
-        intercept, unclipped; checked through the score equations). None: e treated as known.
+        intercept, unclipped; checked through the score equations), or their
+        :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one
+        propensity. None: e treated as known.
 
     Returns
     -------
@@ -88,7 +97,7 @@ def aipw(
     y = check_vector(y, "y", n=n)
     e = check_propensity(e, "propensity", n=n)
     X = check_matrix(X, "X", n_rows=n)
-    logistic = None if X_propensity is None else LogisticNuisance(X_propensity, t, e)
+    logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
     is_t = t == 1
     m0 = _predict_arm(outcome_model, X, y, ~is_t, "control")
     diagnostics = {
@@ -112,7 +121,9 @@ def aipw(
         outcome_terms = [(~is_t, m0, np.where(is_t, -1.0, odds))]
     nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = []
     if outcome_model is None:
-        nuisances += [(OlsNuisance(X, y, arm, fit), dg_dm) for arm, fit, dg_dm in outcome_terms]
+        same = logistic is not None and logistic.covariates is X  # the propensity's design serves
+        design = logistic.design if same else standardized_design(X)
+        nuisances += [(OlsNuisance(design, y, arm, fit), dg_dm) for arm, fit, dg_dm in outcome_terms]
     if logistic is not None:
         nuisances.append((logistic, dg_deta))
     influence = stacked_influence(g, dg_dtau, nuisances)
@@ -152,14 +163,17 @@ def _predict_arm(
             "reduce the covariates or pass a regularized outcome_model (e.g. sklearn Ridge)",
         )
     mean = Xa.mean(axis=0)
-    Xc = Xa - mean
-    scale = np.sqrt(np.mean(Xc * Xc, axis=0))
+    Xs = np.subtract(Xa, mean, out=Xa)  # Xa is this function's copy
+    scale = np.sqrt(np.einsum("ij,ij->j", Xs, Xs) / Xs.shape[0])
     scale[scale == 0.0] = 1.0
-    Xs = Xc / scale
+    Xs /= scale
     yc = y[arm] - y[arm].mean()
     gram = Xs.T @ Xs
     if np.linalg.cond(gram) < _NORMAL_EQUATIONS_MAX_COND:  # fast and accurate enough here
         coef = np.linalg.solve(gram, Xs.T @ yc)
     else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
         coef = np.linalg.lstsq(Xs, yc, rcond=None)[0]
-    return y[arm].mean() + ((X - mean) / scale) @ coef
+    fitted = np.empty(X.shape[0])
+    for rows in row_blocks(X.shape[0]):
+        fitted[rows] = ((X[rows] - mean) / scale) @ coef
+    return y[arm].mean() + fitted

@@ -12,8 +12,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.results import EffectEstimate, wald_interval
-from collabcausal.estimators.sandwich import LogisticNuisance
+from collabcausal.estimators.sandwich import LogisticNuisance, logistic_nuisance
 from collabcausal.estimators.validation import check_estimand, check_propensity, check_treatment, check_vector
 
 
@@ -69,7 +70,7 @@ def psm(
     *,
     compute_se: bool = True,
     alpha: float = 0.05,
-    X_propensity: ArrayLike | None = None,
+    X_propensity: ArrayLike | LogisticNuisance | None = None,
 ) -> EffectEstimate:
     """Propensity-score matching estimate of the ATE or ATT (paper 003; DESIGN.md "Estimators").
 
@@ -94,11 +95,12 @@ def psm(
         Compute the Abadie–Imbens standard error (False skips it, e.g. inside a bootstrap loop).
     alpha : float, default 0.05
         Level of the normal interval.
-    X_propensity : array-like of shape (n, m), optional
+    X_propensity : array-like of shape (n, m) or LogisticNuisance, optional
         Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
         intercept, unclipped; checked through the score equations). Given (and no caliper), the
         SE carries the Abadie–Imbens (2016) correction for the estimated propensity
-        (:func:`_estimated_propensity_adjustment`).
+        (:func:`_estimated_propensity_adjustment`). Or their
+        :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one propensity.
 
     Returns
     -------
@@ -165,7 +167,7 @@ def psm(
         var = _abadie_imbens_variance(y, t, e, k_sum, k_sq, diff, estimate, estimand)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
-            logistic = LogisticNuisance(X_propensity, t, e)
+            logistic = logistic_nuisance(X_propensity, t, e)
             var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, query)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
@@ -352,20 +354,25 @@ def _estimated_propensity_adjustment(
     n = t.size
     D = logistic.design
     f = e * (1.0 - e)
-    values = np.column_stack([D, y, D * y[:, None]])
-    p = D.shape[1]
-    cov = {}
+    n1 = int(np.count_nonzero(t))
+    # c = sum_k g_w,k cov_w,k over both arms, with g the weights of c above and cov_w,k the
+    # covariance over the neighbourhood N_w(k) of k in arm w:
+    # cov_w,k = (sum_N D_j y_j - (sum_N D_j)(sum_N y_j) / M_k) / (M_k - 1), M_k = |N_w(k)|, so
+    # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
+    # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
+    pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
+    order = np.argsort(e)  # one sort of the scores serves the queries and both arms' pools
     for w in (0, 1):
+        if estimand == "ate":
+            g = f / e if w == 1 else f / (1.0 - e)
+        else:
+            g = f if w == 1 else f * e / (1.0 - e)
         arm = np.flatnonzero(t == w)
-        sums, count = _nearest_run_sums(e[arm], values[arm], e, COVARIANCE_NEIGHBOURS)
-        sx, sy, sxy = sums[:, :p], sums[:, p : p + 1], sums[:, p + 1 :]
-        cov[w] = (sxy - sx * sy / count[:, None]) / (count[:, None] - 1.0)
+        pooled[arm] = _pooled_covariance_weights(e, y, t, w, arm, order, g)
+    c = pooled @ D / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
-        c = f @ (cov[1] / e[:, None] + cov[0] / (1.0 - e)[:, None]) / n
         return float(c @ information_inverse @ c)
-    n1 = int(np.count_nonzero(t))
-    c = f @ (cov[1] + (e / (1.0 - e))[:, None] * cov[0]) / n1
     effect = np.empty(n)
     is_query = np.zeros(n, dtype=bool)
     is_query[query] = True
@@ -378,36 +385,122 @@ def _estimated_propensity_adjustment(
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
 
-def _nearest_run_sums(
-    pool_scores: NDArray[np.float64], pool_values: NDArray[np.float64], query_scores: NDArray[np.float64], size: int
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Per query, column sums of ``pool_values`` over its at least ``size`` nearest pool subjects.
+def _pooled_covariance_weights(
+    e: NDArray[np.float64],
+    y: NDArray[np.float64],
+    t: NDArray[np.int8],
+    w: int,
+    arm: NDArray[np.intp],
+    order: NDArray[np.intp],
+    g: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """``y_j a_j - b_j`` for the subjects j of arm ``w`` (:func:`_estimated_propensity_adjustment`).
+
+    ``order`` is an argsort of ``e`` and ``g`` the per-query weights; the arm's neighbourhoods are
+    released on return.
+    """
+    rank = np.empty(t.size, dtype=np.intp)  # each subject's position within the arm
+    rank[arm] = np.arange(arm.size)
+    near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS, pool_order=rank[order[t[order] == w]], query_order=order)
+    a = g / (near.count - 1.0)
+    b = a * near.sums(y[arm]) / near.count
+    return y[arm] * near.spread(a) - near.spread(b)
+
+
+class NearestRuns:
+    """Per query, its at least ``size`` nearest pool subjects on a score, as a range of runs of equal pool scores.
 
     Runs of equal pool scores are taken whole and the nearer run on either side is added first
-    (both when equally near) until the count reaches ``size``: the result depends on the values
-    only, never on the row order. Returns (sums of shape (n_query, q), counts of shape (n_query,)).
+    (both when equally near) until the count reaches ``size``, so the neighbourhoods depend on the
+    values only, never on the row order. A neighbourhood is a contiguous range of the sorted runs,
+    at most ``size + 1`` of them (each run holds a subject): sums over it and the spreading of
+    per-query weights onto its members cost O(n) per run in range, with no (n x q) array.
+
+    Parameters
+    ----------
+    pool_scores : ndarray of shape (n_pool,)
+    query_scores : ndarray of shape (n_query,)
+    size : int
+    pool_order, query_order : ndarray of int, optional
+        Argsorts of the scores (any order among equal scores), when the caller has them.
+
+    Attributes
+    ----------
+    lo, hi : ndarray of int, shape (n_query,)
+        The query's neighbourhood is the sorted runs ``lo .. hi - 1``.
+    count : ndarray of shape (n_query,)
+        Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
-    order = np.argsort(pool_scores, kind="stable")
-    s = pool_scores[order]
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-    values = s[starts]
-    run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
-    run_sums = np.add.reduceat(pool_values[order], starts, axis=0)
+
+    def __init__(
+        self,
+        pool_scores: NDArray[np.float64],
+        query_scores: NDArray[np.float64],
+        size: int,
+        *,
+        pool_order: NDArray[np.intp] | None = None,
+        query_order: NDArray[np.intp] | None = None,
+    ) -> None:
+        order = np.argsort(pool_scores) if pool_order is None else pool_order
+        s = pool_scores[order]
+        new_run = np.r_[True, s[1:] != s[:-1]]
+        starts = np.flatnonzero(new_run)
+        values = s[starts]
+        self._run_of = np.empty(s.size, dtype=np.intp)
+        self._run_of[order] = np.cumsum(new_run) - 1
+        self._runs = values.size
+        run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
+        # Queries in sorted order (any order of equal scores: they get equal neighbourhoods), so the
+        # binary searches and gathers run through memory in order, and block by block of queries.
+        q_order = np.argsort(query_scores) if query_order is None else query_order
+        self.lo, self.hi = np.empty(q_order.size, dtype=np.intp), np.empty(q_order.size, dtype=np.intp)
+        self.count = np.empty(q_order.size)
+        for rows in row_blocks(q_order.size):
+            queries = q_order[rows]
+            self.lo[queries], self.hi[queries], self.count[queries] = _expand_runs(
+                values, run_count, query_scores[queries], size
+            )
+
+    def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per query, the sum of ``pool_values`` (one per pool subject) over its neighbourhood."""
+        run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
+        out = np.zeros(self.lo.size)
+        for offset in range(int(np.max(self.hi - self.lo, initial=0))):
+            inside = self.lo + offset < self.hi
+            out[inside] += run_sum[self.lo[inside] + offset]
+        return out
+
+    def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per pool subject, the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
+        per_run = np.zeros(self._runs)
+        for offset in range(int(np.max(self.hi - self.lo, initial=0))):
+            inside = self.lo + offset < self.hi
+            per_run += np.bincount(self.lo[inside] + offset, weights=query_weights[inside], minlength=self._runs)
+        return per_run[self._run_of]
+
+
+def _expand_runs(
+    values: NDArray[np.float64], run_count: NDArray[np.float64], q: NDArray[np.float64], size: int
+) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
+    """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
+
+    Returns (lo, hi, count): each query's neighbourhood is the runs ``lo .. hi - 1``.
+    """
     runs = values.size
-    right = np.searchsorted(values, query_scores, side="left")
+    right = np.searchsorted(values, q, side="left")
     left = right - 1
-    sums = np.zeros((query_scores.size, pool_values.shape[1]))
-    count = np.zeros(query_scores.size)
-    active = np.ones(query_scores.size, dtype=bool)
-    while active.any():
-        d_left = np.where(left >= 0, query_scores - values[np.maximum(left, 0)], np.inf)
-        d_right = np.where(right < runs, values[np.minimum(right, runs - 1)] - query_scores, np.inf)
-        take_left = active & (d_left <= d_right) & np.isfinite(d_left)
-        take_right = active & (d_right <= d_left) & np.isfinite(d_right)
-        for take, pos in ((take_left, left), (take_right, right)):
-            sums[take] += run_sums[pos[take]]
-            count[take] += run_count[pos[take]]
-        left = left - take_left
-        right = right + take_right
-        active &= (count < size) & ((left >= 0) | (right < runs))
-    return sums, count
+    count = np.zeros(q.size)
+    active = np.arange(q.size)
+    while active.size:
+        qa, lq, rq = q[active], left[active], right[active]
+        d_left = np.where(lq >= 0, qa - values[np.maximum(lq, 0)], np.inf)
+        d_right = np.where(rq < runs, values[np.minimum(rq, runs - 1)] - qa, np.inf)
+        take_left = (d_left <= d_right) & np.isfinite(d_left)
+        take_right = (d_right <= d_left) & np.isfinite(d_right)
+        count[active[take_left]] += run_count[lq[take_left]]
+        count[active[take_right]] += run_count[rq[take_right]]
+        left[active] = lq - take_left
+        right[active] = rq + take_right
+        more = (count[active] < size) & ((left[active] >= 0) | (right[active] < runs))
+        active = active[more]
+    return left + 1, right, count

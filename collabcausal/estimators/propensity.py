@@ -18,6 +18,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators.blocks import centred_gram, row_blocks, weighted_gram
 from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
@@ -101,18 +102,23 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         self._check_params()
         X = check_features(self, X, reset=True)
         self.classes_, t = check_binary_labels(y, "y", n=X.shape[0])
-        m = X.shape[1]
+        n, m = X.shape
         center = X.mean(axis=0) if self.fit_intercept else np.zeros(m)
-        Xc = X - center
-        scale = np.sqrt(np.mean(Xc * Xc, axis=0))
+        gram = centred_gram(X, center)
+        scale = np.sqrt(np.diag(gram) / n)
         scale[scale == 0.0] = 1.0
-        W = self._whitening(Xc, scale) / scale[:, None]  # original (centred) scale -> whitened
-        Z = Xc @ W
+        W = self._whitening(X, center, gram, scale) / scale[:, None]  # original (centred) scale -> whitened
+        # The design [1, (X - center) W] (without the 1 for no intercept), written block by block.
+        first = int(self.fit_intercept)
+        D = np.empty((n, first + m))
+        D[:, :first] = 1.0
+        for rows in row_blocks(n):
+            D[rows, first:] = (X[rows] - center) @ W
         P = self.penalty * (W.T @ W)  # the penalty ||coef||^2 = gamma' W'W gamma
-        theta, n_iter = _newton(Z, t, P, self.fit_intercept, self.max_iter, self.tol)
-        gamma = theta[1:] if self.fit_intercept else theta
+        theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol)
+        gamma = theta[first:]
         b0 = theta[0] if self.fit_intercept else 0.0
-        eta = b0 + Z @ gamma
+        eta = D @ theta
         # Complete separation: the MLE does not exist and every subject is fitted to its own arm.
         # Extreme propensities of a few subjects alone are legitimate (e.g. LaLonde's PSID
         # controls with high earnings reach 1e-27) and are left to clipping and diagnostics.
@@ -174,16 +180,20 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
             if lo <= 0.0 or hi >= 1.0:
                 raise InputError(f"clip must lie inside (0, 1), got {self.clip!r}", "pass e.g. clip=(0.01, 0.99)")
 
-    def _whitening(self, Xc: NDArray[np.float64], scale: NDArray[np.float64]) -> NDArray[np.float64]:
-        """W with ``(Xc / scale) W`` of identity covariance; identity for rank-deficient penalized fits."""
-        n, m = Xc.shape
+    def _whitening(
+        self, X: NDArray[np.float64], center: NDArray[np.float64], gram: NDArray[np.float64], scale: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """W with ``((X - center) / scale) W`` of identity covariance; identity for rank-deficient penalized fits.
+
+        ``gram`` is ``(X - center)' (X - center)`` (:func:`~collabcausal.estimators.blocks.centred_gram`).
+        """
+        n, m = X.shape
         if m == 0:
             return np.zeros((0, 0))
-        gram = (Xc.T @ Xc / n) / np.outer(scale, scale)
-        lam, V = np.linalg.eigh(gram)  # fast path: the Gram matrix is well conditioned
+        lam, V = np.linalg.eigh((gram / n) / np.outer(scale, scale))  # fast path: the Gram matrix is well conditioned
         if lam[0] > _GRAM_TOL * lam[-1]:
             return V / np.sqrt(lam)
-        _, s, Vt = np.linalg.svd(Xc / scale, full_matrices=False)  # accurate rank decision
+        _, s, Vt = np.linalg.svd((X - center) / scale, full_matrices=False)  # accurate rank decision
         rank_ok = s.size == m and s[-1] > _RANK_TOL * s[0]
         if rank_ok:
             return Vt.T * (np.sqrt(n) / s)
@@ -197,12 +207,13 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
 
 
 def _newton(
-    Z: NDArray[np.float64], t: NDArray[np.float64], P: NDArray[np.float64], intercept: bool, max_iter: int, tol: float
+    D: NDArray[np.float64], t: NDArray[np.float64], P: NDArray[np.float64], intercept: bool, max_iter: int, tol: float
 ) -> tuple[NDArray[np.float64], int]:
-    """Damped Newton on the mean penalized log-loss; returns (theta, iterations) or raises."""
-    n = Z.shape[0]
-    D = np.column_stack([np.ones(n), Z]) if intercept else Z
-    k = D.shape[1]
+    """Damped Newton on the mean penalized log-loss over the design D (its first column 1 with an intercept).
+
+    Returns (theta, iterations) or raises.
+    """
+    n, k = D.shape
     Pfull = np.zeros((k, k))
     Pfull[k - P.shape[0] :, k - P.shape[0] :] = P
     theta = np.zeros(k)
@@ -218,7 +229,7 @@ def _newton(
     for it in range(1, int(max_iter) + 1):
         p = expit(eta)
         grad = (D.T @ (p - t) + Pfull @ theta) / n
-        hess = D.T @ (D * (p * (1.0 - p))[:, None]) / n + Pfull / n
+        hess = weighted_gram(D, p * (1.0 - p)) / n + Pfull / n
         try:
             step = -np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:

@@ -23,22 +23,28 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import weighted_gram
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
 
 
-def _standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
+def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
     """``[1, (X - mean) / sd]``: the same column space as ``[1, X]``, well scaled.
 
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
-    representations are badly scaled).
+    representations are badly scaled). Built in place: the design is the only (n x (m + 1)) array.
     """
-    center = X.mean(axis=0)
-    scale = X.std(axis=0)
+    n, m = X.shape
+    design = np.empty((n, m + 1))
+    design[:, 0] = 1.0
+    body = design[:, 1:]
+    np.subtract(X, X.mean(axis=0), out=body)
+    scale = np.sqrt(np.einsum("ij,ij->j", body, body) / n)
     scale[scale == 0.0] = 1.0
-    return np.column_stack([np.ones(X.shape[0]), (X - center) / scale])
+    body /= scale
+    return design
 
 
 class LogisticNuisance:
@@ -46,16 +52,19 @@ class LogisticNuisance:
 
     Its estimating equation is the score ``s_k = x_k (t_k - e_k)``, so
     ``IF_beta,k = H^{-1} s_k`` with ``H = mean_k e_k (1 - e_k) x_k x_k'`` (the Fisher
-    information per subject).
+    information per subject). One instance serves every estimator on the same propensity
+    (:func:`logistic_nuisance`).
 
     Attributes
     ----------
+    covariates : ndarray of shape (n, m)
+        ``X`` as given (checked), to recognise an outcome regression on the same covariates.
     design : ndarray of shape (n, m + 1)
         The standardized design ``[1, X]`` (same column space, better scaled).
     information_inverse : ndarray of shape (m + 1, m + 1)
         ``H^{-1}`` on that design.
-    influence : ndarray of shape (n, m + 1)
-        ``IF_beta`` per subject.
+    t, e : ndarray of shape (n,)
+        The treatment and propensities it was checked against.
 
     Parameters
     ----------
@@ -74,9 +83,10 @@ class LogisticNuisance:
     """
 
     def __init__(self, X: ArrayLike, t: NDArray[np.int8], e: NDArray[np.float64]) -> None:
-        self.design = _standardized_design(check_matrix(X, "X_propensity", n_rows=t.size))
-        residual = t - e
-        score = self.design.T @ residual / t.size
+        self.covariates = check_matrix(X, "X_propensity", n_rows=t.size)
+        self.design = standardized_design(self.covariates)
+        self._residual = t - e
+        score = self.design.T @ self._residual / t.size
         if np.max(np.abs(score)) > _SCORE_TOL:
             raise InputError(
                 f"the propensities are not the unpenalized logistic fit on X_propensity (mean score up to "
@@ -84,13 +94,39 @@ class LogisticNuisance:
                 "pass the unclipped predict_propensity of LogisticPropensity() fitted on X_propensity, or "
                 "X_propensity=None to treat the propensity as known",
             )
-        self.e = e
-        self.information_inverse = np.linalg.pinv(self.design.T @ (self.design * (e * (1.0 - e))[:, None]) / t.size)
-        self.influence = (self.design * residual[:, None]) @ self.information_inverse
+        self.t, self.e = t, e
+        self.information_inverse = np.linalg.pinv(weighted_gram(self.design, e * (1.0 - e)) / t.size)
+
+    def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``IF_beta,k' J`` per subject (``IF_beta`` itself, n x (m + 1), is never formed)."""
+        return self._residual * (self.design @ (self.information_inverse @ J))
 
     def jacobian(self, dg_deta: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dbeta`` from ``dg_k/deta_k`` (eta the linear predictor, logit of e)."""
         return self.design.T @ dg_deta / dg_deta.size
+
+
+def logistic_nuisance(
+    X_propensity: ArrayLike | LogisticNuisance, t: NDArray[np.int8], e: NDArray[np.float64]
+) -> LogisticNuisance:
+    """The :class:`LogisticNuisance` of ``X_propensity``: built from covariates, or one already built.
+
+    Estimators on one propensity share one nuisance (its design and information are computed
+    once); a shared one must have been built for the same ``t`` and ``e``.
+
+    Raises
+    ------
+    InputError
+        A given nuisance was built for another treatment or other propensities.
+    """
+    if not isinstance(X_propensity, LogisticNuisance):
+        return LogisticNuisance(X_propensity, t, e)
+    if not (np.array_equal(X_propensity.t, t) and np.array_equal(X_propensity.e, e)):
+        raise InputError(
+            "X_propensity is a LogisticNuisance of another treatment or other propensities",
+            "pass the covariates, or the nuisance built for these t and e",
+        )
+    return X_propensity
 
 
 class OlsNuisance:
@@ -102,7 +138,8 @@ class OlsNuisance:
 
     Parameters
     ----------
-    X : ndarray of shape (n, m)
+    design : ndarray of shape (n, m + 1)
+        :func:`standardized_design` of the covariates (both arms' regressions share it).
     y : ndarray of shape (n,)
     arm : ndarray of bool, shape (n,)
         The subjects the regression was fitted on.
@@ -111,12 +148,15 @@ class OlsNuisance:
     """
 
     def __init__(
-        self, X: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_], fitted: NDArray[np.float64]
+        self, design: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_], fitted: NDArray[np.float64]
     ) -> None:
-        self.design = _standardized_design(X)
-        on_arm = self.design * arm[:, None]
-        gram = on_arm.T @ self.design / y.size
-        self.influence = (on_arm * (y - fitted)[:, None]) @ np.linalg.pinv(gram)
+        self.design = design
+        self._residual = np.where(arm, y - fitted, 0.0)
+        self._gram_inverse = np.linalg.pinv(weighted_gram(design, arm.astype(np.float64)) / y.size)
+
+    def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
+        return self._residual * (self.design @ (self._gram_inverse @ J))
 
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dalpha`` from ``dg_k/dm_k`` (m_k the fitted outcome of subject k)."""
@@ -149,5 +189,5 @@ def stacked_influence(
     """
     total = np.array(g, dtype=np.float64)
     for nuisance, dg_dindex in nuisances:
-        total += nuisance.influence @ nuisance.jacobian(dg_dindex)
+        total += nuisance.influence_times(nuisance.jacobian(dg_dindex))
     return -total / dg_dtau

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.estimators.results import EffectEstimate, wald_interval
-from collabcausal.estimators.sandwich import LogisticNuisance, stacked_influence
+from collabcausal.estimators.sandwich import LogisticNuisance, logistic_nuisance, stacked_influence
 from collabcausal.estimators.validation import check_estimand, check_propensity, check_treatment, check_vector
 
 
@@ -48,7 +48,7 @@ def ipw(
     normalized: bool = True,
     *,
     alpha: float = 0.05,
-    X_propensity: ArrayLike | None = None,
+    X_propensity: ArrayLike | LogisticNuisance | None = None,
 ) -> EffectEstimate:
     """IPW estimate of the ATE or ATT: the difference of weighted arm means.
 
@@ -73,9 +73,10 @@ def ipw(
         Hajek (True) or Horvitz–Thompson (False).
     alpha : float, default 0.05
         Level of the normal interval.
-    X_propensity : array-like of shape (n, m), optional
+    X_propensity : array-like of shape (n, m) or LogisticNuisance, optional
         Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
-        intercept, unclipped); checked through the score equations.
+        intercept, unclipped); checked through the score equations. Or their
+        :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one propensity.
 
     Returns
     -------
@@ -91,7 +92,7 @@ def ipw(
     n = t.size
     y = check_vector(y, "y", n=n)
     e = check_propensity(e, "propensity", n=n)
-    logistic = None if X_propensity is None else LogisticNuisance(X_propensity, t, e)
+    logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
     w = _weights(t, e, estimand, normalized)
     is_t = t == 1
     raw = _weights(t, e, estimand, normalized=False)

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.validation import check_bounds
 from collabcausal.party.secret_keys import new_key_file, read_key_file
 
@@ -73,15 +74,48 @@ def anchor_columns(
     -------
     ndarray of shape (n_anchors, len(columns))
     """
+    blocks = anchor_blocks(key, study, columns, ranges, n_anchors, purpose=purpose)
+    out = np.empty((int(n_anchors), len(columns)))
+    for rows, block in zip(row_blocks(int(n_anchors)), blocks, strict=True):
+        out[rows] = block
+    return out
+
+
+def anchor_blocks(
+    key: bytes,
+    study: str,
+    columns: Sequence[str],
+    ranges: Mapping[str, Sequence[float]],
+    n_anchors: int,
+    *,
+    purpose: str = "anchor",
+) -> Iterator[NDArray[np.float64]]:
+    """The rows of :func:`anchor_columns`, in blocks of :data:`~collabcausal.estimators.blocks.ROW_BLOCK` rows.
+
+    The same numbers (each column's stream is drawn in order, block after block), for a reducer
+    to transform an anchor of r = 10^6-10^7 rows without holding it whole. Parameters as in
+    :func:`anchor_columns`; they are checked before the first block is asked for.
+    """
     if int(n_anchors) < 1:
         raise InputError(f"n_anchors must be at least 1, got {n_anchors}", "use e.g. the number of subjects")
-    out = np.empty((int(n_anchors), len(columns)))
-    for k, name in enumerate(columns):
+    bounds = []
+    for name in columns:
         if name not in ranges:
             raise InputError(f"no anchor range for covariate {name!r}", "declare [low, high] for every covariate")
-        lo, hi = check_bounds(tuple(ranges[name]), f"anchor range of {name!r}")
-        out[:, k] = keyed_stream(key, f"{purpose}/{study}/{name}").uniform(lo, hi, int(n_anchors))
-    return out
+        bounds.append(check_bounds(tuple(ranges[name]), f"anchor range of {name!r}"))
+    streams = [keyed_stream(key, f"{purpose}/{study}/{name}") for name in columns]
+    return _uniform_blocks(streams, bounds, int(n_anchors))
+
+
+def _uniform_blocks(
+    streams: Sequence[np.random.Generator], bounds: Sequence[tuple[float, float]], n_rows: int
+) -> Iterator[NDArray[np.float64]]:
+    """Blocks of rows whose column k is uniform on ``bounds[k]``, drawn from ``streams[k]``."""
+    for rows in row_blocks(n_rows):
+        block = np.empty((rows.stop - rows.start, len(streams)))
+        for k, (stream, (lo, hi)) in enumerate(zip(streams, bounds, strict=True)):
+            block[:, k] = stream.uniform(lo, hi, block.shape[0])
+        yield block
 
 
 def keyed_stream(key: bytes, label: str) -> np.random.Generator:

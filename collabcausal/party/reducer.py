@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import centred_gram, row_blocks
 from collabcausal.estimators.validation import check_matrix
 
 
@@ -41,11 +42,12 @@ class StandardizedPCA:
         X = check_matrix(X, "X")
         if X.shape[0] < 2:
             raise InputError("PCA needs at least 2 subjects", "add subjects")
+        n = X.shape[0]
         self.mean_ = X.mean(axis=0)
-        scale = X.std(axis=0)
+        gram = centred_gram(X, self.mean_)  # accumulated block by block: no standardized copy of X
+        scale = np.sqrt(np.diag(gram) / n)
         self.scale_ = np.where(scale > 0, scale, 1.0)
-        Z = (X - self.mean_) / self.scale_
-        eigval, eigvec = np.linalg.eigh(Z.T @ Z / (X.shape[0] - 1))
+        eigval, eigvec = np.linalg.eigh(gram / np.outer(self.scale_, self.scale_) / (n - 1))
         order = np.argsort(eigval)[::-1]
         eigval, eigvec = np.clip(eigval[order], 0.0, None), eigvec[:, order]
         total = eigval.sum()
@@ -59,11 +61,15 @@ class StandardizedPCA:
         return self
 
     def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Project rows (the party's own or the anchor's) with the fitted map."""
+        """Project rows (the party's own or the anchor's) with the fitted map, block by block of rows."""
         X = check_matrix(X, "X")
         if X.shape[1] != self.mean_.size:
             raise InputError(f"X has {X.shape[1]} columns, the reducer was fitted on {self.mean_.size}", "pass those")
-        return ((X - self.mean_) / self.scale_) @ self.components_.T
+        out = np.empty((X.shape[0], self.n_components_))
+        axes = (self.components_ / self.scale_).T  # standardizing folded into the projection
+        for rows in row_blocks(X.shape[0]):
+            np.matmul(X[rows] - self.mean_, axes, out=out[rows])
+        return out
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
         """Fit, then transform the same rows."""

@@ -17,14 +17,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.anchor_key import anchor_fingerprint
 from collabcausal.errors import InputError, PolicyError, ProtocolError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.messages import Message
-from collabcausal.party.anchor import anchor_columns
+from collabcausal.party.anchor import anchor_blocks, anchor_columns
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.reducer import StandardizedPCA
@@ -91,8 +93,8 @@ def dc_representation(party: Party, request: Message) -> Message:
     columns = party.table.covariate_names
     study = str(p.get("study", ""))
     bounds = tuple((c, *map(float, ranges[c])) for c in columns if c in ranges)
-    anchor = _anchor(party.anchor_key, study, columns, bounds, n_anchors)
-    arrays = {"x_tilde": np.asarray(x_tilde, dtype=np.float64), "a_tilde": np.asarray(reducer.transform(anchor))}
+    a_tilde = _anchor_image(reducer, party.anchor_key, study, columns, bounds, n_anchors)
+    arrays = {"x_tilde": np.asarray(x_tilde, dtype=np.float64), "a_tilde": a_tilde}
     if p.get("labels", False):
         if not party.table.has_labels:
             raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
@@ -115,6 +117,32 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
             "align subjects before resampling",
         )
     return rows.astype(np.int64, copy=False)
+
+
+CACHED_ANCHOR_VALUES = 1 << 20
+"""Anchors of at most this many values (r x m, 8 MB) are kept for the next request (:func:`_anchor`);
+larger ones are generated and reduced block by block, never held whole."""
+
+
+def _anchor_image(
+    reducer: Any,
+    key: bytes,
+    study: str,
+    columns: tuple[str, ...],
+    ranges: tuple[tuple[str, float, float], ...],
+    n_anchors: int,
+) -> NDArray[np.float64]:
+    """A~ = f(X_anc): the reducer applied to the study's anchor (row by row, so block by block)."""
+    if n_anchors * len(columns) <= CACHED_ANCHOR_VALUES:
+        return np.asarray(reducer.transform(_anchor(key, study, columns, ranges, n_anchors)), dtype=np.float64)
+    blocks = anchor_blocks(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+    out = None
+    for rows, block in zip(row_blocks(n_anchors), blocks, strict=True):
+        image = np.asarray(reducer.transform(block), dtype=np.float64)
+        if out is None:
+            out = np.empty((n_anchors, image.shape[1]))
+        out[rows] = image
+    return out
 
 
 @lru_cache(maxsize=1)

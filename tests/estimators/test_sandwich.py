@@ -13,7 +13,8 @@ import pytest
 from scipy.special import expit
 
 from collabcausal.errors import InputError
-from collabcausal.estimators import LogisticPropensity, aipw, ipw
+from collabcausal.estimators import LogisticPropensity, aipw, ipw, psm
+from collabcausal.estimators.sandwich import LogisticNuisance
 
 
 def _data(seed: int, n: int = 600):
@@ -183,3 +184,26 @@ def test_clipped_or_foreign_propensity_is_refused_for_the_estimated_propensity_s
         ipw(y, t, e, X_propensity=X)
     with pytest.raises(InputError, match="not the unpenalized logistic fit"):
         aipw(y, t, np.full(t.size, 0.5), X, X_propensity=X)
+
+
+@pytest.mark.parametrize("estimand", ["ate", "att"])
+def test_one_logistic_nuisance_shared_by_the_estimators_gives_their_standard_errors(estimand):
+    X, t, y = _data(5)
+    e = LogisticPropensity().fit(X, t).predict_propensity(X)
+    shared = LogisticNuisance(X, t, e)
+    pairs = [
+        (ipw(y, t, e, estimand, X_propensity=X), ipw(y, t, e, estimand, X_propensity=shared)),
+        (aipw(y, t, e, X, estimand, X_propensity=X), aipw(y, t, e, X, estimand, X_propensity=shared)),
+        (psm(y, t, e, estimand, X_propensity=X), psm(y, t, e, estimand, X_propensity=shared)),
+    ]
+    for own, with_shared in pairs:
+        assert with_shared.se == pytest.approx(own.se, rel=1e-12)
+
+
+def test_a_logistic_nuisance_of_other_propensities_is_refused():
+    X, t, y = _data(6)
+    e = LogisticPropensity().fit(X, t).predict_propensity(X)
+    other = LogisticPropensity().fit(X[:, :1], t).predict_propensity(X[:, :1])
+    shared = LogisticNuisance(X[:, :1], t, other)
+    with pytest.raises(InputError, match="another treatment or other propensities"):
+        ipw(y, t, e, X_propensity=shared)

@@ -75,3 +75,15 @@ def test_fingerprint_is_no_output_of_the_anchor_streams() -> None:
     fingerprint = anchor_fingerprint(KEY, study)
     for label in (f"anchor/{study}", f"dp-anchor/{study}", "anchor/x/age"):
         assert not hmac.new(KEY, label.encode(), hashlib.sha256).hexdigest().startswith(fingerprint)
+
+
+def test_anchor_blocks_are_the_rows_of_the_whole_anchor() -> None:
+    from collabcausal.estimators.blocks import ROW_BLOCK
+    from collabcausal.party.anchor import anchor_blocks
+
+    r = 2 * ROW_BLOCK + 3
+    blocks = list(anchor_blocks(KEY, "s", ["age", "sbp"], RANGES, r))
+    assert [b.shape[0] for b in blocks] == [ROW_BLOCK, ROW_BLOCK, 3]
+    np.testing.assert_array_equal(np.vstack(blocks), anchor_columns(KEY, "s", ["age", "sbp"], RANGES, r))
+    with pytest.raises(InputError, match="n_anchors must be at least 1"):
+        anchor_blocks(KEY, "s", ["age"], RANGES, 0)  # checked before any block is asked for

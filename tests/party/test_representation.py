@@ -105,3 +105,19 @@ def test_distinct_anchors_asked_by_the_analyst_do_not_pile_up_in_the_party() -> 
     assert _anchor.cache_info().currsize <= 1
     first = p.handle(request(n_anchors=51)).arrays["a_tilde"]
     np.testing.assert_array_equal(p.handle(request(n_anchors=51)).arrays["a_tilde"], first)
+
+
+def test_a_large_anchor_is_reduced_block_by_block_to_the_same_image() -> None:
+    # r x m above CACHED_ANCHOR_VALUES: generated and reduced in blocks of rows, never held whole
+    # and never cached, with the numbers of the whole anchor.
+    from collabcausal.estimators.blocks import ROW_BLOCK
+    from collabcausal.party.representation import CACHED_ANCHOR_VALUES, _anchor
+
+    p = party()
+    r = max(CACHED_ANCHOR_VALUES // 3 + 1, 2 * ROW_BLOCK + 7)
+    _anchor.cache_clear()
+    reply = p.handle(request(n_anchors=r))
+    assert _anchor.cache_info().currsize == 0
+    reducer = StandardizedPCA(2).fit(p.table.covariates)
+    whole = reducer.transform(anchor_columns(KEY, "s", ["a", "b", "c"], RANGES, r))
+    np.testing.assert_array_equal(reply.arrays["a_tilde"], whole)
