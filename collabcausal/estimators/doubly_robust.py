@@ -35,6 +35,7 @@ def aipw(
     *,
     alpha: float = 0.05,
     X_propensity: ArrayLike | None = None,
+    compute_se: bool = True,
 ) -> EffectEstimate:
     """Doubly robust (AIPW) estimate of the ATE or ATT.
 
@@ -74,6 +75,9 @@ def aipw(
     X_propensity : array-like of shape (n, k), optional
         Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
         intercept, unclipped; checked through the score equations). None: e treated as known.
+    compute_se : bool, default True
+        Compute the standard error and the influence values (False skips the stacked sandwich,
+        e.g. inside a bootstrap loop, where only the estimate is used: ``se`` is None).
 
     Returns
     -------
@@ -110,6 +114,11 @@ def aipw(
         g, dg_dtau = a - estimate * is_t, -float(is_t.mean())
         dg_deta = np.where(is_t, 0.0, -odds * (y - m0))
         outcome_terms = [(~is_t, m0, np.where(is_t, -1.0, odds))]
+    if not compute_se:
+        diagnostics["se_kind"] = "not computed"
+        return EffectEstimate(
+            estimate, None, None, None, estimand, "aipw", int(is_t.sum()), int(n - is_t.sum()), diagnostics=diagnostics
+        )
     nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = []
     if outcome_model is None:
         nuisances += [(OlsNuisance(X, y, arm, fit), dg_dm) for arm, fit, dg_dm in outcome_terms]
