@@ -150,14 +150,13 @@ def check_binary_labels(y: ArrayLike, name: str = "y", *, n: int | None = None) 
     raw = _one_per_subject(raw, name, n)
     if raw.dtype.kind in "fc" and not np.isfinite(raw).all():
         raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
-    classes = np.unique(raw)
-    two_numbers = classes.size == 2 and (
-        raw.dtype.kind in "biu" or (raw.dtype.kind == "f" and np.array_equal(classes, np.floor(classes)))
-    )
-    if not two_numbers:  # what scikit-learn's type_of_target calls binary needs no further look
+    classes = np.unique(raw) if raw.dtype.kind in "biuf" else None
+    two_integers = classes is not None and classes.size == 2 and np.array_equal(classes, np.floor(classes))
+    if not two_integers:  # two integer-valued numbers are what scikit-learn's type_of_target calls binary
         kind = type_of_target(raw)
         if kind not in ("binary", "multiclass"):
             raise InputError(f"Unknown label type: {name} is {kind}, not two arms", "code the treatment 0/1")
+        classes = np.unique(raw)
     if classes.size != 2:
         raise InputError(
             f"{name} has {classes.size} class(es) ({', '.join(map(str, classes[:5]))}): Only binary classification "
