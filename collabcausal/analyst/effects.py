@@ -80,7 +80,7 @@ def estimate_effects(
     analytic_se : bool
         Compute the analytic standard errors with the propensity's estimation accounted for
         (PSM: Abadie-Imbens 2006 with the 2016 correction; IPW and AIPW: the stacked sandwich).
-        False (inside a bootstrap, where they go unused) skips PSM's and leaves IPW's and AIPW's
+        False (inside a bootstrap, where they go unused) skips PSM's and AIPW's and leaves IPW's
         with the propensity treated as known. With ``clip`` the propensity is treated as known.
     """
     e = LogisticPropensity(clip=clip).fit(features, treatment).predict_propensity(features)
@@ -89,6 +89,8 @@ def estimate_effects(
     run = {
         "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e),
         "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True, X_propensity=X_e),
-        "aipw": lambda: aipw(outcome, treatment, e, features, estimand=estimand, X_propensity=X_e),
+        "aipw": lambda: aipw(
+            outcome, treatment, e, features, estimand=estimand, X_propensity=X_e, compute_se=analytic_se
+        ),
     }
     return EffectBundle(e, {name: run[name]() for name in check_estimators(estimators)})

@@ -97,7 +97,7 @@ def check_representation(
             raise _refused(party, f"{name} has shape {array.shape} and dtype {array.dtype}, expected {shape} numbers")
         if not np.all(np.isfinite(array)):
             raise _refused(party, f"{name} holds NaN or infinite values")
-    if labels and not np.isin(expected["treatment"][0], (0, 1)).all():
+    if labels and not ((expected["treatment"][0] == 0) | (expected["treatment"][0] == 1)).all():
         raise _refused(party, "treatment holds values other than 0 and 1")
 
 

@@ -79,7 +79,7 @@ def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = Non
     X = check_matrix(X, "X")
     n = X.shape[0]
     t = check_vector(t, "treatment", n=n)
-    if not np.isin(t, (0.0, 1.0)).all():
+    if not ((t == 0.0) | (t == 1.0)).all():
         raise InputError("treatment must be coded 0/1", "recode the treatment column to 0 (control) and 1 (treated)")
     w = np.ones(n) if weights is None else check_vector(weights, "weights", n=n)
     if (w < 0.0).any():

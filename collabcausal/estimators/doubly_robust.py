@@ -42,6 +42,7 @@ def aipw(
     *,
     alpha: float = 0.05,
     X_propensity: ArrayLike | LogisticNuisance | None = None,
+    compute_se: bool = True,
 ) -> EffectEstimate:
     """Doubly robust (AIPW) estimate of the ATE or ATT.
 
@@ -83,6 +84,9 @@ def aipw(
         intercept, unclipped; checked through the score equations), or their
         :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one
         propensity. None: e treated as known.
+    compute_se : bool, default True
+        Compute the standard error and the influence values (False skips the stacked sandwich,
+        e.g. inside a bootstrap loop, where only the estimate is used: ``se`` is None).
 
     Returns
     -------
@@ -97,7 +101,6 @@ def aipw(
     y = check_vector(y, "y", n=n)
     e = check_propensity(e, "propensity", n=n)
     X = check_matrix(X, "X", n_rows=n)
-    logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
     is_t = t == 1
     m0 = _predict_arm(outcome_model, X, y, ~is_t, "control")
     diagnostics = {
@@ -119,6 +122,12 @@ def aipw(
         g, dg_dtau = a - estimate * is_t, -float(is_t.mean())
         dg_deta = np.where(is_t, 0.0, -odds * (y - m0))
         outcome_terms = [(~is_t, m0, np.where(is_t, -1.0, odds))]
+    if not compute_se:
+        diagnostics["se_kind"] = "not computed"
+        return EffectEstimate(
+            estimate, None, None, None, estimand, "aipw", int(is_t.sum()), int(n - is_t.sum()), diagnostics=diagnostics
+        )
+    logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
     nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = []
     if outcome_model is None:
         same = logistic is not None and logistic.covariates is X  # the propensity's design serves

@@ -129,32 +129,18 @@ def psm(
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
     treated = np.flatnonzero(t == 1)
     control = np.flatnonzero(t == 0)
-    query = treated if estimand == "att" else np.arange(n)
-    imputed = np.empty(query.size)
-    distance = np.empty(query.size)
-    n_matches = np.zeros(query.size, dtype=np.intp)
-    q_treated = t[query] == 1
-    k_sum = np.zeros(n)  # K_k: sum over kept queries of 1 / M_q
-    k_sq = np.zeros(n)  # sum over kept queries of 1 / M_q^2
-    kept = np.ones(query.size, dtype=bool)
-    for is_treated, pool in ((True, control), (False, treated)):
-        sel = q_treated == is_treated
-        if not sel.any():
-            continue
-        ties = TiedMatches(e[pool], y[pool], e[query[sel]])
-        if caliper is not None:
-            kept[sel] = ties.distance <= caliper
-        imputed[sel], distance[sel], n_matches[sel] = ties.mean_outcome, ties.distance, ties.count
-        w1, w2 = ties.pool_weights(kept[sel])
-        k_sum[pool] += w1
-        k_sq[pool] += w2
+    ties = TiedMatches(e, y, t)
+    is_query = t == 1 if estimand == "att" else np.ones(n, dtype=bool)
+    kept = is_query if caliper is None else is_query & (ties.distance <= caliper)
     if not kept.any():
         raise InputError(
             f"no subject has a match within the caliper {caliper:g}",
             "widen the caliper or check the overlap of the propensity scores",
         )
-    q = query[kept]
-    diff = np.where(t[q] == 1, y[q] - imputed[kept], imputed[kept] - y[q])  # Y^(1) - Y^(0) per query
+    k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
+    imputed = ties.mean_outcome
+    q = np.flatnonzero(kept)
+    diff = np.where(t[q] == 1, y[q] - imputed[q], imputed[q] - y[q])  # Y^(1) - Y^(0) per query
     weights = k_sum.copy()
     weights[q] += 1.0
     estimate = float(diff.mean())
@@ -168,14 +154,13 @@ def psm(
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, query)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
             se_kind = "unavailable"
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
-    per_subject = np.zeros(n, dtype=np.intp)
-    per_subject[q] = n_matches[kept]
+    per_subject = np.where(kept, ties.count, 0)
     return EffectEstimate(
         estimate=estimate,
         se=se,
@@ -188,8 +173,8 @@ def psm(
         diagnostics={
             "match_weights": weights,
             "n_matches": per_subject,
-            "n_tied_queries": int(np.count_nonzero(n_matches[kept] > 1)),
-            "n_unmatched": int(query.size - q.size),
+            "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
+            "n_unmatched": int(np.count_nonzero(is_query) - q.size),
             "n_matched_treated": int(np.count_nonzero(weights[treated])),
             "n_matched_controls": int(np.count_nonzero(weights[control])),
             "caliper": caliper,
@@ -200,58 +185,152 @@ def psm(
 
 
 class TiedMatches:
-    """Every query's tied nearest pool subjects on a score, summarised per run of equal pool scores.
+    """Every subject's tied nearest subjects of the other arm on a score, summarised per run of equal scores.
 
-    The pool is sorted once and cut into runs of equal scores; a query's nearest subjects are the
-    whole run(s) at the smallest distance (two runs when the query lies exactly midway). Outcome
-    sums per run give each query's mean matched outcome in O((n_pool + n_query) log n_pool).
+    All scores are sorted once (stable: :func:`_argsort_ties_by_index`); each arm, read off in that
+    order, is then sorted too, and is cut into runs of equal scores, whose sizes and outcome sums are
+    kept. A subject's nearest
+    subjects in the other arm are the whole run(s) of that arm at the smallest distance (two runs
+    when it lies exactly midway), located by binary search of its (already sorted) arm in the
+    other arm's run values: one O(n log n) sort, then O(n log n) searches that run through memory
+    in order, for both arms at once.
 
     Parameters
     ----------
-    pool_scores, pool_outcomes : ndarray of shape (n_pool,)
-    query_scores : ndarray of shape (n_query,)
+    scores, outcomes : ndarray of shape (n,)
+    t : ndarray of int, shape (n,)
+        Treatment coded 0/1, both arms present (as :func:`check_treatment` returns it).
+
+    Attributes
+    ----------
+    mean_outcome, distance : ndarray of shape (n,)
+        Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
+        distance to it.
+    count : ndarray of int, shape (n,)
+        Per subject, the number of its tied nearest subjects in the other arm (``M_k``).
+    """
+
+    def __init__(self, scores: NDArray[np.float64], outcomes: NDArray[np.float64], t: NDArray[np.int8]) -> None:
+        n = scores.size
+        order, s = _argsort_ties_by_index(scores)
+        treated_sorted = t[order] == 1
+        # positions in the sorted sample of each arm: its subjects by score (ties by index)
+        positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
+        self._by_score = [order[p] for p in positions]  # as indices into the sample
+        sorted_scores = [s[p] for p in positions]
+        self.mean_outcome = np.empty(n)
+        self.distance = np.empty(n)
+        self.count = np.empty(n, dtype=np.intp)
+        self._pool = []
+        for w in (0, 1):
+            query, pool = self._by_score[1 - w], sorted_scores[w]
+            matches = _RunMatches(pool, outcomes[self._by_score[w]], sorted_scores[1 - w])
+            self.mean_outcome[query], self.distance[query], self.count[query] = (
+                matches.mean_outcome,
+                matches.distance,
+                matches.count,
+            )
+            self._pool.append(matches)
+
+    def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per subject, the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept subjects q matched to it.
+
+        ``kept`` (shape (n,)) marks the query subjects that count (those of the estimand, within
+        the caliper).
+        """
+        w1 = np.empty(kept.size)
+        w2 = np.empty(kept.size)
+        for w, matches in enumerate(self._pool):
+            w1[self._by_score[w]], w2[self._by_score[w]] = matches.pool_weights(kept[self._by_score[1 - w]])
+        return w1, w2
+
+
+class _RunMatches:
+    """Sorted queries' tied nearest subjects among sorted pool scores, per run of equal pool scores.
+
+    Parameters
+    ----------
+    pool_scores : ndarray of shape (n_pool,), sorted, n_pool >= 1
+    pool_outcomes : ndarray of shape (n_pool,)
+    query_scores : ndarray of shape (n_query,), sorted
 
     Attributes
     ----------
     mean_outcome, distance : ndarray of shape (n_query,)
-        Mean outcome of the tied nearest pool subjects, and their distance to the query.
     count : ndarray of int, shape (n_query,)
-        Number of tied nearest pool subjects (``M_q``).
     """
 
     def __init__(
         self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64], query_scores: NDArray[np.float64]
     ) -> None:
-        order = np.argsort(pool_scores, kind="stable")
-        s = pool_scores[order]
-        starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-        self._values = s[starts]
-        self._run_of = np.empty(s.size, dtype=np.intp)
-        self._run_of[order] = np.cumsum(np.r_[True, s[1:] != s[:-1]]) - 1
-        run_size = np.diff(np.r_[starts, s.size])
-        run_sum = np.add.reduceat(pool_outcomes[order], starts)
-        right = np.searchsorted(self._values, query_scores, side="left")
-        left = right - 1
-        last = self._values.size - 1
-        d_left = np.where(left >= 0, query_scores - self._values[np.maximum(left, 0)], np.inf)
-        d_right = np.where(right <= last, self._values[np.minimum(right, last)] - query_scores, np.inf)
+        new_run = np.empty(pool_scores.size, dtype=bool)
+        new_run[0] = True
+        np.not_equal(pool_scores[1:], pool_scores[:-1], out=new_run[1:])
+        starts = np.flatnonzero(new_run)
+        self._new_run = new_run
+        # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
+        runs = starts.size + 2
+        values = np.empty(runs)
+        values[0], values[-1] = -np.inf, np.inf
+        values[1:-1] = pool_scores[starts]
+        run_size = np.zeros(runs, dtype=np.intp)
+        run_size[1:-1] = np.diff(np.r_[starts, pool_scores.size])
+        run_sum = np.zeros(runs)
+        run_sum[1:-1] = np.add.reduceat(pool_outcomes, starts)
+        self._right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
+        self._left = self._right - 1
+        d_left = query_scores - values[self._left]
+        d_right = values[self._right] - query_scores
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
-        self._left, self._right = np.maximum(left, 0), np.minimum(right, last)
         self.count = run_size[self._left] * self._use_left + run_size[self._right] * self._use_right
         total = run_sum[self._left] * self._use_left + run_sum[self._right] * self._use_right
         self.mean_outcome = total / self.count
         self.distance = np.minimum(d_left, d_right)
 
     def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per pool subject, the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
-        runs = self._values.size
-        inv = np.where(kept, 1.0 / self.count, 0.0)
+        """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
+        runs = np.count_nonzero(self._new_run) + 2
+        inv = kept / self.count
+        inv_sq = inv / self.count
         w1 = np.zeros(runs)
         w2 = np.zeros(runs)
         for run, use in ((self._left, self._use_left), (self._right, self._use_right)):
-            np.add.at(w1, run[use], inv[use])
-            np.add.at(w2, run[use], inv[use] ** 2)
-        return w1[self._run_of], w2[self._run_of]
+            w1 += np.bincount(run, inv * use, minlength=runs)
+            w2 += np.bincount(run, inv_sq * use, minlength=runs)
+        run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
+        return w1[run_of], w2[run_of]
+
+
+def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """``np.argsort(scores, kind="stable")`` and the sorted scores, for finite scores, faster.
+
+    One SIMD sort of 64-bit keys instead of an argsort: each key is the score's bit pattern mapped
+    to an unsigned integer of the same order, its low ``b`` bits replaced by the subject's index
+    (``2**b >= n``). Sorted, the keys order the subjects by score truncated to ``64 - b`` bits, then
+    by index: equal scores are in index order, and only distinct scores that agree in their leading
+    bits can be out of order; the groups holding such a descent (rare: scores within about
+    ``2**(b - 52)`` relative of each other) are re-sorted exactly by (score, index).
+    """
+    n = scores.size
+    shift = np.uint64(max(1, (n - 1).bit_length()))
+    bits = (scores + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0, which compares equal to it
+    negative = bits >> np.uint64(63)
+    key = bits ^ np.where(negative, np.uint64(0xFFFF_FFFF_FFFF_FFFF), np.uint64(1 << 63))  # same order as scores
+    key >>= shift
+    key <<= shift
+    key |= np.arange(n, dtype=np.uint64)
+    key.sort()
+    order = (key & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.intp)
+    s = scores[order]
+    descent = s[1:] < s[:-1]
+    if descent.any():
+        key >>= shift
+        group = np.cumsum(np.r_[True, key[1:] != key[:-1]])
+        pos = np.flatnonzero(np.isin(group, group[1:][descent]))
+        exact = np.lexsort((order[pos], s[pos], group[pos]))
+        order[pos] = order[pos][exact]
+        s[pos] = s[pos][exact]
+    return order, s
 
 
 def _abadie_imbens_variance(
@@ -333,7 +412,6 @@ def _estimated_propensity_adjustment(
     estimate: float,
     estimand: str,
     imputed: NDArray[np.float64],
-    query: NDArray[np.intp],
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
 
@@ -348,8 +426,9 @@ def _estimated_propensity_adjustment(
     so this returns ``c' I^{-1} c`` (ATE) or ``c' I^{-1} c - d' I^{-1} d`` (ATT). ``cov_w,k`` is
     the sample covariance of (x, Y) over the ``L = 2`` subjects of arm w nearest to k on e
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
-    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. For the ATT every
-    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, so the controls are matched too.
+    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``imputed`` is every
+    subject's mean matched outcome in the other arm (:class:`TiedMatches`): for the ATT every
+    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too.
     """
     n = t.size
     D = logistic.design
@@ -373,14 +452,7 @@ def _estimated_propensity_adjustment(
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    effect = np.empty(n)
-    is_query = np.zeros(n, dtype=bool)
-    is_query[query] = True
-    effect[query] = np.where(t[query] == 1, y[query] - imputed, imputed - y[query])
-    controls = np.flatnonzero(~is_query)
-    if controls.size:
-        treated = np.flatnonzero(t == 1)
-        effect[controls] = TiedMatches(e[treated], y[treated], e[controls]).mean_outcome - y[controls]
+    effect = np.where(t == 1, y - imputed, imputed - y)
     d = (f * (effect - estimate)) @ D / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 

@@ -77,6 +77,13 @@ def check_features(estimator: BaseEstimator, X: ArrayLike, *, reset: bool) -> ND
     if raw.shape[0] == 0:
         raise InputError(f"0 sample(s) (shape={raw.shape}) while a minimum of 1 is required.", "pass subjects")
     arr = check_matrix(raw, "X")
+    if not hasattr(X, "columns") and not hasattr(estimator, "feature_names_in_"):
+        # no column names on either side: only the count is bookkept (scikit-learn's check, minus its cost)
+        if reset:
+            estimator.n_features_in_ = arr.shape[1]
+            return arr
+        if getattr(estimator, "n_features_in_", arr.shape[1]) == arr.shape[1]:
+            return arr
     try:
         validate_data(estimator, X if hasattr(X, "columns") else arr, skip_check_array=True, reset=reset)
     except ValueError as exc:
@@ -143,10 +150,13 @@ def check_binary_labels(y: ArrayLike, name: str = "y", *, n: int | None = None) 
     raw = _one_per_subject(raw, name, n)
     if raw.dtype.kind in "fc" and not np.isfinite(raw).all():
         raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
-    kind = type_of_target(raw)
-    if kind not in ("binary", "multiclass"):
-        raise InputError(f"Unknown label type: {name} is {kind}, not two arms", "code the treatment 0/1")
-    classes = np.unique(raw)
+    classes = np.unique(raw) if raw.dtype.kind in "biuf" else None
+    two_integers = classes is not None and classes.size == 2 and np.array_equal(classes, np.floor(classes))
+    if not two_integers:  # two integer-valued numbers are what scikit-learn's type_of_target calls binary
+        kind = type_of_target(raw)
+        if kind not in ("binary", "multiclass"):
+            raise InputError(f"Unknown label type: {name} is {kind}, not two arms", "code the treatment 0/1")
+        classes = np.unique(raw)
     if classes.size != 2:
         raise InputError(
             f"{name} has {classes.size} class(es) ({', '.join(map(str, classes[:5]))}): Only binary classification "

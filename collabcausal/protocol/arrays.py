@@ -27,6 +27,7 @@ import numpy as np
 from collabcausal.errors import CollabCausalError, ProtocolError
 from collabcausal.messages import Message, nesting
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
+from collabcausal.protocol.wire import ChunkView, encode_chunk
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_MESSAGE_BYTES = 4 << 30
@@ -119,9 +120,16 @@ class FrameStream:
             for start in range(0, flat.nbytes, self.chunk_bytes):
                 yield pb.Frame(chunk=pb.Chunk(array=index, data=bytes(flat[start : start + self.chunk_bytes])))
 
+    def encoded(self) -> Iterator[pb.Frame | bytes]:
+        """The same frames for :func:`collabcausal.protocol.wire.serialize_frame`: chunks already encoded."""
+        yield pb.Frame(header=self.header)
+        for index, flat in enumerate(self.flats):
+            for start in range(0, flat.nbytes, self.chunk_bytes):
+                yield encode_chunk(index, flat[start : start + self.chunk_bytes])
+
 
 def read_message(
-    frames: Iterable[pb.Frame],
+    frames: Iterable[pb.Frame | ChunkView],
     *,
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     check_header: Callable[[pb.MessageHeader], None] | None = None,
@@ -130,7 +138,8 @@ def read_message(
 
     Parameters
     ----------
-    frames : iterable of Frame
+    frames : iterable of Frame or ChunkView
+        As protobuf parses them, or chunks as :func:`collabcausal.protocol.wire.parse_frame` reads them.
     max_bytes : int
         Refuse messages whose arrays declare more bytes in total.
     check_header : callable, optional

@@ -35,6 +35,7 @@ from collabcausal.protocol.tls import (
     diagnose_refusal,
     require_loopback,
 )
+from collabcausal.protocol.wire import study_stub
 
 CONNECT_TIMEOUT = 10.0
 
@@ -124,7 +125,7 @@ class PartyClient:
             else grpc.insecure_channel(self.address, options=grpc_options())
         )
         with channel:
-            return self._loop(pb_grpc.StudyStub(channel))
+            return self._loop(study_stub(channel))
 
     def _loop(self, stub: pb_grpc.StudyStub) -> str:
         run_id = ""
@@ -252,7 +253,7 @@ class PartyClient:
         except ProtocolError as exc:  # a reply that cannot travel is reported, not retried forever
             error = exc
             frames = message_frames(None, task_id=envelope.task_id, error=exc)
-        ack = stub.UploadResult(iter(frames), timeout=self.upload_timeout, metadata=self._metadata)
+        ack = stub.UploadResult(frames.encoded(), timeout=self.upload_timeout, metadata=self._metadata)
         self.tasks_done += 1
         outcome = f"refused ({error})" if error else "reply uploaded"
         late = "" if ack.accepted else ", the analyst no longer waited for it"

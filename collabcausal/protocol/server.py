@@ -37,6 +37,7 @@ from collabcausal.protocol.arrays import (
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
 from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, require_loopback, server_credentials
+from collabcausal.protocol.wire import add_study_servicer
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = CHUNK_BYTES + (256 << 10)
@@ -126,7 +127,7 @@ class GrpcGrid(Grid):
             ),
             options=[*grpc_options(), ("grpc.so_reuseport", 0)],  # a second analyst on the port must fail
         )
-        pb_grpc.add_StudyServicer_to_server(_Servicer(self), self._server)
+        add_study_servicer(_Servicer(self), self._server)
         host = address.rsplit(":", 1)[0]
         try:
             if tls is None:
@@ -331,7 +332,7 @@ class GrpcGrid(Grid):
             yield pb.Frame(header=pb.MessageHeader(state=state, detail=detail))
             return
         log_request(name, f"{task.request.operation}: sent")
-        yield from task.frames
+        yield from task.frames.encoded()
 
     def _upload(self, frames: Iterable[pb.Frame], context: grpc.ServicerContext) -> pb.UploadAck:
         name = self._identify(context)

@@ -82,3 +82,17 @@ def test_aipw_validates_its_inputs():
         aipw(y, t + 2, e, X)
     with pytest.raises(InputError, match="too few"):
         aipw(y[:6], np.array([1, 1, 0, 0, 0, 0]), e[:6], np.hstack([X, X ** 2])[:6])
+
+
+@pytest.mark.parametrize("estimand", ["ate", "att"])
+def test_aipw_without_se_gives_the_same_estimate(estimand):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 3))
+    t = (rng.random(300) < 0.4).astype(int)
+    y = X @ np.array([1.0, -0.5, 0.2]) + t + rng.normal(size=300)
+    e = np.full(300, 0.4)
+    full = aipw(y, t, e, X, estimand)
+    quick = aipw(y, t, e, X, estimand, compute_se=False)
+    assert quick.estimate == full.estimate and full.se is not None
+    assert quick.se is None and quick.ci_low is None and "influence" not in quick.diagnostics
+    assert quick.diagnostics["se_kind"] == "not computed"

@@ -241,3 +241,21 @@ def test_psm_influence_is_the_linear_representation_with_matches_fixed():
         coef = np.where(t == 1, 1.0, -1.0) * w / (t.size if estimand == "ate" else t.sum())
         assert coef @ y == pytest.approx(est.estimate, rel=1e-12)
         assert est.diagnostics["influence"].mean() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_the_packed_key_sort_is_the_stable_argsort():
+    from collabcausal.estimators.matching import _argsort_ties_by_index
+
+    rng = np.random.default_rng(12)
+    cases = [
+        rng.random(5000),
+        rng.integers(-5, 5, 3000) / 3.0,  # many ties, negative scores
+        0.5 + rng.integers(0, 50, 3000) * np.spacing(0.5),  # distinct scores agreeing in their leading bits
+        rng.normal(size=2000) * 10.0 ** rng.integers(-300, 300, 2000),
+        np.array([0.0, -0.0, 0.0, -0.0, 1.0]),
+        np.array([0.25]),
+    ]
+    for scores in cases:
+        order, s = _argsort_ties_by_index(scores)
+        np.testing.assert_array_equal(order, np.argsort(scores, kind="stable"))
+        np.testing.assert_array_equal(s, scores[order])

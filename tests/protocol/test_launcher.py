@@ -89,15 +89,15 @@ def test_custom_reducer_cannot_cross_a_process(lalonde_2x2, tmp_path):
 _DIE_DURING_UPLOAD = """
 import os, sys
 from pathlib import Path
-import collabcausal.protocol.client as client
-marker, original = Path(sys.argv[1]), client.message_frames
-def dying(*args, **kwargs):
-    for i, frame in enumerate(original(*args, **kwargs)):
+from collabcausal.protocol.arrays import FrameStream
+marker, original = Path(sys.argv[1]), FrameStream.encoded
+def dying(self):
+    for i, frame in enumerate(original(self)):
         if i == 3 and not marker.exists():
             marker.write_text("killed during upload")
             os._exit(9)
         yield frame
-client.message_frames = dying
+FrameStream.encoded = dying
 from collabcausal.cli import main
 sys.exit(main(sys.argv[2:]))
 """

@@ -16,11 +16,13 @@ split of paper 000 (Algorithm 1) that the differentially private meta-algorithm 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
+from threadpoolctl import ThreadpoolController
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.metalearners.inference import BootstrapInference, replicate
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 DEFAULT_CLIP = 0.01
+
+
+@cache
+def _thread_pools() -> ThreadpoolController:
+    """The process's BLAS/OpenMP thread pools, found once (a fresh search costs milliseconds per fit)."""
+    return ThreadpoolController()
 
 
 def _predict_proba(model, X: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -76,9 +84,17 @@ class _CATELearner(BaseEstimator):
             None: point estimates only (the DR-learner still has its analytic ATE interval).
             "bootstrap": EconML's bootstrap, 100 refits on resamples stratified by arm, pivot
             intervals; a :class:`BootstrapInference` sets the number, type, seed and workers.
+
+        Notes
+        -----
+        The base learners are fitted with one BLAS thread: on the tall, narrow designs of a CATE
+        learner (n subjects by a few covariates) a BLAS thread pool costs more than it saves, and
+        on a loaded machine its waiting threads cost several times the fit (DR-learner, 10^5 x 10,
+        2 cores: ``benchmarks/bench_drlearner.py``).
         """
         how = BootstrapInference.from_argument(inference)
-        self._fit(Y, T, X)
+        with _thread_pools().limit(limits=1, user_api="blas"):
+            self._fit(Y, T, X)
         self.inference_ = how
         self.bootstrap_estimators_ = None if how is None else how.refit(self, *self._training_arrays(Y))
         return self
@@ -303,7 +319,12 @@ class _TwoStageLearner(_CATELearner):
         self.nuisances_ = []
         rows, targets, weights = [], [], []
         for rnd in self.plan_:
-            fitted = {name: self._fit_nuisance(name, Xa[idx], t[idx], y[idx]) for name, idx in rnd.train.items()}
+            subsets = {}  # cross-fitting trains every nuisance on the same rows: one copy of them
+            fitted = {}
+            for name, idx in rnd.train.items():
+                if id(idx) not in subsets:
+                    subsets[id(idx)] = (Xa[idx], t[idx], y[idx])
+                fitted[name] = self._fit_nuisance(name, *subsets[id(idx)])
             self.nuisances_.append(fitted)
             ev = rnd.evaluate
             target, weight = self._transform(fitted, Xa[ev], t[ev], y[ev])
