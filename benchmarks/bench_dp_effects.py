@@ -1,6 +1,6 @@
 """The private effect estimate (study kind ``dp_effects``) beside its peers (issue 21, item 6).
 
-    .venv/bin/python benchmarks/bench_dp_effects.py            # full: 500 replications (about an hour)
+    .venv/bin/python benchmarks/bench_dp_effects.py            # full: 1000 binary replications (hours)
     .venv/bin/python benchmarks/bench_dp_effects.py --quick    # a few replications, small n, < 2 min
 
 One run prints, for the synthetic multi-site study (collabcausal/simulations/multisite.py: 4 sites
@@ -28,7 +28,9 @@ factor, over n); for eps-ADUM ``8 D_y / (n eps)``; for DP representations the an
 Targets (full mode; exit 1 when missed): binary outcome, eps 1, ATE: RMSE <= 1.25x federated
 AIPW's and coverage in [0.93, 0.97] over >= 200 replications, on the secure path (the recommended one).
 ``--quick`` checks sanity only (every ``dp_effects`` row estimated, finite); ``--target-only``
-runs just the target's rows.
+runs just the target's rows (about 10 minutes for the default 1000 replications). 1000, not the
+issue's minimum of 200: the RMSE ratio moves by 2-3% and the coverage by 0.01-0.02 between
+disjoint sets of 500 seeds (the oracle AIPW's coverage too), as much as the targets' margins.
 """
 
 from __future__ import annotations
@@ -62,34 +64,35 @@ TARGET_EPSILON = 1.0
 RMSE_RATIO = 1.25
 COVERAGE = (0.93, 0.97)
 MIN_REPS = 200
-DEFAULT_REPS = 500
+DEFAULT_REPS = 1000
 TARGET_ROW = f"dp_effects secure eps {TARGET_EPSILON:g}"
 REFERENCE_ROW = "federated AIPW (non-private)"
 ORACLE_ROW = "oracle AIPW (true nuisances)"
 
 
-def methods(design: Design, target_only: bool) -> dict[str, Callable]:
+def methods(design: Design, target_only: bool, changes: dict[str, object]) -> dict[str, Callable]:
     """Row label -> function of the sites (replicated rows); only the target's two with ``target_only``."""
     rows: dict[str, Callable] = {ORACLE_ROW: oracle_aipw, REFERENCE_ROW: federated_aipw}
     if target_only:
         return rows | {TARGET_ROW: lambda s: run_private(s, study_spec(design, TARGET_EPSILON,
-                                                                          secure_aggregation=True))}
+                                                                          secure_aggregation=True, **changes))}
     rows |= {
         "difference in means (trivial)": difference_in_means,
         "plain DC-QE (no guarantee)": lambda s: run_dcqe(s, design, None),
     }
     for mode, flag in (("plain", False), ("secure", True)):
         for eps in EPSILONS:
-            spec = study_spec(design, eps, secure_aggregation=flag)
+            spec = study_spec(design, eps, secure_aggregation=flag, **changes)
             rows[f"dp_effects {mode} eps {eps:g}"] = lambda s, spec=spec: run_private(s, spec)
     rows["eps-ADUM eps 1 (4x4 grid)"] = lambda s: run_adum(s, design, TARGET_EPSILON)
     return rows
 
 
-def replicate(outcome: str, n_per_site: int, reps: int, seed: int, target_only: bool = False) -> dict[str, Summary]:
+def replicate(outcome: str, n_per_site: int, reps: int, seed: int, target_only: bool = False,
+              changes: dict[str, object] | None = None) -> dict[str, Summary]:
     """Every method over ``reps`` seeded replications of the multi-site study; DP DC-QE on replication 0."""
     design = Design(tuple(covariate_bounds()), OUTCOME_RANGE[outcome])
-    rows = methods(design, target_only)
+    rows = methods(design, target_only, changes or {})
     results: dict[str, list[Estimate]] = {label: [] for label in rows}
     dp_dcqe = None
     for r in range(reps):
@@ -129,7 +132,7 @@ def _print_table(title: str, table: dict[str, Summary], first: dict[str, Estimat
               f"{_fmt(s.spread)} | {_fmt(s.floor)} | {_fmt(s.noise_share, 2)} | {s.failed}/{s.n + s.failed} |")
 
 
-def lalonde(reps: int, seed: int, secure: bool = True) -> None:
+def lalonde(reps: int, seed: int, secure: bool = True, changes: dict[str, object] | None = None) -> None:
     """LaLonde ATE and ATT at :data:`LALONDE_EPSILONS` (``reps`` DP draws each) beside the non-private AIPW.
 
     ``reps`` must be at least 2 for a spread (with 1 draw the "within 1.5x" line says none).
@@ -146,7 +149,7 @@ def lalonde(reps: int, seed: int, secure: bool = True) -> None:
               "| - |")
         within = None
         for eps in LALONDE_EPSILONS:
-            spec = study_spec(design, eps, estimands=(estimand,), secure_aggregation=secure)
+            spec = study_spec(design, eps, estimands=(estimand,), secure_aggregation=secure, **(changes or {}))
             draws = [run_private(sites, spec, estimand) for _ in range(reps)]
             s = summarize(draws, 0.0)
             ratio, spread = s.mean_se / reference.se, s.spread / reference.se
@@ -157,6 +160,15 @@ def lalonde(reps: int, seed: int, secure: bool = True) -> None:
                   f"| {_fmt(s.mean_se, 3)} | {_fmt(s.floor, 3)} | {_fmt(ratio, 2)} | {_fmt(spread, 2)} |")
         print(f"| {estimand} | interval within 1.5x the non-private one from eps | "
               f"{'none up to 16' if within is None else f'{within:g}'} |||||||")
+
+
+def target_line(table: dict[str, Summary]) -> str:
+    """The target row against its peers, with the figures the targets are stated in."""
+    reference, s, oracle = table[REFERENCE_ROW], table[TARGET_ROW], table[ORACLE_ROW]
+    return (f"{TARGET_ROW}: RMSE {s.rmse:.5f} = {s.rmse / reference.rmse:.3f} x federated AIPW's "
+            f"{reference.rmse:.5f} (target <= {RMSE_RATIO}); coverage {s.coverage:.3f} (MC SE {s.coverage_mcse:.3f}; "
+            f"target {COVERAGE[0]}-{COVERAGE[1]}; oracle AIPW {oracle.coverage:.3f}, federated AIPW "
+            f"{reference.coverage:.3f})")
 
 
 def check_targets(table: dict[str, Summary], reps: int) -> list[str]:
@@ -170,7 +182,8 @@ def check_targets(table: dict[str, Summary], reps: int) -> list[str]:
     if reps < MIN_REPS:
         missed.append(f"only {reps} replications; the targets need >= {MIN_REPS}")
     if not s.rmse <= RMSE_RATIO * reference.rmse:
-        missed.append(f"secure: RMSE {s.rmse:.4f} > {RMSE_RATIO} x federated AIPW's {reference.rmse:.4f}")
+        missed.append(f"secure: RMSE {s.rmse:.5f} > {RMSE_RATIO} x federated AIPW's {reference.rmse:.5f} "
+                      f"(ratio {s.rmse / reference.rmse:.3f})")
     if not COVERAGE[0] <= s.coverage <= COVERAGE[1]:
         missed.append(f"secure: coverage {s.coverage:.3f} (MC SE {s.coverage_mcse:.3f}) outside {COVERAGE} "
                       f"(federated AIPW: {reference.coverage:.3f}, oracle AIPW: {table[ORACLE_ROW].coverage:.3f})")
@@ -200,17 +213,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="replication r draws its data with seed + r")
     parser.add_argument("--target-only", action="store_true",
                         help="only the target's rows (federated AIPW, secure eps 1, binary): about 3 s a replication")
+    parser.add_argument("--ridge-scale", type=float, help="the studies' ridge_scale (default: DPEffectsSpec's)")
     args = parser.parse_args(argv)
+    changes: dict[str, object] = {} if args.ridge_scale is None else {"ridge_scale": args.ridge_scale}
     quick = args.quick
     reps = args.reps or (3 if quick else DEFAULT_REPS)
     n_per_site = 2500 if quick else 25_000
     start = time.perf_counter()
-    binary = replicate("binary", n_per_site, reps, args.seed, args.target_only)
+    binary = replicate("binary", n_per_site, reps, args.seed, args.target_only, changes)
     tables = [binary]
     if not args.target_only:
-        tables.append(replicate("continuous", n_per_site, args.continuous_reps or (2 if quick else 50), args.seed))
-        lalonde(args.lalonde_reps or (2 if quick else 20), args.seed)
+        tables.append(replicate("continuous", n_per_site, args.continuous_reps or (2 if quick else 50), args.seed,
+                                changes=changes))
+        lalonde(args.lalonde_reps or (2 if quick else 20), args.seed, changes=changes)
     print(f"\n{time.perf_counter() - start:.0f} s")
+    print(target_line(binary))
     missed = check_sanity(tables) if quick else check_targets(binary, reps)
     for line in missed:
         print(f"TARGET MISSED: {line}")

@@ -34,9 +34,11 @@ from collabcausal.analyst.secure_sum import secure_sum
 from collabcausal.errors import StudyFailedError
 from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models, noise_replicates
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
 from collabcausal.estimators.dp.effects.pooling import inverse_variance_pool
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import (
+    DEFAULT_REPLICATES,
     Component,
     components,
     release_sensitivity,
@@ -74,9 +76,9 @@ class DPEffectsSpec:
     nuisance_share: float = 0.5
     n_folds: int = 1
     secure_aggregation: bool = True
-    ridge_scale: float = 1.0
+    ridge_scale: float = RIDGE_SCALE
     alpha: float = 0.05
-    nuisance_replicates: int = 8
+    nuisance_replicates: int = DEFAULT_REPLICATES
     seed: int = 0
 
     @property

@@ -50,6 +50,8 @@ from pydantic import Field, field_validator, model_validator
 
 from collabcausal.analyst.kinds import KINDS
 from collabcausal.config_schema import Section
+from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
+from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES, MAX_REPLICATES
 
 __all__ = ["KINDS", "AdumSection", "CateSection", "DPEffectsSection", "DiscoverySection", "KindSection"]
 
@@ -157,9 +159,11 @@ class DPEffectsSection(Section):
     nuisance_share: float = Field(0.5, gt=0, lt=1, description="share of epsilon for the nuisances, in (0, 1)")
     n_folds: int = Field(1, ge=1, le=20, description="1: full-sample nuisances; 2..20: cross-fitting folds")
     secure_aggregation: bool = Field(True, description="true: the analyst sees only sums over parties")
-    ridge_scale: float = Field(1.0, ge=0, description="ridge = ridge_scale x noise sd x sqrt(d), >= 0")
+    ridge_scale: float = Field(RIDGE_SCALE, ge=0,
+                               description=f"ridge = ridge_scale x noise sd x sqrt(d), >= 0 (default {RIDGE_SCALE})")
     nuisance_replicates: int = Field(
-        8, ge=0, le=32, description="refits on re-noised statistics whose effect the interval counts, 0..32 (0: none)"
+        DEFAULT_REPLICATES, ge=0, le=MAX_REPLICATES,
+        description=f"refits on re-noised statistics whose effect the interval counts, 0..{MAX_REPLICATES} (0: none)",
     )
 
     @field_validator("outcome_range")

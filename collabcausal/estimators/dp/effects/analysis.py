@@ -12,14 +12,14 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from collabcausal.estimators.dp.effects.nuisances import NuisanceModel, fit_nuisances
+from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE, NuisanceModel, fit_nuisances
 from collabcausal.estimators.dp.effects.pooling import DPEffect, estimate_effect
 from collabcausal.estimators.dp.effects.scores import Component
 from collabcausal.estimators.dp.effects.statistics import ArmStatistics
 
 
 def fold_models(
-    statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float, *, ridge_scale: float = 1.0
+    statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float, *, ridge_scale: float = RIDGE_SCALE
 ) -> list[NuisanceModel]:
     """Model ``k`` fitted on the sum of every fold's statistics but fold ``k``'s (cross-fitting).
 
@@ -40,7 +40,7 @@ def fold_models(
 
 def noise_replicates(
     statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float, n_replicates: int, rng: np.random.Generator,
-    *, ridge_scale: float = 1.0,
+    *, ridge_scale: float = RIDGE_SCALE,
 ) -> list[list[NuisanceModel]]:
     """``n_replicates`` refits of :func:`fold_models` on the statistics plus fresh noise of their own law.
 

@@ -56,6 +56,7 @@ REPLICATE_SHARE = 0.1
 REPLICATE_CLIP = 1.0 / 40.0
 """A replicate's per-subject difference is clipped to this fraction of its sum's range (0.5 of AIPW-ATE's 20 at
 R = 1, t = 0.1, where about 0.5% of the differences were clipped on the benchmark design)."""
+DEFAULT_REPLICATES = 8
 MAX_REPLICATES = 32
 MODEL_FREE = frozenset({"n_treated", "att_y1", "att_yy1"})
 """Sums whose per-subject values do not depend on the nuisance models (no replicates)."""
