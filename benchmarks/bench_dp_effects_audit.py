@@ -55,6 +55,9 @@ ESTIMATORS, ESTIMANDS = ["aipw", "ipw"], ["ate", "att"]
 # sits at the bottom of it.
 MODEL = NuisanceModel(np.array([0.0, 0.0, 40.0, 0.0]),
                       (np.array([0.0, 0.0, 0.0, 0.5]), np.array([0.0, -0.5, 0.0, 0.0])))
+# Hostile noise replicates (the default release carries them): the propensity flipped; the outcome models swapped.
+REPLICAS = [NuisanceModel(np.array([0.0, 0.0, -40.0, 0.0]), MODEL.outcome_coef),
+            NuisanceModel(MODEL.propensity_coef, (MODEL.outcome_coef[1], MODEL.outcome_coef[0]))]
 BACKGROUND = background_frame(FM, COLUMNS, 60, seed=21)
 SENSITIVITY = {STATISTICS: "statistics_sensitivity", SCORES: "release_sensitivity"}
 
@@ -64,7 +67,8 @@ def request(op: str, epsilon: float) -> Message:
     params = {"study": "audit", "epsilon": epsilon, "delta": DELTA, "columns": COLUMNS, "design": FM.to_spec(),
               "site": SITE, "n_folds": 1}
     if op == SCORES:
-        params |= {"models": [MODEL.to_spec()], "estimators": ESTIMATORS, "estimands": ESTIMANDS, "trim": TRIM}
+        params |= {"models": [MODEL.to_spec()], "estimators": ESTIMATORS, "estimands": ESTIMANDS, "trim": TRIM,
+                   "replicates": [[m.to_spec()] for m in REPLICAS]}
     return Message(op, params)
 
 
@@ -73,7 +77,7 @@ def neighbours(op: str):
     if op == STATISTICS:
         return statistics_neighbours(FM, COLUMNS, BACKGROUND)
     parts = components(ESTIMATORS, ESTIMANDS, FM.outcome_width, TRIM)
-    return scores_neighbours(FM, COLUMNS, BACKGROUND, SITE, MODEL, parts, TRIM)
+    return scores_neighbours(FM, COLUMNS, BACKGROUND, SITE, MODEL, parts, TRIM, replicates=REPLICAS)
 
 
 @contextmanager

@@ -38,7 +38,14 @@ from collabcausal.attacks.privacy_audit import clopper_pearson
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
-from collabcausal.estimators.dp.effects.scores import Component, components, release_weights, subject_scores
+from collabcausal.estimators.dp.effects.scores import (
+    Component,
+    components,
+    release_weights,
+    replicate_components,
+    replicate_differences,
+    subject_scores,
+)
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -69,21 +76,34 @@ def statistics_neighbours(
 def scores_neighbours(
     feature_map: FeatureMap, columns: Sequence[str], background: pd.DataFrame, site: int,
     model: NuisanceModel, parts: Sequence[Component], trim: float, grid: int = 3,
+    replicates: Sequence[NuisanceModel] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two candidate records whose scaled scores under ``model`` are furthest apart (module docstring).
 
     Candidates: every point of a ``grid``-per-axis lattice of the covariate box, either arm, the
-    outcome at either end of its range.
+    outcome at either end of its range. With noise ``replicates`` (one model each) the scaled vector
+    also holds each candidate's replicate values, as the release does.
     """
     axes = [np.linspace(lo, hi, grid) for lo, hi in feature_map.bounds]
     records = [dict(zip(columns, point, strict=True)) | {"t": t, "y": y}
                for point in itertools.product(*axes) for t in (0, 1) for y in feature_map.outcome_range]
     X = np.array([[r[c] for c in columns] for r in records])
     D = feature_map.design(X, site)
-    scores = subject_scores(parts, np.array([r["t"] for r in records], dtype=np.int8),
-                            feature_map.centred_outcome([r["y"] for r in records]), model.propensity(D, trim),
-                            model.outcome(D, 0, feature_map), model.outcome(D, 1, feature_map))
-    scaled = scores * release_weights(parts) / np.array([c.width for c in parts])
+    t = np.array([r["t"] for r in records], dtype=np.int8)
+    y = feature_map.centred_outcome([r["y"] for r in records])
+
+    def score(m: NuisanceModel) -> NDArray[np.float64]:
+        return subject_scores(parts, t, y, m.propensity(D, trim), m.outcome(D, 0, feature_map),
+                              m.outcome(D, 1, feature_map))
+
+    at_model = score(model)
+    copies = replicate_components(parts, len(replicates))
+    columns_of = [at_model] + [
+        replicate_differences(parts, [c for c in copies if c.copy == b], at_model, score(m))
+        for b, m in enumerate(replicates)
+    ]
+    every = (*parts, *sorted(copies, key=lambda c: c.copy))
+    scaled = np.hstack(columns_of) * release_weights(every) / np.array([c.width for c in every])
     gaps = np.linalg.norm(scaled[:, None, :] - scaled[None, :, :], axis=2)
     i, j = np.unravel_index(int(np.argmax(gaps)), gaps.shape)
     return with_target(background, records[i]), with_target(background, records[j])
@@ -103,9 +123,11 @@ def exact_values(table: PartyTable, request: Message) -> NDArray[np.float64]:
     args = (X, table.treatment, table.outcome, feature_map, p["site"], folds)
     if request.operation == STATISTICS:
         return party_statistics(*args, 1)
-    parts = components(p["estimators"], p["estimands"], feature_map.outcome_width, p["trim"])
+    base = components(p["estimators"], p["estimands"], feature_map.outcome_width, p["trim"])
+    replicates = [[NuisanceModel.from_spec(m, feature_map.dim) for m in r] for r in p.get("replicates", [])]
+    parts = base + replicate_components(base, len(replicates))
     models = [NuisanceModel.from_spec(m, feature_map.dim) for m in p["models"]]
-    return scaled_sums(party_score_sums(*args, models, parts, p["trim"]), parts)
+    return scaled_sums(party_score_sums(*args, models, parts, p["trim"], replicates), parts)
 
 
 def audit_through_parties(

@@ -37,7 +37,7 @@ from collabcausal.attacks.dp_effects_audit import (
 )
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
+from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
 from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_sensitivity
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
 from collabcausal.messages import Message
@@ -67,6 +67,16 @@ def _neighbours(op: str):
     return scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM)
 
 
+# Hostile noise replicates (the default release carries them): the propensity flipped, the outcome models at the top.
+REPLICAS = [NuisanceModel(np.array([0.0, -40.0]), MODEL.outcome_coef),
+            NuisanceModel(MODEL.propensity_coef, (np.array([0.5, 0.0]), np.array([0.5, 0.0])))]
+
+
+def _replicated_request(epsilon: float) -> Message:
+    request = _request(SCORES, epsilon)
+    return Message(SCORES, request.params | {"replicates": [[m.to_spec()] for m in REPLICAS]})
+
+
 @pytest.fixture
 def ledger_dir(tmp_path):
     shm = Path("/dev/shm")
@@ -85,6 +95,18 @@ def test_the_party_releases_no_more_than_the_claimed_epsilon(op, epsilon, ledger
     assert params["sensitivity"] == pytest.approx(expected)
     assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
     assert audit.epsilon_lower_event <= epsilon, audit
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 4.0])
+def test_the_release_with_noise_replicates_stays_within_its_claim(epsilon, ledger_dir):
+    frames = scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM, replicates=REPLICAS)
+    first, second = (exact_values(audit_table(f, COLUMNS), _replicated_request(1.0)) for f in frames)
+    copies = slice(len(PARTS), None)
+    assert np.abs(second[copies] - first[copies]).max() > 0.0  # the neighbours move the replicate sums too
+    audit, params = audit_through_parties(frames, COLUMNS, _replicated_request(epsilon), 150, ledger_dir)
+    assert params["sensitivity"] == pytest.approx(release_sensitivity(PARTS + replicate_components(PARTS, 2)))
+    assert audit.distance <= params["sensitivity"] + 1e-12
+    assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
 
 
 @pytest.mark.parametrize(("op", "n_releases"), [(STATISTICS, 850), (SCORES, 1000)])
