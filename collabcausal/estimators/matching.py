@@ -154,7 +154,7 @@ def psm(
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, ties.order)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
@@ -203,6 +203,8 @@ class TiedMatches:
 
     Attributes
     ----------
+    order : ndarray of int, shape (n,)
+        The stable argsort of ``scores`` (ties by index), for callers that need the sample sorted too.
     mean_outcome, distance : ndarray of shape (n,)
         Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
         distance to it.
@@ -213,6 +215,7 @@ class TiedMatches:
     def __init__(self, scores: NDArray[np.float64], outcomes: NDArray[np.float64], t: NDArray[np.int8]) -> None:
         n = scores.size
         order, s = _argsort_ties_by_index(scores)
+        self.order = order
         treated_sorted = t[order] == 1
         # positions in the sorted sample of each arm: its subjects by score (ties by index)
         positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
@@ -412,6 +415,7 @@ def _estimated_propensity_adjustment(
     estimate: float,
     estimand: str,
     imputed: NDArray[np.float64],
+    order: NDArray[np.intp],
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
 
@@ -428,7 +432,9 @@ def _estimated_propensity_adjustment(
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
     matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``imputed`` is every
     subject's mean matched outcome in the other arm (:class:`TiedMatches`): for the ATT every
-    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too.
+    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too. ``order`` is an argsort
+    of ``e`` (the matching's own, :attr:`TiedMatches.order`: the neighbourhoods do not depend on
+    the order among equal scores).
     """
     n = t.size
     D = logistic.design
@@ -440,7 +446,6 @@ def _estimated_propensity_adjustment(
     # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
-    order = np.argsort(e)  # one sort of the scores serves the queries and both arms' pools
     for w in (0, 1):
         if estimand == "ate":
             g = f / e if w == 1 else f / (1.0 - e)
