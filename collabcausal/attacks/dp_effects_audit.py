@@ -102,7 +102,7 @@ def scores_neighbours(
         replicate_differences(parts, [c for c in copies if c.copy == b], at_model, score(m))
         for b, m in enumerate(replicates)
     ]
-    every = (*parts, *sorted(copies, key=lambda c: c.copy))
+    every = (*parts, *copies)  # copy-major, as columns_of
     scaled = np.hstack(columns_of) * release_weights(every) / np.array([c.width for c in every])
     gaps = np.linalg.norm(scaled[:, None, :] - scaled[None, :, :], axis=2)
     i, j = np.unravel_index(int(np.argmax(gaps)), gaps.shape)

@@ -128,7 +128,7 @@ def replicate_components(parts: Sequence[Component], n_replicates: int) -> tuple
     """``n_replicates`` noise replicates of every model-dependent point sum of ``parts`` (module docstring).
 
     Replicate ``b`` of sum ``j`` is named ``"j@b"``, ranges over ``[-c_j, c_j]`` and weighs
-    ``sqrt(REPLICATE_SHARE / n_replicates)``.
+    ``sqrt(REPLICATE_SHARE / n_replicates)``; copy 0's sums come first, then copy 1's, and so on.
     """
     if isinstance(n_replicates, bool) or not isinstance(n_replicates, int) or not 0 <= n_replicates <= MAX_REPLICATES:
         raise InputError(f"{n_replicates!r} noise replicates is not in 0..{MAX_REPLICATES}",
@@ -138,7 +138,7 @@ def replicate_components(parts: Sequence[Component], n_replicates: int) -> tuple
     weight = math.sqrt(REPLICATE_SHARE / n_replicates)
     return tuple(
         Component(f"{c.name}@{b}", False, -REPLICATE_CLIP * c.width, REPLICATE_CLIP * c.width, weight, c.name, b)
-        for c in parts if c.point and c.name not in MODEL_FREE for b in range(n_replicates)
+        for b in range(n_replicates) for c in parts if c.point and c.name not in MODEL_FREE
     )
 
 
