@@ -43,6 +43,7 @@ from collabcausal.attacks.dp_effects_audit import (
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components
+from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.messages import Message
 from collabcausal.party.dp_effects import SCORES, STATISTICS
 
@@ -63,9 +64,9 @@ SENSITIVITY = {STATISTICS: "statistics_sensitivity", SCORES: "release_sensitivit
 
 
 def request(op: str, epsilon: float) -> Message:
-    """The request both neighbours get (one fold: each record's score uses the same models)."""
-    params = {"study": "audit", "epsilon": epsilon, "delta": DELTA, "columns": COLUMNS, "design": FM.to_spec(),
-              "site": SITE, "n_folds": 1}
+    """The request both neighbours get (one fold: each record's score uses the same models), at ``epsilon``."""
+    params = {"study": "audit", "rho": zcdp_rho(epsilon, DELTA), "delta": DELTA, "columns": COLUMNS,
+              "design": FM.to_spec(), "site": SITE, "n_folds": 1}
     if op == SCORES:
         params |= {"models": [MODEL.to_spec()], "estimators": ESTIMATORS, "estimands": ESTIMANDS, "trim": TRIM,
                    "replicates": [[m.to_spec()] for m in REPLICAS]}

@@ -20,6 +20,10 @@ refused, so epsilons proved under different relations are never added.
 Composition (running totals, O(1) per charge; :func:`composed_cost` is the definition):
 
 * basic composition: epsilons and deltas add across charges;
+* zCDP charges (:meth:`PrivacyLedger.charge_zcdp`, Gaussian releases): a ``rho``-zCDP release
+  with its share ``delta_k`` of delta. zCDP composes by adding rho (Bun & Steinke 2016, Lemma 2.3),
+  so all zCDP charges of a dataset together cost ``(zcdp_epsilon(sum rho, sum delta_k),
+  sum delta_k)`` (OpenDP's conversion), which basic composition then adds to the other charges;
 * parallel composition (McSherry 2010): charges sharing a ``(study, partition)`` key with
   different ``subset`` labels touch disjoint subjects, so together they cost the maximum over
   subsets; charges within one subset add. The caller declares disjointness; the key is scoped by
@@ -53,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, ProtocolError
+from collabcausal.estimators.dp.zcdp import check_rho, zcdp_epsilon
 from collabcausal.estimators.validation import check_delta, check_epsilon
 from collabcausal.sqlite_transaction import connect, transaction
 
@@ -75,7 +80,7 @@ CREATE TABLE IF NOT EXISTS charges (
     id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL, time TEXT NOT NULL,
     operation TEXT NOT NULL, study TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
     partition TEXT, subset TEXT, details TEXT NOT NULL,
-    spent_epsilon REAL NOT NULL, spent_delta REAL NOT NULL, relation TEXT NOT NULL, request_id TEXT);
+    spent_epsilon REAL NOT NULL, spent_delta REAL NOT NULL, relation TEXT NOT NULL, request_id TEXT, rho REAL);
 CREATE TABLE IF NOT EXISTS spent (
     dataset TEXT PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS subset_totals (
@@ -115,6 +120,9 @@ class Charge:
         The neighbouring relation the release's epsilon is proved for (:data:`RELATION`).
     request_id : str or None
         The idempotency key of the request that made the charge.
+    rho : float or None
+        For a zCDP charge (:meth:`PrivacyLedger.charge_zcdp`), the release's rho; ``epsilon`` is then
+        what the release alone would cost at ``delta`` (it composes through rho, not epsilon).
     """
 
     id: int
@@ -131,22 +139,27 @@ class Charge:
     spent_delta: float = 0.0
     relation: str = RELATION
     request_id: str | None = None
+    rho: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
 
 
 def composed_cost(charges: Iterable[Charge]) -> tuple[float, float]:
-    """Total (epsilon, delta) of ``charges``: basic composition, parallel within partitions.
+    """Total (epsilon, delta) of ``charges``: basic composition, parallel within partitions, zCDP.
 
     Charges with ``partition=None`` add. Charges sharing ``(study, partition)`` cost, per
-    coordinate, the maximum over their subsets of the sum within each subset. This is the
-    definition the ledger's running totals implement; it serves audits and migration.
+    coordinate, the maximum over their subsets of the sum within each subset. zCDP charges add
+    their rho and delta, and the sum is converted once (module docstring). This is the definition
+    the ledger's running totals implement; it serves audits and migration.
     """
-    eps = delta = 0.0
+    eps = delta = rho = zcdp_delta = 0.0
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for c in charges:
-        if c.partition is None:
+        if c.rho is not None:
+            rho += c.rho
+            zcdp_delta += c.delta
+        elif c.partition is None:
             eps += c.epsilon
             delta += c.delta
         else:
@@ -156,6 +169,9 @@ def composed_cost(charges: Iterable[Charge]) -> tuple[float, float]:
     for subsets in groups.values():
         eps += max(v[0] for v in subsets.values())
         delta += max(v[1] for v in subsets.values())
+    if rho > 0.0:
+        eps += zcdp_epsilon(rho, zcdp_delta)
+        delta += zcdp_delta
     return eps, delta
 
 
@@ -195,6 +211,7 @@ class PrivacyLedger:
             if _is_empty(db):
                 _create(db)
             _check_format(db, self.path)
+            _add_zcdp_columns(db)
             db.execute(
                 "INSERT INTO budgets VALUES (?, ?, ?, ?) ON CONFLICT(dataset) DO UPDATE SET "
                 "epsilon=excluded.epsilon, delta=excluded.delta, updated=excluded.updated "
@@ -245,6 +262,36 @@ class PrivacyLedger:
         """
         eps = check_epsilon(epsilon, f"epsilon of {operation!r}")
         dlt = check_delta(delta, f"delta of {operation!r}")
+        return self._record(operation, eps, dlt, None, study, partition, subset, details, relation)
+
+    def charge_zcdp(
+        self,
+        operation: str,
+        rho: float,
+        delta: float,
+        *,
+        study: str = "",
+        details: Mapping[str, Any] | None = None,
+        relation: str = RELATION,
+    ) -> Charge:
+        """Record a ``rho``-zCDP release (a Gaussian one) with its share ``delta`` of delta, or refuse it.
+
+        zCDP charges compose by adding rho; together they cost ``zcdp_epsilon(sum rho, sum delta)``
+        (module docstring), so two Gaussian releases of one study cost less than as two
+        (epsilon, delta) charges. The charge records ``epsilon = zcdp_epsilon(rho, delta)``, what the
+        release would cost alone. Call BEFORE computing the release; errors as :meth:`charge`, and
+        ``delta`` must be positive (the conversion needs it).
+        """
+        r = check_rho(rho, f"rho of {operation!r}")
+        dlt = check_delta(delta, f"delta of {operation!r}")
+        if dlt <= 0.0:
+            raise InputError(f"zCDP charge for {operation!r} has delta 0", "give it its share of delta, e.g. 5e-7")
+        return self._record(operation, zcdp_epsilon(r, dlt), dlt, r, study, None, None, details, relation)
+
+    def _record(
+        self, operation: str, eps: float, dlt: float, rho: float | None, study: str, partition: str | None,
+        subset: str | None, details: Mapping[str, Any] | None, relation: str,
+    ) -> Charge:
         if relation != self.relation:
             raise InputError(
                 f"{operation!r} is charged under the neighbouring relation {relation!r} but ledger {self.path} "
@@ -266,20 +313,24 @@ class PrivacyLedger:
         with self._transaction() as db:
             if request is not None:
                 self._claim(db, *request)
-            spent_eps, spent_delta = self._add(db, operation, str(study), part, sub, eps, dlt)
+            if rho is None:
+                spent_eps, spent_delta = self._add(db, operation, str(study), part, sub, eps, dlt)
+            else:
+                spent_eps, spent_delta = self._add_zcdp(db, operation, rho, dlt)
             time = _now()
             cur = db.execute(
                 "INSERT INTO charges (dataset, time, operation, study, epsilon, delta, partition, subset, "
-                "details, spent_epsilon, spent_delta, relation, request_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "details, spent_epsilon, spent_delta, relation, request_id, rho) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     self.dataset, time, str(operation), str(study), eps, dlt, part, sub, text,
-                    spent_eps, spent_delta, self.relation, None if request is None else request[0],
+                    spent_eps, spent_delta, self.relation, None if request is None else request[0], rho,
                 ),
             )
         return Charge(
             int(cur.lastrowid or 0), self.dataset, str(operation), str(study), eps, dlt, part, sub,
             json.loads(text), time, spent_eps, spent_delta, self.relation, None if request is None else request[0],
+            rho,
         )
 
     def _add(
@@ -304,13 +355,7 @@ class PrivacyLedger:
             new_max = (max(old_max[0], new_sub[0]), max(old_max[1], new_sub[1]))
             new_eps = spent_eps + new_max[0] - old_max[0]
             new_delta = spent_delta + new_max[1] - old_max[1]
-        if new_eps > self.epsilon * (1 + _TOLERANCE) or new_delta > self.delta * (1 + _TOLERANCE) + 1e-15:
-            have_eps, have_delta = self._remaining_after((spent_eps, spent_delta))
-            raise BudgetExceededError(
-                f"{operation!r} asks epsilon={eps:g}, delta={dlt:g} but dataset {self.dataset!r} has "
-                f"epsilon={have_eps:g}, delta={have_delta:g} left of ({self.epsilon:g}, {self.delta:g})",
-                "ask for less, or raise the budget in the party's [privacy] configuration",
-            )
+        self._check_budget(operation, f"epsilon={eps:g}, delta={dlt:g}", (spent_eps, spent_delta), (new_eps, new_delta))
         if part is not None:
             db.execute(
                 "INSERT OR REPLACE INTO subset_totals VALUES (?, ?, ?, ?, ?, ?)", (*keys, sub, *new_sub)
@@ -318,6 +363,33 @@ class PrivacyLedger:
             db.execute("INSERT OR REPLACE INTO partition_totals VALUES (?, ?, ?, ?, ?)", (*keys, *new_max))
         db.execute("UPDATE spent SET epsilon = ?, delta = ? WHERE dataset = ?", (new_eps, new_delta, self.dataset))
         return new_eps, new_delta
+
+    def _add_zcdp(self, db: sqlite3.Connection, operation: str, rho: float, dlt: float) -> tuple[float, float]:
+        """Add one zCDP charge: the converted epsilon of the summed rho replaces the old one in the totals."""
+        spent = db.execute("SELECT epsilon, delta FROM spent WHERE dataset = ?", (self.dataset,)).fetchone()
+        old_rho, old_delta, old_eps = db.execute(
+            "SELECT rho, delta, epsilon FROM zcdp_totals WHERE dataset = ?", (self.dataset,)
+        ).fetchone() or (0.0, 0.0, 0.0)
+        new_rho, new_zdelta = old_rho + rho, old_delta + dlt
+        new_zeps = zcdp_epsilon(new_rho, new_zdelta)
+        new_eps, new_delta = spent[0] - old_eps + new_zeps, spent[1] + dlt
+        self._check_budget(operation, f"rho={rho:g} (zCDP), delta={dlt:g}", spent, (new_eps, new_delta))
+        db.execute(
+            "INSERT OR REPLACE INTO zcdp_totals VALUES (?, ?, ?, ?)", (self.dataset, new_rho, new_zdelta, new_zeps)
+        )
+        db.execute("UPDATE spent SET epsilon = ?, delta = ? WHERE dataset = ?", (new_eps, new_delta, self.dataset))
+        return new_eps, new_delta
+
+    def _check_budget(
+        self, operation: str, asked: str, spent: tuple[float, float], new: tuple[float, float]
+    ) -> None:
+        if new[0] > self.epsilon * (1 + _TOLERANCE) or new[1] > self.delta * (1 + _TOLERANCE) + 1e-15:
+            have_eps, have_delta = self._remaining_after(spent)
+            raise BudgetExceededError(
+                f"{operation!r} asks {asked} but dataset {self.dataset!r} has "
+                f"epsilon={have_eps:g}, delta={have_delta:g} left of ({self.epsilon:g}, {self.delta:g})",
+                "ask for less, or raise the budget in the party's [privacy] configuration",
+            )
 
     @contextmanager
     def request(self, request_id: str | None, fingerprint: str = "") -> Iterator[None]:
@@ -530,7 +602,7 @@ def migrate_ledger(path: str | Path) -> int:
             before.append(Charge(cid, dataset, op, study, eps, dlt, part, sub))
             spent = composed_cost(before)
             db.execute(
-                "INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO charges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                 (cid, dataset, time, op, study, eps, dlt, part, sub, details, *spent, RELATION),
             )
         db.execute("DROP TABLE charges_v1")
@@ -544,9 +616,14 @@ FORMAT_1_NOTE = "collabcausal-ledger-1 add/remove charge, cost doubled for subst
 
 def _rebuild_totals(db: sqlite3.Connection, dataset: str, charges: list[Charge]) -> None:
     db.execute("INSERT OR REPLACE INTO spent VALUES (?, ?, ?)", (dataset, *composed_cost(charges)))
+    zcdp = [c for c in charges if c.rho is not None]
+    if zcdp:
+        rho, dlt = sum(c.rho or 0.0 for c in zcdp), sum(c.delta for c in zcdp)
+        db.execute("INSERT OR REPLACE INTO zcdp_totals VALUES (?, ?, ?, ?)",
+                   (dataset, rho, dlt, zcdp_epsilon(rho, dlt)))
     subsets: dict[tuple[str, str, str], list[float]] = {}
     for c in charges:
-        if c.partition is not None:
+        if c.partition is not None and c.rho is None:
             total = subsets.setdefault((c.study, c.partition, str(c.subset)), [0.0, 0.0])
             total[0] += c.epsilon
             total[1] += c.delta
@@ -562,7 +639,7 @@ def _rebuild_totals(db: sqlite3.Connection, dataset: str, charges: list[Charge])
 def _read_history(db: sqlite3.Connection, dataset: str, after: int = 0) -> list[Charge]:
     rows = db.execute(
         "SELECT id, dataset, operation, study, epsilon, delta, partition, subset, details, time, "
-        "spent_epsilon, spent_delta, relation, request_id FROM charges WHERE dataset = ? AND id > ? ORDER BY id",
+        "spent_epsilon, spent_delta, relation, request_id, rho FROM charges WHERE dataset = ? AND id > ? ORDER BY id",
         (dataset, after),
     ).fetchall()
     return [Charge(*row[:8], json.loads(row[8]), *row[9:]) for row in rows]
@@ -580,9 +657,22 @@ def _transaction(path: Path, open_db: Callable[[], sqlite3.Connection]) -> Abstr
 def _create(db: sqlite3.Connection) -> None:
     for statement in _SCHEMA.split(";"):
         db.execute(statement)
+    _add_zcdp_columns(db)
     db.execute("CREATE INDEX IF NOT EXISTS charges_by_dataset ON charges (dataset, id)")
     db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
     db.execute("INSERT OR REPLACE INTO meta VALUES ('relation', ?)", (RELATION,))
+
+
+def _add_zcdp_columns(db: sqlite3.Connection) -> None:
+    """Give a ledger made before zCDP charges their column and totals (no charge changes meaning).
+
+    Older versions of collabcausal still read such a file correctly: the ``spent`` totals include the
+    converted zCDP cost, and they only ever add to them.
+    """
+    if "rho" not in {row[1] for row in db.execute("PRAGMA table_info(charges)")}:
+        db.execute("ALTER TABLE charges ADD COLUMN rho REAL")
+    db.execute("CREATE TABLE IF NOT EXISTS zcdp_totals (dataset TEXT PRIMARY KEY, rho REAL NOT NULL, "
+               "delta REAL NOT NULL, epsilon REAL NOT NULL)")
 
 
 def _is_empty(db: sqlite3.Connection) -> bool:

@@ -12,8 +12,12 @@
    (:func:`~collabcausal.estimators.dp.effects.analysis.effects_from_sums`), per-party estimates and
    their inverse-variance pool when the parties' sums are seen one by one.
 
-Every party is charged ``nuisance_share * epsilon`` for the first release and the rest for the
-second, each (epsilon, delta/2): in all, the study's (epsilon, delta) per party, basic composition.
+Both releases are Gaussian, so they share the study's budget in zCDP (Bun & Steinke 2016):
+``rho = zcdp_rho(epsilon, delta)``, the largest rho whose OpenDP conversion at delta is epsilon; every
+party is charged ``nuisance_share * rho`` (and delta/2) for the first release and the rest for the
+second, so its ledger composes them to exactly the study's (epsilon, delta). Split as two
+(epsilon_k, delta_k) charges instead, each release's noise sd would be 1.3x larger (1.5x with secure
+aggregation) at (1, 1e-6).
 The analyst recomputes every noise scale from its own requests and refuses a reply that states
 another, so a party cannot make the interval look narrower than its noise allows.
 """
@@ -46,14 +50,15 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_components,
 )
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
-from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
 from collabcausal.messages import Message
 
 STATISTICS = "dp_effects_statistics"
 SCORES = "dp_effects_scores"
 NOTE = (
-    "dp_effects: each party released two (epsilon, delta)-DP aggregates of its own rows (per-arm sufficient "
-    "statistics, then bounded score sums; substitution of one record, n public); the nuisance models, estimates "
+    "dp_effects: each party released two Gaussian (zCDP) aggregates of its own rows (per-arm sufficient statistics, "
+    "then bounded score sums; substitution of one record, n public), together (epsilon, delta)-DP as its ledger "
+    "composes them (privacy below); the nuisance models, estimates "
     "and intervals are post-processing. No row, representation or model of a party's data left it. The interval "
     "adds the known DP noise variance, the noise in the variance estimate and the variability the statistics' noise "
     "gives the nuisance models (from noise replicates) to the sandwich variance."
@@ -83,9 +88,9 @@ class DPEffectsSpec:
 
     @property
     def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
-        """(epsilon, delta) of the statistics release and of the scores release."""
-        share = self.nuisance_share
-        return (share * self.epsilon, self.delta / 2), ((1.0 - share) * self.epsilon, self.delta / 2)
+        """(rho, delta) of the statistics release and of the scores release (module docstring)."""
+        rho, share = zcdp_rho(self.epsilon, self.delta), self.nuisance_share
+        return (share * rho, self.delta / 2), ((1.0 - share) * rho, self.delta / 2)
 
 
 @dataclass
@@ -119,7 +124,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     pooled = spec.nuisance == "pooled"
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(parties) if pooled else 1)
     sites = {p: (i if pooled else 0) for i, p in enumerate(parties)}
-    (eps_n, delta_n), (eps_s, delta_s) = spec.budgets
+    (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
     base = {"study": study, "columns": list(spec.columns), "design": feature_map.to_spec(), "n_folds": spec.n_folds}
     secure = spec.secure_aggregation and len(parties) > 1
     largest = float(max(n_subjects.values()))
@@ -127,8 +132,8 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     # site nuisances need each party's own statistics: that release is per party even with secure aggregation
     release_statistics = _secure_round if secure and pooled else _plain_round
     stats = release_statistics(
-        grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "epsilon": eps_n, "delta": delta_n},
-        statistics_sensitivity(feature_map), eps_n, delta_n, length=spec.n_folds * length, value_bound=largest,
+        grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "rho": rho_n, "delta": delta_n},
+        statistics_sensitivity(feature_map), rho_n, length=spec.n_folds * length, value_bound=largest,
         timeout=timeout, study=study)
     rng = np.random.default_rng(spec.seed)
     if pooled:
@@ -150,9 +155,9 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     release_scores = _secure_round if secure else _plain_round
     scores = release_scores(grid, SCORES, stats.parties, lambda p: base | extra | {
-        "site": sites[p], "epsilon": eps_s, "delta": delta_s, "models": [m.to_spec() for m in models[p][0]],
+        "site": sites[p], "rho": rho_s, "delta": delta_s, "models": [m.to_spec() for m in models[p][0]],
         "replicates": [[m.to_spec() for m in replicate] for replicate in models[p][1]]},
-        release_sensitivity(parts), eps_s, delta_s, length=len(parts), value_bound=largest, timeout=timeout,
+        release_sensitivity(parts), rho_s, length=len(parts), value_bound=largest, timeout=timeout,
         study=study)
     return _report(spec, parts, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
 
@@ -188,10 +193,9 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
             if pooled is not None:
                 estimates[f"{e.estimator}-{e.estimand} (inverse-variance pool of sites)"] = pooled.to_dict() | {
                     "method": f"dp-{e.estimator}-meta"}
-    eps_n, eps_s = spec.budgets[0][0], spec.budgets[1][0]
-    spend = {p: {"epsilon": eps_n * stats.attempts + eps_s * scores.attempts,
-                 "delta": spec.budgets[0][1] * stats.attempts + spec.budgets[1][1] * scores.attempts}
-             for p in stats.parties}
+    (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
+    rho, delta = rho_n * stats.attempts + rho_s * scores.attempts, delta_n * stats.attempts + delta_s * scores.attempts
+    spend = {p: {"epsilon": zcdp_epsilon(rho, delta), "delta": delta, "rho": rho} for p in stats.parties}
     warnings = [NOTE]
     if stats.attempts > 1 or scores.attempts > 1:
         warnings.append(f"secure aggregation: a party dropped out; rounds were restarted ({stats.attempts} "
@@ -211,11 +215,11 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
     }
 
 
-def _plain_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, epsilon: float,
-                 delta: float, *, length: int, value_bound: float, timeout: float | None, study: str) -> Round:
+def _plain_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, rho: float, *,
+                 length: int, value_bound: float, timeout: float | None, study: str) -> Round:
     """Each party adds its own full noise; the analyst sees every party's release (and their sum)."""
     replies = grid.send_and_receive({p: Message(operation, params(p)) for p in parties}, timeout=timeout)
-    sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
+    sigma = gaussian_zcdp_sigma(sensitivity, rho)
     values = {p: _checked_values(p, operation, replies[p], sigma, length) for p in parties}
     total = np.sum([values[p] for p in parties], axis=0)
     return Round(parties, values, total, sigma * math.sqrt(len(parties)), sigma)
@@ -235,9 +239,9 @@ def _checked_values(party: str, operation: str, reply: Message, sigma: float, le
     return values
 
 
-def _secure_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, epsilon: float,
-                  delta: float, *, length: int, value_bound: float, timeout: float | None, study: str) -> Round:
+def _secure_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, rho: float, *,
+                  length: int, value_bound: float, timeout: float | None, study: str) -> Round:
     """Masked shares, summed: the analyst sees only the total (:mod:`collabcausal.analyst.secure_sum`)."""
-    result = secure_sum(grid, operation, parties, params, sensitivity, epsilon, delta, length=length,
+    result = secure_sum(grid, operation, parties, params, sensitivity, rho, length=length,
                         value_bound=value_bound, study=study, timeout=timeout)
     return Round(result.parties, {}, result.total, result.noise_sd, 0.0, result.attempts)

@@ -50,8 +50,7 @@ def secure_sum(
     parties: list[str],
     params: Callable[[str], dict[str, Any]],
     sensitivity: float,
-    epsilon: float,
-    delta: float,
+    rho: float,
     *,
     length: int,
     value_bound: float,
@@ -69,8 +68,8 @@ def secure_sum(
         The roster; at least two.
     params : callable
         ``params(party)`` -> the request's params for that party (``secagg`` is added here).
-    sensitivity, epsilon, delta : float
-        The release's L2 sensitivity and target, as each party computes them from the request.
+    sensitivity, rho : float
+        The release's L2 sensitivity and zCDP target, as each party computes them from the request.
     length : int
         Length of the released vector.
     value_bound : float
@@ -96,7 +95,7 @@ def secure_sum(
                 "restart the study when the parties are back, or set secure_aggregation = false",
             )
         round_id = f"{study}/{operation}/{attempt}/{uuid.uuid4().hex[:12]}"  # never reused by a party
-        sigma = share_calibration(sensitivity, epsilon, delta, n_parties=len(roster), length=length,
+        sigma = share_calibration(sensitivity, rho, n_parties=len(roster), length=length,
                                   value_bound=value_bound)
         asks = {p: Message(KEYS_OPERATION, {"study": study, "round": round_id}) for p in roster}
         keys, lost = _each(grid, asks, timeout)

@@ -46,6 +46,7 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_differences,
     subject_scores,
 )
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -136,8 +137,9 @@ def audit_through_parties(
 ) -> tuple[ReleaseAudit, dict[str, Any]]:
     """Ask a party holding each neighbour for ``request`` ``n_releases`` times; test every reply.
 
-    The claim audited is the party's own: the ``epsilon`` and ``delta`` its reply reports (the
-    claimed ``mu`` depends on nothing else, so a wrong sensitivity shows as ``mu_lower > mu``).
+    The claim audited is the party's own: the ``rho`` and ``delta`` its reply reports, as the
+    epsilon OpenDP converts them to (the claimed ``mu`` depends on nothing else, so a wrong
+    sensitivity shows as ``mu_lower > mu``).
     Each party's ledger (budget 1e12, delta 0.5) is a file in ``ledger_dir``. Returns the audit and
     the first reply's params.
     """
@@ -155,7 +157,8 @@ def audit_through_parties(
             raise AssertionError("a release was not charged")
     sensitivity = float(params["sensitivity"])
     return release_audit(errors[0], errors[1], int(n_releases), float(np.linalg.norm(second - first)), sensitivity,
-                         float(params["epsilon"]), float(params["delta"]), confidence), params
+                         zcdp_epsilon(float(params["rho"]), float(params["delta"])), float(params["delta"]),
+                         confidence), params
 
 
 def miss_probability(n_releases: int, distance: float, sigma: float, claimed_mu: float,

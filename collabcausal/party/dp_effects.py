@@ -12,20 +12,22 @@ covariates, T and Y of its own subjects; nothing per subject leaves the party:
     models the analyst fitted from the released statistics (post-processing), noise for the
     sensitivity :func:`~collabcausal.estimators.dp.effects.scores.release_sensitivity`.
 
-Both are (epsilon, delta)-DP under the ledger's one relation (substitute one record, n public):
-the statistics because each record lies in one fold (parallel composition over folds defined by
-position), the scores because a record moves only its own bounded score once the models are
-fixed, and the models are a function of the first release (adaptive composition; the party
-charges each request before computing it, so the two charges add). A hostile model costs
-accuracy, not privacy: every score is clipped to its public range whatever the model says.
+Both are Gaussian releases, ``rho``-zCDP (Bun & Steinke 2016) under the ledger's one relation
+(substitute one record, n public) for the ``rho`` the request asks: the statistics because each
+record lies in one fold (parallel composition over folds defined by position), the scores because a
+record moves only its own bounded score once the models are fixed, and the models are a function
+of the first release (adaptive composition; the party charges each request to its ledger as a zCDP
+charge before computing it, so their rhos add and the ledger converts the sum to (epsilon, delta)).
+A hostile model costs accuracy, not privacy: every score is clipped to its public range whatever the model says.
 
 With ``secagg`` in the request the reply is masked for secure aggregation
 (:mod:`collabcausal.secagg`): the party encodes its values as fixed-point integers, adds its share
 of a distributed discrete Gaussian (calibrated so that the sum of ``honest`` shares is
-(epsilon, delta)-DP) and masks them with pairwise keys; the analyst learns only the sum over the
-round's parties.
+rho-zCDP) and masks them with pairwise keys; the analyst learns only the sum over the round's
+parties.
 
-Request params shared by both: ``study``, ``epsilon``, ``delta`` (0 < delta < 1/n), ``columns``
+Request params shared by both: ``study``, ``rho`` (the release's zCDP budget), ``delta`` (its share of
+delta, 0 < delta < 1/n), ``columns``
 (covariates in design order), ``design`` (:meth:`FeatureMap.to_spec`), ``site`` (the party's index
 in the one-hot), ``n_folds`` (1: full-sample nuisances; K >= 2: cross-fitting), optional
 ``secagg``. Scores add ``models`` (one :meth:`NuisanceModel.to_spec` per fold), ``estimators``,
@@ -56,8 +58,9 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_components,
 )
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
-from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, gaussian
-from collabcausal.estimators.validation import check_delta, check_epsilon
+from collabcausal.estimators.dp.mechanisms import perturb
+from collabcausal.estimators.dp.zcdp import check_rho, gaussian_zcdp_sigma
+from collabcausal.estimators.validation import check_delta
 from collabcausal.messages import Message
 from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
@@ -76,7 +79,7 @@ class EffectsRequest:
     """The validated parameters both operations share (all public: checked before any charge)."""
 
     study: str
-    epsilon: float
+    rho: float
     delta: float
     columns: tuple[str, ...]
     feature_map: FeatureMap
@@ -88,10 +91,10 @@ class EffectsRequest:
 def parse_request(party: Party, request: Message) -> EffectsRequest:
     """Check the shared parameters of a ``dp_effects`` request against the party's table; no data read."""
     p, op = request.params, request.operation
-    for key in ("epsilon", "delta", "columns", "design", "site", "n_folds"):
+    for key in ("rho", "delta", "columns", "design", "site", "n_folds"):
         if key not in p:
             raise InputError(f"{op} request has no {key}", "send a complete dp_effects request (docs/protocol.md)")
-    eps = check_epsilon(request_number(p["epsilon"], "epsilon", op), f"epsilon of {op}")
+    rho = check_rho(request_number(p["rho"], "rho", op), f"rho of {op}")
     delta = check_delta(request_number(p["delta"], "delta", op), f"delta of {op}")
     n = party.table.n_subjects
     if not 0.0 < delta < 1.0 / n:
@@ -118,7 +121,7 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
     if secagg is not None and not isinstance(secagg, dict):
         raise InputError(f"{op} secagg must be a mapping", "send the round's parameters (docs/secure-aggregation.md)")
     _check_labels(party, op, n_folds)
-    return EffectsRequest(str(p.get("study", "")), eps, delta, tuple(columns), feature_map, site, n_folds, secagg)
+    return EffectsRequest(str(p.get("study", "")), rho, delta, tuple(columns), feature_map, site, n_folds, secagg)
 
 
 def _check_float_range(feature_map: FeatureMap, op: str) -> None:
@@ -196,7 +199,7 @@ def covariates_of(party: Party, request: EffectsRequest) -> NDArray[np.float64]:
 
 @operation(STATISTICS, differentially_private=True)
 def dp_effects_statistics(party: Party, request: Message) -> Message:
-    """(epsilon, delta)-DP per-fold sufficient statistics of the party's rows (module docstring)."""
+    """``rho``-zCDP per-fold sufficient statistics of the party's rows (module docstring)."""
     req = parse_request(party, request)
     sensitivity = statistics_sensitivity(req.feature_map)
     length = req.n_folds * statistics_length(req.feature_map.dim)
@@ -208,7 +211,7 @@ def dp_effects_statistics(party: Party, request: Message) -> Message:
 
 @operation(SCORES, differentially_private=True)
 def dp_effects_scores(party: Party, request: Message) -> Message:
-    """(epsilon, delta)-DP sums of bounded AIPW / Hajek scores (module docstring)."""
+    """``rho``-zCDP sums of bounded AIPW / Hajek scores (module docstring)."""
     req = parse_request(party, request)
     p = request.params
     models_spec = p.get("models")
@@ -253,13 +256,13 @@ def _release(
     op = request.operation
     ledger = require_ledger(party, op)
     if req.secagg is not None:
-        prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, epsilon=req.epsilon,
-                                  delta=req.delta, length=length, value_bound=float(party.table.n_subjects))
-        ledger.charge(op, req.epsilon, req.delta, study=req.study, details=details | prepared.details)
+        prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, rho=req.rho,
+                                  length=length, value_bound=float(party.table.n_subjects))
+        ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | prepared.details)
         return prepared.reply(op, exact())
-    sigma = analytic_gaussian_sigma(sensitivity, req.epsilon, req.delta)
-    ledger.charge(op, req.epsilon, req.delta, study=req.study, details=details | {"sigma": sigma})
+    sigma = gaussian_zcdp_sigma(sensitivity, req.rho)
+    ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | {"sigma": sigma})
     values = np.asarray(exact(), dtype=float)
-    params = {"sigma": sigma, "sensitivity": sensitivity, "epsilon": req.epsilon, "delta": req.delta,
+    params = {"sigma": sigma, "sensitivity": sensitivity, "rho": req.rho, "delta": req.delta,
               "n_subjects": party.table.n_subjects}
-    return Message(op, params, {"values": gaussian(values, sensitivity, req.epsilon, req.delta)})
+    return Message(op, params, {"values": perturb("gaussian", values, sigma)})

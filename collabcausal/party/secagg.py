@@ -159,8 +159,8 @@ class MaskedRelease:
 
 
 def masked_release(
-    party: Party, study: str, secagg: Mapping[str, Any], label: str, *, sensitivity: float, epsilon: float,
-    delta: float, length: int, value_bound: float,
+    party: Party, study: str, secagg: Mapping[str, Any], label: str, *, sensitivity: float, rho: float,
+    length: int, value_bound: float,
 ) -> MaskedRelease:
     """Check a round and calibrate this party's share, before anything is charged or computed.
 
@@ -175,8 +175,8 @@ def masked_release(
         The release (the operation's name): one mask per label per round.
     sensitivity : float
         L2 sensitivity of the float vector under the ledger's relation.
-    epsilon, delta : float
-        The target for the sum (charged to this party's ledger).
+    rho : float
+        The zCDP target for the sum (charged to this party's ledger).
     length : int
         Length of the released vector (public: from the request).
     value_bound : float
@@ -205,5 +205,5 @@ def masked_release(
     n_parties = len(verified_roster(state, advertisements, identity.verifier))
     if n_parties < 2:
         raise PolicyError(f"round {round_id!r} has {n_parties} party", "secure aggregation needs two or more")
-    sigma = share_calibration(sensitivity, epsilon, delta, n_parties=n_parties, length=length, value_bound=value_bound)
+    sigma = share_calibration(sensitivity, rho, n_parties=n_parties, length=length, value_bound=value_bound)
     return MaskedRelease(state, advertisements, identity, label, length, n_parties, sigma)

@@ -17,9 +17,9 @@ with ``||Delta||_2 <= Delta_2`` and every order alpha >= 1,
     eps_c = min( sqrt(Delta_2^2/(n sigma^2) + 2 tau d), Delta_2/(sqrt(n) sigma) + tau sqrt(d) )
 
 (:func:`sum_rho`; the conversion of the additive ``tau d`` at alpha = 1 is the conservative one;
-``tau`` is below 1e-40 for sigma >= 3, so it only matters for tiny shares). OpenDP's exact zCDP ->
-(eps, delta) conversion then gives the achieved epsilon (:func:`sum_epsilon`), and
-:func:`share_sigma` is the smallest sigma meeting a target.
+``tau`` is below 1e-40 for sigma >= 3, so it only matters for tiny shares). :func:`share_sigma` is
+the smallest sigma meeting a target rho (the unit a party's ledger charges the release in), and
+OpenDP's zCDP -> (eps, delta) conversion gives the achieved epsilon (:func:`sum_epsilon`).
 
 Trust: calibrate to ``n_honest`` shares, the number of parties that are certain to add theirs
 (e.g. parties - 1, so one party colluding with the coordinator, which knows its own share, or one
@@ -35,13 +35,8 @@ import opendp.prelude as dp
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.dp.mechanisms import (
-    _numpy_discrete_gaussian,
-    _opendp_draw,
-    _positive_delta,
-    discrete_gaussian_sigma,
-)
-from collabcausal.estimators.validation import check_epsilon
+from collabcausal.estimators.dp.mechanisms import _numpy_discrete_gaussian, _opendp_draw
+from collabcausal.estimators.dp.zcdp import check_rho, zcdp_epsilon
 
 MIN_SIGMA = 0.5
 """Proposition 14 of Kairouz, Liu & Steinke (2021) holds for sigma >= 1/2."""
@@ -71,18 +66,19 @@ def sum_epsilon(sensitivity_int: int, sigma_share: float, n_shares: int, d: int,
     Use it to report what a release achieved when fewer shares than planned were honest (e.g. a
     party colluding with the coordinator: ``n_shares = parties - 1``).
     """
-    return _zcdp_epsilon(sum_rho(sensitivity_int, sigma_share, n_shares, d), _positive_delta(delta))
+    return zcdp_epsilon(sum_rho(sensitivity_int, sigma_share, n_shares, d), delta)
 
 
-def share_sigma(sensitivity_int: int, epsilon: float, delta: float, n_honest: int, d: int) -> float:
-    """The smallest per-party sigma for which the sum of ``n_honest`` shares is (epsilon, delta)-DP.
+def share_sigma(sensitivity_int: int, rho: float, n_honest: int, d: int) -> float:
+    """The smallest per-party sigma for which the sum of ``n_honest`` shares is ``rho``-zCDP.
 
     Parameters
     ----------
     sensitivity_int : int
         L2 sensitivity of the summed integer vector (fixed_point.integer_sensitivity).
-    epsilon, delta : float
-        The target for the sum, as charged to each party's ledger.
+    rho : float
+        The target for the sum, as charged to each party's ledger (an (epsilon, delta) target is
+        :func:`~collabcausal.estimators.dp.zcdp.zcdp_rho` of it).
     n_honest : int
         Shares certain to be in the sum (module docstring); parties that add more only add noise.
     d : int
@@ -91,19 +87,10 @@ def share_sigma(sensitivity_int: int, epsilon: float, delta: float, n_honest: in
     Returns
     -------
     float
-        sigma >= 1/2. The largest zCDP rho meeting (epsilon, delta) under OpenDP's conversion is that of
-        the discrete Gaussian of sensitivity 1 calibrated by ``discrete_gaussian_sigma`` (rho = 1/(2 s^2));
-        OpenDP's ``binary_search`` then finds the smallest sigma with :func:`sum_rho` <= rho (it
-        decreases in sigma), so :func:`sum_epsilon` at that sigma is at most ``epsilon`` (a relative
-        1e-9 is added against the float rounding of the conversion).
+        sigma >= 1/2: OpenDP's ``binary_search`` finds the smallest sigma with :func:`sum_rho` <= rho
+        (it decreases in sigma); a relative 1e-9 is added against float rounding.
     """
-    try:
-        rho_max = 1.0 / (2.0 * discrete_gaussian_sigma(1, check_epsilon(epsilon), _positive_delta(delta)) ** 2)
-    except dp.OpenDPException:  # OpenDP's search overflows near epsilon 1e5: no noise worth the name anyway
-        raise InputError(
-            f"epsilon {epsilon:g} is beyond the discrete Gaussian calibration (it overflows)",
-            "use epsilon <= 1e4 per release with secure aggregation",
-        ) from None
+    rho_max = check_rho(rho)
     sens, n, dim = _sensitivity(sensitivity_int), _count(n_honest), _count(d, "d")
 
     def meets(sigma: float) -> bool:
@@ -112,7 +99,7 @@ def share_sigma(sensitivity_int: int, epsilon: float, delta: float, n_honest: in
     if meets(MIN_SIGMA):
         return MIN_SIGMA
     if not meets(MAX_SIGMA):
-        raise InputError(f"epsilon {epsilon:g} cannot be met with a share sigma below 2^60", "ask for a larger epsilon")
+        raise InputError(f"rho {rho:g} cannot be met with a share sigma below 2^60", "ask for a larger budget")
     return float(dp.binary_search(meets, bounds=(MIN_SIGMA, MAX_SIGMA), T=float)) * (1.0 + 1e-9)
 
 
@@ -131,17 +118,6 @@ def noise_share(
     if rng is not None:
         return _numpy_discrete_gaussian(s, zeros.shape, rng)
     return _opendp_draw("gaussian", "i64", s, zeros)
-
-
-def _zcdp_epsilon(rho: float, delta: float) -> float:
-    """OpenDP's zCDP -> (eps, delta) conversion of ``rho``.
-
-    ``rho``-zCDP is exactly the guarantee of OpenDP's Gaussian measurement at sensitivity 1 and
-    scale ``1/sqrt(2 rho)``, whose privacy map OpenDP converts with ``make_zCDP_to_approxDP``.
-    """
-    space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64")
-    zcdp = dp.m.make_gaussian(*space, scale=1.0 / math.sqrt(2.0 * rho))
-    return float(dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(zcdp), delta).map(1)[0])
 
 
 def _sigma(sigma_share: float) -> float:

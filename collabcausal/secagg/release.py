@@ -25,11 +25,11 @@ __all__ = ["KEYS_OPERATION", "NOISE_TAIL", "SCALE_BITS", "share_calibration"]
 
 
 def share_calibration(
-    sensitivity: float, epsilon: float, delta: float, *, n_parties: int, length: int, value_bound: float
+    sensitivity: float, rho: float, *, n_parties: int, length: int, value_bound: float
 ) -> float:
     """The sd of each party's noise share (integer units) for a release over ``n_parties``.
 
-    The sum of ``n_parties - 1`` shares is (epsilon, delta)-DP (one party colluding with the
+    The sum of ``n_parties - 1`` shares is ``rho``-zCDP (one party colluding with the
     coordinator, or withholding its share, still leaves the guarantee), for the fixed-point
     encoding of a vector of ``length`` entries with L2 sensitivity ``sensitivity`` (float units).
 
@@ -37,8 +37,8 @@ def share_calibration(
     ----------
     sensitivity : float
         L2 sensitivity of one party's float vector under the ledger's relation.
-    epsilon, delta : float
-        The target for the sum.
+    rho : float
+        The zCDP target for the sum (what each party's ledger is charged).
     n_parties : int
         Parties of the round's roster (two or more).
     length : int
@@ -56,6 +56,6 @@ def share_calibration(
     InputError
         The sum of ``n_parties`` vectors and their noise could wrap around the ring.
     """
-    sigma = share_sigma(integer_sensitivity(sensitivity, length, SCALE_BITS), epsilon, delta, n_parties - 1, length)
+    sigma = share_sigma(integer_sensitivity(sensitivity, length, SCALE_BITS), rho, n_parties - 1, length)
     check_headroom(value_bound, n_parties, NOISE_TAIL * math.sqrt(n_parties) * sigma, SCALE_BITS)
     return sigma
