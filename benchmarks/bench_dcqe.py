@@ -12,9 +12,12 @@
    < 3 GB; W-clb time / CA time <= 1.2x from 10^6 subjects; CA of 10^6 subjects < 2 s; from one
    ``--subjects`` value to the next (e.g. ``--subjects 1000000 3000000``) time and peak memory grow
    linearly in n (at most 1.15 times the growth of n).
+3. Peak memory against the number of parties: W-clb on 10^6 subjects split into 2, 4, 8 and 16 row
+   groups of 2 column groups (4 to 32 parties), each run in its own process. Target (issue 24):
+   flat, the peak with 32 parties at most 1.25x the peak with 4.
 
-Run: ``python benchmarks/bench_dcqe.py`` (``--quick`` for a smoke run, ``--part scale`` for section 2
-only). Exit status 1 when a target is missed.
+Run: ``python benchmarks/bench_dcqe.py`` (``--quick`` for a smoke run, ``--part scale`` or ``--part
+parties`` for one section only). Exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ CA_TARGET = (1_000_000, 2.0)
 """(subjects, seconds) of the centralized analysis."""
 LINEAR_SLACK = 1.15
 """Linear in n: from n to k n subjects, time and peak memory grow at most LINEAR_SLACK * k times."""
+ROW_GROUPS = (2, 4, 8, 16)
+"""Section [3]: row groups of the 2-column-group grid (4 to 32 parties)."""
+FLAT_SLACK = 1.25
+"""Flat in the number of parties: the peak with the most parties at most FLAT_SLACK x the peak with the fewest."""
 
 
 def lalonde_table(n_boot: int, n_jobs: int) -> float:
@@ -152,14 +159,15 @@ def _reset_peak() -> float:
     return _memory_gb("VmRSS")
 
 
-def scale_child(n: int, analysis: str, blas_threads: int | None) -> None:
+def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int = 2) -> None:
     """One analysis of ``n`` synthetic subjects in a child process, its time and peak memory measured alone.
 
     ``analysis`` is ``"w"`` (the W-clb study over an in-process grid) or ``"ca"`` (the centralized
     analysis of the same subjects). The data set is generated, handed to the parties (W) or
     extracted (CA) and dropped before the measurement starts, so the peak covers what the analysis
     holds: the parties' tables or the centralized arrays, and everything the analysis allocates.
-    ``blas_threads`` caps the BLAS threads (None: the library's default, one per core).
+    ``blas_threads`` caps the BLAS threads (None: the library's default, one per core);
+    ``row_groups`` x 2 column groups are the parties.
     """
     from threadpoolctl import threadpool_limits
 
@@ -171,7 +179,7 @@ def scale_child(n: int, analysis: str, blas_threads: int | None) -> None:
     from collabcausal.simulations.partition import build_parties, partition_grid
 
     data = make_dcqe_synthetic(n, 0, n_covariates=10)
-    part = partition_grid(data, 2, seed=0)
+    part = partition_grid(data, row_groups, seed=0)
     if analysis == "w":
         grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)))
         plan = DCQEPlan(part.names(), data.covariate_ranges(), n_anchors=n, party_components=4, estimators=ESTIMATORS)
@@ -198,11 +206,12 @@ def scale_child(n: int, analysis: str, blas_threads: int | None) -> None:
     )
 
 
-def scale_run(n: int, analysis: str, blas_threads: int | None) -> dict[str, float]:
+def scale_run(n: int, analysis: str, blas_threads: int | None, row_groups: int = 2) -> dict[str, float]:
     """:func:`scale_child` in a fresh interpreter; its JSON line."""
     threads = [] if blas_threads is None else ["--blas-threads", str(blas_threads)]
     child = subprocess.run(
-        [sys.executable, __file__, "--child", str(n), analysis, *threads], capture_output=True, text=True, check=True
+        [sys.executable, __file__, "--child", str(n), analysis, "--row-groups", str(row_groups), *threads],
+        capture_output=True, text=True, check=True,
     )
     return json.loads(child.stdout.strip().splitlines()[-1])
 
@@ -252,6 +261,20 @@ def scale_figures(sizes: list[int], blas_threads: int | None) -> bool:
     return ok
 
 
+def parties_figures(n: int, blas_threads: int | None) -> bool:
+    """Section [3]: W-clb's time and peak memory for 4 to 32 parties on the same ``n`` subjects."""
+    runs = {r: scale_run(n, "w", blas_threads, r) for r in ROW_GROUPS}
+    for r, w in runs.items():
+        print(f"[3] {n:,} subjects, {2 * r} parties ({r} row groups x 2 column groups): W-clb {w['seconds']:.2f} s, "
+              f"peak {w['peak_gb']:.2f} GB ({w['held_gb']:.2f} GB held at the start), ATE by IPW {w['ate_ipw']:.4f}")
+    few, many = runs[ROW_GROUPS[0]], runs[ROW_GROUPS[-1]]
+    growth = many["peak_gb"] / few["peak_gb"]
+    met = growth <= FLAT_SLACK
+    print(f"[3] peak memory from {2 * ROW_GROUPS[0]} to {2 * ROW_GROUPS[-1]} parties: {growth:.2f}x "
+          f"(target flat, at most {FLAT_SLACK:g}x): {'met' if met else 'MISSED'}")
+    return met
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", type=int, default=1000)
@@ -260,16 +283,18 @@ def main() -> int:
     )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="B = 50 and 100,000 subjects")
-    parser.add_argument("--part", choices=("all", "table", "scale"), default="all", help="run one section only")
+    parser.add_argument("--part", choices=("all", "table", "scale", "parties"), default="all",
+                        help="run one section only")
     parser.add_argument(
         "--blas-threads",
         type=int,
         help="cap the BLAS threads of section [2] (default: one per core); 1 steadies it on a shared machine",
     )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--row-groups", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        scale_child(int(args.child[0]), args.child[1], args.blas_threads)
+        scale_child(int(args.child[0]), args.child[1], args.blas_threads, args.row_groups)
         return 0
     if args.quick:
         args.bootstrap, args.subjects = 50, [100_000]
@@ -278,6 +303,8 @@ def main() -> int:
         ok &= table_figures(args.bootstrap, args.jobs)
     if args.part in ("all", "scale"):
         ok &= scale_figures(args.subjects, args.blas_threads)
+    if args.part in ("all", "parties"):
+        ok &= parties_figures(min(args.subjects), args.blas_threads)
     return 0 if ok else 1
 
 

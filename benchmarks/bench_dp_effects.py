@@ -21,8 +21,9 @@ spread over DP draws are both within 1.5x the non-private SE (the spread too: on
 reported SE misses the variability of the DP nuisance fits).
 
 The DP floor of a row is the SD of the DP noise on the estimate alone: for ``dp_effects`` the
-noise SD of the released AIPW score sum over n (its sensitivity 2R/t times the analytic Gaussian
-factor, over n); for eps-ADUM ``8 D_y / (n eps)``; for DP representations the analyst's
+noise SD of the released AIPW score sum over n (its width 2R/t times the release's sensitivity over
+its weight, over ``sqrt(2 rho)`` for the scores' share of the study's zCDP rho, and summed over the
+parties' shares with secure aggregation); for eps-ADUM ``8 D_y / (n eps)``; for DP representations the analyst's
 :func:`~collabcausal.analyst.dp_release.se_floor`.
 
 Targets (full mode; exit 1 when missed): binary outcome, eps 1, ATE: RMSE <= 1.25x federated

@@ -16,7 +16,7 @@ Both releases are Gaussian, so they share the study's budget in zCDP (Bun & Stei
 ``rho = zcdp_rho(epsilon, delta)``, the largest rho whose OpenDP conversion at delta is epsilon; every
 party is charged ``nuisance_share * rho`` (and delta/2) for the first release and the rest for the
 second, so its ledger composes them to exactly the study's (epsilon, delta). Split as two
-(epsilon_k, delta_k) charges instead, each release's noise sd would be 1.3x larger (1.5x with secure
+(epsilon_k, delta_k) charges instead, each release's noise sd would be 1.3x larger (1.40x with secure
 aggregation) at (1, 1e-6).
 The analyst recomputes every noise scale from its own requests and refuses a reply that states
 another, so a party cannot make the interval look narrower than its noise allows.

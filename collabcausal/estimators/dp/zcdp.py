@@ -5,7 +5,7 @@ A Gaussian release of L2 sensitivity ``Delta`` with noise sd ``sigma`` is ``rho`
 Canonne, Kamath & Steinke 2020, Theorem 4), and zCDP composes by adding ``rho`` (Bun & Steinke
 2016, Lemma 2.3), adaptively. Two Gaussian releases that share a budget therefore cost much less
 as ``rho_1 + rho_2`` converted once to (epsilon, delta) than as two (epsilon_k, delta_k) added:
-at (1, 1e-6) in all, two halves get noise sd 1.5x smaller than two analytic Gaussians at
+at (1, 1e-6) in all, two halves get noise sd 1.30x smaller than two analytic Gaussians at
 (0.5, 5e-7) each (docs/differential-privacy.md, "zCDP charges").
 
 The conversions are OpenDP's (``make_zCDP_to_approxDP``, the tight bound of Canonne, Kamath &
