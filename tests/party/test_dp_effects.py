@@ -42,8 +42,8 @@ def _party(tmp_path, *, epsilon: float = 1e5, treated: int | None = None, policy
 
 def _request(op: str, eps: float = 1e4, **extra) -> Message:
     """A request whose release costs ``eps`` alone at delta 1e-6 (its zCDP rho is ``zcdp_rho(eps, 1e-6)``)."""
-    params = {"study": "s", "rho": zcdp_rho(eps, 1e-6), "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
-              "n_folds": 1} | extra
+    params = {"study": "s", "rho": zcdp_rho(eps, 1e-6), "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(),
+              "site": 1, "n_folds": 1} | extra
     return Message(op, params)
 
 
