@@ -53,6 +53,14 @@ def test_calibration_is_monotone():
     assert share_sigma(50, zcdp_rho(1.0, 1e-9), 4, 10) > base
 
 
+def test_two_releases_sharing_a_budget_in_rho_get_smaller_shares_than_two_epsilon_halves():
+    """At (1, 1e-6) in all: a share at half the rho is about 1.4x smaller than one calibrated to (0.5, 5e-7)."""
+    halves = share_sigma(1000, zcdp_rho(0.5, 5e-7), 3, 10)
+    shared = share_sigma(1000, RHO / 2, 3, 10)
+    assert sum_epsilon(1000, shared, 3, 10, DELTA) > 0.5  # each alone costs more than half the epsilon
+    assert 1.35 < halves / shared < 1.45
+
+
 def test_tau_follows_the_paper_and_vanishes_for_one_share():
     assert tau(2.0, 1) == 0.0
     assert tau(0.6, 2) == pytest.approx(10 * math.exp(-(math.pi**2) * 0.36))
