@@ -1,5 +1,5 @@
 """PrivacyLedger: composition, refusal before recording, persistence, crash safety, bad files,
-one neighbouring relation, O(1) charges, idempotency keys."""
+one neighbouring relation, O(1) charges, idempotency keys, zCDP charges."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from fault_injection import kill_loop
 
 from collabcausal.errors import BudgetExceededError, ConfigError, InputError, NoAnswerError, ProtocolError
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import (
     ADD_REMOVE,
     SUBSTITUTION,
@@ -161,15 +162,18 @@ def _writer(path, fd: int) -> None:
     i = 0
     while True:
         parallel = i % 3 == 0
-        charge = ledger.charge(
-            "op",
-            0.001,
-            1e-9,
-            study="s",
-            partition="p" if parallel else None,
-            subset=str(i % 2) if parallel else None,
-            details={"i": i},
-        )
+        if i % 3 == 1:  # a zCDP charge: its running totals live in another table, written in the same transaction
+            charge = ledger.charge_zcdp("op", 1e-4, 1e-9, study="s", details={"i": i})
+        else:
+            charge = ledger.charge(
+                "op",
+                0.001,
+                1e-9,
+                study="s",
+                partition="p" if parallel else None,
+                subset=str(i % 2) if parallel else None,
+                details={"i": i},
+            )
         os.write(fd, f"{charge.id}\n".encode())
         i += 1
 
@@ -182,9 +186,11 @@ def test_sigkill_of_the_writer_never_corrupts_the_ledger_nor_loses_a_charge(tmp_
     def check(acknowledged: set[int]) -> None:
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        history = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d").history()
+        ledger = PrivacyLedger(path, epsilon=1e9, delta=0.5, dataset="d")
+        history = ledger.history()
         assert acknowledged <= {c.id for c in history}
         assert history[-1].spent_epsilon == pytest.approx(composed_cost(history)[0])
+        assert ledger.spent() == pytest.approx(composed_cost(history), rel=1e-9)  # the running totals too
 
     acknowledged = kill_loop(lambda fd: _writer(path, fd), kills, seed=kills, check=check)
     assert len(acknowledged) > kills
@@ -251,15 +257,19 @@ class _CountingLedger(PrivacyLedger):
 
 def _steps_of_one_charge(ledger, **kwargs) -> int:
     _CountingLedger.steps = 0
-    ledger.charge("q", 1e-3, 1e-12, study="s", **kwargs)
+    if kwargs.get("zcdp"):
+        ledger.charge_zcdp("q", 1e-6, 1e-12, study="s")
+    else:
+        ledger.charge("q", 1e-3, 1e-12, study="s", **kwargs)
     return _CountingLedger.steps
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"partition": "p", "subset": "a"}])
+@pytest.mark.parametrize("kwargs", [{}, {"partition": "p", "subset": "a"}, {"zcdp": True}])
 def test_the_work_of_a_charge_does_not_grow_with_the_history(tmp_path, kwargs):
     ledger = _CountingLedger(tmp_path / "big.sqlite", epsilon=1e6, delta=0.5, dataset="d")
     for i in range(6):
         ledger.charge("q", 1e-3, study="s", partition="p" if i % 2 else None, subset=str(i % 3) if i % 2 else None)
+    ledger.charge_zcdp("q", 1e-6, 1e-12, study="s")
     few = _steps_of_one_charge(ledger, **kwargs)
     with sqlite3.connect(ledger.path) as db:  # 3000 more past charges (the audit trail only)
         db.executemany(
@@ -351,3 +361,171 @@ def test_bad_request_ids_are_input_errors(tmp_path, bad):
     with pytest.raises(InputError, match="request_id"):
         party.handle(_sum_request(bad))
     assert party.ledger.history() == []
+
+
+# --- zCDP charges ----------------------------------------------------------------------------
+
+RHO = zcdp_rho(1.0, 1e-5)
+"""The largest rho the fixture's budget (1, 1e-5) holds when all its delta goes to zCDP charges."""
+
+
+def _zcdp_totals(path) -> list[tuple]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT dataset, rho, delta, epsilon FROM zcdp_totals").fetchall()
+
+
+def test_two_zcdp_halves_cost_the_conversion_of_their_summed_rho(ledger):
+    first = ledger.charge_zcdp("statistics", RHO / 2, 5e-6, study="s")
+    second = ledger.charge_zcdp("scores", RHO / 2, 5e-6, study="s")
+    assert ledger.spent() == (zcdp_epsilon(RHO, 1e-5), 1e-5)
+    assert ledger.spent() == pytest.approx((1.0, 1e-5), rel=1e-9) and ledger.spent()[0] <= 1.0
+    # each charge states what it would cost alone: as two (epsilon, delta) charges they would not fit
+    assert first.epsilon == second.epsilon == zcdp_epsilon(RHO / 2, 5e-6)
+    assert first.epsilon + second.epsilon > 1.3
+    assert [(c.rho, c.delta, c.partition) for c in ledger.history()] == [(RHO / 2, 5e-6, None)] * 2
+    assert ledger.history()[-1].spent_epsilon == ledger.spent()[0]
+    assert _zcdp_totals(ledger.path) == [("data.csv", RHO, 1e-5, zcdp_epsilon(RHO, 1e-5))]
+
+
+def test_approximate_and_zcdp_charges_add_by_basic_composition(ledger):
+    rho = RHO / 10
+    ledger.charge("count", 0.2, 1e-6)
+    ledger.charge_zcdp("z1", rho, 2e-6)
+    ledger.charge_zcdp("z2", 2 * rho, 3e-6)
+    assert ledger.spent() == pytest.approx((0.2 + zcdp_epsilon(3 * rho, 5e-6), 6e-6), rel=1e-12)
+    assert ledger.remaining() == pytest.approx((1.0 - ledger.spent()[0], 4e-6), rel=1e-12)
+
+
+def test_composed_cost_of_the_history_is_the_running_total_after_a_mix_of_charges(ledger):
+    rho = RHO / 20
+    ledger.charge("a", 0.05, 1e-7)
+    ledger.charge_zcdp("z", rho, 1e-6, study="s")
+    ledger.charge("split", 0.04, study="s", partition="folds", subset="0")
+    ledger.charge("split", 0.03, 2e-7, study="s", partition="folds", subset="1")
+    ledger.charge_zcdp("z", 2 * rho, 1e-6, study="s")
+    ledger.charge("split", 0.02, study="s", partition="folds", subset="1")  # subset 1: 0.05 is the new max
+    ledger.charge("b", 0.01)
+    ledger.charge_zcdp("z", rho, 5e-7, study="t")
+    history = ledger.history()
+    expected = (0.05 + 0.05 + 0.01 + zcdp_epsilon(4 * rho, 2.5e-6), 1e-7 + 2e-7 + 2.5e-6)
+    assert composed_cost(history) == pytest.approx(expected, rel=1e-12, abs=0.0)
+    assert composed_cost(history) == pytest.approx(ledger.spent(), rel=1e-12, abs=0.0)
+    for k in range(1, len(history) + 1):  # every charge records the composed spending right after it
+        assert (history[k - 1].spent_epsilon, history[k - 1].spent_delta) == pytest.approx(
+            composed_cost(history[:k]), rel=1e-12, abs=0.0)
+
+
+def test_an_over_budget_zcdp_charge_is_refused_and_nothing_is_written(ledger):
+    ledger.charge("a", 0.3, 1e-6)
+    ledger.charge_zcdp("z", RHO / 4, 2e-6)
+    before = (len(ledger.history()), ledger.spent(), _zcdp_totals(ledger.path))
+    with pytest.raises(BudgetExceededError, match="zCDP") as refused:
+        ledger.charge_zcdp("big", RHO, 2e-6)  # epsilon: 0.3 + zcdp_epsilon(1.25 RHO) > 1
+    assert "\n" not in str(refused.value)
+    with pytest.raises(BudgetExceededError):
+        ledger.charge_zcdp("greedy", RHO / 100, 8e-6)  # delta: 1e-6 + 2e-6 + 8e-6 > 1e-5
+    assert (len(ledger.history()), ledger.spent(), _zcdp_totals(ledger.path)) == before
+    ledger.charge_zcdp("fits", RHO / 100, 2e-6)
+    assert ledger.spent() == pytest.approx((0.3 + zcdp_epsilon(0.26 * RHO, 4e-6), 5e-6), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("rho", "delta", "match"),
+    [(RHO, 0.0, "delta 0"), (0.0, 1e-6, "rho"), (-RHO, 1e-6, "rho"), (float("nan"), 1e-6, "rho"),
+     (True, 1e-6, "rho"), ("a lot", 1e-6, "rho"), (RHO, 1.0, "delta"), (RHO, -1e-6, "delta")],
+)
+def test_a_bad_zcdp_charge_is_a_one_line_input_error_and_writes_nothing(ledger, rho, delta, match):
+    with pytest.raises(InputError, match=match) as refused:
+        ledger.charge_zcdp("op", rho, delta)
+    assert "\n" not in str(refused.value)
+    assert ledger.history() == [] and ledger.spent() == (0.0, 0.0) and _zcdp_totals(ledger.path) == []
+
+
+def test_zcdp_charges_survive_reopening_and_keep_composing_by_rho(tmp_path):
+    path = tmp_path / "l.sqlite"
+    PrivacyLedger(path, epsilon=1.0, delta=1e-5, dataset="d").charge_zcdp("z1", RHO / 4, 2e-6)
+    reopened = PrivacyLedger(path, epsilon=1.0, delta=1e-5, dataset="d")
+    assert reopened.spent() == (zcdp_epsilon(RHO / 4, 2e-6), 2e-6)
+    reopened.charge_zcdp("z2", RHO / 4, 2e-6)  # composes with z1's rho, not with its epsilon
+    third = PrivacyLedger.from_file(path, "d")
+    assert third.spent() == pytest.approx((zcdp_epsilon(RHO / 2, 4e-6), 4e-6), rel=1e-12)
+    assert third.spent()[0] < 2 * zcdp_epsilon(RHO / 4, 2e-6)
+    assert [c.rho for c in third.history()] == [RHO / 4, RHO / 4]
+
+
+def _to_schema_before_zcdp(path) -> None:
+    """Rebuild ``charges`` without its ``rho`` column and drop ``zcdp_totals``: a ledger as written before zCDP."""
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE old (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL, time TEXT NOT NULL,"
+            " operation TEXT NOT NULL, study TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,"
+            " partition TEXT, subset TEXT, details TEXT NOT NULL, spent_epsilon REAL NOT NULL,"
+            " spent_delta REAL NOT NULL, relation TEXT NOT NULL, request_id TEXT);"
+            "INSERT INTO old SELECT id, dataset, time, operation, study, epsilon, delta, partition, subset, details,"
+            " spent_epsilon, spent_delta, relation, request_id FROM charges;"
+            "DROP TABLE charges; ALTER TABLE old RENAME TO charges;"
+            "CREATE INDEX charges_by_dataset ON charges (dataset, id);"
+            "DROP TABLE zcdp_totals;"
+        )
+
+
+def test_a_ledger_made_before_zcdp_keeps_its_spending_and_history_and_then_takes_zcdp_charges(tmp_path):
+    path = tmp_path / "old.sqlite"
+    old = PrivacyLedger(path, epsilon=1.0, delta=1e-5, dataset="d")
+    old.charge("dp_sum", 0.25, 1e-6, details={"columns": ["age"]})
+    old.charge("cate", 0.125, study="s", partition="split", subset="a")
+    history = [(c.id, c.operation, c.epsilon, c.delta, c.partition, c.spent_epsilon) for c in old.history()]
+    _to_schema_before_zcdp(path)
+    with sqlite3.connect(path) as db:
+        assert "rho" not in {row[1] for row in db.execute("PRAGMA table_info(charges)")}
+        assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("collabcausal-ledger-2",)
+    assert ledger_budgets(path) == {"d": (1.0, 1e-5)}
+    ledger = PrivacyLedger(path, epsilon=1.0, delta=1e-5, dataset="d")
+    assert ledger.spent() == (0.375, 1e-6)
+    assert [(c.id, c.operation, c.epsilon, c.delta, c.partition, c.spent_epsilon) for c in ledger.history()] == history
+    assert [c.rho for c in ledger.history()] == [None, None]
+    assert ledger.history()[0].details["columns"] == ["age"]
+    ledger.charge_zcdp("dp_effects_statistics", RHO / 4, 2e-6, study="s")
+    assert ledger.spent() == pytest.approx((0.375 + zcdp_epsilon(RHO / 4, 2e-6), 3e-6), rel=1e-12)
+    assert composed_cost(ledger.history()) == pytest.approx(ledger.spent(), rel=1e-12)
+    assert PrivacyLedger(path, epsilon=1.0, delta=1e-5, dataset="d").history()[-1].rho == RHO / 4
+
+
+def test_a_replayed_request_key_gets_the_recorded_reply_of_a_zcdp_charge_without_a_new_charge(ledger):
+    from collabcausal.messages import Message
+
+    reply = Message("dp_effects_scores", {"rho": RHO / 4}, {"values": [1.5, -2.0]})
+    with ledger.request("z-1", "fingerprint"):
+        ledger.charge_zcdp("dp_effects_scores", RHO / 4, 2e-6, study="s")
+        ledger.record_outcome(reply)
+    spent = ledger.spent()
+    again = ledger.recorded_outcome("z-1", "fingerprint")
+    assert again.operation == reply.operation and dict(again.params) == dict(reply.params)
+    assert again.array("values").tolist() == [1.5, -2.0]
+    with ledger.request("z-1", "fingerprint"), pytest.raises(ProtocolError, match="another execution"):
+        ledger.charge_zcdp("dp_effects_scores", RHO / 4, 2e-6, study="s")
+    with pytest.raises(ProtocolError, match="different request"):
+        ledger.recorded_outcome("z-1", "another fingerprint")
+    assert ledger.spent() == spent and [c.request_id for c in ledger.history()] == ["z-1"]
+
+
+def test_concurrent_zcdp_writers_cannot_both_spend_the_last_budget(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    PrivacyLedger(path, epsilon=1.0, delta=1e-5)
+    outcomes = []
+
+    def spend():  # three fit (3.3 / 3.5 of the largest rho), a fourth would not
+        try:
+            PrivacyLedger(path, epsilon=1.0, delta=1e-5).charge_zcdp("q", RHO / 3.5, 1e-6)
+            outcomes.append("ok")
+        except BudgetExceededError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=spend) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(outcomes) == ["ok"] * 3 + ["refused"] * 3
+    assert PrivacyLedger(path, epsilon=1.0, delta=1e-5).spent() == pytest.approx(
+        (zcdp_epsilon(3 * RHO / 3.5, 3e-6), 3e-6), rel=1e-12)

@@ -1,8 +1,8 @@
 """The dp_effects study at the coordinator: estimates, noise accounting, refusals.
 
 Seeded data; the DP noise comes from OpenDP (OS entropy). Accuracy checks run at epsilon = 1e4 per
-party, where the noise sd of each released sum is below 1e-3 of its sensitivity, against a 6-sigma
-band of the estimate's own interval (two-sided tail 2e-9).
+party (both releases share it in zCDP: rho = zcdp_rho(1e4, 1e-6)), where the noise sd of each released
+sum is below 1e-2 of its sensitivity, against a 6-sigma band of the estimate's own interval (two-sided tail 2e-9).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import pytest
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec, dp_effects_results
 from collabcausal.errors import StudyFailedError
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
+from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.secagg import simulation_identities
@@ -46,8 +48,28 @@ def test_at_a_large_epsilon_the_private_estimate_is_the_non_private_one(tmp_path
     assert abs(ate["estimate"] - peer.estimate) < 2 * max(ate["se"], peer.se)  # same data, nuisances differ a little
     assert ate["se"] == pytest.approx(peer.se, rel=0.25)
     assert {"aipw-ate", "aipw-att", "ipw-ate", "ipw-att"} <= set(report["estimates"])
-    assert report["privacy"] == {f"site{i}": pytest.approx({"epsilon": 1e4, "delta": 1e-6}) for i in range(4)}
+    stated = {"epsilon": 1e4, "delta": 1e-6, "rho": zcdp_rho(1e4, 1e-6)}
+    assert report["privacy"] == {f"site{i}": pytest.approx(stated, rel=1e-9) for i in range(4)}
+    assert all(p["epsilon"] <= 1e4 for p in report["privacy"].values())
     assert bool(report["per_party"]) is not secure  # with secure aggregation no party's own release is seen
+
+
+@pytest.mark.parametrize("secure", [True, False], ids=["secure aggregation", "per-party releases"])
+def test_each_party_is_charged_the_study_budget_as_two_zcdp_releases(tmp_path, secure):
+    epsilon, delta = 1.0, 1e-6
+    spec = _spec(epsilon, secure_aggregation=secure)
+    report = _run(tmp_path, spec)
+    for i in range(4):
+        ledger = PrivacyLedger.from_file(tmp_path / f"site{i}.sqlite")
+        assert ledger.spent() == pytest.approx((epsilon, delta), rel=1e-9)
+        charges = ledger.history()
+        assert [c.operation for c in charges] == ["dp_effects_statistics", "dp_effects_scores"]
+        assert all(c.rho is not None and c.partition is None and c.delta == delta / 2 for c in charges)
+        assert charges[0].rho == pytest.approx(spec.nuisance_share * zcdp_rho(epsilon, delta), rel=1e-12)
+        assert sum(c.rho for c in charges) == pytest.approx(zcdp_rho(epsilon, delta), rel=1e-12)
+        assert ledger.spent() == pytest.approx((zcdp_epsilon(sum(c.rho for c in charges), delta), delta), rel=1e-12)
+        stated = report["privacy"][f"site{i}"]  # the report states what the ledger charged
+        assert (stated["epsilon"], stated["delta"]) == pytest.approx(ledger.spent(), rel=1e-12)
 
 
 def test_secure_aggregation_lowers_the_noise_by_about_sqrt_three_with_four_parties(tmp_path):

@@ -11,6 +11,7 @@ from collabcausal.errors import BudgetExceededError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
@@ -22,7 +23,8 @@ N = 100
 FM = FeatureMap(((0.0, 1.0),), (0.0, 1.0), n_sites=4)
 NAMES = ["a", "b", "c", "d"]
 LENGTH = statistics_length(FM.dim)
-EPS = 1e4  # share sd ~1e-3 in value units: the sum is checked to 1e-1 (> 30 sd)
+EPS, DELTA = 1e4, 1e-6
+RHO = zcdp_rho(EPS, DELTA)  # share sd ~1e-3 in value units: the sum is checked to 1e-1 (> 30 sd)
 
 
 class DroppingGrid(InProcessGrid):
@@ -54,13 +56,18 @@ def _parties(tmp_path, epsilon=1e5) -> list[Party]:
 
 
 def _params(name: str) -> dict:
-    return {"study": "s", "epsilon": EPS, "delta": 1e-6, "columns": ["x"], "design": FM.to_spec(),
+    return {"study": "s", "rho": RHO, "delta": DELTA, "columns": ["x"], "design": FM.to_spec(),
             "site": NAMES.index(name), "n_folds": 1}
 
 
 def _run(grid, parties):
-    return secure_sum(grid, STATISTICS, [p.name for p in parties], _params, statistics_sensitivity(FM), EPS, 1e-6,
+    return secure_sum(grid, STATISTICS, [p.name for p in parties], _params, statistics_sensitivity(FM), RHO,
                       length=LENGTH, value_bound=N, study="s")
+
+
+def _spent(releases: int) -> tuple[float, float]:
+    """What ``releases`` charges of (RHO, DELTA) cost together (zCDP composition)."""
+    return (zcdp_epsilon(releases * RHO, releases * DELTA), releases * DELTA) if releases else (0.0, 0.0)
 
 
 def _exact(parties) -> np.ndarray:
@@ -82,14 +89,17 @@ def test_a_party_that_drops_out_restarts_the_round_without_it_and_the_others_are
     assert result.parties == ["a", "b", "d"] and result.attempts == 2
     assert np.abs(result.total - _exact([p for p in parties if p.name != "c"])).max() < 0.1
     for p in parties:  # the first attempt's uploads were charged (and stay masked); the second is charged again
-        assert p.ledger.spent()[0] == pytest.approx(EPS * (0 if p.name == "c" else 2))
+        assert p.ledger.spent() == pytest.approx(_spent(0 if p.name == "c" else 2))
+        assert [c.rho for c in p.ledger.history()] == [RHO] * (0 if p.name == "c" else 2)
 
 
 def test_a_dropout_at_the_keys_stage_costs_nothing(tmp_path):
     parties = _parties(tmp_path)
     result = _run(DroppingGrid(parties, {"b"}, "secagg_keys"), parties)
     assert result.attempts == 2 and "b" not in result.parties
-    assert [p.ledger.spent()[0] for p in parties] == pytest.approx([EPS, 0.0, EPS, EPS])
+    for p in parties:
+        assert p.ledger.spent() == pytest.approx(_spent(0 if p.name == "b" else 1))
+    assert _spent(1)[0] == pytest.approx(EPS)
 
 
 def test_rounds_stop_when_fewer_than_two_parties_are_left(tmp_path):

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from collabcausal.cli import main
+from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.simulations.datasets import make_dcqe_synthetic
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -228,15 +229,17 @@ def test_simulate_dp_effects_over_grpc_gives_the_in_process_numbers(tmp_path):
     """Secure aggregation in both: throwaway identities in process, the mutual-TLS certificates over gRPC.
 
     The DP noise is fresh in each run (OS entropy): estimates must agree within 8 sds of the difference of
-    their stated noise (two-sided tail 1e-15; the statistics' noise, at epsilon 5e3, moves the nuisances by
-    far less).
+    their stated noise (two-sided tail 1e-15; the statistics' noise, at half the study's zCDP rho, moves the
+    nuisances by far less). The two releases compose in zCDP to the study's (epsilon, delta) per party.
     """
     common = ["simulate", "dp_effects", "--dataset", "dcqe-synthetic", "--rows", "2", "--epsilon", "1e4",
               "--estimand", "att"]
     assert main([*common, "--out", str(tmp_path / "local")]) == 0
     assert main([*common, "--transport", "grpc", "--out", str(tmp_path / "grpc")]) == 0
     local, remote = _report(tmp_path / "local"), _report(tmp_path / "grpc")
-    assert local["privacy"] == remote["privacy"] == {p: {"epsilon": 1e4, "delta": 1e-6} for p in ("p11", "p21")}
+    stated = {"epsilon": 1e4, "delta": 1e-6, "rho": zcdp_rho(1e4, 1e-6)}
+    assert local["privacy"] == remote["privacy"] == {p: pytest.approx(stated, rel=1e-9) for p in ("p11", "p21")}
+    assert all(p["epsilon"] <= 1e4 for p in local["privacy"].values())
     assert set(local["estimates"]) == set(remote["estimates"]) == {"aipw-att"}  # the default estimator: AIPW
     a, b = local["estimates"]["aipw-att"], remote["estimates"]["aipw-att"]
     assert abs(a["estimate"] - b["estimate"]) < 8 * (a["noise_var"] + b["noise_var"]) ** 0.5

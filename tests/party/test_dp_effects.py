@@ -1,7 +1,7 @@
 """The party's dp_effects operations: validated before the charge, charged before computing, calibrated.
 
-False-failure rates: the noise checks use epsilon = 1e4, where the noise sd per entry is below
-1e-3 of the sensitivity; tolerances are 8 noise sds (two-sided tail 1e-15 per entry).
+False-failure rates: the noise checks use epsilon = 1e4 (as zCDP: rho = zcdp_rho(1e4, 1e-6)), where the
+noise sd per entry is below 1e-2 of the sensitivity; tolerances are 8 noise sds (two-sided tail 1e-15 per entry).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
-from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -26,6 +26,7 @@ from collabcausal.party.policy import PartyPolicy
 N = 200
 COLUMNS = ["a", "b"]
 FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2)
+RHO = zcdp_rho(1e4, 1e-6)
 
 
 def _party(tmp_path, *, epsilon: float = 1e5, treated: int | None = None, policy: bool = False) -> Party:
@@ -40,8 +41,9 @@ def _party(tmp_path, *, epsilon: float = 1e5, treated: int | None = None, policy
 
 
 def _request(op: str, eps: float = 1e4, **extra) -> Message:
-    params = {"study": "s", "epsilon": eps, "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
-              "n_folds": 1} | extra
+    """A request whose release costs ``eps`` alone at delta 1e-6 (its zCDP rho is ``zcdp_rho(eps, 1e-6)``)."""
+    params = {"study": "s", "rho": zcdp_rho(eps, 1e-6), "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(),
+              "site": 1, "n_folds": 1} | extra
     return Message(op, params)
 
 
@@ -52,12 +54,15 @@ SCORE_PARAMS = {"models": [MODEL.to_spec()], "estimators": ["aipw", "ipw"], "est
 def test_statistics_are_the_exact_ones_plus_calibrated_noise(tmp_path):
     party = _party(tmp_path)
     reply = party.handle(_request(STATISTICS))
-    sigma = analytic_gaussian_sigma(statistics_sensitivity(FM), 1e4, 1e-6)
+    sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO)
     assert reply.params["sigma"] == pytest.approx(sigma)
     exact = party_statistics(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
                              np.zeros(N, dtype=np.int64), 1)
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
+    assert party.ledger.spent() == (zcdp_epsilon(RHO, 1e-6), 1e-6)
     assert party.ledger.spent() == pytest.approx((1e4, 1e-6))
+    (charge,) = party.ledger.history()
+    assert charge.rho == RHO and reply.params["rho"] == RHO and reply.params["delta"] == 1e-6
 
 
 def test_scores_are_the_exact_scaled_sums_plus_calibrated_noise(tmp_path):
@@ -66,7 +71,7 @@ def test_scores_are_the_exact_scaled_sums_plus_calibrated_noise(tmp_path):
     parts = components(("aipw", "ipw"), ("ate", "att"), FM.outcome_width, 0.1)
     exact = scaled_sums(party_score_sums(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
                                          np.zeros(N, dtype=np.int64), [MODEL], parts, 0.1), parts)
-    sigma = analytic_gaussian_sigma(release_sensitivity(parts), 1e4, 1e-6)
+    sigma = gaussian_zcdp_sigma(release_sensitivity(parts), RHO)
     assert reply.params["sigma"] == pytest.approx(sigma)
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
 
@@ -79,7 +84,7 @@ def test_scores_with_noise_replicates_carry_their_clipped_difference_sums(tmp_pa
     parts = base + replicate_components(base, 2)
     exact = scaled_sums(party_score_sums(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
                                          np.zeros(N, dtype=np.int64), [MODEL], parts, 0.1, [[moved], [MODEL]]), parts)
-    sigma = analytic_gaussian_sigma(release_sensitivity(parts), 1e4, 1e-6)
+    sigma = gaussian_zcdp_sigma(release_sensitivity(parts), RHO)
     assert reply.params["sigma"] == pytest.approx(sigma) and len(reply.arrays["values"]) == len(parts)
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
     copy0 = [j for j, c in enumerate(parts) if c.copy == 0]
@@ -96,6 +101,10 @@ def test_scores_with_noise_replicates_carry_their_clipped_difference_sums(tmp_pa
     ({"site": 5}, InputError, "site"),
     ({"n_folds": 0}, InputError, "n_folds"),
     ({"delta": 0.5}, InputError, "delta"),
+    ({"delta": 0.0}, InputError, "delta"),
+    ({"rho": 0.0}, InputError, "rho"),
+    ({"rho": -0.5}, InputError, "rho"),
+    ({"rho": float("nan")}, InputError, "rho"),
     ({"columns": ["a", "zzz"]}, InputError, "zzz"),
     ({"replicates": "many"}, InputError, "replicates"),
     ({"replicates": [[]]}, InputError, "replicates"),
@@ -108,6 +117,16 @@ def test_a_malformed_request_is_refused_uncharged(tmp_path, change, error, match
     with pytest.raises(error, match=match):
         party.handle(_request(SCORES, **{k: v for k, v in params.items() if v is not None}))
     assert party.ledger.spent() == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("op", [STATISTICS, SCORES])
+def test_a_request_stating_epsilon_instead_of_rho_is_refused_uncharged(tmp_path, op):
+    party = _party(tmp_path)
+    request = _request(op, **SCORE_PARAMS)
+    old = {k: v for k, v in request.params.items() if k != "rho"} | {"epsilon": 1.0}
+    with pytest.raises(InputError, match="has no rho"):
+        party.handle(Message(op, old))
+    assert party.ledger.spent() == (0.0, 0.0) and party.ledger.history() == []
 
 
 def test_an_arm_below_min_subjects_is_refused_uncharged(tmp_path):
@@ -133,7 +152,7 @@ def test_over_budget_is_refused_uncharged_and_a_policy_must_list_the_operation(t
 def test_the_charge_comes_before_the_table_is_read(tmp_path, monkeypatch):
     party = _party(tmp_path)
     seen = []
-    original = party.ledger.charge
+    original = party.ledger.charge_zcdp
 
     def spy(*args, **kwargs):
         seen.append("charge")
@@ -142,7 +161,7 @@ def test_the_charge_comes_before_the_table_is_read(tmp_path, monkeypatch):
     import collabcausal.party.dp_effects as module
 
     real = module.party_statistics
-    monkeypatch.setattr(party.ledger, "charge", spy)
+    monkeypatch.setattr(party.ledger, "charge_zcdp", spy)
     monkeypatch.setattr(module, "party_statistics", lambda *a, **k: seen.append("compute") or real(*a, **k))
     party.handle(_request(STATISTICS))
     assert seen == ["charge", "compute"]
@@ -160,5 +179,5 @@ def test_cross_fitting_folds_are_fixed_across_requests(tmp_path):
     party = _party(tmp_path)
     first = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
     second = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
-    sigma = analytic_gaussian_sigma(statistics_sensitivity(FM), 1e4, 1e-6)
+    sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO)
     assert first.shape == (3, second.shape[1]) and np.abs(first - second).max() < 12 * sigma

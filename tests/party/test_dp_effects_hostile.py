@@ -22,7 +22,7 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
-from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -32,6 +32,7 @@ N = 60
 COLUMNS = ["a", "b"]
 FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2)
 EPS, DELTA = 1.0, 1e-6
+RHO = zcdp_rho(EPS, DELTA)
 MODEL = NuisanceModel(np.array([0.0, 0.1, 0.2, -0.3]), (np.array([0.0, 0.1, 0.0, 0.1]), np.array([0.1, 0.1, 0, 0])))
 OTHER = NuisanceModel(np.array([0.0, -0.1, 0.4, 0.3]), (np.zeros(4), np.full(4, 0.1)))
 SCORE_PARAMS = {"models": [MODEL.to_spec()], "estimators": ["aipw", "ipw"], "estimands": ["ate", "att"], "trim": 0.1}
@@ -49,7 +50,7 @@ def _party(tmp_path, frame=None, columns=COLUMNS, name: str = "l") -> Party:
 
 
 def _request(op: str, **change) -> Message:
-    params = {"study": "s", "epsilon": EPS, "delta": DELTA, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
+    params = {"study": "s", "rho": RHO, "delta": DELTA, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
               "n_folds": 1} | (SCORE_PARAMS if op == SCORES else {}) | change
     return Message(op, {k: v for k, v in params.items() if v is not None})
 
@@ -84,9 +85,11 @@ def test_a_changed_or_replayed_request_after_the_releases_is_charged_again(tmp_p
     spent = party.ledger.spent()
     op, change = AFTER_RELEASE_1[case]
     reply = party.handle(_request(op, **change))
-    assert _charges(party) == 3
-    assert party.ledger.spent() == pytest.approx((spent[0] + EPS, spent[1] + DELTA))
-    assert reply.params["sigma"] == pytest.approx(analytic_gaussian_sigma(reply.params["sensitivity"], EPS, DELTA))
+    assert _charges(party) == 3 and party.ledger.history()[-1].rho == RHO
+    assert spent == pytest.approx((zcdp_epsilon(2 * RHO, 2 * DELTA), 2 * DELTA))
+    assert party.ledger.spent() == pytest.approx((zcdp_epsilon(3 * RHO, 3 * DELTA), spent[1] + DELTA))
+    assert party.ledger.spent()[0] > spent[0]
+    assert reply.params["sigma"] == pytest.approx(gaussian_zcdp_sigma(reply.params["sensitivity"], RHO))
 
 
 def test_a_replay_gets_fresh_noise_and_a_new_charge(tmp_path):
@@ -116,7 +119,7 @@ def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_pat
     planted = {"sensitivity": 1e-9, "sigma": 1e-9, "noise_sd": 1e-9}
     stats = party.handle(_request(STATISTICS, design=design, **planted))
     assert stats.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))
-    assert stats.params["sigma"] == pytest.approx(analytic_gaussian_sigma(statistics_sensitivity(FM), EPS, DELTA))
+    assert stats.params["sigma"] == pytest.approx(gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO))
     scores = party.handle(_request(SCORES, design=design, **planted))
     parts = components(["aipw", "ipw"], ["ate", "att"], 5.0, 0.1)
     assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))

@@ -1,6 +1,7 @@
 """The party side of secure aggregation: round keys, checks before the charge, masked calibrated releases.
 
-The noise check uses epsilon = 1e4 per release (share sd below 1e-2 in value units); its tolerance is
+The noise check uses epsilon = 1e4 per release (the zCDP rho = zcdp_rho(1e4, 1e-6); share sd below 1e-2 in
+value units); its tolerance is
 8 sds of the summed noise (two-sided tail 1e-15 per entry).
 """
 
@@ -16,6 +17,7 @@ from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -28,6 +30,7 @@ N = 120
 COLUMNS = ["a", "b"]
 FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=3)
 NAMES = ["h1", "h2", "h3"]
+RHO = zcdp_rho(1e4, 1e-6)
 
 
 def _parties(tmp_path, names=NAMES, study="s") -> list[Party]:
@@ -46,8 +49,8 @@ def _keys(parties, round_id="r1", study="s") -> list[dict]:
     return [p.handle(Message(KEYS, {"study": study, "round": round_id})).params["advertisement"] for p in parties]
 
 
-def _masked_request(site: int, advertisements, round_id="r1", eps=1e4) -> Message:
-    return Message(STATISTICS, {"study": "s", "epsilon": eps, "delta": 1e-6, "columns": COLUMNS,
+def _masked_request(site: int, advertisements, round_id="r1") -> Message:
+    return Message(STATISTICS, {"study": "s", "rho": RHO, "delta": 1e-6, "columns": COLUMNS,
                                 "design": FM.to_spec(), "site": site, "n_folds": 1,
                                 "secagg": {"round": round_id, "advertisements": advertisements}})
 
@@ -57,7 +60,7 @@ def test_the_sum_of_masked_uploads_is_the_sum_of_the_statistics_plus_the_calibra
     ads = _keys(parties)
     uploads = {p.name: p.handle(_masked_request(i, ads)) for i, p in enumerate(parties)}
     length = statistics_length(FM.dim)
-    sigma = share_sigma(integer_sensitivity(statistics_sensitivity(FM), length, SCALE_BITS), 1e4, 1e-6, 2, length)
+    sigma = share_sigma(integer_sensitivity(statistics_sensitivity(FM), length, SCALE_BITS), RHO, 2, length)
     for reply in uploads.values():  # the party calibrates to the verified roster: n_honest = 3 - 1
         assert reply.params["sigma_share"] == pytest.approx(sigma)
         assert (reply.params["n_parties"], reply.params["n_honest"]) == (3, 2)
@@ -68,7 +71,8 @@ def test_the_sum_of_masked_uploads_is_the_sum_of_the_statistics_plus_the_calibra
     sd = sigma * math.sqrt(3) / 2.0**SCALE_BITS
     assert np.abs(total - exact).max() < 8 * sd + 1e-6
     for p in parties:
-        assert p.ledger.spent() == pytest.approx((1e4, 1e-6))
+        assert p.ledger.spent() == (zcdp_epsilon(RHO, 1e-6), 1e-6)
+        assert [c.rho for c in p.ledger.history()] == [RHO]
 
 
 def test_the_coordinator_cannot_unmask_a_subset_of_the_uploads(tmp_path):
@@ -132,7 +136,7 @@ def test_a_round_key_masks_one_release_and_is_made_once(tmp_path):
         parties[0].handle(_masked_request(0, ads))  # a second vector under the same masks: the difference leaks
     with pytest.raises(PolicyError, match="already made a key"):
         parties[0].handle(Message(KEYS, {"study": "s", "round": "r1"}))
-    assert parties[0].ledger.spent() == pytest.approx((1e4, 1e-6))
+    assert parties[0].ledger.spent() == pytest.approx((1e4, 1e-6)) and len(parties[0].ledger.history()) == 1
 
 
 def test_more_advertised_parties_lower_the_share_only_as_far_as_verified_signatures_go(tmp_path):
