@@ -91,6 +91,9 @@ class EffectsRequest:
 def parse_request(party: Party, request: Message) -> EffectsRequest:
     """Check the shared parameters of a ``dp_effects`` request against the party's table; no data read."""
     p, op = request.params, request.operation
+    if "rho" not in p and "epsilon" in p:
+        raise InputError(f"{op} request states an epsilon; dp_effects releases are charged in zCDP",
+                         "send rho = zcdp_rho(epsilon, delta) shares (a coordinator of this version does)")
     for key in ("rho", "delta", "columns", "design", "site", "n_folds"):
         if key not in p:
             raise InputError(f"{op} request has no {key}", "send a complete dp_effects request (docs/protocol.md)")

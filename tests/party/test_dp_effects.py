@@ -124,7 +124,7 @@ def test_a_request_stating_epsilon_instead_of_rho_is_refused_uncharged(tmp_path,
     party = _party(tmp_path)
     request = _request(op, **SCORE_PARAMS)
     old = {k: v for k, v in request.params.items() if k != "rho"} | {"epsilon": 1.0}
-    with pytest.raises(InputError, match="has no rho"):
+    with pytest.raises(InputError, match="states an epsilon; dp_effects releases are charged in zCDP"):
         party.handle(Message(op, old))
     assert party.ledger.spent() == (0.0, 0.0) and party.ledger.history() == []
 
