@@ -150,7 +150,7 @@ def psm(
     influence -= influence.mean()
     se, se_kind = None, "not computed"
     if compute_se:
-        var = _abadie_imbens_variance(y, t, e, k_sum, k_sq, diff, estimate, estimand)
+        var = _abadie_imbens_variance(ties.within_arm_variance(), t, k_sum, k_sq, diff, estimate, estimand)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
@@ -193,7 +193,8 @@ class TiedMatches:
     subjects in the other arm are the whole run(s) of that arm at the smallest distance (two runs
     when it lies exactly midway), located by binary search of its (already sorted) arm in the
     other arm's run values: one O(n log n) sort, then O(n log n) searches that run through memory
-    in order, for both arms at once.
+    in order, for both arms at once. The same runs give every subject's nearest subjects in its own
+    arm (:meth:`within_arm_variance`).
 
     Parameters
     ----------
@@ -247,6 +248,19 @@ class TiedMatches:
             w1[self._by_score[w]], w2[self._by_score[w]] = matches.pool_weights(kept[self._by_score[1 - w]])
         return w1, w2
 
+    def within_arm_variance(self) -> NDArray[np.float64]:
+        """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on the score.
+
+        Abadie & Imbens (2006), J = 1, with ties averaged so the result does not depend on row
+        order: subjects sharing k's score are its nearest (distance 0); otherwise the nearest
+        run(s) of equal scores on either side. NaN for a subject alone in its arm.
+        """
+        out = np.full(self.count.size, np.nan)
+        for w, matches in enumerate(self._pool):
+            if self._by_score[w].size >= 2:
+                out[self._by_score[w]] = matches.within_pool_variance()
+        return out
+
 
 class _RunMatches:
     """Sorted queries' tied nearest subjects among sorted pool scores, per run of equal pool scores.
@@ -280,6 +294,8 @@ class _RunMatches:
         run_size[1:-1] = np.diff(np.r_[starts, pool_scores.size])
         run_sum = np.zeros(runs)
         run_sum[1:-1] = np.add.reduceat(pool_outcomes, starts)
+        self._starts, self._values, self._run_size, self._run_sum = starts, values, run_size, run_sum
+        self._pool_outcomes = pool_outcomes
         self._right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
         self._left = self._right - 1
         d_left = query_scores - values[self._left]
@@ -302,6 +318,26 @@ class _RunMatches:
             w2 += np.bincount(run, inv_sq * use, minlength=runs)
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
         return w1[run_of], w2[run_of]
+
+    def within_pool_variance(self) -> NDArray[np.float64]:
+        """Per pool subject (sorted), :meth:`TiedMatches.within_arm_variance` among the pool; needs 2 or more."""
+        ys = self._pool_outcomes
+        run = np.cumsum(self._new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
+        size = self._run_size.astype(np.float64)
+        s1, s2 = self._run_sum, np.zeros(size.size)
+        s2[1:-1] = np.add.reduceat(ys * ys, self._starts)
+        # default: the other members of k's own run (sum over j != k of (y_k - y_j)^2 has no j = k term)
+        n_other, sum1, sum2 = size[run] - 1.0, s1[run] - ys, s2[run] - ys * ys
+        alone = n_other == 0
+        r = run[alone]
+        d_left = self._values[r] - self._values[r - 1]  # infinite towards a sentinel
+        d_right = self._values[r + 1] - self._values[r]
+        use_l, use_r = d_left <= d_right, d_right <= d_left
+        n_other[alone] = size[r - 1] * use_l + size[r + 1] * use_r
+        sum1[alone] = s1[r - 1] * use_l + s1[r + 1] * use_r
+        sum2[alone] = s2[r - 1] * use_l + s2[r + 1] * use_r
+        mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
+        return 0.5 * mean_sq
 
 
 def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
@@ -337,9 +373,8 @@ def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp
 
 
 def _abadie_imbens_variance(
-    y: NDArray[np.float64],
+    sigma2: NDArray[np.float64],
     t: NDArray[np.int8],
-    e: NDArray[np.float64],
     k_sum: NDArray[np.float64],
     k_sq: NDArray[np.float64],
     diff: NDArray[np.float64],
@@ -350,7 +385,7 @@ def _abadie_imbens_variance(
 
     With ``K_k = sum_q w_qk`` the total weight of subject k as a match (``w_qk = 1 / M_q`` over the
     ``M_q`` tied matches of query q), ``Q_k = sum_q w_qk^2``, and sigma^2_k its conditional outcome
-    variance (estimated by :func:`_within_arm_variance`), over the N kept query subjects::
+    variance (estimated by :meth:`TiedMatches.within_arm_variance`), over the N kept query subjects::
 
         ATE: V = (1/N^2) [sum (Y^_k(1) - Y^_k(0) - ATE)^2 + sum_k (K_k^2 + 2 K_k - Q_k) sigma^2_k]
         ATT: V = (1/N1^2) [sum_{T=1} (Y_k - Y^_k(0) - ATT)^2 + sum_{T=0} (K_k^2 - Q_k) sigma^2_k]
@@ -362,46 +397,9 @@ def _abadie_imbens_variance(
     """
     extra = k_sum**2 + 2.0 * k_sum - k_sq if estimand == "ate" else np.where(t == 0, k_sum**2 - k_sq, 0.0)
     involved = extra > 1e-12
-    sigma2 = _within_arm_variance(y, t, e)
     if np.isnan(sigma2[involved]).any():
         return None
     return float((np.sum((diff - estimate) ** 2) + extra[involved] @ sigma2[involved]) / diff.size**2)
-
-
-def _within_arm_variance(y: NDArray[np.float64], t: NDArray[np.int8], e: NDArray[np.float64]) -> NDArray[np.float64]:
-    """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on e.
-
-    Abadie & Imbens (2006), J = 1, with ties averaged so the result does not depend on row order:
-    subjects sharing k's score are its nearest (distance 0); otherwise the nearest run(s) of equal
-    scores on either side. NaN for a subject alone in its arm.
-    """
-    out = np.full(t.size, np.nan)
-    for arm in (0, 1):
-        idx = np.flatnonzero(t == arm)
-        if idx.size < 2:
-            continue
-        order = np.argsort(e[idx], kind="stable")
-        s, ys = e[idx][order], y[idx][order]
-        new_run = np.r_[True, s[1:] != s[:-1]]
-        starts = np.flatnonzero(new_run)
-        run = np.cumsum(new_run) - 1
-        size = np.diff(np.r_[starts, s.size]).astype(np.float64)
-        s1, s2 = np.add.reduceat(ys, starts), np.add.reduceat(ys * ys, starts)
-        values = s[starts]
-        # default: the other members of k's own run (sum over j != k of (y_k - y_j)^2 has no j = k term)
-        n_other, sum1, sum2 = size[run] - 1.0, s1[run] - ys, s2[run] - ys * ys
-        alone = n_other == 0
-        r = run[alone]
-        d_left = np.where(r > 0, values[r] - values[np.maximum(r - 1, 0)], np.inf)
-        d_right = np.where(r < values.size - 1, values[np.minimum(r + 1, values.size - 1)] - values[r], np.inf)
-        use_l, use_r = d_left <= d_right, d_right <= d_left
-        rl, rr = np.maximum(r - 1, 0), np.minimum(r + 1, values.size - 1)
-        n_other[alone] = size[rl] * use_l + size[rr] * use_r
-        sum1[alone] = s1[rl] * use_l + s1[rr] * use_r
-        sum2[alone] = s2[rl] * use_l + s2[rr] * use_r
-        mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
-        out[idx[order]] = 0.5 * mean_sq
-    return out
 
 
 COVARIANCE_NEIGHBOURS = 2  # L of the Abadie-Imbens (2016) covariance estimates (Stata's default nn(2))
