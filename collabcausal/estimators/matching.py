@@ -154,7 +154,7 @@ def psm(
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, ties.order)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, ties)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
@@ -206,6 +206,8 @@ class TiedMatches:
     ----------
     order : ndarray of int, shape (n,)
         The stable argsort of ``scores`` (ties by index), for callers that need the sample sorted too.
+    by_score : list of two ndarrays of int
+        The control and the treated subjects (indices into the sample), by score, ties by index.
     mean_outcome, distance : ndarray of shape (n,)
         Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
         distance to it.
@@ -220,15 +222,15 @@ class TiedMatches:
         treated_sorted = t[order] == 1
         # positions in the sorted sample of each arm: its subjects by score (ties by index)
         positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
-        self._by_score = [order[p] for p in positions]  # as indices into the sample
+        self.by_score = [order[p] for p in positions]  # as indices into the sample
         sorted_scores = [s[p] for p in positions]
         self.mean_outcome = np.empty(n)
         self.distance = np.empty(n)
         self.count = np.empty(n, dtype=np.intp)
         self._pool = []
         for w in (0, 1):
-            query, pool = self._by_score[1 - w], sorted_scores[w]
-            matches = _RunMatches(pool, outcomes[self._by_score[w]], sorted_scores[1 - w])
+            query, pool = self.by_score[1 - w], sorted_scores[w]
+            matches = _RunMatches(pool, outcomes[self.by_score[w]], sorted_scores[1 - w])
             self.mean_outcome[query], self.distance[query], self.count[query] = (
                 matches.mean_outcome,
                 matches.distance,
@@ -245,7 +247,7 @@ class TiedMatches:
         w1 = np.empty(kept.size)
         w2 = np.empty(kept.size)
         for w, matches in enumerate(self._pool):
-            w1[self._by_score[w]], w2[self._by_score[w]] = matches.pool_weights(kept[self._by_score[1 - w]])
+            w1[self.by_score[w]], w2[self.by_score[w]] = matches.pool_weights(kept[self.by_score[1 - w]])
         return w1, w2
 
     def within_arm_variance(self) -> NDArray[np.float64]:
@@ -257,8 +259,8 @@ class TiedMatches:
         """
         out = np.full(self.count.size, np.nan)
         for w, matches in enumerate(self._pool):
-            if self._by_score[w].size >= 2:
-                out[self._by_score[w]] = matches.within_pool_variance()
+            if self.by_score[w].size >= 2:
+                out[self.by_score[w]] = matches.within_pool_variance()
         return out
 
 
@@ -413,7 +415,7 @@ def _estimated_propensity_adjustment(
     estimate: float,
     estimand: str,
     imputed: NDArray[np.float64],
-    order: NDArray[np.intp],
+    ties: TiedMatches,
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
 
@@ -430,9 +432,9 @@ def _estimated_propensity_adjustment(
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
     matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``imputed`` is every
     subject's mean matched outcome in the other arm (:class:`TiedMatches`): for the ATT every
-    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too. ``order`` is an argsort
-    of ``e`` (the matching's own, :attr:`TiedMatches.order`: the neighbourhoods do not depend on
-    the order among equal scores).
+    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too. ``ties`` is the
+    matching on ``e``, whose sorted sample and arms the neighbourhoods are read off (they do not
+    depend on the order among equal scores).
     """
     n = t.size
     D = logistic.design
@@ -444,13 +446,14 @@ def _estimated_propensity_adjustment(
     # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
-    for w in (0, 1):
+    s = e[ties.order]  # the queries: every subject, by score
+    f_s = s * (1.0 - s)
+    for w, pool in enumerate(ties.by_score):
         if estimand == "ate":
-            g = f / e if w == 1 else f / (1.0 - e)
+            g = f_s / s if w == 1 else f_s / (1.0 - s)
         else:
-            g = f if w == 1 else f * e / (1.0 - e)
-        arm = np.flatnonzero(t == w)
-        pooled[arm] = _pooled_covariance_weights(e, y, t, w, arm, order, g)
+            g = f_s if w == 1 else f_s * s / (1.0 - s)
+        pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], s, g)
     c = pooled @ D / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
@@ -461,25 +464,21 @@ def _estimated_propensity_adjustment(
 
 
 def _pooled_covariance_weights(
-    e: NDArray[np.float64],
-    y: NDArray[np.float64],
-    t: NDArray[np.int8],
-    w: int,
-    arm: NDArray[np.intp],
-    order: NDArray[np.intp],
+    pool_scores: NDArray[np.float64],
+    pool_outcomes: NDArray[np.float64],
+    query_scores: NDArray[np.float64],
     g: NDArray[np.float64],
 ) -> NDArray[np.float64]:
-    """``y_j a_j - b_j`` for the subjects j of arm ``w`` (:func:`_estimated_propensity_adjustment`).
+    """``y_j a_j - b_j`` for the subjects j of one arm (:func:`_estimated_propensity_adjustment`).
 
-    ``order`` is an argsort of ``e`` and ``g`` the per-query weights; the arm's neighbourhoods are
-    released on return.
+    ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's, ``query_scores`` every subject's
+    (sorted) and ``g`` the per-query weights in that order; the arm's neighbourhoods are released
+    on return.
     """
-    rank = np.empty(t.size, dtype=np.intp)  # each subject's position within the arm
-    rank[arm] = np.arange(arm.size)
-    near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS, pool_order=rank[order[t[order] == w]], query_order=order)
+    near = NearestRuns(pool_scores, query_scores, COVARIANCE_NEIGHBOURS)
     a = g / (near.count - 1.0)
-    b = a * near.sums(y[arm]) / near.count
-    return y[arm] * near.spread(a) - near.spread(b)
+    b = a * near.sums(pool_outcomes) / near.count
+    return pool_outcomes * near.spread(a) - near.spread(b)
 
 
 class NearestRuns:
@@ -493,11 +492,10 @@ class NearestRuns:
 
     Parameters
     ----------
-    pool_scores : ndarray of shape (n_pool,)
-    query_scores : ndarray of shape (n_query,)
+    pool_scores : ndarray of shape (n_pool,), sorted
+    query_scores : ndarray of shape (n_query,), sorted (the binary searches and gathers then run
+        through memory in order)
     size : int
-    pool_order, query_order : ndarray of int, optional
-        Argsorts of the scores (any order among equal scores), when the caller has them.
 
     Attributes
     ----------
@@ -507,37 +505,20 @@ class NearestRuns:
         Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
 
-    def __init__(
-        self,
-        pool_scores: NDArray[np.float64],
-        query_scores: NDArray[np.float64],
-        size: int,
-        *,
-        pool_order: NDArray[np.intp] | None = None,
-        query_order: NDArray[np.intp] | None = None,
-    ) -> None:
-        order = np.argsort(pool_scores) if pool_order is None else pool_order
-        s = pool_scores[order]
-        new_run = np.r_[True, s[1:] != s[:-1]]
+    def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
+        new_run = np.r_[True, pool_scores[1:] != pool_scores[:-1]]
         starts = np.flatnonzero(new_run)
-        values = s[starts]
-        self._run_of = np.empty(s.size, dtype=np.intp)
-        self._run_of[order] = np.cumsum(new_run) - 1
+        values = pool_scores[starts]
+        self._run_of = np.cumsum(new_run) - 1
         self._runs = values.size
-        run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
-        # Queries in sorted order (any order of equal scores: they get equal neighbourhoods), so the
-        # binary searches and gathers run through memory in order, and block by block of queries.
-        q_order = np.argsort(query_scores) if query_order is None else query_order
-        self.lo, self.hi = np.empty(q_order.size, dtype=np.intp), np.empty(q_order.size, dtype=np.intp)
-        self.count = np.empty(q_order.size)
-        for rows in row_blocks(q_order.size):
-            queries = q_order[rows]
-            self.lo[queries], self.hi[queries], self.count[queries] = _expand_runs(
-                values, run_count, query_scores[queries], size
-            )
+        run_count = np.diff(np.r_[starts, pool_scores.size]).astype(np.float64)
+        self.lo, self.hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
+        self.count = np.empty(query_scores.size)
+        for rows in row_blocks(query_scores.size):
+            self.lo[rows], self.hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per query, the sum of ``pool_values`` (one per pool subject) over its neighbourhood."""
+        """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
         run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
         out = np.zeros(self.lo.size)
         for offset in range(int(np.max(self.hi - self.lo, initial=0))):
@@ -546,7 +527,7 @@ class NearestRuns:
         return out
 
     def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per pool subject, the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
+        """Per pool subject (sorted), the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
         per_run = np.zeros(self._runs)
         for offset in range(int(np.max(self.hi - self.lo, initial=0))):
             inside = self.lo + offset < self.hi
