@@ -500,7 +500,8 @@ class NearestRuns:
     Attributes
     ----------
     lo, hi : ndarray of int, shape (n_query,)
-        The query's neighbourhood is the sorted runs ``lo .. hi - 1``.
+        The query's neighbourhood is the sorted runs ``lo .. hi - 1``, numbered from 1 (runs 0 and
+        ``R + 1`` are empty sentinels at -inf and +inf around the R runs).
     count : ndarray of shape (n_query,)
         Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
@@ -508,31 +509,35 @@ class NearestRuns:
     def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
         new_run = np.r_[True, pool_scores[1:] != pool_scores[:-1]]
         starts = np.flatnonzero(new_run)
-        values = pool_scores[starts]
-        self._run_of = np.cumsum(new_run) - 1
-        self._runs = values.size
-        run_count = np.diff(np.r_[starts, pool_scores.size]).astype(np.float64)
+        self._run_of = np.cumsum(new_run)
+        self._runs = starts.size + 2
+        values = np.r_[-np.inf, pool_scores[starts], np.inf]
+        run_count = np.r_[0.0, np.diff(np.r_[starts, pool_scores.size]), 0.0]
         self.lo, self.hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
         self.count = np.empty(query_scores.size)
         for rows in row_blocks(query_scores.size):
             self.lo[rows], self.hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
+        self._width = int(np.max(self.hi - self.lo, initial=0))
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
         run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
-        out = np.zeros(self.lo.size)
-        for offset in range(int(np.max(self.hi - self.lo, initial=0))):
-            inside = self.lo + offset < self.hi
-            out[inside] += run_sum[self.lo[inside] + offset]
+        out = run_sum[self.lo]  # every neighbourhood holds a run
+        for offset in range(1, self._width):
+            out += run_sum[self._run_at(offset)]
         return out
 
     def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per pool subject (sorted), the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
-        per_run = np.zeros(self._runs)
-        for offset in range(int(np.max(self.hi - self.lo, initial=0))):
-            inside = self.lo + offset < self.hi
-            per_run += np.bincount(self.lo[inside] + offset, weights=query_weights[inside], minlength=self._runs)
+        per_run = np.bincount(self.lo, weights=query_weights, minlength=self._runs)
+        for offset in range(1, self._width):
+            per_run += np.bincount(self._run_at(offset), weights=query_weights, minlength=self._runs)
         return per_run[self._run_of]
+
+    def _run_at(self, offset: int) -> NDArray[np.intp]:
+        """Per query, the run ``lo + offset`` of its neighbourhood, or the empty run 0 past its end."""
+        run = self.lo + offset
+        return np.where(run < self.hi, run, 0)
 
 
 def _expand_runs(
@@ -540,23 +545,22 @@ def _expand_runs(
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
     """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
 
-    Returns (lo, hi, count): each query's neighbourhood is the runs ``lo .. hi - 1``.
+    ``values`` starts with -inf and ends with +inf, two empty runs that are never taken. Returns
+    (lo, hi, count): each query's neighbourhood is the runs ``lo .. hi - 1``.
     """
-    runs = values.size
-    right = np.searchsorted(values, q, side="left")
+    last = values.size - 1
+    right = np.searchsorted(values, q, side="left")  # values[right - 1] < q <= values[right]
     left = right - 1
     count = np.zeros(q.size)
     active = np.arange(q.size)
     while active.size:
         qa, lq, rq = q[active], left[active], right[active]
-        d_left = np.where(lq >= 0, qa - values[np.maximum(lq, 0)], np.inf)
-        d_right = np.where(rq < runs, values[np.minimum(rq, runs - 1)] - qa, np.inf)
+        d_left, d_right = qa - values[lq], values[rq] - qa  # infinite at a sentinel
         take_left = (d_left <= d_right) & np.isfinite(d_left)
         take_right = (d_right <= d_left) & np.isfinite(d_right)
-        count[active[take_left]] += run_count[lq[take_left]]
-        count[active[take_right]] += run_count[rq[take_right]]
+        count[active] += run_count[lq] * take_left + run_count[rq] * take_right
         left[active] = lq - take_left
         right[active] = rq + take_right
-        more = (count[active] < size) & ((left[active] >= 0) | (right[active] < runs))
+        more = (count[active] < size) & ((left[active] > 0) | (right[active] < last))
         active = active[more]
     return left + 1, right, count
