@@ -118,11 +118,10 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol)
         gamma = theta[first:]
         b0 = theta[0] if self.fit_intercept else 0.0
-        eta = D @ theta
         # Complete separation: the MLE does not exist and every subject is fitted to its own arm.
         # Extreme propensities of a few subjects alone are legitimate (e.g. LaLonde's PSID
         # controls with high earnings reach 1e-27) and are left to clipping and diagnostics.
-        if self.penalty == 0.0 and np.all(np.abs(expit(eta) - t) < _SEPARATION_TOL):
+        if self.penalty == 0.0 and _fitted_to_own_arm(D, theta, t):
             raise NumericalError(
                 "the treatment is completely separated by the covariates: every subject gets a fitted "
                 "propensity of 0 or 1 and the maximum-likelihood estimate does not exist",
@@ -260,6 +259,15 @@ def _newton(
         f"the logistic regression did not converge in {max_iter} Newton iterations",
         "drop covariates that separate the arms (or, in Python, allow more iterations or a penalty)",
     )
+
+
+def _fitted_to_own_arm(D: NDArray[np.float64], theta: NDArray[np.float64], t: NDArray[np.float64]) -> bool:
+    """Whether every subject's fitted propensity ``expit(D theta)`` is within ``_SEPARATION_TOL`` of its arm.
+
+    Block by block of rows, stopping at the first block with a subject that is not (the usual
+    case, so a fit that is not separated pays for one block only).
+    """
+    return all(np.all(np.abs(expit(D[rows] @ theta) - t[rows]) < _SEPARATION_TOL) for rows in row_blocks(t.size))
 
 
 def _softplus(eta: NDArray[np.float64]) -> NDArray[np.float64]:
