@@ -545,22 +545,22 @@ def _expand_runs(
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
     """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
 
-    ``values`` starts with -inf and ends with +inf, two empty runs that are never taken. Returns
-    (lo, hi, count): each query's neighbourhood is the runs ``lo .. hi - 1``.
+    ``values`` starts with -inf and ends with +inf, two empty runs that are never taken (a query
+    stops growing once both its next runs are sentinels). Returns (lo, hi, count): each query's
+    neighbourhood is the runs ``lo .. hi - 1``. Each pass adds a subject or more to every query still
+    growing, so there are at most ``size`` passes, over the whole block.
     """
     last = values.size - 1
     right = np.searchsorted(values, q, side="left")  # values[right - 1] < q <= values[right]
     left = right - 1
     count = np.zeros(q.size)
-    active = np.arange(q.size)
-    while active.size:
-        qa, lq, rq = q[active], left[active], right[active]
-        d_left, d_right = qa - values[lq], values[rq] - qa  # infinite at a sentinel
-        take_left = (d_left <= d_right) & np.isfinite(d_left)
-        take_right = (d_right <= d_left) & np.isfinite(d_right)
-        count[active] += run_count[lq] * take_left + run_count[rq] * take_right
-        left[active] = lq - take_left
-        right[active] = rq + take_right
-        more = (count[active] < size) & ((left[active] > 0) | (right[active] < last))
-        active = active[more]
+    growing = np.ones(q.size, dtype=bool)
+    while growing.any():
+        d_left, d_right = q - values[left], values[right] - q  # infinite at a sentinel
+        take_left = growing & (d_left <= d_right)
+        take_right = growing & (d_right <= d_left)
+        count += run_count[left] * take_left + run_count[right] * take_right
+        left -= take_left
+        right += take_right
+        growing &= (count < size) & ((left > 0) | (right < last))
     return left + 1, right, count
