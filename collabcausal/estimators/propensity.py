@@ -18,7 +18,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import centred_gram, row_blocks, weighted_gram
+from collabcausal.estimators.blocks import centred_gram, column_means, row_blocks, weighted_gram
 from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
@@ -103,7 +103,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         X = check_features(self, X, reset=True)
         self.classes_, t = check_binary_labels(y, "y", n=X.shape[0])
         n, m = X.shape
-        center = X.mean(axis=0) if self.fit_intercept else np.zeros(m)
+        center = column_means(X) if self.fit_intercept else np.zeros(m)
         gram = centred_gram(X, center)
         scale = np.sqrt(np.diag(gram) / n)
         scale[scale == 0.0] = 1.0

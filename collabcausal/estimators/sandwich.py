@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import weighted_gram
+from collabcausal.estimators.blocks import column_means, weighted_gram
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
@@ -41,7 +41,7 @@ def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
     design = np.empty((n, m + 1))
     design[:, 0] = 1.0
     body = design[:, 1:]
-    np.subtract(X, X.mean(axis=0), out=body)
+    np.subtract(X, column_means(X), out=body)
     scale = np.sqrt(np.einsum("ij,ij->j", body, body) / n)
     scale[scale == 0.0] = 1.0
     body /= scale
