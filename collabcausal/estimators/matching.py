@@ -139,8 +139,9 @@ def psm(
         )
     k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
     imputed = ties.mean_outcome
+    effect = np.where(t == 1, y - imputed, imputed - y)  # Y^(1) - Y^(0) per subject
     q = np.flatnonzero(kept)
-    diff = np.where(t[q] == 1, y[q] - imputed[q], imputed[q] - y[q])  # Y^(1) - Y^(0) per query
+    diff = effect[q]
     weights = k_sum.copy()
     weights[q] += 1.0
     estimate = float(diff.mean())
@@ -154,7 +155,7 @@ def psm(
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, ties)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, effect, ties)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
@@ -414,7 +415,7 @@ def _estimated_propensity_adjustment(
     e: NDArray[np.float64],
     estimate: float,
     estimand: str,
-    imputed: NDArray[np.float64],
+    effect: NDArray[np.float64],
     ties: TiedMatches,
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
@@ -430,9 +431,9 @@ def _estimated_propensity_adjustment(
     so this returns ``c' I^{-1} c`` (ATE) or ``c' I^{-1} c - d' I^{-1} d`` (ATT). ``cov_w,k`` is
     the sample covariance of (x, Y) over the ``L = 2`` subjects of arm w nearest to k on e
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
-    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``imputed`` is every
-    subject's mean matched outcome in the other arm (:class:`TiedMatches`): for the ATT every
-    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too. ``ties`` is the
+    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``effect`` is every
+    subject's own ``Y^_k(1) - Y^_k(0)``, its mean matched outcome in the other arm
+    (:class:`TiedMatches`) standing for the missing one: the ATT needs the controls' too. ``ties`` is the
     matching on ``e``, whose sorted sample and arms the neighbourhoods are read off (they do not
     depend on the order among equal scores).
     """
@@ -458,7 +459,6 @@ def _estimated_propensity_adjustment(
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    effect = np.where(t == 1, y - imputed, imputed - y)
     d = (f * (effect - estimate)) @ D / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
