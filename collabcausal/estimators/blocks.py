@@ -16,6 +16,11 @@ ROW_BLOCK = 1 << 16
 """Rows per block (a block of 10 float64 columns is 5 MB)."""
 
 
+DESIGN_ORDER = "F"
+"""Memory order of the tall designs (n x (m + 1)) that the estimators build: column-major, in which
+their Gram matrices (:func:`weighted_gram`) take 40% less time and the products with a vector a third
+less than in row-major order, for a few columns."""
+
 GRAM_BLOCK = 1 << 13
 """Rows per block of the Gram matrices (a block of 11 columns is 0.7 MB): the centred or weighted
 copy of a block is still in the cache when the product reads it, which halves their time."""

@@ -18,7 +18,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import centred_gram, column_means, row_blocks, weighted_gram
+from collabcausal.estimators.blocks import DESIGN_ORDER, centred_gram, column_means, row_blocks, weighted_gram
 from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
@@ -110,7 +110,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         W = self._whitening(X, center, gram, scale) / scale[:, None]  # original (centred) scale -> whitened
         # The design [1, (X - center) W] (without the 1 for no intercept), written block by block.
         first = int(self.fit_intercept)
-        D = np.empty((n, first + m))
+        D = np.empty((n, first + m), order=DESIGN_ORDER)
         D[:, :first] = 1.0
         for rows in row_blocks(n):
             D[rows, first:] = (X[rows] - center) @ W

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import column_means, weighted_gram
+from collabcausal.estimators.blocks import DESIGN_ORDER, column_means, weighted_gram
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
@@ -36,9 +36,11 @@ def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
     representations are badly scaled). Built in place: the design is the only (n x (m + 1)) array.
+    Column-major (:data:`~collabcausal.estimators.blocks.DESIGN_ORDER`), as the products with it
+    prefer.
     """
     n, m = X.shape
-    design = np.empty((n, m + 1))
+    design = np.empty((n, m + 1), order=DESIGN_ORDER)
     design[:, 0] = 1.0
     body = design[:, 1:]
     np.subtract(X, column_means(X), out=body)
