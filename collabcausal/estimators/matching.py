@@ -329,16 +329,17 @@ class _RunMatches:
         size = self._run_size.astype(np.float64)
         s1, s2 = self._run_sum, np.zeros(size.size)
         s2[1:-1] = np.add.reduceat(ys * ys, self._starts)
-        # default: the other members of k's own run (sum over j != k of (y_k - y_j)^2 has no j = k term)
-        n_other, sum1, sum2 = size[run] - 1.0, s1[run] - ys, s2[run] - ys * ys
-        alone = n_other == 0
-        r = run[alone]
-        d_left = self._values[r] - self._values[r - 1]  # infinite towards a sentinel
-        d_right = self._values[r + 1] - self._values[r]
+        # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
+        v = self._values
+        d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
         use_l, use_r = d_left <= d_right, d_right <= d_left
-        n_other[alone] = size[r - 1] * use_l + size[r + 1] * use_r
-        sum1[alone] = s1[r - 1] * use_l + s1[r + 1] * use_r
-        sum2[alone] = s2[r - 1] * use_l + s2[r + 1] * use_r
+        near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
+        # otherwise the other members of its own run (the sum over j != k of (y_k - y_j)^2 has no j = k term)
+        own = size[run]
+        alone = own == 1.0
+        n_other = np.where(alone, near_size[run], own - 1.0)
+        sum1 = np.where(alone, near_s1[run], s1[run] - ys)
+        sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
         mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
         return 0.5 * mean_sq
 
@@ -517,27 +518,24 @@ class NearestRuns:
         self.count = np.empty(query_scores.size)
         for rows in row_blocks(query_scores.size):
             self.lo[rows], self.hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
-        self._width = int(np.max(self.hi - self.lo, initial=0))
+        width = int(np.max(self.hi - self.lo, initial=0))
+        # per query, run lo + k of its neighbourhood, or the empty run 0 past its end (k = 1 .. width - 1)
+        self._further = [np.where(self.lo + k < self.hi, self.lo + k, 0) for k in range(1, width)]
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
         run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
         out = run_sum[self.lo]  # every neighbourhood holds a run
-        for offset in range(1, self._width):
-            out += run_sum[self._run_at(offset)]
+        for runs in self._further:
+            out += run_sum[runs]
         return out
 
     def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per pool subject (sorted), the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
         per_run = np.bincount(self.lo, weights=query_weights, minlength=self._runs)
-        for offset in range(1, self._width):
-            per_run += np.bincount(self._run_at(offset), weights=query_weights, minlength=self._runs)
+        for runs in self._further:
+            per_run += np.bincount(runs, weights=query_weights, minlength=self._runs)
         return per_run[self._run_of]
-
-    def _run_at(self, offset: int) -> NDArray[np.intp]:
-        """Per query, the run ``lo + offset`` of its neighbourhood, or the empty run 0 past its end."""
-        run = self.lo + offset
-        return np.where(run < self.hi, run, 0)
 
 
 def _expand_runs(
