@@ -228,6 +228,7 @@ class TiedMatches:
         self.mean_outcome = np.empty(n)
         self.distance = np.empty(n)
         self.count = np.empty(n, dtype=np.intp)
+        self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
         self._pool = []
         for w in (0, 1):
             query, pool = self.by_score[1 - w], sorted_scores[w]
@@ -260,8 +261,9 @@ class TiedMatches:
         """
         out = np.full(self.count.size, np.nan)
         for w, matches in enumerate(self._pool):
-            if self.by_score[w].size >= 2:
-                out[self.by_score[w]] = matches.within_pool_variance()
+            arm = self.by_score[w]
+            if arm.size >= 2:
+                out[arm] = matches.within_pool_variance(self._scores[arm], self._outcomes[arm])
         return out
 
 
@@ -283,22 +285,8 @@ class _RunMatches:
     def __init__(
         self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64], query_scores: NDArray[np.float64]
     ) -> None:
-        new_run = np.empty(pool_scores.size, dtype=bool)
-        new_run[0] = True
-        np.not_equal(pool_scores[1:], pool_scores[:-1], out=new_run[1:])
-        starts = np.flatnonzero(new_run)
-        self._new_run = new_run
         # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
-        runs = starts.size + 2
-        values = np.empty(runs)
-        values[0], values[-1] = -np.inf, np.inf
-        values[1:-1] = pool_scores[starts]
-        run_size = np.zeros(runs, dtype=np.intp)
-        run_size[1:-1] = np.diff(np.r_[starts, pool_scores.size])
-        run_sum = np.zeros(runs)
-        run_sum[1:-1] = np.add.reduceat(pool_outcomes, starts)
-        self._starts, self._values, self._run_size, self._run_sum = starts, values, run_size, run_sum
-        self._pool_outcomes = pool_outcomes
+        self._new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
         self._right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
         self._left = self._right - 1
         d_left = query_scores - values[self._left]
@@ -322,15 +310,21 @@ class _RunMatches:
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
         return w1[run_of], w2[run_of]
 
-    def within_pool_variance(self) -> NDArray[np.float64]:
-        """Per pool subject (sorted), :meth:`TiedMatches.within_arm_variance` among the pool; needs 2 or more."""
-        ys = self._pool_outcomes
+    def within_pool_variance(
+        self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Per pool subject (sorted), :meth:`TiedMatches.within_arm_variance` among the pool; needs 2 or more.
+
+        ``pool_scores`` and ``pool_outcomes`` are those the matches were built on (their runs are
+        formed again rather than kept, which would hold five more arrays per arm).
+        """
+        ys = pool_outcomes
         run = np.cumsum(self._new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
-        size = self._run_size.astype(np.float64)
-        s1, s2 = self._run_sum, np.zeros(size.size)
-        s2[1:-1] = np.add.reduceat(ys * ys, self._starts)
+        _, starts, v, run_size, s1 = _sorted_runs(pool_scores, ys)
+        size = run_size.astype(np.float64)
+        s2 = np.zeros(size.size)
+        s2[1:-1] = np.add.reduceat(ys * ys, starts)
         # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
-        v = self._values
         d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
         use_l, use_r = d_left <= d_right, d_right <= d_left
         near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
@@ -342,6 +336,33 @@ class _RunMatches:
         sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
         mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
         return 0.5 * mean_sq
+
+
+def _sorted_runs(
+    scores: NDArray[np.float64], outcomes: NDArray[np.float64] | None = None
+) -> tuple[NDArray[np.bool_], NDArray[np.intp], NDArray[np.float64], NDArray[np.intp], NDArray[np.float64] | None]:
+    """The runs of equal values of sorted ``scores`` (at least one).
+
+    Returns ``(new_run, starts, values, size, outcome_sum)``: whether each score starts a run, the
+    runs' first positions, and per run its score, its number of subjects and the sum of their
+    ``outcomes`` (None without them), the last three with empty sentinel runs at -inf and +inf
+    around the R runs (numbered 1 .. R).
+    """
+    new_run = np.empty(scores.size, dtype=bool)
+    new_run[0] = True
+    np.not_equal(scores[1:], scores[:-1], out=new_run[1:])
+    starts = np.flatnonzero(new_run)
+    runs = starts.size + 2
+    values = np.empty(runs)
+    values[0], values[-1] = -np.inf, np.inf
+    values[1:-1] = scores[starts]
+    size = np.zeros(runs, dtype=np.intp)
+    size[1:-1] = np.diff(np.r_[starts, scores.size])
+    if outcomes is None:
+        return new_run, starts, values, size, None
+    outcome_sum = np.zeros(runs)
+    outcome_sum[1:-1] = np.add.reduceat(outcomes, starts)
+    return new_run, starts, values, size, outcome_sum
 
 
 def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
@@ -508,12 +529,10 @@ class NearestRuns:
     """
 
     def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
-        new_run = np.r_[True, pool_scores[1:] != pool_scores[:-1]]
-        starts = np.flatnonzero(new_run)
+        new_run, _, values, run_size, _ = _sorted_runs(pool_scores)
         self._run_of = np.cumsum(new_run)
-        self._runs = starts.size + 2
-        values = np.r_[-np.inf, pool_scores[starts], np.inf]
-        run_count = np.r_[0.0, np.diff(np.r_[starts, pool_scores.size]), 0.0]
+        self._runs = values.size
+        run_count = run_size.astype(np.float64)
         self.lo, self.hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
         self.count = np.empty(query_scores.size)
         for rows in row_blocks(query_scores.size):
