@@ -194,8 +194,8 @@ class TiedMatches:
     subjects in the other arm are the whole run(s) of that arm at the smallest distance (two runs
     when it lies exactly midway), located by binary search of its (already sorted) arm in the
     other arm's run values: one O(n log n) sort, then O(n log n) searches that run through memory
-    in order, for both arms at once. The same runs give every subject's nearest subjects in its own
-    arm (:meth:`within_arm_variance`).
+    in order, for both arms at once. Each arm in score order also gives every subject's nearest
+    subjects in its own arm (:meth:`within_arm_variance`).
 
     Parameters
     ----------
@@ -260,10 +260,9 @@ class TiedMatches:
         run(s) of equal scores on either side. NaN for a subject alone in its arm.
         """
         out = np.full(self.count.size, np.nan)
-        for w, matches in enumerate(self._pool):
-            arm = self.by_score[w]
+        for arm in self.by_score:
             if arm.size >= 2:
-                out[arm] = matches.within_pool_variance(self._scores[arm], self._outcomes[arm])
+                out[arm] = _within_sorted_variance(self._scores[arm], self._outcomes[arm])
         return out
 
 
@@ -310,32 +309,27 @@ class _RunMatches:
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
         return w1[run_of], w2[run_of]
 
-    def within_pool_variance(
-        self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
-        """Per pool subject (sorted), :meth:`TiedMatches.within_arm_variance` among the pool; needs 2 or more.
 
-        ``pool_scores`` and ``pool_outcomes`` are those the matches were built on (their runs are
-        formed again rather than kept, which would hold five more arrays per arm).
-        """
-        ys = pool_outcomes
-        run = np.cumsum(self._new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
-        _, starts, v, run_size, s1 = _sorted_runs(pool_scores, ys)
-        size = run_size.astype(np.float64)
-        s2 = np.zeros(size.size)
-        s2[1:-1] = np.add.reduceat(ys * ys, starts)
-        # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
-        d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
-        use_l, use_r = d_left <= d_right, d_right <= d_left
-        near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
-        # otherwise the other members of its own run (the sum over j != k of (y_k - y_j)^2 has no j = k term)
-        own = size[run]
-        alone = own == 1.0
-        n_other = np.where(alone, near_size[run], own - 1.0)
-        sum1 = np.where(alone, near_s1[run], s1[run] - ys)
-        sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
-        mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
-        return 0.5 * mean_sq
+def _within_sorted_variance(scores: NDArray[np.float64], outcomes: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:meth:`TiedMatches.within_arm_variance` of one arm, its ``scores`` sorted (two subjects or more)."""
+    ys = outcomes
+    new_run, starts, v, run_size, s1 = _sorted_runs(scores, ys)
+    run = np.cumsum(new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
+    size = run_size.astype(np.float64)
+    s2 = np.zeros(size.size)
+    s2[1:-1] = np.add.reduceat(ys * ys, starts)
+    # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
+    d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
+    use_l, use_r = d_left <= d_right, d_right <= d_left
+    near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
+    # otherwise the other members of its own run (the sum over j != k of (y_k - y_j)^2 has no j = k term)
+    own = size[run]
+    alone = own == 1.0
+    n_other = np.where(alone, near_size[run], own - 1.0)
+    sum1 = np.where(alone, near_s1[run], s1[run] - ys)
+    sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
+    mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
+    return 0.5 * mean_sq
 
 
 def _sorted_runs(
