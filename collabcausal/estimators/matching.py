@@ -140,12 +140,11 @@ def psm(
     k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
     imputed = ties.mean_outcome
     effect = np.where(t == 1, y - imputed, imputed - y)  # Y^(1) - Y^(0) per subject
-    q = np.flatnonzero(kept)
-    diff = effect[q]
+    diff = effect[kept]
     weights = k_sum.copy()
-    weights[q] += 1.0
+    weights[kept] += 1.0
     estimate = float(diff.mean())
-    coef = np.where(t == 1, 1.0, -1.0) * weights / q.size  # estimate = coef @ y
+    coef = np.where(t == 1, 1.0, -1.0) * weights / diff.size  # estimate = coef @ y
     centred = y - np.where(t == 1, y[t == 1].mean(), y[t == 0].mean())
     influence = n * coef * centred
     influence -= influence.mean()
@@ -175,7 +174,7 @@ def psm(
             "match_weights": weights,
             "n_matches": per_subject,
             "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
-            "n_unmatched": int(np.count_nonzero(is_query) - q.size),
+            "n_unmatched": int(np.count_nonzero(is_query) - diff.size),
             "n_matched_treated": int(np.count_nonzero(weights[treated])),
             "n_matched_controls": int(np.count_nonzero(weights[control])),
             "caliper": caliper,
@@ -286,13 +285,13 @@ class _RunMatches:
     ) -> None:
         # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
         self._new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
-        self._right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
-        self._left = self._right - 1
+        right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
+        self._left = right - 1
         d_left = query_scores - values[self._left]
-        d_right = values[self._right] - query_scores
+        d_right = values[right] - query_scores
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
-        self.count = run_size[self._left] * self._use_left + run_size[self._right] * self._use_right
-        total = run_sum[self._left] * self._use_left + run_sum[self._right] * self._use_right
+        self.count = run_size[self._left] * self._use_left + run_size[right] * self._use_right
+        total = run_sum[self._left] * self._use_left + run_sum[right] * self._use_right
         self.mean_outcome = total / self.count
         self.distance = np.minimum(d_left, d_right)
 
@@ -303,7 +302,7 @@ class _RunMatches:
         inv_sq = inv / self.count
         w1 = np.zeros(runs)
         w2 = np.zeros(runs)
-        for run, use in ((self._left, self._use_left), (self._right, self._use_right)):
+        for run, use in ((self._left, self._use_left), (self._left + 1, self._use_right)):
             w1 += np.bincount(run, inv * use, minlength=runs)
             w2 += np.bincount(run, inv_sq * use, minlength=runs)
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
@@ -455,7 +454,6 @@ def _estimated_propensity_adjustment(
     """
     n = t.size
     D = logistic.design
-    f = e * (1.0 - e)
     n1 = int(np.count_nonzero(t))
     # c = sum_k g_w,k cov_w,k over both arms, with g the weights of c above and cov_w,k the
     # covariance over the neighbourhood N_w(k) of k in arm w:
@@ -464,18 +462,19 @@ def _estimated_propensity_adjustment(
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
     s = e[ties.order]  # the queries: every subject, by score
-    f_s = s * (1.0 - s)
     for w, pool in enumerate(ties.by_score):
+        g = s * (1.0 - s)  # f_k, then g_w,k in place
         if estimand == "ate":
-            g = f_s / s if w == 1 else f_s / (1.0 - s)
-        else:
-            g = f_s if w == 1 else f_s * s / (1.0 - s)
+            g /= s if w == 1 else 1.0 - s
+        elif w == 0:
+            g *= s
+            g /= 1.0 - s
         pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], s, g)
     c = pooled @ D / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    d = (f * (effect - estimate)) @ D / n1
+    d = (e * (1.0 - e) * (effect - estimate)) @ D / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
 
@@ -515,9 +514,9 @@ class NearestRuns:
 
     Attributes
     ----------
-    lo, hi : ndarray of int, shape (n_query,)
-        The query's neighbourhood is the sorted runs ``lo .. hi - 1``, numbered from 1 (runs 0 and
-        ``R + 1`` are empty sentinels at -inf and +inf around the R runs).
+    lo : ndarray of int, shape (n_query,)
+        The first of the consecutive sorted runs that form the query's neighbourhood, numbered
+        from 1 (runs 0 and ``R + 1`` are empty sentinels at -inf and +inf around the R runs).
     count : ndarray of shape (n_query,)
         Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
@@ -527,13 +526,14 @@ class NearestRuns:
         self._run_of = np.cumsum(new_run)
         self._runs = values.size
         run_count = run_size.astype(np.float64)
-        self.lo, self.hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
+        lo, hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
         self.count = np.empty(query_scores.size)
         for rows in row_blocks(query_scores.size):
-            self.lo[rows], self.hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
-        width = int(np.max(self.hi - self.lo, initial=0))
+            lo[rows], hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
+        width = int(np.max(hi - lo, initial=0))
+        self.lo = lo
         # per query, run lo + k of its neighbourhood, or the empty run 0 past its end (k = 1 .. width - 1)
-        self._further = [np.where(self.lo + k < self.hi, self.lo + k, 0) for k in range(1, width)]
+        self._further = [np.where(lo + k < hi, lo + k, 0) for k in range(1, width)]
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
