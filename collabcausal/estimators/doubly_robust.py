@@ -12,7 +12,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.sandwich import (
     LogisticNuisance,
@@ -28,8 +27,6 @@ from collabcausal.estimators.validation import (
     check_treatment,
     check_vector,
 )
-
-_NORMAL_EQUATIONS_MAX_COND = 1e8  # above this, solve the least squares by SVD instead
 
 
 def aipw(
@@ -102,37 +99,41 @@ def aipw(
     e = check_propensity(e, "propensity", n=n)
     X = check_matrix(X, "X", n_rows=n)
     is_t = t == 1
-    m0 = _predict_arm(outcome_model, X, y, ~is_t, "control")
+    logistic = None if X_propensity is None or not compute_se else logistic_nuisance(X_propensity, t, e)
+    if outcome_model is not None:
+        design = None
+    elif logistic is not None and logistic.covariates is X:  # the propensity's design serves
+        design = logistic.design
+    else:
+        design = standardized_design(X)
+    m0, ols0 = _fit_arm(outcome_model, X, y, ~is_t, "control", design)
     diagnostics = {
         "mu0_hat": m0,
         "outcome_model": "LinearRegression" if outcome_model is None else type(outcome_model).__name__,
     }
     odds = e / (1.0 - e)
     if estimand == "ate":
-        m1 = _predict_arm(outcome_model, X, y, is_t, "treated")
+        m1, ols1 = _fit_arm(outcome_model, X, y, is_t, "treated", design)
         phi = m1 - m0 + np.where(is_t, (y - m1) / e, -(y - m0) / (1.0 - e))
         estimate = float(phi.mean())
         g, dg_dtau = phi - estimate, -1.0
         dg_deta = np.where(is_t, -(y - m1) / odds, -(y - m0) * odds)
-        outcome_terms = [(is_t, m1, np.where(is_t, 1.0 - 1.0 / e, 1.0)), (~is_t, m0, np.where(is_t, -1.0, odds))]
+        outcome_terms = [(ols1, np.where(is_t, 1.0 - 1.0 / e, 1.0)), (ols0, np.where(is_t, -1.0, odds))]
         diagnostics["mu1_hat"] = m1
     else:
         a = np.where(is_t, 1.0, -odds) * (y - m0)
         estimate = float(a.sum() / is_t.sum())
         g, dg_dtau = a - estimate * is_t, -float(is_t.mean())
         dg_deta = np.where(is_t, 0.0, -odds * (y - m0))
-        outcome_terms = [(~is_t, m0, np.where(is_t, -1.0, odds))]
+        outcome_terms = [(ols0, np.where(is_t, -1.0, odds))]
     if not compute_se:
         diagnostics["se_kind"] = "not computed"
         return EffectEstimate(
             estimate, None, None, None, estimand, "aipw", int(is_t.sum()), int(n - is_t.sum()), diagnostics=diagnostics
         )
-    logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
-    nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = []
-    if outcome_model is None:
-        same = logistic is not None and logistic.covariates is X  # the propensity's design serves
-        design = logistic.design if same else standardized_design(X)
-        nuisances += [(OlsNuisance(design, y, arm, fit), dg_dm) for arm, fit, dg_dm in outcome_terms]
+    nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = [
+        (ols, dg_dm) for ols, dg_dm in outcome_terms if ols is not None
+    ]
     if logistic is not None:
         nuisances.append((logistic, dg_deta))
     influence = stacked_influence(g, dg_dtau, nuisances)
@@ -158,31 +159,26 @@ def aipw(
     )
 
 
-def _predict_arm(
-    model: Any, X: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_], name: str
-) -> NDArray[np.float64]:
-    """Fit the outcome regression on one arm and predict it for every subject."""
+def _fit_arm(
+    model: Any,
+    X: NDArray[np.float64],
+    y: NDArray[np.float64],
+    arm: NDArray[np.bool_],
+    name: str,
+    design: NDArray[np.float64] | None,
+) -> tuple[NDArray[np.float64], OlsNuisance | None]:
+    """Fit the outcome regression on one arm: its predictions for every subject, and its nuisance.
+
+    ``model`` None is least squares on ``design`` (:class:`~collabcausal.estimators.sandwich.OlsNuisance`,
+    returned too); a custom model is fitted on ``X`` and has no nuisance (treated as known).
+    """
     if model is not None:
-        return np.asarray(clone(model).fit(X[arm], y[arm]).predict(X), dtype=np.float64).ravel()
-    Xa = X[arm]
-    if Xa.shape[0] <= Xa.shape[1]:
+        return np.asarray(clone(model).fit(X[arm], y[arm]).predict(X), dtype=np.float64).ravel(), None
+    n_arm = int(np.count_nonzero(arm))
+    if n_arm <= X.shape[1]:
         raise InputError(
-            f"the {name} arm has {Xa.shape[0]} subjects for {Xa.shape[1]} covariates: too few for "
-            "a linear outcome regression",
+            f"the {name} arm has {n_arm} subjects for {X.shape[1]} covariates: too few for a linear outcome regression",
             "reduce the covariates or pass a regularized outcome_model (e.g. sklearn Ridge)",
         )
-    mean = Xa.mean(axis=0)
-    Xs = np.subtract(Xa, mean, out=Xa)  # Xa is this function's copy
-    scale = np.sqrt(np.einsum("ij,ij->j", Xs, Xs) / Xs.shape[0])
-    scale[scale == 0.0] = 1.0
-    Xs /= scale
-    yc = y[arm] - y[arm].mean()
-    gram = Xs.T @ Xs
-    if np.linalg.cond(gram) < _NORMAL_EQUATIONS_MAX_COND:  # fast and accurate enough here
-        coef = np.linalg.solve(gram, Xs.T @ yc)
-    else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
-        coef = np.linalg.lstsq(Xs, yc, rcond=None)[0]
-    fitted = np.empty(X.shape[0])
-    for rows in row_blocks(X.shape[0]):
-        fitted[rows] = ((X[rows] - mean) / scale) @ coef
-    return y[arm].mean() + fitted
+    ols = OlsNuisance(design, y, arm)
+    return ols.fitted, ols

@@ -139,22 +139,22 @@ def psm(
         )
     k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
     imputed = ties.mean_outcome
-    q = np.flatnonzero(kept)
-    diff = np.where(t[q] == 1, y[q] - imputed[q], imputed[q] - y[q])  # Y^(1) - Y^(0) per query
+    effect = np.where(t == 1, y - imputed, imputed - y)  # Y^(1) - Y^(0) per subject
+    diff = effect[kept]
     weights = k_sum.copy()
-    weights[q] += 1.0
+    weights[kept] += 1.0
     estimate = float(diff.mean())
-    coef = np.where(t == 1, 1.0, -1.0) * weights / q.size  # estimate = coef @ y
+    coef = np.where(t == 1, 1.0, -1.0) * weights / diff.size  # estimate = coef @ y
     centred = y - np.where(t == 1, y[t == 1].mean(), y[t == 0].mean())
     influence = n * coef * centred
     influence -= influence.mean()
     se, se_kind = None, "not computed"
     if compute_se:
-        var = _abadie_imbens_variance(y, t, e, k_sum, k_sq, diff, estimate, estimand)
+        var = _abadie_imbens_variance(ties.within_arm_variance(), t, k_sum, k_sq, diff, estimate, estimand)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, imputed, ties.order)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, effect, ties)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
@@ -174,7 +174,7 @@ def psm(
             "match_weights": weights,
             "n_matches": per_subject,
             "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
-            "n_unmatched": int(np.count_nonzero(is_query) - q.size),
+            "n_unmatched": int(np.count_nonzero(is_query) - diff.size),
             "n_matched_treated": int(np.count_nonzero(weights[treated])),
             "n_matched_controls": int(np.count_nonzero(weights[control])),
             "caliper": caliper,
@@ -193,7 +193,8 @@ class TiedMatches:
     subjects in the other arm are the whole run(s) of that arm at the smallest distance (two runs
     when it lies exactly midway), located by binary search of its (already sorted) arm in the
     other arm's run values: one O(n log n) sort, then O(n log n) searches that run through memory
-    in order, for both arms at once.
+    in order, for both arms at once. Each arm in score order also gives every subject's nearest
+    subjects in its own arm (:meth:`within_arm_variance`).
 
     Parameters
     ----------
@@ -205,6 +206,8 @@ class TiedMatches:
     ----------
     order : ndarray of int, shape (n,)
         The stable argsort of ``scores`` (ties by index), for callers that need the sample sorted too.
+    by_score : list of two ndarrays of int
+        The control and the treated subjects (indices into the sample), by score, ties by index.
     mean_outcome, distance : ndarray of shape (n,)
         Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
         distance to it.
@@ -219,15 +222,16 @@ class TiedMatches:
         treated_sorted = t[order] == 1
         # positions in the sorted sample of each arm: its subjects by score (ties by index)
         positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
-        self._by_score = [order[p] for p in positions]  # as indices into the sample
+        self.by_score = [order[p] for p in positions]  # as indices into the sample
         sorted_scores = [s[p] for p in positions]
         self.mean_outcome = np.empty(n)
         self.distance = np.empty(n)
         self.count = np.empty(n, dtype=np.intp)
+        self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
         self._pool = []
         for w in (0, 1):
-            query, pool = self._by_score[1 - w], sorted_scores[w]
-            matches = _RunMatches(pool, outcomes[self._by_score[w]], sorted_scores[1 - w])
+            query, pool = self.by_score[1 - w], sorted_scores[w]
+            matches = _RunMatches(pool, outcomes[self.by_score[w]], sorted_scores[1 - w])
             self.mean_outcome[query], self.distance[query], self.count[query] = (
                 matches.mean_outcome,
                 matches.distance,
@@ -244,8 +248,21 @@ class TiedMatches:
         w1 = np.empty(kept.size)
         w2 = np.empty(kept.size)
         for w, matches in enumerate(self._pool):
-            w1[self._by_score[w]], w2[self._by_score[w]] = matches.pool_weights(kept[self._by_score[1 - w]])
+            w1[self.by_score[w]], w2[self.by_score[w]] = matches.pool_weights(kept[self.by_score[1 - w]])
         return w1, w2
+
+    def within_arm_variance(self) -> NDArray[np.float64]:
+        """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on the score.
+
+        Abadie & Imbens (2006), J = 1, with ties averaged so the result does not depend on row
+        order: subjects sharing k's score are its nearest (distance 0); otherwise the nearest
+        run(s) of equal scores on either side. NaN for a subject alone in its arm.
+        """
+        out = np.full(self.count.size, np.nan)
+        for arm in self.by_score:
+            if arm.size >= 2:
+                out[arm] = _within_sorted_variance(self._scores[arm], self._outcomes[arm])
+        return out
 
 
 class _RunMatches:
@@ -266,27 +283,15 @@ class _RunMatches:
     def __init__(
         self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64], query_scores: NDArray[np.float64]
     ) -> None:
-        new_run = np.empty(pool_scores.size, dtype=bool)
-        new_run[0] = True
-        np.not_equal(pool_scores[1:], pool_scores[:-1], out=new_run[1:])
-        starts = np.flatnonzero(new_run)
-        self._new_run = new_run
         # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
-        runs = starts.size + 2
-        values = np.empty(runs)
-        values[0], values[-1] = -np.inf, np.inf
-        values[1:-1] = pool_scores[starts]
-        run_size = np.zeros(runs, dtype=np.intp)
-        run_size[1:-1] = np.diff(np.r_[starts, pool_scores.size])
-        run_sum = np.zeros(runs)
-        run_sum[1:-1] = np.add.reduceat(pool_outcomes, starts)
-        self._right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
-        self._left = self._right - 1
+        self._new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+        right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
+        self._left = right - 1
         d_left = query_scores - values[self._left]
-        d_right = values[self._right] - query_scores
+        d_right = values[right] - query_scores
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
-        self.count = run_size[self._left] * self._use_left + run_size[self._right] * self._use_right
-        total = run_sum[self._left] * self._use_left + run_sum[self._right] * self._use_right
+        self.count = run_size[self._left] * self._use_left + run_size[right] * self._use_right
+        total = run_sum[self._left] * self._use_left + run_sum[right] * self._use_right
         self.mean_outcome = total / self.count
         self.distance = np.minimum(d_left, d_right)
 
@@ -297,11 +302,60 @@ class _RunMatches:
         inv_sq = inv / self.count
         w1 = np.zeros(runs)
         w2 = np.zeros(runs)
-        for run, use in ((self._left, self._use_left), (self._right, self._use_right)):
+        for run, use in ((self._left, self._use_left), (self._left + 1, self._use_right)):
             w1 += np.bincount(run, inv * use, minlength=runs)
             w2 += np.bincount(run, inv_sq * use, minlength=runs)
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
         return w1[run_of], w2[run_of]
+
+
+def _within_sorted_variance(scores: NDArray[np.float64], outcomes: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:meth:`TiedMatches.within_arm_variance` of one arm, its ``scores`` sorted (two subjects or more)."""
+    ys = outcomes
+    new_run, starts, v, run_size, s1 = _sorted_runs(scores, ys)
+    run = np.cumsum(new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
+    size = run_size.astype(np.float64)
+    s2 = np.zeros(size.size)
+    s2[1:-1] = np.add.reduceat(ys * ys, starts)
+    # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
+    d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
+    use_l, use_r = d_left <= d_right, d_right <= d_left
+    near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
+    # otherwise the other members of its own run (the sum over j != k of (y_k - y_j)^2 has no j = k term)
+    own = size[run]
+    alone = own == 1.0
+    n_other = np.where(alone, near_size[run], own - 1.0)
+    sum1 = np.where(alone, near_s1[run], s1[run] - ys)
+    sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
+    mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
+    return 0.5 * mean_sq
+
+
+def _sorted_runs(
+    scores: NDArray[np.float64], outcomes: NDArray[np.float64] | None = None
+) -> tuple[NDArray[np.bool_], NDArray[np.intp], NDArray[np.float64], NDArray[np.intp], NDArray[np.float64] | None]:
+    """The runs of equal values of sorted ``scores`` (at least one).
+
+    Returns ``(new_run, starts, values, size, outcome_sum)``: whether each score starts a run, the
+    runs' first positions, and per run its score, its number of subjects and the sum of their
+    ``outcomes`` (None without them), the last three with empty sentinel runs at -inf and +inf
+    around the R runs (numbered 1 .. R).
+    """
+    new_run = np.empty(scores.size, dtype=bool)
+    new_run[0] = True
+    np.not_equal(scores[1:], scores[:-1], out=new_run[1:])
+    starts = np.flatnonzero(new_run)
+    runs = starts.size + 2
+    values = np.empty(runs)
+    values[0], values[-1] = -np.inf, np.inf
+    values[1:-1] = scores[starts]
+    size = np.zeros(runs, dtype=np.intp)
+    size[1:-1] = np.diff(np.r_[starts, scores.size])
+    if outcomes is None:
+        return new_run, starts, values, size, None
+    outcome_sum = np.zeros(runs)
+    outcome_sum[1:-1] = np.add.reduceat(outcomes, starts)
+    return new_run, starts, values, size, outcome_sum
 
 
 def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
@@ -337,9 +391,8 @@ def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp
 
 
 def _abadie_imbens_variance(
-    y: NDArray[np.float64],
+    sigma2: NDArray[np.float64],
     t: NDArray[np.int8],
-    e: NDArray[np.float64],
     k_sum: NDArray[np.float64],
     k_sq: NDArray[np.float64],
     diff: NDArray[np.float64],
@@ -350,7 +403,7 @@ def _abadie_imbens_variance(
 
     With ``K_k = sum_q w_qk`` the total weight of subject k as a match (``w_qk = 1 / M_q`` over the
     ``M_q`` tied matches of query q), ``Q_k = sum_q w_qk^2``, and sigma^2_k its conditional outcome
-    variance (estimated by :func:`_within_arm_variance`), over the N kept query subjects::
+    variance (estimated by :meth:`TiedMatches.within_arm_variance`), over the N kept query subjects::
 
         ATE: V = (1/N^2) [sum (Y^_k(1) - Y^_k(0) - ATE)^2 + sum_k (K_k^2 + 2 K_k - Q_k) sigma^2_k]
         ATT: V = (1/N1^2) [sum_{T=1} (Y_k - Y^_k(0) - ATT)^2 + sum_{T=0} (K_k^2 - Q_k) sigma^2_k]
@@ -362,46 +415,9 @@ def _abadie_imbens_variance(
     """
     extra = k_sum**2 + 2.0 * k_sum - k_sq if estimand == "ate" else np.where(t == 0, k_sum**2 - k_sq, 0.0)
     involved = extra > 1e-12
-    sigma2 = _within_arm_variance(y, t, e)
     if np.isnan(sigma2[involved]).any():
         return None
     return float((np.sum((diff - estimate) ** 2) + extra[involved] @ sigma2[involved]) / diff.size**2)
-
-
-def _within_arm_variance(y: NDArray[np.float64], t: NDArray[np.int8], e: NDArray[np.float64]) -> NDArray[np.float64]:
-    """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on e.
-
-    Abadie & Imbens (2006), J = 1, with ties averaged so the result does not depend on row order:
-    subjects sharing k's score are its nearest (distance 0); otherwise the nearest run(s) of equal
-    scores on either side. NaN for a subject alone in its arm.
-    """
-    out = np.full(t.size, np.nan)
-    for arm in (0, 1):
-        idx = np.flatnonzero(t == arm)
-        if idx.size < 2:
-            continue
-        order = np.argsort(e[idx], kind="stable")
-        s, ys = e[idx][order], y[idx][order]
-        new_run = np.r_[True, s[1:] != s[:-1]]
-        starts = np.flatnonzero(new_run)
-        run = np.cumsum(new_run) - 1
-        size = np.diff(np.r_[starts, s.size]).astype(np.float64)
-        s1, s2 = np.add.reduceat(ys, starts), np.add.reduceat(ys * ys, starts)
-        values = s[starts]
-        # default: the other members of k's own run (sum over j != k of (y_k - y_j)^2 has no j = k term)
-        n_other, sum1, sum2 = size[run] - 1.0, s1[run] - ys, s2[run] - ys * ys
-        alone = n_other == 0
-        r = run[alone]
-        d_left = np.where(r > 0, values[r] - values[np.maximum(r - 1, 0)], np.inf)
-        d_right = np.where(r < values.size - 1, values[np.minimum(r + 1, values.size - 1)] - values[r], np.inf)
-        use_l, use_r = d_left <= d_right, d_right <= d_left
-        rl, rr = np.maximum(r - 1, 0), np.minimum(r + 1, values.size - 1)
-        n_other[alone] = size[rl] * use_l + size[rr] * use_r
-        sum1[alone] = s1[rl] * use_l + s1[rr] * use_r
-        sum2[alone] = s2[rl] * use_l + s2[rr] * use_r
-        mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
-        out[idx[order]] = 0.5 * mean_sq
-    return out
 
 
 COVARIANCE_NEIGHBOURS = 2  # L of the Abadie-Imbens (2016) covariance estimates (Stata's default nn(2))
@@ -414,8 +430,8 @@ def _estimated_propensity_adjustment(
     e: NDArray[np.float64],
     estimate: float,
     estimand: str,
-    imputed: NDArray[np.float64],
-    order: NDArray[np.intp],
+    effect: NDArray[np.float64],
+    ties: TiedMatches,
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
 
@@ -430,15 +446,14 @@ def _estimated_propensity_adjustment(
     so this returns ``c' I^{-1} c`` (ATE) or ``c' I^{-1} c - d' I^{-1} d`` (ATT). ``cov_w,k`` is
     the sample covariance of (x, Y) over the ``L = 2`` subjects of arm w nearest to k on e
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
-    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``imputed`` is every
-    subject's mean matched outcome in the other arm (:class:`TiedMatches`): for the ATT every
-    subject's own effect ``Y^_k(1) - Y^_k(0)`` is needed, the controls' too. ``order`` is an argsort
-    of ``e`` (the matching's own, :attr:`TiedMatches.order`: the neighbourhoods do not depend on
-    the order among equal scores).
+    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``effect`` is every
+    subject's own ``Y^_k(1) - Y^_k(0)``, its mean matched outcome in the other arm
+    (:class:`TiedMatches`) standing for the missing one: the ATT needs the controls' too. ``ties`` is the
+    matching on ``e``, whose sorted sample and arms the neighbourhoods are read off (they do not
+    depend on the order among equal scores).
     """
     n = t.size
     D = logistic.design
-    f = e * (1.0 - e)
     n1 = int(np.count_nonzero(t))
     # c = sum_k g_w,k cov_w,k over both arms, with g the weights of c above and cov_w,k the
     # covariance over the neighbourhood N_w(k) of k in arm w:
@@ -446,42 +461,39 @@ def _estimated_propensity_adjustment(
     # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
-    for w in (0, 1):
+    s = e[ties.order]  # the queries: every subject, by score
+    for w, pool in enumerate(ties.by_score):
+        g = s * (1.0 - s)  # f_k, then g_w,k in place
         if estimand == "ate":
-            g = f / e if w == 1 else f / (1.0 - e)
-        else:
-            g = f if w == 1 else f * e / (1.0 - e)
-        arm = np.flatnonzero(t == w)
-        pooled[arm] = _pooled_covariance_weights(e, y, t, w, arm, order, g)
+            g /= s if w == 1 else 1.0 - s
+        elif w == 0:
+            g *= s
+            g /= 1.0 - s
+        pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], s, g)
     c = pooled @ D / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    effect = np.where(t == 1, y - imputed, imputed - y)
-    d = (f * (effect - estimate)) @ D / n1
+    d = (e * (1.0 - e) * (effect - estimate)) @ D / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
 
 def _pooled_covariance_weights(
-    e: NDArray[np.float64],
-    y: NDArray[np.float64],
-    t: NDArray[np.int8],
-    w: int,
-    arm: NDArray[np.intp],
-    order: NDArray[np.intp],
+    pool_scores: NDArray[np.float64],
+    pool_outcomes: NDArray[np.float64],
+    query_scores: NDArray[np.float64],
     g: NDArray[np.float64],
 ) -> NDArray[np.float64]:
-    """``y_j a_j - b_j`` for the subjects j of arm ``w`` (:func:`_estimated_propensity_adjustment`).
+    """``y_j a_j - b_j`` for the subjects j of one arm (:func:`_estimated_propensity_adjustment`).
 
-    ``order`` is an argsort of ``e`` and ``g`` the per-query weights; the arm's neighbourhoods are
-    released on return.
+    ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's, ``query_scores`` every subject's
+    (sorted) and ``g`` the per-query weights in that order; the arm's neighbourhoods are released
+    on return.
     """
-    rank = np.empty(t.size, dtype=np.intp)  # each subject's position within the arm
-    rank[arm] = np.arange(arm.size)
-    near = NearestRuns(e[arm], e, COVARIANCE_NEIGHBOURS, pool_order=rank[order[t[order] == w]], query_order=order)
+    near = NearestRuns(pool_scores, query_scores, COVARIANCE_NEIGHBOURS)
     a = g / (near.count - 1.0)
-    b = a * near.sums(y[arm]) / near.count
-    return y[arm] * near.spread(a) - near.spread(b)
+    b = a * near.sums(pool_outcomes) / near.count
+    return pool_outcomes * near.spread(a) - near.spread(b)
 
 
 class NearestRuns:
@@ -495,64 +507,47 @@ class NearestRuns:
 
     Parameters
     ----------
-    pool_scores : ndarray of shape (n_pool,)
-    query_scores : ndarray of shape (n_query,)
+    pool_scores : ndarray of shape (n_pool,), sorted
+    query_scores : ndarray of shape (n_query,), sorted (the binary searches and gathers then run
+        through memory in order)
     size : int
-    pool_order, query_order : ndarray of int, optional
-        Argsorts of the scores (any order among equal scores), when the caller has them.
 
     Attributes
     ----------
-    lo, hi : ndarray of int, shape (n_query,)
-        The query's neighbourhood is the sorted runs ``lo .. hi - 1``.
+    lo : ndarray of int, shape (n_query,)
+        The first of the consecutive sorted runs that form the query's neighbourhood, numbered
+        from 1 (runs 0 and ``R + 1`` are empty sentinels at -inf and +inf around the R runs).
     count : ndarray of shape (n_query,)
         Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
 
-    def __init__(
-        self,
-        pool_scores: NDArray[np.float64],
-        query_scores: NDArray[np.float64],
-        size: int,
-        *,
-        pool_order: NDArray[np.intp] | None = None,
-        query_order: NDArray[np.intp] | None = None,
-    ) -> None:
-        order = np.argsort(pool_scores) if pool_order is None else pool_order
-        s = pool_scores[order]
-        new_run = np.r_[True, s[1:] != s[:-1]]
-        starts = np.flatnonzero(new_run)
-        values = s[starts]
-        self._run_of = np.empty(s.size, dtype=np.intp)
-        self._run_of[order] = np.cumsum(new_run) - 1
+    def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
+        new_run, _, values, run_size, _ = _sorted_runs(pool_scores)
+        self._run_of = np.cumsum(new_run)
         self._runs = values.size
-        run_count = np.diff(np.r_[starts, s.size]).astype(np.float64)
-        # Queries in sorted order (any order of equal scores: they get equal neighbourhoods), so the
-        # binary searches and gathers run through memory in order, and block by block of queries.
-        q_order = np.argsort(query_scores) if query_order is None else query_order
-        self.lo, self.hi = np.empty(q_order.size, dtype=np.intp), np.empty(q_order.size, dtype=np.intp)
-        self.count = np.empty(q_order.size)
-        for rows in row_blocks(q_order.size):
-            queries = q_order[rows]
-            self.lo[queries], self.hi[queries], self.count[queries] = _expand_runs(
-                values, run_count, query_scores[queries], size
-            )
+        run_count = run_size.astype(np.float64)
+        lo, hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
+        self.count = np.empty(query_scores.size)
+        for rows in row_blocks(query_scores.size):
+            lo[rows], hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
+        width = int(np.max(hi - lo, initial=0))
+        self.lo = lo
+        # per query, run lo + k of its neighbourhood, or the empty run 0 past its end (k = 1 .. width - 1)
+        self._further = [np.where(lo + k < hi, lo + k, 0) for k in range(1, width)]
 
     def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per query, the sum of ``pool_values`` (one per pool subject) over its neighbourhood."""
+        """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
         run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
-        out = np.zeros(self.lo.size)
-        for offset in range(int(np.max(self.hi - self.lo, initial=0))):
-            inside = self.lo + offset < self.hi
-            out[inside] += run_sum[self.lo[inside] + offset]
+        out = run_sum[self.lo]  # every neighbourhood holds a run
+        for runs in self._further:
+            out += run_sum[runs]
         return out
 
     def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per pool subject, the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
-        per_run = np.zeros(self._runs)
-        for offset in range(int(np.max(self.hi - self.lo, initial=0))):
-            inside = self.lo + offset < self.hi
-            per_run += np.bincount(self.lo[inside] + offset, weights=query_weights[inside], minlength=self._runs)
+        """Per pool subject (sorted), the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
+        per_run = np.bincount(self.lo, weights=query_weights, minlength=self._runs)
+        for runs in self._further:
+            per_run += np.bincount(runs, weights=query_weights, minlength=self._runs)
         return per_run[self._run_of]
 
 
@@ -561,23 +556,22 @@ def _expand_runs(
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
     """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
 
-    Returns (lo, hi, count): each query's neighbourhood is the runs ``lo .. hi - 1``.
+    ``values`` starts with -inf and ends with +inf, two empty runs that are never taken (a query
+    stops growing once both its next runs are sentinels). Returns (lo, hi, count): each query's
+    neighbourhood is the runs ``lo .. hi - 1``. Each pass adds a subject or more to every query still
+    growing, so there are at most ``size`` passes, over the whole block.
     """
-    runs = values.size
-    right = np.searchsorted(values, q, side="left")
+    last = values.size - 1
+    right = np.searchsorted(values, q, side="left")  # values[right - 1] < q <= values[right]
     left = right - 1
     count = np.zeros(q.size)
-    active = np.arange(q.size)
-    while active.size:
-        qa, lq, rq = q[active], left[active], right[active]
-        d_left = np.where(lq >= 0, qa - values[np.maximum(lq, 0)], np.inf)
-        d_right = np.where(rq < runs, values[np.minimum(rq, runs - 1)] - qa, np.inf)
-        take_left = (d_left <= d_right) & np.isfinite(d_left)
-        take_right = (d_right <= d_left) & np.isfinite(d_right)
-        count[active[take_left]] += run_count[lq[take_left]]
-        count[active[take_right]] += run_count[rq[take_right]]
-        left[active] = lq - take_left
-        right[active] = rq + take_right
-        more = (count[active] < size) & ((left[active] >= 0) | (right[active] < runs))
-        active = active[more]
+    growing = np.ones(q.size, dtype=bool)
+    while growing.any():
+        d_left, d_right = q - values[left], values[right] - q  # infinite at a sentinel
+        take_left = growing & (d_left <= d_right)
+        take_right = growing & (d_right <= d_left)
+        count += run_count[left] * take_left + run_count[right] * take_right
+        left -= take_left
+        right += take_right
+        growing &= (count < size) & ((left > 0) | (right < last))
     return left + 1, right, count

@@ -23,10 +23,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import weighted_gram
+from collabcausal.estimators.blocks import DESIGN_ORDER, column_means, weighted_gram
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
+_NORMAL_EQUATIONS_MAX_COND = 1e8  # above this, an outcome regression is solved by SVD instead
 
 
 def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -35,12 +36,14 @@ def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
     representations are badly scaled). Built in place: the design is the only (n x (m + 1)) array.
+    Column-major (:data:`~collabcausal.estimators.blocks.DESIGN_ORDER`), as the products with it
+    prefer.
     """
     n, m = X.shape
-    design = np.empty((n, m + 1))
+    design = np.empty((n, m + 1), order=DESIGN_ORDER)
     design[:, 0] = 1.0
     body = design[:, 1:]
-    np.subtract(X, X.mean(axis=0), out=body)
+    np.subtract(X, column_means(X), out=body)
     scale = np.sqrt(np.einsum("ij,ij->j", body, body) / n)
     scale[scale == 0.0] = 1.0
     body /= scale
@@ -132,9 +135,12 @@ def logistic_nuisance(
 class OlsNuisance:
     """An outcome regression ``m(x) = [1, x] alpha`` fitted by least squares on one arm.
 
-    Its estimating equation is ``1{arm_k} x_k (y_k - m(x_k))``, so
-    ``IF_alpha,k = G^{-1} 1{arm_k} x_k (y_k - m(x_k))`` with ``G = mean_k 1{arm_k} x_k x_k'``
-    (a pseudo-inverse when the covariates are collinear, matching the minimum-norm fit).
+    Fitted on the standardized design by the normal equations when their Gram matrix is well
+    conditioned, and by ``numpy.linalg.lstsq`` (minimum norm) otherwise: the predictions of
+    ``sklearn.linear_model.LinearRegression`` on the arm. Its estimating equation is
+    ``1{arm_k} x_k (y_k - m(x_k))``, so ``IF_alpha,k = G^{-1} 1{arm_k} x_k (y_k - m(x_k))`` with
+    ``G = mean_k 1{arm_k} x_k x_k'`` (a pseudo-inverse when the covariates are collinear, matching
+    the minimum-norm fit); the fit and the influence share G.
 
     Parameters
     ----------
@@ -142,17 +148,24 @@ class OlsNuisance:
         :func:`standardized_design` of the covariates (both arms' regressions share it).
     y : ndarray of shape (n,)
     arm : ndarray of bool, shape (n,)
-        The subjects the regression was fitted on.
+        The subjects to fit the regression on.
+
+    Attributes
+    ----------
     fitted : ndarray of shape (n,)
         Its predictions ``m(x_k)`` for every subject.
     """
 
-    def __init__(
-        self, design: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_], fitted: NDArray[np.float64]
-    ) -> None:
+    def __init__(self, design: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_]) -> None:
         self.design = design
-        self._residual = np.where(arm, y - fitted, 0.0)
-        self._gram_inverse = np.linalg.pinv(weighted_gram(design, arm.astype(np.float64)) / y.size)
+        gram = weighted_gram(design, arm.astype(np.float64))
+        if np.linalg.cond(gram) < _NORMAL_EQUATIONS_MAX_COND:  # fast and accurate enough here
+            alpha = np.linalg.solve(gram, design.T @ np.where(arm, y, 0.0))
+        else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
+            alpha = np.linalg.lstsq(design[arm], y[arm], rcond=None)[0]
+        self.fitted = design @ alpha
+        self._residual = np.where(arm, y - self.fitted, 0.0)
+        self._gram_inverse = np.linalg.pinv(gram / y.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""

@@ -93,9 +93,9 @@ def ipw(
     y = check_vector(y, "y", n=n)
     e = check_propensity(e, "propensity", n=n)
     logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
-    w = _weights(t, e, estimand, normalized)
-    is_t = t == 1
     raw = _weights(t, e, estimand, normalized=False)
+    w = _normalize(raw.copy(), t) if normalized else raw
+    is_t = t == 1
     # d raw weight / d logit(e): ATE 1/e -> -(1-e)/e, 1/(1-e) -> e/(1-e); ATT e/(1-e) -> itself
     if estimand == "ate":
         draw = np.where(is_t, -(1.0 - e) / e, e / (1.0 - e))
@@ -146,8 +146,13 @@ def _weights(t: NDArray[np.int8], e: NDArray[np.float64], estimand: str, normali
         w = np.where(is_t, 1.0 / e, 1.0 / (1.0 - e))
     else:
         w = np.where(is_t, 1.0, e / (1.0 - e))
-    if normalized:
-        n1 = np.count_nonzero(is_t)
-        w[is_t] *= n1 / w[is_t].sum()
-        w[~is_t] *= (t.size - n1) / w[~is_t].sum()
+    return _normalize(w, t) if normalized else w
+
+
+def _normalize(w: NDArray[np.float64], t: NDArray[np.int8]) -> NDArray[np.float64]:
+    """Rescale the weights ``w`` in place to mean 1 in each arm (Hajek); returns ``w``."""
+    is_t = t == 1
+    n1 = np.count_nonzero(is_t)
+    w[is_t] *= n1 / w[is_t].sum()
+    w[~is_t] *= (t.size - n1) / w[~is_t].sum()
     return w

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collabcausal.estimators.blocks import ROW_BLOCK, centred_gram, row_blocks, weighted_gram
+from collabcausal.estimators.blocks import ROW_BLOCK, centred_gram, column_means, row_blocks, weighted_gram
 
 
 def test_row_blocks_cover_the_rows_once_in_order() -> None:
@@ -21,3 +21,9 @@ def test_blockwise_grams_equal_the_whole_array_products() -> None:
     center = X.mean(axis=0)
     np.testing.assert_allclose(centred_gram(X, center), (X - center).T @ (X - center), rtol=1e-12)
     np.testing.assert_allclose(weighted_gram(X, w), X.T @ (X * w[:, None]), rtol=1e-12)
+
+
+def test_column_means_equal_numpy_means() -> None:
+    X = np.random.default_rng(1).normal(3.0, 2.0, size=(ROW_BLOCK + 11, 4))
+    np.testing.assert_allclose(column_means(X), X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(column_means(X[:5]), X[:5].mean(axis=0), rtol=1e-12)
