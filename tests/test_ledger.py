@@ -22,6 +22,8 @@ from collabcausal.ledger import (
 )
 from collabcausal.party.node import request_fingerprint
 
+RHO = zcdp_rho(1.0, 1e-5)
+
 
 @pytest.fixture()
 def ledger(tmp_path):
@@ -66,14 +68,17 @@ def test_over_budget_charge_is_refused_and_nothing_is_recorded(ledger):
     assert ledger.remaining()[0] == pytest.approx(0.0)
 
 
-def test_concurrent_writers_cannot_both_spend_the_last_budget(tmp_path):
+@pytest.mark.parametrize("zcdp", [False, True])
+def test_concurrent_writers_cannot_both_spend_the_last_budget(tmp_path, zcdp):
+    # three charges fit, a fourth would not: 0.3 of epsilon 1, or 1/3.5 of the largest rho
     path = tmp_path / "shared.sqlite"
-    PrivacyLedger(path, epsilon=1.0)
+    PrivacyLedger(path, epsilon=1.0, delta=1e-5)
     outcomes = []
 
     def spend():
+        ledger = PrivacyLedger(path, epsilon=1.0, delta=1e-5)
         try:
-            PrivacyLedger(path, epsilon=1.0).charge("q", 0.3)
+            ledger.charge_zcdp("q", RHO / 3.5, 1e-6) if zcdp else ledger.charge("q", 0.3)
             outcomes.append("ok")
         except BudgetExceededError:
             outcomes.append("refused")
@@ -84,7 +89,8 @@ def test_concurrent_writers_cannot_both_spend_the_last_budget(tmp_path):
     for th in threads:
         th.join()
     assert sorted(outcomes) == ["ok"] * 3 + ["refused"] * 3
-    assert PrivacyLedger(path, epsilon=1.0).spent()[0] == pytest.approx(0.9)
+    expected = (zcdp_epsilon(3 * RHO / 3.5, 3e-6), 3e-6) if zcdp else (0.9, 0.0)
+    assert PrivacyLedger(path, epsilon=1.0, delta=1e-5).spent() == pytest.approx(expected, rel=1e-12)
 
 
 def test_charges_persist_across_ledger_objects_and_budget_follows_the_config(tmp_path):
@@ -365,7 +371,6 @@ def test_bad_request_ids_are_input_errors(tmp_path, bad):
 
 # --- zCDP charges ----------------------------------------------------------------------------
 
-RHO = zcdp_rho(1.0, 1e-5)
 """The largest rho the fixture's budget (1, 1e-5) holds when all its delta goes to zCDP charges."""
 
 
@@ -507,25 +512,3 @@ def test_a_replayed_request_key_gets_the_recorded_reply_of_a_zcdp_charge_without
     with pytest.raises(ProtocolError, match="different request"):
         ledger.recorded_outcome("z-1", "another fingerprint")
     assert ledger.spent() == spent and [c.request_id for c in ledger.history()] == ["z-1"]
-
-
-def test_concurrent_zcdp_writers_cannot_both_spend_the_last_budget(tmp_path):
-    path = tmp_path / "shared.sqlite"
-    PrivacyLedger(path, epsilon=1.0, delta=1e-5)
-    outcomes = []
-
-    def spend():  # three fit (3.3 / 3.5 of the largest rho), a fourth would not
-        try:
-            PrivacyLedger(path, epsilon=1.0, delta=1e-5).charge_zcdp("q", RHO / 3.5, 1e-6)
-            outcomes.append("ok")
-        except BudgetExceededError:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=spend) for _ in range(6)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert sorted(outcomes) == ["ok"] * 3 + ["refused"] * 3
-    assert PrivacyLedger(path, epsilon=1.0, delta=1e-5).spent() == pytest.approx(
-        (zcdp_epsilon(3 * RHO / 3.5, 3e-6), 3e-6), rel=1e-12)
