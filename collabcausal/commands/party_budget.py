@@ -148,6 +148,7 @@ def _dataset_report(ledger: PrivacyLedger) -> dict:
                 "operation": c.operation,
                 "epsilon": c.epsilon,
                 "delta": c.delta,
+                "rho": c.rho,
                 "partition": c.partition,
                 "subset": c.subset,
                 "details": dict(c.details),
@@ -169,8 +170,10 @@ def _format(entry: dict) -> str:
     ]
     for c in entry["charges"]:
         parallel = f" parallel {c['partition']}/{c['subset']}" if c["partition"] is not None else ""
+        cost = (f"epsilon={c['epsilon']:.6g}" if c["rho"] is None
+                else f"zCDP rho={c['rho']:.6g} (alone epsilon={c['epsilon']:.6g}; zCDP charges compose by rho)")
         lines.append(
             f"    #{c['id']} {c['time']} study={c['study'] or '-'} {c['operation']} "
-            f"epsilon={c['epsilon']:.6g} delta={c['delta']:.3g}{parallel} {json.dumps(c['details'], sort_keys=True)}"
+            f"{cost} delta={c['delta']:.3g}{parallel} {json.dumps(c['details'], sort_keys=True)}"
         )
     return "\n".join(lines)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from collabcausal.cli import main
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 
 
@@ -28,6 +29,21 @@ def test_budget_shows_spent_remaining_and_the_audit_trail(ledger_path, capsys):
     assert "remaining  epsilon=1.25" in out
     assert "dp_histogram" in out and "study=s1" in out and '"n_clipped"' in out
     assert "parallel splits/a" in out
+
+
+def test_budget_shows_zcdp_charges_by_their_rho_and_their_composed_cost(tmp_path, capsys):
+    path = tmp_path / "budget.sqlite"
+    ledger = PrivacyLedger(path, epsilon=1.0, delta=1e-6, dataset="hospital.csv")
+    rho = zcdp_rho(1.0, 1e-6)
+    for op in ("dp_effects_statistics", "dp_effects_scores"):
+        ledger.charge_zcdp(op, rho / 2, 5e-7, study="s")
+    assert main(["party", "budget", "--ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"spent      epsilon={zcdp_epsilon(rho, 1e-6):.6g}" in out  # 1, not the two charges' 0.714 each
+    assert out.count(f"zCDP rho={rho / 2:.6g} (alone epsilon={zcdp_epsilon(rho / 2, 5e-7):.6g}") == 2
+    assert main(["party", "budget", "--ledger", str(path), "--json"]) == 0
+    charges = json.loads(capsys.readouterr().out)[0]["charges"]
+    assert [c["rho"] for c in charges] == [rho / 2, rho / 2]
 
 
 def test_budget_json_and_config_file(ledger_path, tmp_path, capsys):
