@@ -23,7 +23,11 @@ Composition (running totals, O(1) per charge; :func:`composed_cost` is the defin
 * zCDP charges (:meth:`PrivacyLedger.charge_zcdp`, Gaussian releases): a ``rho``-zCDP release
   with its share ``delta_k`` of delta. zCDP composes by adding rho (Bun & Steinke 2016, Lemma 2.3),
   so all zCDP charges of a dataset together cost ``(zcdp_epsilon(sum rho, sum delta_k),
-  sum delta_k)`` (OpenDP's conversion), which basic composition then adds to the other charges;
+  sum delta_k)`` (OpenDP's conversion), which basic composition then adds to the other charges.
+  This holds for any interleaving of the two kinds (Bun & Steinke 2016, section 8, approximate
+  zCDP: an (eps, delta)-DP release is delta-approximately (eps, 0)-zCDP, i.e. D_alpha <= eps on
+  events of probability 1 - delta; approximate zCDP composes adaptively by adding xi, rho and
+  delta; and D_alpha <= xi + rho alpha converts to (xi + zcdp_epsilon(rho, d), d + sum delta));
 * parallel composition (McSherry 2010): charges sharing a ``(study, partition)`` key with
   different ``subset`` labels touch disjoint subjects, so together they cost the maximum over
   subsets; charges within one subset add. The caller declares disjointness; the key is scoped by
