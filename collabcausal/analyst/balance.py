@@ -128,7 +128,7 @@ class FederatedSMD:
 def federated_smd(
     grid: Grid,
     parties: Sequence[Sequence[str]],
-    rows: Sequence[NDArray[np.int64]],
+    rows: Sequence[NDArray[np.int64] | int],
     treatment: NDArray[np.int8],
     weights: NDArray[np.float64],
     *,
@@ -143,8 +143,10 @@ def federated_smd(
     grid : Grid
     parties : sequence of sequence of str
         Parties per row group whose covariates are diagnosed (same column layout in every group).
-    rows : sequence of int arrays
-        Subject positions per row group (all subjects, or a bootstrap resample).
+    rows : sequence of int arrays or ints
+        Subject positions per row group (a bootstrap resample), or the row group's subject count:
+        all its subjects in table order, asked for without a ``rows`` array (the party reads its
+        table in place instead of gathering a copy of it).
     treatment, weights : ndarray (n,)
         Stacked over row groups in the order of ``rows``.
     dp : DPBalance, optional
@@ -155,11 +157,14 @@ def federated_smd(
         affine map), so the bounds must be the same for every row group.
     """
     operation = "weighted_moments" if dp is None else "dp_weighted_moments"
-    bounds = np.cumsum([0] + [len(r) for r in rows])
+    whole = [isinstance(r, (int, np.integer)) for r in rows]
+    bounds = np.cumsum([0] + [int(r) if w else len(r) for r, w in zip(rows, whole, strict=True)])
     messages = {}
     for i, group in enumerate(parties):
         sl = slice(bounds[i], bounds[i + 1])
-        arrays = {"arms": treatment[sl], "weights": weights[sl], "rows": np.asarray(rows[i], dtype=np.int64)}
+        arrays = {"arms": treatment[sl], "weights": weights[sl]}
+        if not whole[i]:
+            arrays["rows"] = np.asarray(rows[i], dtype=np.int64)
         for party in group:
             params = {"study": study} | ({} if dp is None else dp.params(party))
             messages[party] = Message(operation, params, arrays)
@@ -178,9 +183,10 @@ def federated_smd(
         total = total + moments
     if dp is None:
         return FederatedSMD(names, smd_from_moments(total))
+    subjects = [np.arange(bounds[i + 1] - bounds[i]) if whole[i] else rows[i] for i in range(len(rows))]
     variance = sum(
         np.concatenate([
-            _noise_variance(p, replies[p], expected_sigma(dp, p, weights[bounds[i]: bounds[i + 1]], rows[i]))
+            _noise_variance(p, replies[p], expected_sigma(dp, p, weights[bounds[i] : bounds[i + 1]], subjects[i]))
             for p in group
         ])
         for i, group in enumerate(parties)

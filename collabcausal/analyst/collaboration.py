@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import row_blocks
+from collabcausal.estimators.blocks import GRAM_BLOCK, column_means, row_blocks
 
 RANK_RTOL = 1e-7  # singular values from a Gram matrix are accurate to ~1e-8 relative
 
@@ -110,7 +110,7 @@ def collaborative_representation(
                 f"row group {i}: representation shapes {x_shape} and {a_shape} do not fit anchors of {r} rows",
                 "send X~ and A~ from the same reducers and the same anchor",
             )
-    centres = [[a.mean(axis=0) for a in As] for As in a_parts]
+    centres = [[column_means(a) for a in As] for As in a_parts]
     widths = [sum(a.shape[1] for a in As) for As in a_parts]
     k = min(widths) if n_components is None else int(n_components)
     gram = _centred_gram([a for As in a_parts for a in As], [c for cs in centres for c in cs])
@@ -140,8 +140,10 @@ def collaborative_representation(
     bounds = np.cumsum([0] + [xs[0].shape[0] for xs in x_parts])
     X_hat = np.empty((bounds[-1], k))
     for i, (xs, cs) in enumerate(zip(x_parts, centres, strict=True)):
-        for rows in row_blocks(xs[0].shape[0]):
-            X_hat[bounds[i] + rows.start : bounds[i] + rows.stop] = _centred_block(xs, cs, rows) @ maps[i]
+        buffer = np.empty((min(GRAM_BLOCK, xs[0].shape[0]), widths[i]))
+        for rows in row_blocks(xs[0].shape[0], GRAM_BLOCK):
+            block = _centred_block(xs, cs, rows, buffer)
+            np.matmul(block, maps[i], out=X_hat[bounds[i] + rows.start : bounds[i] + rows.stop])
     blocks = tuple(X_hat[bounds[i] : bounds[i + 1]] for i in range(len(x_parts)))
     return CollaborativeRepresentation(X_hat, blocks, tuple(maps), s)
 
@@ -154,18 +156,30 @@ def _column_blocks(blocks: ColumnBlocks) -> list[NDArray[np.float64]]:
 
 
 def _centred_block(
-    parts: Sequence[NDArray[np.float64]], centres: Sequence[NDArray[np.float64]], rows: slice
+    parts: Sequence[NDArray[np.float64]],
+    centres: Sequence[NDArray[np.float64]],
+    rows: slice,
+    buffer: NDArray[np.float64],
 ) -> NDArray[np.float64]:
-    """Rows ``rows`` of the column blocks placed side by side, each minus its centre."""
-    return np.hstack([p[rows] - c for p, c in zip(parts, centres, strict=True)])
+    """Rows ``rows`` of the column blocks placed side by side, each minus its centre, written into ``buffer``.
+
+    ``buffer`` has at least as many rows as ``rows`` and the blocks' total width; the leading rows are returned.
+    """
+    block = buffer[: rows.stop - rows.start]
+    start = 0
+    for p, c in zip(parts, centres, strict=True):
+        np.subtract(p[rows], c, out=block[:, start : start + p.shape[1]])
+        start += p.shape[1]
+    return block
 
 
 def _centred_gram(parts: Sequence[NDArray[np.float64]], centres: Sequence[NDArray[np.float64]]) -> NDArray[np.float64]:
     """Gram matrix of the column blocks side by side, each minus its centre, block by block of rows."""
     width = sum(p.shape[1] for p in parts)
     gram = np.zeros((width, width))
-    for rows in row_blocks(parts[0].shape[0]):
-        block = _centred_block(parts, centres, rows)
+    buffer = np.empty((min(GRAM_BLOCK, parts[0].shape[0]), width))
+    for rows in row_blocks(parts[0].shape[0], GRAM_BLOCK):
+        block = _centred_block(parts, centres, rows, buffer)
         gram += block.T @ block
     return gram
 

@@ -319,13 +319,12 @@ def run_dcqe(
     effects = estimate_effects(
         representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators, analytic_se=analytic_se
     )
-    if rows is None:
-        rows = [np.arange(block.shape[0]) for block in representation.blocks]
+    group_rows = [block.shape[0] for block in representation.blocks] if rows is None else rows
     samples = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
     if unweighted_smd:
         samples[None] = np.ones(t.shape[0])
     diagnosed: dict[str | None, FederatedSMD] = {
-        name: federated_smd(grid, plan.balance_parties, rows, t, w, dp=dp, study=plan.study, timeout=timeout)
+        name: federated_smd(grid, plan.balance_parties, group_rows, t, w, dp=dp, study=plan.study, timeout=timeout)
         for name, w in samples.items()
         if w is not None
     }

@@ -84,13 +84,15 @@ def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = Non
     w = np.ones(n) if weights is None else check_vector(weights, "weights", n=n)
     if (w < 0.0).any():
         raise InputError("weights contain negative values", "pass non-negative weights")
-    A = np.stack([w * (t == 0), w * (t == 1)])  # (2, n): the weight of each subject in each arm
+    A = np.empty((2, n))  # the weight of each subject in each arm: exactly w * (t == arm), t being 0 or 1
+    np.multiply(w, t, out=A[1])
+    np.subtract(w, A[1], out=A[0])
     sum_wx, sum_wx2 = np.zeros((2, X.shape[1])), np.zeros((2, X.shape[1]))
     for rows in row_blocks(n):  # no (n x m) temporary for X * X
         block = X[rows]
         sum_wx += A[:, rows] @ block
         sum_wx2 += A[:, rows] @ (block * block)
-    return ArmMoments(A.sum(axis=1), (A * A).sum(axis=1), sum_wx, sum_wx2)
+    return ArmMoments(A.sum(axis=1), np.einsum("ij,ij->i", A, A), sum_wx, sum_wx2)
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:

@@ -23,7 +23,8 @@ less than in row-major order, for a few columns."""
 
 GRAM_BLOCK = 1 << 13
 """Rows per block of the Gram matrices (a block of 11 columns is 0.7 MB): the centred or weighted
-copy of a block is still in the cache when the product reads it, which halves their time."""
+copy of a block is still in the cache when the product reads it, which halves their time. The same
+holds for any centred block multiplied at once (the reducer's projection, the collaborative X^)."""
 
 
 def row_blocks(n: int, rows: int = ROW_BLOCK) -> Iterator[slice]:

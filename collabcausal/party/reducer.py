@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import centred_gram, row_blocks
+from collabcausal.estimators.blocks import GRAM_BLOCK, centred_gram, column_means, row_blocks
 from collabcausal.estimators.validation import check_matrix
 
 
@@ -39,11 +39,14 @@ class StandardizedPCA:
 
     def fit(self, X: ArrayLike, y: object = None) -> StandardizedPCA:
         """Fit on the party's rows."""
-        X = check_matrix(X, "X")
+        return self._fit(check_matrix(X, "X"))
+
+    def _fit(self, X: NDArray[np.float64]) -> StandardizedPCA:
+        """Fit on rows already checked by :func:`check_matrix`."""
         if X.shape[0] < 2:
             raise InputError("PCA needs at least 2 subjects", "add subjects")
         n = X.shape[0]
-        self.mean_ = X.mean(axis=0)
+        self.mean_ = column_means(X)
         gram = centred_gram(X, self.mean_)  # accumulated block by block: no standardized copy of X
         scale = np.sqrt(np.diag(gram) / n)
         self.scale_ = np.where(scale > 0, scale, 1.0)
@@ -65,15 +68,23 @@ class StandardizedPCA:
         X = check_matrix(X, "X")
         if X.shape[1] != self.mean_.size:
             raise InputError(f"X has {X.shape[1]} columns, the reducer was fitted on {self.mean_.size}", "pass those")
-        out = np.empty((X.shape[0], self.n_components_))
-        axes = (self.components_ / self.scale_).T  # standardizing folded into the projection
-        for rows in row_blocks(X.shape[0]):
-            np.matmul(X[rows] - self.mean_, axes, out=out[rows])
-        return out
+        return self._project(X)
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
-        """Fit, then transform the same rows."""
-        return self.fit(X).transform(X)
+        """Fit, then transform the same rows (checked once)."""
+        X = check_matrix(X, "X")
+        return self._fit(X)._project(X)
+
+    def _project(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The fitted map on checked rows of the fitted width, centred block by block in one cache-sized buffer."""
+        out = np.empty((X.shape[0], self.n_components_))
+        axes = (self.components_ / self.scale_).T  # standardizing folded into the projection
+        buffer = np.empty((min(GRAM_BLOCK, X.shape[0]), X.shape[1]))
+        for rows in row_blocks(X.shape[0], GRAM_BLOCK):
+            block = buffer[: rows.stop - rows.start]
+            np.subtract(X[rows], self.mean_, out=block)
+            np.matmul(block, axes, out=out[rows])
+        return out
 
     def _n_kept(self, ratio: NDArray[np.float64], n_features: int) -> int:
         k = self.n_components

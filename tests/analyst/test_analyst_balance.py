@@ -53,6 +53,24 @@ def test_dp_smd_is_the_exact_smd_up_to_its_stated_noise(tmp_path, epsilon, toler
     assert np.all(np.abs(result.smd - exact.smd) <= tolerance_sds * result.noise_sd)
 
 
+def test_a_row_count_asks_for_every_row_without_sending_positions(tmp_path, monkeypatch):
+    grid, t, weights = _grid(tmp_path)
+    sent: list[Message] = []
+    send = grid.send_and_receive
+
+    def recording(messages, timeout=None):
+        sent.extend(messages.values())
+        return send(messages, timeout=timeout)
+
+    monkeypatch.setattr(grid, "send_and_receive", recording)
+    counted = federated_smd(grid, [["p1", "p2"]], [N], t, weights)
+    listed = federated_smd(grid, [["p1", "p2"]], [np.arange(N)], t, weights)
+    assert ["rows" in m.arrays for m in sent] == [False, False, True, True]
+    np.testing.assert_array_equal(counted.smd, listed.smd)
+    # the analyst's expected sigma of a DP reply is that of every row once
+    assert (federated_smd(grid, [["p1", "p2"]], [N], t, weights, dp=_dp(1e6)).noise_sd > 0).all()
+
+
 @pytest.mark.parametrize(
     ("sigma", "message"),
     [

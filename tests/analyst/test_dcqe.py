@@ -13,7 +13,7 @@ from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import smd
 from collabcausal.party import Party, PartyTable
 from collabcausal.protocol.inprocess import InProcessGrid
-from collabcausal.simulations.datasets import load_lalonde
+from collabcausal.simulations.datasets import load_lalonde, make_dcqe_synthetic
 from collabcausal.simulations.partition import build_parties, partition_grid
 
 
@@ -96,3 +96,29 @@ def test_invalid_plans_are_refused(kwargs, message) -> None:
     args = {"row_groups": [["a", "b"]], "anchor_ranges": {}, "n_anchors": 10} | kwargs
     with pytest.raises(InputError, match=message):
         DCQEPlan(**args)
+
+
+def test_w_collaboration_numbers_are_pinned() -> None:
+    """Estimates and SEs of a seeded study, over more rows than a block and an anchor too large to cache.
+
+    Speed-ups of the pipeline may change the rounding only: these are the figures of the code before them.
+    """
+    data = make_dcqe_synthetic(140_000, 3, n_covariates=10)
+    part = partition_grid(data, 2, seed=3)
+    grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(3)))
+    plan = DCQEPlan(
+        part.names(), data.covariate_ranges(), n_anchors=220_000, party_components=4, estimators=("psm", "ipw", "aipw")
+    )
+    result = run_dcqe(grid, plan)
+    pinned = {
+        "psm": (1.0052709795459365, 0.011474876770521062),
+        "ipw": (1.0500072104782567, 0.051484424937003705),
+        "aipw": (1.006831710093586, 0.009468847134945316),
+    }
+    for name, (estimate, se) in pinned.items():
+        got = result.effects.estimates[name]
+        np.testing.assert_allclose([got.estimate, got.se], [estimate, se], rtol=1e-10)
+    psm_smd = [-0.0010816533174688439, 0.0068795030156109825, 0.008534543824932359]
+    np.testing.assert_allclose(result.smd["psm"][:3], psm_smd, rtol=1e-9)
+    before = [0.7640896443398731, 0.7592275131992451, 0.7581703273181603]
+    np.testing.assert_allclose(result.smd_unweighted[:3], before, rtol=1e-10)
