@@ -387,7 +387,7 @@ class PrivacyLedger:
     def _check_budget(
         self, operation: str, asked: str, spent: tuple[float, float], new: tuple[float, float]
     ) -> None:
-        if new[0] > self.epsilon * (1 + _TOLERANCE) or new[1] > self.delta * (1 + _TOLERANCE) + 1e-15:
+        if new[0] > self.epsilon * (1 + _TOLERANCE) or new[1] > self.delta * (1 + _TOLERANCE):
             have_eps, have_delta = self._remaining_after(spent)
             raise BudgetExceededError(
                 f"{operation!r} asks {asked} but dataset {self.dataset!r} has "
