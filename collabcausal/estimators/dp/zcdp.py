@@ -47,8 +47,12 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     if d <= 0.0:
         raise InputError("a zCDP release needs delta > 0 to be stated as (epsilon, delta)", "e.g. delta = 1e-6")
     space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64")
-    zcdp = dp.m.make_gaussian(*space, scale=1.0 / math.sqrt(2.0 * r))
-    return float(dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(zcdp), d).map(1)[0])
+    try:
+        zcdp = dp.m.make_gaussian(*space, scale=1.0 / math.sqrt(2.0 * r))
+        return float(dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(zcdp), d).map(1)[0])
+    except dp.OpenDPException:  # overflows for rho near 1e155 or subnormal: public parameters, not the rows
+        raise InputError(f"rho {r:g} at delta {d:g} is beyond the zCDP conversion (it overflows)",
+                         "use 1e-300 < rho < 1e150") from None
 
 
 def zcdp_rho(epsilon: float, delta: float) -> float:
