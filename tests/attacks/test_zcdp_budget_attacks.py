@@ -117,6 +117,13 @@ def test_the_converted_epsilon_is_a_valid_gaussian_guarantee(rho, delta):
     assert gaussian_delta(zcdp_epsilon(rho, delta), rho) <= delta * (1 + 1e-6)
 
 
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(log_rho=st.floats(-8.0, 2.0), log_delta=st.floats(-15.0, math.log10(0.5)))
+def test_the_converted_epsilon_is_valid_for_random_rho_and_delta(log_rho, log_delta):
+    rho, delta = 10.0**log_rho, 10.0**log_delta
+    assert gaussian_delta(zcdp_epsilon(rho, delta), rho) <= delta * (1 + 1e-6)
+
+
 _STEP = st.one_of(
     st.tuples(st.just("approx"), st.floats(1e-4, 0.5), st.sampled_from([0.0, 1e-8, 1e-6])),
     st.tuples(st.just("part"), st.floats(1e-4, 0.5), st.sampled_from([0.0, 1e-7]), st.sampled_from("ab"),
