@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
-from collabcausal.analyst.dp_effects import _checked_values
+from collabcausal.analyst.dp_effects import DPEffectsSpec, _checked_values
 from collabcausal.errors import BudgetExceededError, InputError, ProtocolError, StudyFailedError
 from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import Charge, PrivacyLedger, composed_cost
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.dp_effects import STATISTICS
+from collabcausal.party.dp_effects import SCORES, STATISTICS
 from collabcausal.secagg import SCALE_BITS, integer_sensitivity
 from collabcausal.secagg.noise import sum_rho
 from collabcausal.secagg.release import share_calibration
@@ -186,6 +186,19 @@ def test_a_delta_outside_zero_to_one_over_n_is_refused(tmp_path, delta):
     with pytest.raises(InputError):
         party.handle(_request(STATISTICS, delta=delta))
     assert party.ledger.history() == []
+
+
+@pytest.mark.parametrize("share", [0.5, 0.9])
+def test_an_honest_study_at_the_party_budget_fits_exactly_and_nothing_more_does(tmp_path, share):
+    spec = DPEffectsSpec(1.0, 1e-6, (0.0, 5.0), 0.1, tuple(COLUMNS), ((0.0, 10.0), (-1.0, 1.0)),
+                         nuisance_share=share)
+    party = _party(tmp_path, epsilon=1.0, delta=1e-6)
+    for op, (rho, delta) in zip((STATISTICS, SCORES), spec.budgets, strict=True):
+        party.handle(_request(op, rho=rho, delta=delta))
+    eps, delta = party.ledger.spent()
+    assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-6) and delta == pytest.approx(1e-6, rel=1e-12)
+    with pytest.raises(BudgetExceededError):
+        party.handle(_request(STATISTICS, rho=1e-9, delta=1e-15))
 
 
 # --- 3. idempotent replay -----------------------------------------------------------------------------
