@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from dp_effects_requests import COLUMNS, DELTA, RHO, hostile_frame, hostile_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.special import log_ndtr
@@ -33,14 +33,11 @@ from collabcausal.secagg import SCALE_BITS, integer_sensitivity
 from collabcausal.secagg.noise import sum_rho
 from collabcausal.secagg.release import share_calibration
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "party"))
-from test_dp_effects_hostile import COLUMNS, DELTA, RHO, _frame, _request
-
 REL = 1e-9  # the ledger's relative tolerance (float rounding of the running totals)
 
 
 def _party(tmp_path: Path, epsilon: float = 1e6, delta: float = 0.5) -> Party:
-    table = PartyTable.from_frame(_frame(), COLUMNS, treatment="t", outcome="y")
+    table = PartyTable.from_frame(hostile_frame(), COLUMNS, treatment="t", outcome="y")
     return Party("p", table, ledger=PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=epsilon, delta=delta))
 
 
@@ -63,7 +60,7 @@ def test_a_pure_dp_party_refuses_a_gaussian_release_with_a_tiny_delta(tmp_path):
     # release, which is (epsilon, 0)-DP for no epsilon.
     party = _party(tmp_path, epsilon=10.0, delta=0.0)
     with pytest.raises(BudgetExceededError):
-        party.handle(_request(STATISTICS, rho=1e-4, delta=1e-15))
+        party.handle(hostile_request(STATISTICS, rho=1e-4, delta=1e-15))
     assert party.ledger.history() == [] and party.ledger.spent() == (0.0, 0.0)
 
 
@@ -80,7 +77,7 @@ def test_many_tiny_delta_requests_cannot_add_up_past_the_delta_budget(tmp_path):
     answered = 0
     with pytest.raises(BudgetExceededError):
         for _ in range(200):
-            party.handle(_request(STATISTICS, rho=1e-3, delta=1e-7))
+            party.handle(hostile_request(STATISTICS, rho=1e-3, delta=1e-7))
             answered += 1
     assert answered == 100  # 100 x 1e-7 = the budget, exactly
     assert party.ledger.spent()[1] <= 1e-5 * (1 + REL)
@@ -165,7 +162,7 @@ def test_random_interleavings_never_exceed_the_budget_and_match_the_definition(t
 def test_a_malformed_rho_is_an_input_error_and_charges_nothing(tmp_path, rho):
     party = _party(tmp_path)
     with pytest.raises(InputError):
-        party.handle(_request(STATISTICS, rho=rho))
+        party.handle(hostile_request(STATISTICS, rho=rho))
     assert party.ledger.history() == []
 
 
@@ -176,7 +173,7 @@ def test_a_rho_at_the_float_edges_is_refused_before_anything_is_released(tmp_pat
     # and the error says so (it is a function of public parameters, not of the rows).
     party = _party(tmp_path)
     with pytest.raises((InputError, BudgetExceededError)):
-        party.handle(_request(STATISTICS, rho=rho))
+        party.handle(hostile_request(STATISTICS, rho=rho))
     assert party.ledger.history() == []
 
 
@@ -184,7 +181,7 @@ def test_a_rho_at_the_float_edges_is_refused_before_anything_is_released(tmp_pat
 def test_a_delta_outside_zero_to_one_over_n_is_refused(tmp_path, delta):
     party = _party(tmp_path)  # 60 subjects
     with pytest.raises(InputError):
-        party.handle(_request(STATISTICS, delta=delta))
+        party.handle(hostile_request(STATISTICS, delta=delta))
     assert party.ledger.history() == []
 
 
@@ -194,11 +191,11 @@ def test_an_honest_study_at_the_party_budget_fits_exactly_and_nothing_more_does(
                          nuisance_share=share)
     party = _party(tmp_path, epsilon=1.0, delta=1e-6)
     for op, (rho, delta) in zip((STATISTICS, SCORES), spec.budgets, strict=True):
-        party.handle(_request(op, rho=rho, delta=delta))
+        party.handle(hostile_request(op, rho=rho, delta=delta))
     eps, delta = party.ledger.spent()
     assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-6) and delta == pytest.approx(1e-6, rel=1e-12)
     with pytest.raises(BudgetExceededError):
-        party.handle(_request(STATISTICS, rho=1e-9, delta=1e-15))
+        party.handle(hostile_request(STATISTICS, rho=1e-9, delta=1e-15))
 
 
 # --- 3. idempotent replay -----------------------------------------------------------------------------
@@ -206,12 +203,12 @@ def test_an_honest_study_at_the_party_budget_fits_exactly_and_nothing_more_does(
 
 def test_a_replayed_zcdp_release_is_the_same_numbers_and_another_rho_under_its_id_is_refused(tmp_path):
     party = _party(tmp_path)
-    first = party.handle(_request(STATISTICS, request_id="k"))
-    again = party.handle(_request(STATISTICS, request_id="k"))
+    first = party.handle(hostile_request(STATISTICS, request_id="k"))
+    again = party.handle(hostile_request(STATISTICS, request_id="k"))
     np.testing.assert_array_equal(first.arrays["values"], again.arrays["values"])
     for change in ({"rho": RHO * 1e6}, {"rho": RHO / 2}, {"delta": DELTA / 2}):
         with pytest.raises(ProtocolError):
-            party.handle(_request(STATISTICS, request_id="k", **change))
+            party.handle(hostile_request(STATISTICS, request_id="k", **change))
     assert len(party.ledger.history()) == 1
     assert party.ledger.spent() == pytest.approx((zcdp_epsilon(RHO, DELTA), DELTA))
 

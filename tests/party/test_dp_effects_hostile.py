@@ -14,45 +14,24 @@ noise" compares two releases of noise sd >= 0.4 per entry (P(equal) = 0).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
+from dp_effects_requests import COLUMNS, DELTA, FM, MODEL, OTHER, RHO, hostile_frame, hostile_request
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
-from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.ledger import PrivacyLedger
-from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import SCORES, STATISTICS
 
-N = 60
-COLUMNS = ["a", "b"]
-FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2)
-EPS, DELTA = 1.0, 1e-6
-RHO = zcdp_rho(EPS, DELTA)
-MODEL = NuisanceModel(np.array([0.0, 0.1, 0.2, -0.3]), (np.array([0.0, 0.1, 0.0, 0.1]), np.array([0.1, 0.1, 0, 0])))
-OTHER = NuisanceModel(np.array([0.0, -0.1, 0.4, 0.3]), (np.zeros(4), np.full(4, 0.1)))
-SCORE_PARAMS = {"models": [MODEL.to_spec()], "estimators": ["aipw", "ipw"], "estimands": ["ate", "att"], "trim": 0.1}
-
-
-def _frame(columns=COLUMNS, seed: int = 4) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({c: rng.uniform(0.1, 0.9, N) for c in columns})
-    return frame.assign(t=np.arange(N) % 2, y=rng.uniform(0, 5, N))
-
 
 def _party(tmp_path, frame=None, columns=COLUMNS, name: str = "l") -> Party:
-    table = PartyTable.from_frame(_frame(columns) if frame is None else frame, columns, treatment="t", outcome="y")
+    rows = hostile_frame(columns) if frame is None else frame
+    table = PartyTable.from_frame(rows, columns, treatment="t", outcome="y")
     return Party("p", table, ledger=PrivacyLedger(tmp_path / f"{name}.sqlite", epsilon=1e6, delta=0.5))
-
-
-def _request(op: str, **change) -> Message:
-    params = {"study": "s", "rho": RHO, "delta": DELTA, "columns": COLUMNS, "design": FM.to_spec(), "site": 1,
-              "n_folds": 1} | (SCORE_PARAMS if op == SCORES else {}) | change
-    return Message(op, {k: v for k, v in params.items() if v is not None})
 
 
 def _charges(party: Party) -> int:
@@ -80,11 +59,11 @@ AFTER_RELEASE_1 = {
 @pytest.mark.parametrize("case", sorted(AFTER_RELEASE_1))
 def test_a_changed_or_replayed_request_after_the_releases_is_charged_again(tmp_path, case):
     party = _party(tmp_path)
-    party.handle(_request(STATISTICS, n_folds=2))
-    party.handle(_request(SCORES, n_folds=2, models=SPLIT))
+    party.handle(hostile_request(STATISTICS, n_folds=2))
+    party.handle(hostile_request(SCORES, n_folds=2, models=SPLIT))
     spent = party.ledger.spent()
     op, change = AFTER_RELEASE_1[case]
-    reply = party.handle(_request(op, **change))
+    reply = party.handle(hostile_request(op, **change))
     assert _charges(party) == 3 and party.ledger.history()[-1].rho == RHO
     assert spent == pytest.approx((zcdp_epsilon(2 * RHO, 2 * DELTA), 2 * DELTA))
     assert party.ledger.spent() == pytest.approx((zcdp_epsilon(3 * RHO, 3 * DELTA), spent[1] + DELTA))
@@ -94,19 +73,19 @@ def test_a_changed_or_replayed_request_after_the_releases_is_charged_again(tmp_p
 
 def test_a_replay_gets_fresh_noise_and_a_new_charge(tmp_path):
     party = _party(tmp_path)
-    first = party.handle(_request(STATISTICS)).arrays["values"]
-    second = party.handle(_request(STATISTICS)).arrays["values"]
+    first = party.handle(hostile_request(STATISTICS)).arrays["values"]
+    second = party.handle(hostile_request(STATISTICS)).arrays["values"]
     assert _charges(party) == 2 and not np.array_equal(first, second)
 
 
 def test_a_replayed_idempotency_key_returns_the_recorded_numbers_and_cannot_carry_another_request(tmp_path):
     party = _party(tmp_path)
-    first = party.handle(_request(SCORES, request_id="k1"))
-    again = party.handle(_request(SCORES, request_id="k1"))
+    first = party.handle(hostile_request(SCORES, request_id="k1"))
+    again = party.handle(hostile_request(SCORES, request_id="k1"))
     np.testing.assert_array_equal(first.arrays["values"], again.arrays["values"])  # nothing new is released
     assert _charges(party) == 1
     with pytest.raises(ProtocolError, match="different request"):
-        party.handle(_request(SCORES, request_id="k1", models=[OTHER.to_spec()]))
+        party.handle(hostile_request(SCORES, request_id="k1", models=[OTHER.to_spec()]))
     assert _charges(party) == 1
 
 
@@ -117,10 +96,10 @@ def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_pat
     # range). Claims of a sensitivity or sigma in the request are ignored.
     party = _party(tmp_path)
     planted = {"sensitivity": 1e-9, "sigma": 1e-9, "noise_sd": 1e-9}
-    stats = party.handle(_request(STATISTICS, design=design, **planted))
+    stats = party.handle(hostile_request(STATISTICS, design=design, **planted))
     assert stats.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))
     assert stats.params["sigma"] == pytest.approx(gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO))
-    scores = party.handle(_request(SCORES, design=design, **planted))
+    scores = party.handle(hostile_request(SCORES, design=design, **planted))
     parts = components(["aipw", "ipw"], ["ate", "att"], 5.0, 0.1)
     assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))
 
@@ -129,7 +108,7 @@ def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_pat
 def test_a_trim_that_bounds_nothing_is_refused_uncharged(tmp_path, trim):
     party = _party(tmp_path)
     with pytest.raises(InputError, match="trim"):
-        party.handle(_request(SCORES, trim=trim))
+        party.handle(hostile_request(SCORES, trim=trim))
     assert _charges(party) == 0
 
 
@@ -152,7 +131,7 @@ def test_a_range_the_arithmetic_cannot_hold_is_refused_in_one_line_before_the_ch
     # OverflowError); where the failure depends on the rows it is a channel outside the release.
     party = _party(tmp_path)
     with pytest.raises(InputError, match="floating point") as info:
-        party.handle(_request(op, **HUGE[case]))
+        party.handle(hostile_request(op, **HUGE[case]))
     assert "\n" not in str(info.value)
     assert _charges(party) == 0
 
@@ -160,7 +139,7 @@ def test_a_range_the_arithmetic_cannot_hold_is_refused_in_one_line_before_the_ch
 def test_the_statistics_take_a_huge_finite_outcome_range(tmp_path):
     # They scale the outcome into [-1/2, 1/2]: nothing can overflow, so the range is allowed (and charged).
     party = _party(tmp_path)
-    reply = party.handle(_request(STATISTICS, **HUGE["score sums that can overflow over n rows"]))
+    reply = party.handle(hostile_request(STATISTICS, **HUGE["score sums that can overflow over n rows"]))
     assert np.isfinite(reply.arrays["values"]).all() and _charges(party) == 1
 
 
@@ -171,11 +150,11 @@ def test_hostile_coefficients_cannot_make_the_answer_depend_on_whether_a_row_sit
     columns = ["a", "b", "c", "d"]
     fm = FeatureMap(((0.0, 1.0),) * 4, (0.0, 5.0), n_sites=1)
     model = {"propensity": [1e308] * 5, "outcome_0": [0.0] * 5, "outcome_1": [0.0] * 5}
-    inside = _frame(columns)
+    inside = hostile_frame(columns)
     corner = inside.copy()
     corner.loc[0, columns] = [0.0, 1.0, 0.0, 0.5]
     for k, frame in enumerate((inside, corner)):
         party = _party(tmp_path, frame, columns, name=f"n{k}")
         with pytest.raises(InputError, match="floating point"):
-            party.handle(_request(SCORES, columns=columns, design=fm.to_spec(), site=0, models=[model]))
+            party.handle(hostile_request(SCORES, columns=columns, design=fm.to_spec(), site=0, models=[model]))
         assert _charges(party) == 0
