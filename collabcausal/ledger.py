@@ -157,13 +157,13 @@ def composed_cost(charges: Iterable[Charge]) -> tuple[float, float]:
     their rho and delta, and the sum is converted once (module docstring). This is the definition
     the ledger's running totals implement; it serves audits and migration.
     """
-    eps = delta = rho = zcdp_delta = 0.0
+    charges = list(charges)
+    eps = delta = 0.0
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for c in charges:
         if c.rho is not None:
-            rho += c.rho
-            zcdp_delta += c.delta
-        elif c.partition is None:
+            continue
+        if c.partition is None:
             eps += c.epsilon
             delta += c.delta
         else:
@@ -173,10 +173,17 @@ def composed_cost(charges: Iterable[Charge]) -> tuple[float, float]:
     for subsets in groups.values():
         eps += max(v[0] for v in subsets.values())
         delta += max(v[1] for v in subsets.values())
+    rho, zcdp_delta = _zcdp_sums(charges)
     if rho > 0.0:
         eps += zcdp_epsilon(rho, zcdp_delta)
         delta += zcdp_delta
     return eps, delta
+
+
+def _zcdp_sums(charges: list[Charge]) -> tuple[float, float]:
+    """Summed rho and delta of the zCDP charges among ``charges``."""
+    zcdp = [c for c in charges if c.rho is not None]
+    return sum(c.rho or 0.0 for c in zcdp), sum(c.delta for c in zcdp)
 
 
 class PrivacyLedger:
@@ -620,14 +627,13 @@ FORMAT_1_NOTE = "collabcausal-ledger-1 add/remove charge, cost doubled for subst
 
 def _rebuild_totals(db: sqlite3.Connection, dataset: str, charges: list[Charge]) -> None:
     db.execute("INSERT OR REPLACE INTO spent VALUES (?, ?, ?)", (dataset, *composed_cost(charges)))
-    zcdp = [c for c in charges if c.rho is not None]
-    if zcdp:
-        rho, dlt = sum(c.rho or 0.0 for c in zcdp), sum(c.delta for c in zcdp)
+    rho, dlt = _zcdp_sums(charges)
+    if rho > 0.0:
         db.execute("INSERT OR REPLACE INTO zcdp_totals VALUES (?, ?, ?, ?)",
                    (dataset, rho, dlt, zcdp_epsilon(rho, dlt)))
     subsets: dict[tuple[str, str, str], list[float]] = {}
     for c in charges:
-        if c.partition is not None and c.rho is None:
+        if c.partition is not None:
             total = subsets.setdefault((c.study, c.partition, str(c.subset)), [0.0, 0.0])
             total[0] += c.epsilon
             total[1] += c.delta

@@ -48,6 +48,7 @@ __all__ = [
     "laplace_scale",
     "perturb",
     "quantile_candidates",
+    "zcdp_gaussian_at_delta",
 ]
 
 
@@ -162,13 +163,18 @@ def discrete_gaussian_sigma(sensitivity: int, epsilon: float, delta: float) -> f
     d = _integer_sensitivity(sensitivity)
     eps = check_epsilon(epsilon)
     delta = _positive_delta(delta)
+    return float(dp.binary_search_param(lambda scale: zcdp_gaussian_at_delta(scale, delta), d_in=d,
+                                        d_out=(eps, delta)))
+
+
+def zcdp_gaussian_at_delta(scale: float, delta: float) -> dp.Measurement:
+    """OpenDP's integer Gaussian of ``scale`` (a zCDP measurement), its privacy map stated at ``delta``.
+
+    ``map(d_in)`` is its (epsilon, delta) for an L2 distance ``d_in``: OpenDP's
+    ``make_zCDP_to_approxDP`` conversion of ``d_in^2 / (2 scale^2)``-zCDP.
+    """
     space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64")
-
-    def make(scale: float) -> dp.Measurement:
-        zcdp = dp.m.make_gaussian(*space, scale=scale)
-        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(zcdp), delta)
-
-    return float(dp.binary_search_param(make, d_in=d, d_out=(eps, delta)))
+    return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(dp.m.make_gaussian(*space, scale=scale)), delta)
 
 
 def discrete_gaussian(

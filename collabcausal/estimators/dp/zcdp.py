@@ -19,8 +19,13 @@ import math
 import opendp.prelude as dp
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.dp.mechanisms import discrete_gaussian_sigma
-from collabcausal.estimators.validation import check_delta, check_epsilon
+from collabcausal.estimators.dp.mechanisms import (
+    _positive_delta,
+    _sensitivity,
+    discrete_gaussian_sigma,
+    zcdp_gaussian_at_delta,
+)
+from collabcausal.estimators.validation import check_epsilon
 
 __all__ = ["check_rho", "gaussian_zcdp_sigma", "zcdp_epsilon", "zcdp_rho"]
 
@@ -42,14 +47,9 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     ``rho``-zCDP is exactly the guarantee of OpenDP's Gaussian measurement at sensitivity 1 and
     scale ``1/sqrt(2 rho)``; OpenDP converts its privacy map with ``make_zCDP_to_approxDP``.
     """
-    r = check_rho(rho)
-    d = check_delta(delta, "delta of a zCDP conversion")
-    if d <= 0.0:
-        raise InputError("a zCDP release needs delta > 0 to be stated as (epsilon, delta)", "e.g. delta = 1e-6")
-    space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64")
+    r, d = check_rho(rho), _positive_delta(delta)
     try:
-        zcdp = dp.m.make_gaussian(*space, scale=1.0 / math.sqrt(2.0 * r))
-        return float(dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(zcdp), d).map(1)[0])
+        return float(zcdp_gaussian_at_delta(1.0 / math.sqrt(2.0 * r), d).map(1)[0])
     except dp.OpenDPException:  # overflows for rho near 1e155 or subnormal: public parameters, not the rows
         raise InputError(f"rho {r:g} at delta {d:g} is beyond the zCDP conversion (it overflows)",
                          "use 1e-300 < rho < 1e150") from None
@@ -62,10 +62,7 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
     ``binary_search_param`` calibrates to (epsilon, delta) (:func:`discrete_gaussian_sigma`), less a
     relative 1e-9 against the float rounding of the conversion.
     """
-    eps = check_epsilon(epsilon)
-    d = check_delta(delta, "delta")
-    if d <= 0.0:
-        raise InputError("a zCDP budget needs delta > 0", "e.g. delta = 1e-6")
+    eps, d = check_epsilon(epsilon), _positive_delta(delta)
     try:
         return (1.0 - 1e-9) / (2.0 * discrete_gaussian_sigma(1, eps, d) ** 2)
     except dp.OpenDPException:  # OpenDP's search overflows near epsilon 1e5: no noise worth the name anyway
@@ -75,7 +72,4 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
 
 def gaussian_zcdp_sigma(sensitivity: float, rho: float) -> float:
     """``sigma = Delta / sqrt(2 rho)``: the Gaussian noise sd that makes a release ``rho``-zCDP."""
-    delta2 = float(sensitivity)
-    if not (math.isfinite(delta2) and delta2 > 0.0):
-        raise InputError(f"sensitivity must be finite and positive, got {sensitivity!r}", "derive it from the bounds")
-    return delta2 / math.sqrt(2.0 * check_rho(rho))
+    return _sensitivity(sensitivity) / math.sqrt(2.0 * check_rho(rho))
