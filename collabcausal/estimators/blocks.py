@@ -47,11 +47,24 @@ def column_means(X: NDArray[np.float64]) -> NDArray[np.float64]:
     return out / X.shape[0]
 
 
+def centred_row_blocks(
+    X: NDArray[np.float64], center: NDArray[np.float64]
+) -> Iterator[tuple[slice, NDArray[np.float64]]]:
+    """``(rows, X[rows] - center)`` for blocks of :data:`GRAM_BLOCK` rows, each block written into one reused buffer.
+
+    A block is valid until the next one is asked for: use it at once (a product, a sum).
+    """
+    buffer = np.empty((min(GRAM_BLOCK, X.shape[0]), X.shape[1]))
+    for rows in row_blocks(X.shape[0], GRAM_BLOCK):
+        block = buffer[: rows.stop - rows.start]
+        np.subtract(X[rows], center, out=block)
+        yield rows, block
+
+
 def centred_gram(X: NDArray[np.float64], center: NDArray[np.float64]) -> NDArray[np.float64]:
     """``(X - center)' (X - center)``, accumulated block by block (no centred copy of X)."""
     out = np.zeros((X.shape[1], X.shape[1]))
-    for rows in row_blocks(X.shape[0], GRAM_BLOCK):
-        block = X[rows] - center
+    for _, block in centred_row_blocks(X, center):
         out += block.T @ block
     return out
 

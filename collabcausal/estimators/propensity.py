@@ -18,7 +18,14 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import DESIGN_ORDER, centred_gram, column_means, row_blocks, weighted_gram
+from collabcausal.estimators.blocks import (
+    DESIGN_ORDER,
+    centred_gram,
+    centred_row_blocks,
+    column_means,
+    row_blocks,
+    weighted_gram,
+)
 from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
@@ -112,8 +119,8 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         first = int(self.fit_intercept)
         D = np.empty((n, first + m), order=DESIGN_ORDER)
         D[:, :first] = 1.0
-        for rows in row_blocks(n):
-            D[rows, first:] = (X[rows] - center) @ W
+        for rows, block in centred_row_blocks(X, center):
+            D[rows, first:] = block @ W
         P = self.penalty * (W.T @ W)  # the penalty ||coef||^2 = gamma' W'W gamma
         theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol)
         gamma = theta[first:]

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import GRAM_BLOCK, centred_gram, column_means, row_blocks
+from collabcausal.estimators.blocks import centred_gram, centred_row_blocks, column_means
 from collabcausal.estimators.validation import check_matrix
 
 
@@ -79,10 +79,7 @@ class StandardizedPCA:
         """The fitted map on checked rows of the fitted width, centred block by block in one cache-sized buffer."""
         out = np.empty((X.shape[0], self.n_components_))
         axes = (self.components_ / self.scale_).T  # standardizing folded into the projection
-        buffer = np.empty((min(GRAM_BLOCK, X.shape[0]), X.shape[1]))
-        for rows in row_blocks(X.shape[0], GRAM_BLOCK):
-            block = buffer[: rows.stop - rows.start]
-            np.subtract(X[rows], self.mean_, out=block)
+        for rows, block in centred_row_blocks(X, self.mean_):
             np.matmul(block, axes, out=out[rows])
         return out
 
