@@ -8,6 +8,7 @@ few megabytes and gives the same rows (each row's arithmetic does not depend on 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -76,3 +77,40 @@ def weighted_gram(design: NDArray[np.float64], w: NDArray[np.float64]) -> NDArra
         block = design[rows]
         out += block.T @ (block * w[rows, None])
     return out
+
+
+@dataclass(frozen=True)
+class ColumnMoments:
+    """Row count, column means and centred Gram matrix of a set of rows.
+
+    The moments of two disjoint sets merge exactly (Chan, Golub & LeVeque 1979, eq. 2.1 in its matrix
+    form): a table read block by block out of core gets the moments of the whole from those of its
+    blocks, without the cancellation of an uncentred sum of squares.
+
+    Attributes
+    ----------
+    n : int
+    mean : ndarray of shape (m,)
+    gram : ndarray of shape (m, m)
+        ``(X - mean)' (X - mean)``.
+    """
+
+    n: int
+    mean: NDArray[np.float64]
+    gram: NDArray[np.float64]
+
+    @classmethod
+    def of(cls, X: NDArray[np.float64]) -> ColumnMoments:
+        """The moments of the rows of ``X``, block by block (:func:`column_means`, :func:`centred_gram`)."""
+        mean = column_means(X)
+        return cls(int(X.shape[0]), mean, centred_gram(X, mean))
+
+    def merge(self, other: ColumnMoments) -> ColumnMoments:
+        """The moments of the union of the two sets of rows."""
+        n = self.n + other.n
+        shift = other.mean - self.mean
+        return ColumnMoments(
+            n,
+            self.mean + shift * (other.n / n),
+            self.gram + other.gram + np.outer(shift, shift) * (self.n * other.n / n),
+        )

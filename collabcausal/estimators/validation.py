@@ -113,8 +113,11 @@ def _one_per_subject(arr: NDArray, name: str, n: int | None) -> NDArray:
     return arr
 
 
-def check_treatment(t: ArrayLike, name: str = "treatment", *, n: int | None = None) -> NDArray[np.int8]:
-    """A binary treatment vector coded 0/1 with both arms present."""
+def check_treatment(
+    t: ArrayLike, name: str = "treatment", *, n: int | None = None, both_arms: bool = True
+) -> NDArray[np.int8]:
+    """A binary treatment vector coded 0/1 with both arms present (``both_arms=False``: a block of
+    a table's rows, which may hold one arm)."""
     arr = check_vector(t, name, n=n)
     bad = (arr != 0.0) & (arr != 1.0)
     if bad.any():
@@ -124,7 +127,7 @@ def check_treatment(t: ArrayLike, name: str = "treatment", *, n: int | None = No
             "recode the treatment column to 0 (control) and 1 (treated)",
         )
     out = arr.astype(np.int8)
-    if out.min() == out.max():
+    if both_arms and out.min() == out.max():
         raise InputError(
             f"{name} has only one arm ({int(out[0])}) among {out.size} subjects",
             "both treated and control subjects are needed to estimate an effect",

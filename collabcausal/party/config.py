@@ -113,7 +113,13 @@ class AnalystSection(Endpoint):
 class DataSection(Section):
     """``[data]``: the private table, from a file or a database query (:mod:`collabcausal.party.sources`)."""
 
-    path: str | None = Field(None, min_length=1, description='the .csv or .parquet file, e.g. "hospital-a.csv"')
+    path: str | None = Field(
+        None, min_length=1,
+        description='the .csv or .parquet file, e.g. "hospital-a.csv", or a directory of .parquet files (out of core)',
+    )
+    workers: int | None = Field(
+        None, ge=1, le=256, description="blocks read at once from a directory of .parquet files, e.g. 2"
+    )
     format: Literal["csv", "parquet"] | None = Field(None, description='"csv" or "parquet" (default: the extension)')
     url: str | None = Field(
         None, min_length=1, description='a SQLAlchemy URL without password, e.g. "postgresql+psycopg://reader@db/omop"'
@@ -131,6 +137,8 @@ class DataSection(Section):
     def _one_source(self) -> DataSection:
         if (self.path is None) == (self.url is None):
             raise ValueError('give either path = "table.parquet" or url = "..." with query, not both or neither')
+        if self.workers is not None and (self.path is None or self.path.endswith((".csv", ".txt", ".parquet"))):
+            raise ValueError("workers goes with a path naming a directory of .parquet files (read out of core)")
         if self.path is not None:
             extra = [k for k in ("query", "query_file", "password_env", "password_file") if getattr(self, k)]
             if extra:

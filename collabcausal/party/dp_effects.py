@@ -39,7 +39,7 @@ models make; :mod:`~collabcausal.estimators.dp.effects.scores`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import masked_release
-from collabcausal.party.table import DEFAULT_MIN_SUBJECTS
+from collabcausal.party.table import DEFAULT_MIN_SUBJECTS, column_index
 
 STATISTICS = "dp_effects_statistics"
 SCORES = "dp_effects_scores"
@@ -106,7 +106,7 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
     if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
         raise InputError(f"{op} columns must be a non-empty list of covariate names", "send columns=[...]")
     for name in columns:
-        party.table.column(name)
+        column_index(party.table, name)
     feature_map = FeatureMap.from_spec(p["design"])
     if feature_map.n_covariates != len(columns) or feature_map.n_sites > MAX_SITES:
         raise InputError(
@@ -178,7 +178,7 @@ def _check_labels(party: Party, op: str, n_folds: int) -> None:
             f"party {party.name!r} holds no treatment and outcome", "dp_effects needs every party's T and Y"
         )
     floor = getattr(party.policy, "min_subjects", DEFAULT_MIN_SUBJECTS)
-    counts = np.bincount(table.treatment, minlength=2)
+    counts = table.arm_counts
     if counts.min() < max(floor, n_folds):
         arm = "treated" if counts[1] < counts[0] else "control"
         raise PolicyError(
@@ -187,32 +187,37 @@ def _check_labels(party: Party, op: str, n_folds: int) -> None:
         )
 
 
-def folds_of(party: Party, request: EffectsRequest) -> NDArray[np.int64]:
+def folds_of(party: Party, request: EffectsRequest) -> NDArray[np.int8]:
     """The party's folds: by position, keyed by a secret its ledger keeps (same across requests and restarts)."""
     if request.n_folds == 1:
-        return np.zeros(party.table.n_subjects, dtype=np.int64)
+        return np.zeros(party.table.n_subjects, dtype=np.int8)
     seed = fold_seed(require_ledger(party, STATISTICS).secret("dp_effects folds"), request.study)
     return assign_folds(party.table.n_subjects, request.n_folds, seed)
 
 
-def covariates_of(party: Party, request: EffectsRequest) -> NDArray[np.float64]:
-    """The requested covariate columns, in design order."""
-    return np.column_stack([party.table.column(c) for c in request.columns])
+def row_sums(
+    party: Party, request: EffectsRequest, per_rows: Callable[..., NDArray[np.float64]]
+) -> NDArray[np.float64]:
+    """``per_rows(X, t, y, folds)`` summed over the party's rows (in memory: one block; out of core: each block).
+
+    ``X`` holds the requested covariates in design order and ``folds`` the rows' fold labels.
+    """
+    folds = folds_of(party, request)
+    return party.table.reduce_rows(lambda rows, X, t, y: per_rows(X, t, y, folds[rows]), request.columns, np.add)
 
 
-@operation(STATISTICS, differentially_private=True)
+@operation(STATISTICS, differentially_private=True, out_of_core=True)
 def dp_effects_statistics(party: Party, request: Message) -> Message:
     """``rho``-zCDP per-fold sufficient statistics of the party's rows (module docstring)."""
     req = parse_request(party, request)
     sensitivity = statistics_sensitivity(req.feature_map)
     length = req.n_folds * statistics_length(req.feature_map.dim)
-    return _release(party, request, req, sensitivity, length, {"n_folds": req.n_folds}, lambda: party_statistics(
-        covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
-        folds_of(party, req), req.n_folds,
+    return _release(party, request, req, sensitivity, length, {"n_folds": req.n_folds}, lambda: row_sums(
+        party, req, lambda X, t, y, folds: party_statistics(X, t, y, req.feature_map, req.site, folds, req.n_folds),
     ))
 
 
-@operation(SCORES, differentially_private=True)
+@operation(SCORES, differentially_private=True, out_of_core=True)
 def dp_effects_scores(party: Party, request: Message) -> Message:
     """``rho``-zCDP sums of bounded AIPW / Hajek scores (module docstring)."""
     req = parse_request(party, request)
@@ -240,9 +245,9 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     _check_scores_arithmetic(party, [c.width for c in parts], models + [m for r in replicates for m in r])
     sensitivity = release_sensitivity(parts)
     details = {"components": [c.name for c in parts], "trim": trim, "replicates": len(replicates)}
-    return _release(party, request, req, sensitivity, len(parts), details, lambda: scaled_sums(party_score_sums(
-        covariates_of(party, req), party.table.treatment, party.table.outcome, req.feature_map, req.site,
-        folds_of(party, req), models, parts, trim, replicates,
+    return _release(party, request, req, sensitivity, len(parts), details, lambda: scaled_sums(row_sums(
+        party, req, lambda X, t, y, folds: party_score_sums(X, t, y, req.feature_map, req.site, folds, models, parts,
+                                                            trim, replicates),
     ), parts))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from collabcausal.errors import CollabCausalError, PolicyError
 from collabcausal.messages import Message
+from collabcausal.party.chunked_table import ChunkedTable
 from collabcausal.party.operations import Operation, lookup
 from collabcausal.party.request_state import RequestState
 from collabcausal.party.table import PartyTable
@@ -50,8 +51,10 @@ class Party:
     ----------
     name : str
         The party's identity on the study roster, e.g. ``"hospital-a"`` or ``"p1-1"``.
-    table : PartyTable
-        The validated private table.
+    table : PartyTable or ChunkedTable
+        The validated private table, in memory or read out of core
+        (:class:`~collabcausal.party.chunked_table.ChunkedTable`: only operations registered
+        ``out_of_core`` answer from it).
     policy : Policy, optional
         What the party allows; ``None`` allows every registered operation (simulations).
     ledger : optional
@@ -81,7 +84,7 @@ class Party:
     def __init__(
         self,
         name: str,
-        table: PartyTable,
+        table: PartyTable | ChunkedTable,
         *,
         policy: Policy | None = None,
         ledger: Any = None,
@@ -123,6 +126,13 @@ class Party:
         try:
             op = lookup(request.operation)
             self._check_study(request)
+            if not op.runs_on(self.table):
+                raise PolicyError(
+                    f"party {self.name} reads its table {self.table.source} out of core, and {op.name} needs it in "
+                    "memory",
+                    "ask for describe, dc_representation or dp_effects, or give the party a table that fits in "
+                    "memory (one file)",
+                )
             if op.differentially_private and self.audit is not None:
                 last_charge = _last_charge(self.ledger)
             if self.policy is not None:

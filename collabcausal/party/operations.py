@@ -44,6 +44,10 @@ class Operation:
     exact_rows : bool
         True when the reply is an exact (noise-free) function of the rows' covariate values: beside
         a DP operation on the same columns it voids the DP guarantee.
+    out_of_core : bool
+        True when the handler reads the rows only through ``reduce_rows`` / ``project_rows``, so it
+        runs on a table read out of core (:mod:`collabcausal.party.chunked_table`); an operation that
+        reads no rows (``private_data=False``) runs on one too.
     """
 
     name: str
@@ -51,13 +55,23 @@ class Operation:
     private_data: bool = True
     differentially_private: bool = False
     exact_rows: bool = False
+    out_of_core: bool = False
+
+    def runs_on(self, table: Any) -> bool:
+        """True when the operation can answer from ``table`` (any table in memory)."""
+        return table.in_memory or self.out_of_core or not self.private_data
 
 
 _REGISTRY: dict[str, Operation] = {}
 
 
 def operation(
-    name: str, *, private_data: bool = True, differentially_private: bool = False, exact_rows: bool = False
+    name: str,
+    *,
+    private_data: bool = True,
+    differentially_private: bool = False,
+    exact_rows: bool = False,
+    out_of_core: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as the party operation ``name`` (decorator)."""
 
@@ -66,7 +80,7 @@ def operation(
             raise RuntimeError(f"party operation {name!r} is registered twice")
         if exact_rows and differentially_private:
             raise RuntimeError(f"party operation {name!r} cannot be both exact row-level and DP")
-        _REGISTRY[name] = Operation(name, handler, private_data, differentially_private, exact_rows)
+        _REGISTRY[name] = Operation(name, handler, private_data, differentially_private, exact_rows, out_of_core)
         return handler
 
     return register

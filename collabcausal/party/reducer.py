@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import centred_gram, centred_row_blocks, column_means
+from collabcausal.estimators.blocks import ColumnMoments, centred_row_blocks
 from collabcausal.estimators.validation import check_matrix
 
 
@@ -43,11 +43,14 @@ class StandardizedPCA:
 
     def _fit(self, X: NDArray[np.float64]) -> StandardizedPCA:
         """Fit on rows already checked by :func:`check_matrix`."""
-        if X.shape[0] < 2:
+        return self.fit_moments(ColumnMoments.of(X))  # accumulated block by block: no standardized copy of X
+
+    def fit_moments(self, moments: ColumnMoments) -> StandardizedPCA:
+        """Fit from the party's row count, means and centred Gram (a table read out of core merges its blocks')."""
+        if moments.n < 2:
             raise InputError("PCA needs at least 2 subjects", "add subjects")
-        n = X.shape[0]
-        self.mean_ = column_means(X)
-        gram = centred_gram(X, self.mean_)  # accumulated block by block: no standardized copy of X
+        n, gram = moments.n, moments.gram
+        self.mean_ = moments.mean
         scale = np.sqrt(np.diag(gram) / n)
         self.scale_ = np.where(scale > 0, scale, 1.0)
         eigval, eigvec = np.linalg.eigh(gram / np.outer(self.scale_, self.scale_) / (n - 1))
@@ -55,7 +58,7 @@ class StandardizedPCA:
         eigval, eigvec = np.clip(eigval[order], 0.0, None), eigvec[:, order]
         total = eigval.sum()
         ratio = eigval / total if total > 0 else np.zeros_like(eigval)
-        k = self._n_kept(ratio, X.shape[1])
+        k = self._n_kept(ratio, gram.shape[0])
         axes = eigvec[:, :k].T
         signs = np.sign(axes[np.arange(k), np.argmax(np.abs(axes), axis=1)])
         self.components_ = axes * signs[:, None]

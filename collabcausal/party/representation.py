@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from collabcausal.anchor_key import anchor_fingerprint
 from collabcausal.errors import InputError, PolicyError, ProtocolError
-from collabcausal.estimators.blocks import row_blocks
+from collabcausal.estimators.blocks import ColumnMoments, row_blocks
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_blocks, anchor_columns
 from collabcausal.party.node import Party
@@ -63,7 +63,7 @@ def describe(party: Party, request: Message) -> Message:
     )
 
 
-@operation("dc_representation", exact_rows=True)
+@operation("dc_representation", exact_rows=True, out_of_core=True)
 def dc_representation(party: Party, request: Message) -> Message:
     """Intermediate representations X~_ij and A~_ij of the party's (resampled) rows.
 
@@ -85,12 +85,14 @@ def dc_representation(party: Party, request: Message) -> Message:
             "give every party the study's anchor key: [anchor] key_file in party.toml",
         )
     rows = selected_rows(party, request)
-    X = party.table.covariates if rows is None else party.table.covariates[rows]
-    if isinstance(n_components, int):
-        n_components = min(n_components, X.shape[1])
-    reducer = (party.reducer_factory or StandardizedPCA)(n_components)
-    x_tilde = reducer.fit_transform(X)
     columns = party.table.covariate_names
+    if isinstance(n_components, int):
+        n_components = min(n_components, len(columns))
+    reducer = (party.reducer_factory or StandardizedPCA)(n_components)
+    if party.table.in_memory:
+        x_tilde = reducer.fit_transform(party.table.covariates if rows is None else party.table.covariates[rows])
+    else:
+        x_tilde = _reduce_out_of_core(party, reducer, rows)
     study = str(p.get("study", ""))
     bounds = tuple((c, *map(float, ranges[c])) for c in columns if c in ranges)
     a_tilde = _anchor_image(reducer, party.anchor_key, study, columns, bounds, n_anchors)
@@ -98,10 +100,27 @@ def dc_representation(party: Party, request: Message) -> Message:
     if p.get("labels", False):
         if not party.table.has_labels:
             raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
-        t, y = party.table.treatment, party.table.outcome
+        t, y = (party.table.treatment, party.table.outcome) if party.table.in_memory else party.table.labels()
         arrays["treatment"] = t if rows is None else t[rows]
         arrays["outcome"] = y if rows is None else y[rows]
     return Message("dc_representation", {"n_components": int(arrays["x_tilde"].shape[1])}, arrays)
+
+
+def _reduce_out_of_core(party: Party, reducer: Any, rows: NDArray[np.int64] | None) -> NDArray[np.float64]:
+    """Fit the reducer on the merged moments of the table's blocks, then project the blocks (two passes)."""
+    if rows is not None:
+        raise PolicyError(
+            f"party {party.name} reads its table out of core, so it does not answer a resample (rows)",
+            "run the study without party-side resamples, or give the party a table that fits in memory (one file)",
+        )
+    if not hasattr(reducer, "fit_moments"):
+        raise PolicyError(
+            f"party {party.name}'s reducer {type(reducer).__name__} cannot be fitted out of core (no fit_moments)",
+            "use the default StandardizedPCA for an out-of-core table",
+        )
+    names = party.table.covariate_names
+    reducer.fit_moments(party.table.reduce_rows(lambda _, X, t, y: ColumnMoments.of(X), names, ColumnMoments.merge))
+    return party.table.project_rows(reducer.transform, names, reducer.n_components_)
 
 
 def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:

@@ -44,6 +44,8 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from collabcausal.errors import ConfigError, DataSourceError, InputError
+from collabcausal.party.arrow_columns import check_no_nulls, float_column
+from collabcausal.party.chunked_table import ChunkedTable
 from collabcausal.party.table import PartyTable, check_declared, read_table_file
 
 if TYPE_CHECKING:
@@ -73,6 +75,8 @@ class DataSource:
         The cohort query.
     password_env, password_file
         Where the database password is (at most one).
+    workers : int or None
+        Blocks read at once when ``path`` is a directory of Parquet files (read out of core).
     statement_timeout : float
         Seconds the query may run.
     """
@@ -84,12 +88,14 @@ class DataSource:
     password_env: str | None = None
     password_file: Path | None = None
     statement_timeout: float = 300.0
+    workers: int | None = None
 
     @classmethod
     def from_section(cls, data: Mapping[str, Any], base: Path) -> DataSource:
         """The source of a validated ``[data]`` section; relative paths are relative to ``base``."""
         if data.get("path") is not None:
-            return cls(path=(base / data["path"]).resolve(), file_format=data.get("format"))
+            path = (base / data["path"]).resolve()
+            return cls(path=path, file_format=data.get("format"), workers=data.get("workers"))
         url = _parse_url(data["url"])
         if url.get_backend_name() in ("sqlite", "duckdb") and url.database and url.database != ":memory:":
             url = url.set(database=str((base / url.database).resolve()))
@@ -165,8 +171,11 @@ def read_table(
     subject_id: str | None = None,
     min_subjects: int = 10,
     on_constant: Literal["error", "drop"] = "error",
-) -> PartyTable:
+) -> PartyTable | ChunkedTable:
     """Read the declared columns of ``source`` and validate them (:meth:`PartyTable.from_arrays`).
+
+    A ``path`` naming a directory of Parquet files is opened out of core instead
+    (:meth:`~collabcausal.party.chunked_table.ChunkedTable.open`: validated block by block, not loaded).
 
     Every problem is one :class:`InputError` (the data), :class:`ConfigError` (the section or the
     password) or :class:`DataSourceError` (the database), naming the source and the fix.
@@ -174,6 +183,9 @@ def read_table(
     where = source.describe()
     check_declared(covariates, treatment, outcome, subject_id, where)
     checks = {"min_subjects": min_subjects, "on_constant": on_constant}
+    if source.path is not None and source.path.is_dir():
+        return ChunkedTable.open(source.path, covariates, treatment=treatment, outcome=outcome, subject_id=subject_id,
+                                 workers=source.workers, source=where, **checks)
     if source.path is not None and _file_format(source) == "csv":
         frame = read_table_file(source.path, "csv")
         return PartyTable.from_frame(
@@ -243,12 +255,12 @@ def _fill(
             for role, array in [("X", block), *dest.items()]:
                 blocks[role].append(array)
         for j, name in enumerate(layout.covariates):
-            block[:, j] = _floats(batch.column(name), name, where, start)
+            block[:, j] = float_column(batch.column(name), name, where, start)
         for role in numeric:
-            dest[role][:] = _floats(batch.column(layout.labels[role]), layout.labels[role], where, start)
+            dest[role][:] = float_column(batch.column(layout.labels[role]), layout.labels[role], where, start)
         if "subject_ids" in layout.labels:
             name = layout.labels["subject_ids"]
-            _no_nulls(batch.column(name), name, where, start)
+            check_no_nulls(batch.column(name), name, where, start)
             blocks["subject_ids"].append(batch.column(name).cast(pa.string()).to_numpy(zero_copy_only=False))
         start += k
     if total is None:
@@ -260,28 +272,6 @@ def _fill(
         ids = blocks["subject_ids"]
         out["subject_ids"] = np.concatenate(ids).astype(str) if ids else np.empty(0, dtype=str)
     return X, out
-
-
-def _floats(column: pa.Array, name: str, where: str, start: int) -> NDArray[np.float64]:
-    """A numeric (or boolean, decimal) Arrow column as float64; NULLs and text are refused."""
-    _no_nulls(column, name, where, start)
-    kind = column.type
-    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_boolean)
-    if not any(is_kind(kind) for is_kind in numeric):
-        raise InputError(
-            f"{where}: column {name!r} is not numeric (type {kind})",
-            "encode it as numbers (e.g. one-hot, or a CASE expression in the query)",
-        )
-    return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
-
-
-def _no_nulls(column: pa.Array, name: str, where: str, start: int) -> None:
-    if column.null_count:
-        row = start + int(np.argmax(column.is_null().to_numpy(zero_copy_only=False))) + 1
-        raise InputError(
-            f"{where}: column {name!r} has a NULL (row {row})",
-            "drop or impute missing values (in a query: WHERE ... IS NOT NULL or COALESCE)",
-        )
 
 
 def _read_parquet(path: Path, layout: _Layout) -> tuple[NDArray[np.float64], dict[str, NDArray]]:

@@ -14,10 +14,10 @@ caller can say why in its own terms). Pass ``on_constant="drop"`` to drop them w
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,12 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_treatment
 
 DEFAULT_MIN_SUBJECTS = 10
+
+R = TypeVar("R")
+RowTask = Callable[[slice, NDArray[np.float64], "NDArray[np.int8] | None", "NDArray[np.float64] | None"], R]
+"""``task(rows, X, t, y)``: a function of a block of rows (``rows`` their positions in the table; ``X`` the
+requested covariates; ``t``, ``y`` the labels or ``None``) whose results over blocks combine into the
+table's (:meth:`PartyTable.reduce_rows`)."""
 
 
 class ConstantCovariateError(InputError):
@@ -70,15 +76,27 @@ class PartyTable:
         """True when the table holds treatment and outcome (the row group's label holder)."""
         return self.treatment is not None and self.outcome is not None
 
+    in_memory: ClassVar[bool] = True
+    """The rows are arrays in memory (:class:`~collabcausal.party.chunked_table.ChunkedTable` reads out of core)."""
+
+    @property
+    def arm_counts(self) -> NDArray[np.int64]:
+        """Subjects in the control and the treated arm (a label holder's)."""
+        return np.bincount(self.treatment, minlength=2) if self.treatment is not None else np.zeros(2, np.int64)
+
     def column(self, name: str) -> NDArray[np.float64]:
         """One covariate column by name."""
-        try:
-            return self.covariates[:, self.covariate_names.index(name)]
-        except ValueError:
-            raise InputError(
-                f"{self.source}: no covariate column {name!r}",
-                f"use one of {list(self.covariate_names)}",
-            ) from None
+        return self.covariates[:, column_index(self, name)]
+
+    def reduce_rows(self, task: RowTask[R], columns: Sequence[str], combine: Callable[[R, R], R]) -> R:
+        """``task(rows, X, t, y)`` on the whole table, ``X`` the named covariates in that order.
+
+        The in-memory table is one block (``combine``, which merges two blocks' results, is not
+        called); :meth:`ChunkedTable.reduce_rows <collabcausal.party.chunked_table.ChunkedTable.reduce_rows>`
+        runs the same task on every block of rows and combines the results.
+        """
+        X = np.column_stack([self.column(c) for c in columns])
+        return task(slice(0, self.n_subjects), X, self.treatment, self.outcome)
 
     @classmethod
     def from_frame(
@@ -175,9 +193,9 @@ class PartyTable:
         names = tuple(covariate_names)
         low, high = X.min(axis=0), X.max(axis=0)  # one pass each in C order; a NaN or inf shows in them
         for j in np.flatnonzero(~(np.isfinite(low) & np.isfinite(high))):
-            _check_finite(X[:, j], names[j], where)
+            check_finite(X[:, j], names[j], where)
         for name, values in (c for c in (treatment, outcome) if c is not None):
-            _check_finite(values, name, where)
+            check_finite(values, name, where)
         constant = [c for c, lo, hi in zip(names, low, high, strict=True) if lo == hi]
         if constant:
             if on_constant == "error":
@@ -200,6 +218,16 @@ class PartyTable:
                 )
         return cls(X, names, t, y, ids, where)
 
+
+
+def column_index(table: PartyTable | Any, name: str) -> int:
+    """Position of covariate ``name`` in ``table.covariate_names``; a one-line error naming the choices."""
+    try:
+        return table.covariate_names.index(name)
+    except ValueError:
+        raise InputError(
+            f"{table.source}: no covariate column {name!r}", f"use one of {list(table.covariate_names)}"
+        ) from None
 
 
 def check_declared(
@@ -251,10 +279,11 @@ def _numeric(series: pd.Series, name: str, where: str) -> NDArray[np.float64]:
     return values
 
 
-def _check_finite(values: NDArray[np.float64], name: str, where: str) -> None:
+def check_finite(values: NDArray[np.float64], name: str, where: str, start: int = 0) -> None:
+    """Refuse a NaN or infinite value, naming its (1-based) row; ``start``: the row of ``values[0]`` in the source."""
     finite = np.isfinite(values)
     if not finite.all():
-        row = int(np.argmin(finite)) + 1
+        row = start + int(np.argmin(finite)) + 1
         raise InputError(
             f"{where}: column {name!r} has a NaN or infinite value (row {row})", "impute or drop those rows"
         )

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import row_blocks
 
 
 def fold_seed(secret: bytes, study: str) -> int:
@@ -25,15 +26,24 @@ def fold_seed(secret: bytes, study: str) -> int:
     return int.from_bytes(digest[:16], "big")
 
 
-def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int64]:
-    """Fold label (0..K-1) of each of ``n`` rows: a seeded permutation cut into K near-equal parts."""
+def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
+    """Fold label (0..K-1) of each of ``n`` rows: a seeded permutation cut into K near-equal parts.
+
+    One byte per row and a transient int32 permutation (int64 past 2^31 rows), so a party reading
+    10^8 rows out of core holds 0.1 GB of labels; the permutation is the one
+    ``default_rng(seed).permutation(n)`` draws, whatever its integer width.
+    """
     if n_folds < 1:
         raise InputError(
             f"n_folds must be >= 1, got {n_folds}", "use 1 (full-sample nuisances) or >= 2 (cross-fitting)"
         )
     if n < n_folds:
         raise InputError(f"{n} rows cannot make {n_folds} folds", "use fewer folds or a larger party")
-    order = np.random.default_rng(seed).permutation(n)
-    folds = np.empty(n, dtype=np.int64)
-    folds[order] = np.arange(n) % n_folds
+    if n_folds > np.iinfo(np.int8).max:
+        raise InputError(f"n_folds {n_folds} is above {np.iinfo(np.int8).max}", "use fewer folds")
+    width = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    order = np.random.default_rng(seed).permutation(np.arange(n, dtype=width))
+    folds = np.empty(n, dtype=np.int8)
+    for rows in row_blocks(n):
+        folds[order[rows]] = np.arange(rows.start, rows.stop) % n_folds
     return folds

@@ -38,11 +38,15 @@ from collabcausal.estimators.validation import check_treatment
 
 def party_statistics(
     X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
-    folds: NDArray[np.int64], n_folds: int,
+    folds: NDArray[np.integer], n_folds: int,
 ) -> NDArray[np.float64]:
-    """Exact per-fold statistics, shape ``(n_folds, statistics_length(d))``."""
+    """Exact per-fold statistics, shape ``(n_folds, statistics_length(d))``.
+
+    A sum over rows: the statistics of a table are the sum of its row blocks' (each block with its
+    rows' fold labels), which is how a party reading its table out of core computes them.
+    """
     D = feature_map.design(X, site)
-    t = check_treatment(treatment, "treatment", n=D.shape[0])
+    t = check_treatment(treatment, "treatment", n=D.shape[0], both_arms=False)
     y = feature_map.centred_outcome(outcome)
     return np.stack([
         fold_statistics(D[folds == k], t[folds == k], y[folds == k], feature_map.outcome_width)
@@ -52,18 +56,20 @@ def party_statistics(
 
 def party_score_sums(
     X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
-    folds: NDArray[np.int64], models: Sequence[NuisanceModel], parts: Sequence[Component], trim: float,
+    folds: NDArray[np.integer], models: Sequence[NuisanceModel], parts: Sequence[Component], trim: float,
     replicates: Sequence[Sequence[NuisanceModel]] = (),
 ) -> NDArray[np.float64]:
     """Exact sums of the ``parts`` over all rows, each fold scored with its own model.
 
     ``replicates[b][k]`` is fold ``k``'s model of noise replicate ``b``; the replicate parts of copy
-    ``b`` (:func:`~.scores.replicate_components`) sum the clipped differences it makes.
+    ``b`` (:func:`~.scores.replicate_components`) sum the clipped differences it makes. A sum over
+    rows, like :func:`party_statistics` (a block may lack a fold; a fold label without a model is
+    refused).
     """
     D = feature_map.design(X, site)
-    t = check_treatment(treatment, "treatment", n=D.shape[0])
+    t = check_treatment(treatment, "treatment", n=D.shape[0], both_arms=False)
     y = feature_map.centred_outcome(outcome)
-    if len(models) != int(folds.max()) + 1 or any(len(r) != len(models) for r in replicates):
+    if (folds.size and int(folds.max()) >= len(models)) or any(len(r) != len(models) for r in replicates):
         raise InputError(f"{len(models)} nuisance models for {int(folds.max()) + 1} folds (or a replicate with "
                          "another number)", "send one model per fold, in each replicate too")
     base = [c for c in parts if c.of is None]
