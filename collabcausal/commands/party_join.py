@@ -14,7 +14,11 @@ from collabcausal.errors import ConfigError
 from collabcausal.logs import progress_logger
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from collabcausal.party.chunked_table import ChunkedTable
     from collabcausal.party.config import PartyConfig
+    from collabcausal.party.table import PartyTable
 
 ANCHORED = ("dc_representation", "dp_representation")
 """Operations that derive the study's anchor from the anchor key (refused by a party without one)."""
@@ -111,7 +115,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
     n = len(config.columns)
     components = min(n if policy.allow_full_rank else n - 1, policy.max_components or n)
     labels = "no treatment or outcome (not a label holder)"
-    if table.treatment is not None:
+    if table.has_labels:
         labels = f"label holder (treatment {config.data.get('treatment')!r}, outcome {config.data.get('outcome')!r})"
     if config.privacy is None:
         budget = "no [privacy] section: it answers no DP query"
@@ -133,7 +137,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"{config.path}: valid",
         f"  party {config.name} of study {config.study!r}; dials {conn.address}",
         f"  {identity}",
-        f"  data {table.source}: {table.n_subjects} subjects; {labels}",
+        f"  data {table.source}: {table.n_subjects} subjects; {labels}{_out_of_core(table, policy.operations)}",
         "  would share, as its [policy] allows:",
         f"    operations: {', '.join(sorted(policy.operations))}",
         f"    columns: {', '.join(config.columns)}",
@@ -146,3 +150,14 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"  audit log: {config.audit_path}",
         "checked without connecting: nothing was sent",
     ]
+
+
+def _out_of_core(table: PartyTable | ChunkedTable, operations: Iterable[str]) -> str:
+    """For a table read out of core: its blocks, and the policy's operations it cannot answer."""
+    from collabcausal.party.operations import lookup
+
+    if table.in_memory:
+        return ""
+    refused = sorted(name for name in operations if not lookup(name).runs_on(table))
+    note = f"; read out of core ({len(table.blocks)} row groups, {table.workers} workers)"
+    return note + (f"; refuses {', '.join(refused)} (they need the table in memory)" if refused else "")

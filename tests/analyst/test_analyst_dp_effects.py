@@ -123,3 +123,27 @@ def test_a_grid_with_column_groups_is_refused_naming_the_options():
            "dp_effects": {"epsilon": 1.0, "outcome_range": [0, 1], "trim": 0.1}}
     with pytest.raises(ValueError, match=r"row groups only.*dcqe.*dp_representation"):
         StudyFile.model_validate(doc)
+
+
+def test_parties_reading_their_tables_out_of_core_give_the_in_memory_study(tmp_path):
+    """Each site's table as a directory of Parquet files (ChunkedTable); secure aggregation; eps 1e4."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from collabcausal.party.chunked_table import ChunkedTable
+    from collabcausal.party.secagg import attach_identities
+
+    spec = _spec(1e4, secure_aggregation=True, estimators=("aipw",), estimands=("ate",))
+    parties = site_parties(SITES, str(tmp_path), spec.epsilon, spec.delta)
+    for i, (party, site) in enumerate(zip(parties, SITES, strict=True)):
+        folder = tmp_path / f"site{i}"
+        folder.mkdir()
+        columns = {c: site.X[:, j] for j, c in enumerate(COLUMNS)} | {"t": site.T, "y": site.Y}
+        pq.write_table(pa.table(columns), folder / "part-0.parquet", row_group_size=97)
+        party.table = ChunkedTable.open(folder, COLUMNS, treatment="t", outcome="y", workers=2)
+    attach_identities(parties, simulation_identities("s", [p.name for p in parties]))
+    report = dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
+    ate, peer = report["estimates"]["aipw-ate"], federated_aipw(SITES)
+    assert abs(ate["estimate"] - peer.estimate) < 2 * max(ate["se"], peer.se)
+    assert ate["se"] == pytest.approx(peer.se, rel=0.25)
+    assert all(len(p.table.blocks) > 1 for p in parties)

@@ -53,3 +53,19 @@ def test_refused_connection_fails_fast_with_its_cause_in_one_line(tmp_path, caps
     err = capsys.readouterr().err
     assert "unreachable for 1 s" in err and "connection refused" in err
     assert sum("unreachable" in line for line in err.splitlines()) == 2  # the outage logged once, then the error
+
+
+def test_check_of_an_out_of_core_table_names_its_blocks_and_the_operations_it_refuses(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "registry").mkdir()
+    for k in range(2):
+        pq.write_table(pa.table({"a": np.arange(10.0) + k}), tmp_path / "registry" / f"part-{k}.parquet")
+    path = tmp_path / "party.toml"
+    path.write_text(TOML.format(address="127.0.0.1:50051").replace('path = "t.csv"', 'path = "registry"')
+                    .replace('["describe"]', '["describe", "dp_mean"]') + "[privacy]\nepsilon = 1.0\n")
+    assert main(["party", "join", "--config", str(path), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "20 subjects" in out and "read out of core (2 row groups, " in out
+    assert "refuses dp_mean (they need the table in memory)" in out
