@@ -77,7 +77,8 @@ def test_anchor_blocks_of_one_request_make_up_its_whole_image() -> None:
     later = p.handle(request(anchor_rows=[15, 40], arrays={"rows": rows}))
     assert set(first.arrays) == {"x_tilde", "a_tilde", "treatment", "outcome"} and set(later.arrays) == {"a_tilde"}
     np.testing.assert_array_equal(first.arrays["x_tilde"], whole.arrays["x_tilde"])
-    np.testing.assert_array_equal(np.vstack([first.arrays["a_tilde"], later.arrays["a_tilde"]]), whole.arrays["a_tilde"])
+    blocks = np.vstack([first.arrays["a_tilde"], later.arrays["a_tilde"]])
+    np.testing.assert_array_equal(blocks, whole.arrays["a_tilde"])
 
 
 @pytest.mark.parametrize(
