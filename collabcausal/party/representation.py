@@ -94,14 +94,14 @@ def dc_representation(party: Party, request: Message) -> Message:
             f"party {party.name!r} has no anchor key, so it cannot build the study's secret anchor",
             "give every party the study's anchor key: [anchor] key_file in party.toml",
         )
-    start, stop = anchor_rows(request) or (0, n_anchors)
+    start, stop = requested_anchor_block(request) or (0, n_anchors)
     if not 0 <= start < stop <= n_anchors:
         raise ProtocolError(
             f"anchor_rows [{start}, {stop}] is not a block of the {n_anchors} anchor rows",
             "ask for 0 <= start < stop <= n_anchors",
         )
-    fit = request_fingerprint(Message(request.operation, {k: v for k, v in p.items() if k != "anchor_rows"},
-                                      request.arrays))
+    same_request = {k: v for k, v in p.items() if k != "anchor_rows"}
+    fit = request_fingerprint(Message(request.operation, same_request, request.arrays))
     arrays = {}
     if start == 0:
         reducer = _fit(party, request, n_components, arrays)
@@ -143,7 +143,7 @@ def _fit(party: Party, request: Message, n_components: int | float, arrays: dict
     return reducer
 
 
-def anchor_rows(request: Message) -> tuple[int, int] | None:
+def requested_anchor_block(request: Message) -> tuple[int, int] | None:
     """A ``dc_representation`` request's ``anchor_rows`` as (start, stop), or None when it asks for all."""
     block = request.params.get("anchor_rows")
     if block is None:
@@ -167,7 +167,7 @@ def continues_representation(request: Message) -> bool:
     if request.operation != "dc_representation":
         return False
     try:
-        block = anchor_rows(request)
+        block = requested_anchor_block(request)
     except ProtocolError:
         return False
     return block is not None and block[0] != 0
