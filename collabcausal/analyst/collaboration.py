@@ -91,14 +91,14 @@ class AnchorGram:
         Raises
         ------
         InputError
-            The parties' blocks differ in rows, or their widths differ from the first block's.
+            An empty block, the parties' blocks differ in rows, or their widths differ from the first block's.
         """
         parts = [_column_blocks(a) for a in a_tilde]
         if not parts or (self.rows and len(parts) != len(self.widths)):
             raise InputError("every block of A~ must list the same row groups", "pass one block per row group")
         rows = parts[0][0].shape[0] if parts[0] else 0
         for i, As in enumerate(parts):
-            fits = bool(As) and all(a.ndim == 2 and a.shape[0] == rows for a in As)
+            fits = rows >= 1 and bool(As) and all(a.ndim == 2 and a.shape[0] == rows for a in As)
             if not fits or (self.rows and tuple(a.shape[1] for a in As) != self.widths[i]):
                 raise InputError(
                     f"row group {i}: anchor representations of shapes {[a.shape for a in As]} do not fit anchors "
