@@ -50,8 +50,9 @@ def anchor_columns(
     n_anchors: int,
     *,
     purpose: str = "anchor",
+    rows: slice | None = None,
 ) -> NDArray[np.float64]:
-    """The anchor's columns ``columns`` (``n_anchors`` rows), uniform on their declared ranges.
+    """The anchor's columns ``columns`` (``n_anchors`` rows, or its rows ``rows``), uniform on their declared ranges.
 
     Parameters
     ----------
@@ -69,15 +70,17 @@ def anchor_columns(
         Separates independent anchors of one study: plain DC-QE uses ``"anchor"``, DP
         representations ``"dp-anchor"`` (their exact anchor image lets an analyst recover that
         anchor, which must then say nothing about the plain one).
+    rows : slice, optional
+        Only these anchor rows (``start`` to ``stop``), as :func:`anchor_blocks` draws them.
 
     Returns
     -------
-    ndarray of shape (n_anchors, len(columns))
+    ndarray of shape (n_anchors, len(columns)), or (rows.stop - rows.start, len(columns))
     """
-    blocks = anchor_blocks(key, study, columns, ranges, n_anchors, purpose=purpose)
-    out = np.empty((int(n_anchors), len(columns)))
-    for rows, block in zip(row_blocks(int(n_anchors)), blocks, strict=True):
-        out[rows] = block
+    blocks = anchor_blocks(key, study, columns, ranges, n_anchors, purpose=purpose, rows=rows)
+    out = np.empty((int(n_anchors) if rows is None else rows.stop - rows.start, len(columns)))
+    for part, block in zip(row_blocks(out.shape[0]), blocks, strict=True):
+        out[part] = block
     return out
 
 

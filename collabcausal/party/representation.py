@@ -189,8 +189,8 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
 
 
 CACHED_ANCHOR_VALUES = 1 << 20
-"""Anchors of at most this many values (r x m, 8 MB) are kept for the next request (:func:`_anchor`);
-larger ones are generated and reduced block by block, never held whole."""
+"""Blocks of anchor rows of at most this many values (rows x m, 8 MB) are kept for the next
+request (:func:`_anchor`); larger ones are generated and reduced block by block, never held whole."""
 
 
 def _anchor_image(
@@ -203,8 +203,9 @@ def _anchor_image(
     rows: slice,
 ) -> NDArray[np.float64]:
     """Rows ``rows`` of A~ = f(X_anc): the reducer applied to those anchor rows (row by row, so block by block)."""
-    if n_anchors * len(columns) <= CACHED_ANCHOR_VALUES:
-        return np.asarray(reducer.transform(_anchor(key, study, columns, ranges, n_anchors)[rows]), dtype=np.float64)
+    if (rows.stop - rows.start) * len(columns) <= CACHED_ANCHOR_VALUES:
+        anchor = _anchor(key, study, columns, ranges, n_anchors, rows.start, rows.stop)
+        return np.asarray(reducer.transform(anchor), dtype=np.float64)
     blocks = anchor_blocks(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors, rows=rows)
     out = None
     for part, block in zip(row_blocks(rows.stop - rows.start), blocks, strict=True):
@@ -215,15 +216,25 @@ def _anchor_image(
     return out
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=2)
 def _anchor(
-    key: bytes, study: str, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
+    key: bytes,
+    study: str,
+    columns: tuple[str, ...],
+    ranges: tuple[tuple[str, float, float], ...],
+    n_anchors: int,
+    start: int,
+    stop: int,
 ) -> NDArray[np.float64]:
-    """The study's anchor, kept for the next request (a study's B + 1 requests share it).
+    """Anchor rows ``start`` to ``stop``, kept for the next requests that ask for them.
 
-    Only the latest is kept: an analyst varying ``n_anchors`` or the study cannot pin several
-    matrices of up to ``max_anchors`` x m floats in the party's memory (issue 10).
+    A study's B + 1 requests share its anchor (or its first block), and in a simulation the
+    parties of one column group, asked in turn, share each block. Only the latest two are kept
+    (two column groups of a simulated grid; a deployed party uses one): an analyst varying
+    ``n_anchors``, the block or the study cannot pin more than two blocks of 8 MB in the party's
+    memory (issue 10).
     """
-    out = anchor_columns(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+    by_name = {name: (lo, hi) for name, lo, hi in ranges}
+    out = anchor_columns(key, study, columns, by_name, n_anchors, rows=slice(start, stop))
     out.setflags(write=False)
     return out

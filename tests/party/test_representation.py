@@ -125,14 +125,17 @@ def test_describe_reveals_metadata_and_an_id_digest_only() -> None:
 
 def test_distinct_anchors_asked_by_the_analyst_do_not_pile_up_in_the_party() -> None:
     # Issue 10: up to 8 anchor matrices (each up to max_anchors x m floats) stayed cached, so a
-    # hostile analyst varying n_anchors or the study pinned 8 of them. The party keeps at most the
-    # latest one (the repeated bootstrap requests of a study reuse it).
+    # hostile analyst varying n_anchors, the block or the study pinned 8 of them. The party keeps at
+    # most the latest two blocks of at most 8 MB (the repeated bootstrap requests of a study reuse
+    # one; the parties of two column groups of a simulation, asked in turn, one each).
     from collabcausal.party.representation import _anchor
 
     p = party()
     for r in range(40, 52):
         p.handle(request(n_anchors=r))
-    assert _anchor.cache_info().currsize <= 1
+        p.handle(request(n_anchors=r, anchor_rows=[0, 30]))
+        p.handle(request(n_anchors=r, anchor_rows=[30, 40]))
+    assert _anchor.cache_info().currsize <= 2
     first = p.handle(request(n_anchors=51)).arrays["a_tilde"]
     np.testing.assert_array_equal(p.handle(request(n_anchors=51)).arrays["a_tilde"], first)
 
