@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
 from collabcausal.analyst.balance import DPBalanceSpec, FederatedSMD, federated_smd
-from collabcausal.analyst.collaboration import CollaborativeRepresentation, collaborative_representation
+from collabcausal.analyst.collaboration import AnchorGram, CollaborativeRepresentation, collaborative_representation
 from collabcausal.analyst.effects import (
     BALANCED_ESTIMATORS,
     ESTIMATORS,
@@ -32,10 +32,14 @@ from collabcausal.analyst.replies import check_anchor_keys, check_description, c
 from collabcausal.analyst.study_defaults import PARTY_COMPONENTS, configuration_line
 from collabcausal.anchor_key import anchor_fingerprint, simulation_anchor_key
 from collabcausal.errors import InputError, NumericalError, StudyFailedError
+from collabcausal.estimators.blocks import row_blocks
 from collabcausal.estimators.bootstrap import stratified_resample
 from collabcausal.estimators.validation import check_estimand
 from collabcausal.messages import Message
 from collabcausal.randomness import child_rng
+
+ANCHOR_BLOCK_VALUES = 1 << 22
+"""Default :attr:`DCQEPlan.anchor_block_values`: 32 MB of anchor images held at once."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,10 @@ class DCQEPlan:
     dp_balance : DPBalanceSpec, optional
         Ask for (epsilon, delta)-DP balance moments (``dp_weighted_moments``, charged to each
         balance party's ledger per request) instead of the exact ``weighted_moments``.
+    anchor_block_values : int
+        Values of the parties' anchor images A~ the analyst holds at once: the anchor rows are
+        asked for in blocks of :meth:`anchor_block_rows` (the whole r in one request when they
+        fit), so its memory does not grow with the number of parties.
     """
 
     row_groups: Sequence[Sequence[str]]
@@ -84,6 +92,7 @@ class DCQEPlan:
     study: str = "study"
     balance_parties: Sequence[Sequence[str]] | None = field(default=None)
     dp_balance: DPBalanceSpec | None = None
+    anchor_block_values: int = ANCHOR_BLOCK_VALUES
 
     def __post_init__(self) -> None:
         groups = tuple(tuple(g) for g in self.row_groups)
@@ -122,6 +131,15 @@ class DCQEPlan:
         if self.n_anchors is not None:
             return int(self.n_anchors)
         return sum(int(described[group[0]].params["n_subjects"]) for group in self.row_groups)
+
+    def anchor_block_rows(self, described: Mapping[str, Message]) -> int:
+        """Anchor rows per ``dc_representation`` request: ``anchor_block_values`` over the parties' summed covariates.
+
+        The summed covariates (from ``describe``) bound the width of A~ before any party has said
+        how many components it keeps.
+        """
+        width = sum(len(described[p].params["covariates"]) for p in self.parties())
+        return max(1, int(self.anchor_block_values) // max(width, 1))
 
     def components_of(self, party: str) -> int | float:
         """m~ for one party."""
@@ -296,26 +314,13 @@ def run_dcqe(
                 "labels": party == plan.label_holders[i],
             }
             requests[party] = Message("dc_representation", params, arrays)
-    replies = grid.send_and_receive(requests, timeout=timeout)
-    for i, group in enumerate(plan.row_groups):
-        n_rows = int(described[group[0]].params["n_subjects"]) if rows is None else len(rows[i])
-        for party in group:
-            check_representation(
-                party,
-                replies[party],
-                n_rows=n_rows,
-                n_anchors=n_anchors,
-                n_covariates=len(described[party].params["covariates"]),
-                labels=party == plan.label_holders[i],
-            )
-    t = np.concatenate([replies[h].array("treatment") for h in plan.label_holders]).astype(np.int8)
-    y = np.concatenate([replies[h].array("outcome") for h in plan.label_holders]).astype(np.float64)
-    representation = collaborative_representation(
-        [[replies[p].array("x_tilde") for p in g] for g in plan.row_groups],
-        [[replies[p].array("a_tilde") for p in g] for g in plan.row_groups],
-        plan.n_components,
-    )
-    del replies  # X~ and A~ (r = n rows by default) are the study's largest arrays: not kept past X^
+    kept, anchor = _representations(grid, plan, requests, described, rows, timeout)
+    t = np.concatenate([kept[h]["treatment"] for h in plan.label_holders]).astype(np.int8)
+    y = np.concatenate([kept[h]["outcome"] for h in plan.label_holders]).astype(np.float64)
+    x_tilde = [[kept[p]["x_tilde"] for p in g] for g in plan.row_groups]
+    del kept  # the label holders' arrays are copied into t and y
+    representation = collaborative_representation(x_tilde, anchor, plan.n_components)
+    del x_tilde  # X~ (n rows) is not kept past X^
     effects = estimate_effects(
         representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators, analytic_se=analytic_se
     )
@@ -341,6 +346,47 @@ def run_dcqe(
         smd_noise_sd={name: d.noise_sd for name, d in diagnosed.items() if d.noise_sd is not None},
         smd_unweighted_noise_sd=None if before is None else before.noise_sd,
     )
+
+
+def _representations(
+    grid: Grid,
+    plan: DCQEPlan,
+    requests: Mapping[str, Message],
+    described: Mapping[str, Message],
+    rows: Sequence[NDArray[np.int64]] | None,
+    timeout: float | None,
+) -> tuple[dict[str, dict[str, NDArray]], AnchorGram]:
+    """Ask for the representations block by block of anchor rows; X~ and labels by party, and the anchor Gram.
+
+    The first block's request (``anchor_rows`` from 0) makes every party fit its reducer and send
+    X~_ij (and the labels) with its first block of A~_ij; the same requests for the later blocks
+    are answered from those fits. Each block is checked and added to the :class:`AnchorGram`, then
+    dropped before the next is asked for: the analyst holds one block of each party's anchor image
+    at a time (:attr:`DCQEPlan.anchor_block_values` values in all).
+    """
+    kept: dict[str, dict[str, NDArray]] = {}
+    anchor = AnchorGram()
+    for block in row_blocks(plan.anchor_rows(described), plan.anchor_block_rows(described)):
+        asked = {p: Message(m.operation, {**m.params, "anchor_rows": [block.start, block.stop]}, m.arrays)
+                 for p, m in requests.items()}
+        replies = grid.send_and_receive(asked, timeout=timeout)
+        for i, group in enumerate(plan.row_groups):
+            n_rows = int(described[group[0]].params["n_subjects"]) if rows is None else len(rows[i])
+            for party in group:
+                check_representation(
+                    party,
+                    replies[party],
+                    n_rows=n_rows,
+                    n_anchors=block.stop - block.start,
+                    n_covariates=len(described[party].params["covariates"]),
+                    labels=party == plan.label_holders[i],
+                    columns=kept[party]["x_tilde"].shape[1] if kept else None,
+                )
+        if not kept:
+            kept = {p: {k: v for k, v in reply.arrays.items() if k != "a_tilde"} for p, reply in replies.items()}
+        anchor.add([[replies[p].array("a_tilde") for p in g] for g in plan.row_groups])
+        del replies  # this block of A~ is in the Gram: not held while the next is asked for
+    return kept, anchor
 
 
 def bootstrap_dcqe(

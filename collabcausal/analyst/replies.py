@@ -11,7 +11,9 @@ For ``dc_representation`` (paper 003, Algorithm 2, step 2) of party j in row gro
   count) and 1 <= m~_ij <= the party's described covariate count (a party cannot widen its
   share of the collaborative representation with extra columns);
 * ``a_tilde``: finite, r x m~_ij (r anchor rows asked for, same m~_ij);
-* label holders: ``treatment`` of n_i values in {0, 1} and a finite ``outcome`` of n_i values.
+* label holders: ``treatment`` of n_i values in {0, 1} and a finite ``outcome`` of n_i values;
+* a later block of anchor rows (``anchor_rows`` not from row 0) carries ``a_tilde`` only, of the
+  party's m~_ij in its first block.
 
 A ``weighted_moments`` reply (paper 003, eqs. 42-44) needs a list of covariate names (m of them)
 and finite :class:`~collabcausal.estimators.balance.ArmMoments` arrays: ``sum_w`` and ``sum_w2``
@@ -58,7 +60,14 @@ per entry."""
 
 
 def check_representation(
-    party: str, reply: Message, *, n_rows: int, n_anchors: int, n_covariates: int, labels: bool
+    party: str,
+    reply: Message,
+    *,
+    n_rows: int,
+    n_anchors: int,
+    n_covariates: int,
+    labels: bool,
+    columns: int | None = None,
 ) -> None:
     """Refuse a ``dc_representation`` reply whose arrays differ from what was asked.
 
@@ -70,34 +79,41 @@ def check_representation(
     n_rows : int
         Subjects asked for (n_i).
     n_anchors : int
-        Anchor rows asked for (r).
+        Anchor rows asked for (r, or the rows of the block asked for).
     n_covariates : int
         Covariates the party declared in ``describe``: the most components it may return.
     labels : bool
         Whether treatment and outcome were asked for.
+    columns : int, optional
+        For a later block of anchor rows: the m~_ij of the party's first block; the reply then
+        carries ``a_tilde`` only. None for the first block (``x_tilde`` and the labels too).
 
     Raises
     ------
     StudyFailedError
         Naming the party, the array and the expected shape.
     """
+    first = columns is None
     try:
-        x_tilde, a_tilde = reply.array("x_tilde"), reply.array("a_tilde")
-        columns = x_tilde.shape[1] if x_tilde.ndim == 2 else -1
-        expected = {"x_tilde": (x_tilde, (n_rows, columns)), "a_tilde": (a_tilde, (n_anchors, columns))}
-        if labels:
+        expected = {}
+        if first:
+            x_tilde = reply.array("x_tilde")
+            columns = x_tilde.shape[1] if x_tilde.ndim == 2 else -1
+            expected["x_tilde"] = (x_tilde, (n_rows, columns))
+        expected["a_tilde"] = (reply.array("a_tilde"), (n_anchors, columns))
+        if first and labels:
             expected["treatment"] = (reply.array("treatment"), (n_rows,))
             expected["outcome"] = (reply.array("outcome"), (n_rows,))
     except ProtocolError as exc:
         raise _refused(party, exc.problem) from None
-    if not 1 <= columns <= n_covariates:
+    if first and not 1 <= columns <= n_covariates:
         raise _refused(party, f"x_tilde has shape {x_tilde.shape}: 1 to {n_covariates} components expected")
     for name, (array, shape) in expected.items():
         if array.shape != shape or array.dtype.kind not in "biuf":
             raise _refused(party, f"{name} has shape {array.shape} and dtype {array.dtype}, expected {shape} numbers")
         if not np.all(np.isfinite(array)):
             raise _refused(party, f"{name} holds NaN or infinite values")
-    if labels and not ((expected["treatment"][0] == 0) | (expected["treatment"][0] == 1)).all():
+    if first and labels and not ((expected["treatment"][0] == 0) | (expected["treatment"][0] == 1)).all():
         raise _refused(party, "treatment holds values other than 0 and 1")
 
 

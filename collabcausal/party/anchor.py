@@ -50,8 +50,9 @@ def anchor_columns(
     n_anchors: int,
     *,
     purpose: str = "anchor",
+    rows: slice | None = None,
 ) -> NDArray[np.float64]:
-    """The anchor's columns ``columns`` (``n_anchors`` rows), uniform on their declared ranges.
+    """The anchor's columns ``columns`` (``n_anchors`` rows, or its rows ``rows``), uniform on their declared ranges.
 
     Parameters
     ----------
@@ -69,15 +70,17 @@ def anchor_columns(
         Separates independent anchors of one study: plain DC-QE uses ``"anchor"``, DP
         representations ``"dp-anchor"`` (their exact anchor image lets an analyst recover that
         anchor, which must then say nothing about the plain one).
+    rows : slice, optional
+        Only these anchor rows (``start`` to ``stop``), as :func:`anchor_blocks` draws them.
 
     Returns
     -------
-    ndarray of shape (n_anchors, len(columns))
+    ndarray of shape (n_anchors, len(columns)), or (rows.stop - rows.start, len(columns))
     """
-    blocks = anchor_blocks(key, study, columns, ranges, n_anchors, purpose=purpose)
-    out = np.empty((int(n_anchors), len(columns)))
-    for rows, block in zip(row_blocks(int(n_anchors)), blocks, strict=True):
-        out[rows] = block
+    blocks = anchor_blocks(key, study, columns, ranges, n_anchors, purpose=purpose, rows=rows)
+    out = np.empty((int(n_anchors) if rows is None else rows.stop - rows.start, len(columns)))
+    for part, block in zip(row_blocks(out.shape[0]), blocks, strict=True):
+        out[part] = block
     return out
 
 
@@ -89,22 +92,34 @@ def anchor_blocks(
     n_anchors: int,
     *,
     purpose: str = "anchor",
+    rows: slice | None = None,
 ) -> Iterator[NDArray[np.float64]]:
     """The rows of :func:`anchor_columns`, in blocks of :data:`~collabcausal.estimators.blocks.ROW_BLOCK` rows.
 
     The same numbers (each column's stream is drawn in order, block after block), for a reducer
     to transform an anchor of r = 10^6-10^7 rows without holding it whole. Parameters as in
-    :func:`anchor_columns`; they are checked before the first block is asked for.
+    :func:`anchor_columns`, and ``rows``: only the anchor rows ``rows.start`` to ``rows.stop``
+    (default all ``n_anchors``), the streams advanced past the rows before them (one 64-bit draw
+    per value), so a block asked for alone has the numbers it has in the whole anchor. Everything
+    is checked before the first block is asked for.
     """
     if int(n_anchors) < 1:
         raise InputError(f"n_anchors must be at least 1, got {n_anchors}", "use e.g. the number of subjects")
+    start, stop = (0, int(n_anchors)) if rows is None else (rows.start, rows.stop)
+    if not 0 <= start < stop <= int(n_anchors):
+        raise InputError(
+            f"anchor rows {start} to {stop} are not a non-empty part of the {n_anchors} anchor rows",
+            "ask for rows start < stop within 0 to n_anchors",
+        )
     bounds = []
     for name in columns:
         if name not in ranges:
             raise InputError(f"no anchor range for covariate {name!r}", "declare [low, high] for every covariate")
         bounds.append(check_bounds(tuple(ranges[name]), f"anchor range of {name!r}"))
     streams = [keyed_stream(key, f"{purpose}/{study}/{name}") for name in columns]
-    return _uniform_blocks(streams, bounds, int(n_anchors))
+    for stream in streams:
+        stream.bit_generator.advance(start)
+    return _uniform_blocks(streams, bounds, stop - start)
 
 
 def _uniform_blocks(

@@ -22,8 +22,10 @@ gRPC alike, and refuses with a :class:`~collabcausal.errors.PolicyError` naming 
   ``allow_full_rank = true``); a variance fraction is refused unless full rank is allowed (its
   number of components is data-dependent); ``r`` must lie in ``[min_anchors, max_anchors]``; and at
   most ``max_representation_requests`` requests per study are answered (a study with B bootstrap
-  replicates asks B + 1), counted under the study the party joined (a request naming another is
-  refused by :meth:`~collabcausal.party.node.Party.handle`) in its persisted request state
+  replicates asks B + 1; a later block of anchor rows of the same request is not a new fit and
+  not counted: :func:`~collabcausal.party.representation.continues_representation`), counted
+  under the study the party joined (a request naming another is refused by
+  :meth:`~collabcausal.party.node.Party.handle`) in its persisted request state
   (:mod:`collabcausal.party.request_state`), so neither a renamed study nor a restart resets it.
   ``dp_representation`` (:mod:`collabcausal.party.dp_representation`) obeys the same rules
   except that it may have full rank: its guarantee is differential privacy;
@@ -48,6 +50,7 @@ import numpy as np
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party.operations import Operation, release_kinds
+from collabcausal.party.representation import continues_representation
 from collabcausal.party.request_limits import RequestLimits
 
 if TYPE_CHECKING:
@@ -160,8 +163,9 @@ class PartyPolicy:
             )
         if op.name in ("dc_representation", "dp_representation"):
             self._check_reduction(who, len(party.table.covariate_names), request, private=op.differentially_private)
-            label = f"in study {party.study!r}" if party.study else "in any study (it joined none by name)"
-            party.requests.count_representation(who, party.study, self.max_representation_requests, label=label)
+            if not continues_representation(request):
+                label = f"in study {party.study!r}" if party.study else "in any study (it joined none by name)"
+                party.requests.count_representation(who, party.study, self.max_representation_requests, label=label)
         if "arms" in request.arrays or "weights" in request.arrays:
             self._check_weighted(who, op, party, request)
 

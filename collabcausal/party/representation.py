@@ -10,11 +10,19 @@ Operations (paper 003, Algorithm 2 lines 2-6; DESIGN.md "DC-QE" steps 1-3):
     given as ``rows``), and return X~_ij = f_ij(X_ij) and A~_ij = f_ij(X_anc_j); the label holder
     adds treatment and outcome of the same rows. These representations are NOT differentially
     private: their protection is that f_ij stays with the party (paper 003, section 4.2).
+
+    The analyst may ask for A~_ij in blocks of anchor rows (``anchor_rows``), so that it never
+    holds every party's r x m~ image at once: the request for the block starting at row 0 fits the
+    reducer and returns X~_ij with it; the same request for a later block is answered from that
+    fit (the party keeps its latest one) and returns that block of A~_ij only. A later block
+    reveals nothing the whole image would not, and it is not a new fit, so it is not counted
+    against ``max_representation_requests`` (:func:`continues_representation`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -27,7 +35,7 @@ from collabcausal.errors import InputError, PolicyError, ProtocolError
 from collabcausal.estimators.blocks import ColumnMoments, row_blocks
 from collabcausal.messages import Message
 from collabcausal.party.anchor import anchor_blocks, anchor_columns
-from collabcausal.party.node import Party
+from collabcausal.party.node import Party, request_fingerprint
 from collabcausal.party.operations import operation
 from collabcausal.party.reducer import StandardizedPCA
 
@@ -69,9 +77,11 @@ def dc_representation(party: Party, request: Message) -> Message:
 
     Request params: ``study`` (study id), ``n_anchors``, ``anchor_ranges`` ({column: [lo, hi]}),
     ``n_components`` (m~_ij: an int, capped at the party's covariates, or a variance fraction),
-    ``labels`` (bool: include treatment and outcome).
+    ``labels`` (bool: include treatment and outcome), optional ``anchor_rows`` ([start, stop]:
+    the block of anchor rows to return, default all r; see the module docstring).
     Request arrays: optional ``rows`` (int64 positions into the party's table).
-    Reply arrays: ``x_tilde`` (n x m~), ``a_tilde`` (r x m~), and ``treatment``/``outcome``.
+    Reply arrays: ``a_tilde`` ((stop - start) x m~); from anchor row 0 also ``x_tilde`` (n x m~) and
+    ``treatment``/``outcome``.
     """
     p = request.params
     try:
@@ -84,6 +94,40 @@ def dc_representation(party: Party, request: Message) -> Message:
             f"party {party.name!r} has no anchor key, so it cannot build the study's secret anchor",
             "give every party the study's anchor key: [anchor] key_file in party.toml",
         )
+    start, stop = requested_anchor_block(request) or (0, n_anchors)
+    if not 0 <= start < stop <= n_anchors:
+        raise ProtocolError(
+            f"anchor_rows [{start}, {stop}] is not a block of the {n_anchors} anchor rows",
+            "ask for 0 <= start < stop <= n_anchors",
+        )
+    same_request = {k: v for k, v in p.items() if k != "anchor_rows"}
+    fit = request_fingerprint(Message(request.operation, same_request, request.arrays))
+    arrays = {}
+    if start == 0:
+        reducer = _fit(party, request, n_components, arrays)
+        _FITTED[party] = (fit, reducer)
+    else:
+        fitted, reducer = _FITTED.get(party, (None, None))
+        if fitted != fit:
+            raise ProtocolError(
+                f"dc_representation asks for anchor rows from {start}, but party {party.name!r} holds no reducer "
+                "fitted by the same request",
+                "ask for the block from anchor row 0 first, with the same request",
+            )
+    columns = party.table.covariate_names
+    bounds = tuple((c, *map(float, ranges[c])) for c in columns if c in ranges)
+    arrays["a_tilde"] = _anchor_image(
+        reducer, party.anchor_key, str(p.get("study", "")), columns, bounds, n_anchors, slice(start, stop)
+    )
+    return Message("dc_representation", {"n_components": int(arrays["a_tilde"].shape[1])}, arrays)
+
+
+_FITTED: weakref.WeakKeyDictionary[Party, tuple[str, Any]] = weakref.WeakKeyDictionary()
+"""Each party's latest fitted reducer, with the fingerprint of the request (but ``anchor_rows``) that fitted it."""
+
+
+def _fit(party: Party, request: Message, n_components: int | float, arrays: dict[str, NDArray[Any]]) -> Any:
+    """Fit the party's reducer on the requested rows; put X~ (and the labels if asked) into ``arrays``."""
     rows = selected_rows(party, request)
     columns = party.table.covariate_names
     if isinstance(n_components, int):
@@ -93,17 +137,44 @@ def dc_representation(party: Party, request: Message) -> Message:
         x_tilde = reducer.fit_transform(party.table.covariates if rows is None else party.table.covariates[rows])
     else:
         x_tilde = _reduce_out_of_core(party, reducer, rows)
-    study = str(p.get("study", ""))
-    bounds = tuple((c, *map(float, ranges[c])) for c in columns if c in ranges)
-    a_tilde = _anchor_image(reducer, party.anchor_key, study, columns, bounds, n_anchors)
-    arrays = {"x_tilde": np.asarray(x_tilde, dtype=np.float64), "a_tilde": a_tilde}
-    if p.get("labels", False):
+    arrays["x_tilde"] = np.asarray(x_tilde, dtype=np.float64)
+    if request.params.get("labels", False):
         if not party.table.has_labels:
             raise InputError(f"party {party.name!r} holds no treatment/outcome", "ask the row group's label holder")
         t, y = (party.table.treatment, party.table.outcome) if party.table.in_memory else party.table.labels()
         arrays["treatment"] = t if rows is None else t[rows]
         arrays["outcome"] = y if rows is None else y[rows]
-    return Message("dc_representation", {"n_components": int(arrays["x_tilde"].shape[1])}, arrays)
+    return reducer
+
+
+def requested_anchor_block(request: Message) -> tuple[int, int] | None:
+    """A ``dc_representation`` request's ``anchor_rows`` as (start, stop), or None when it asks for all."""
+    block = request.params.get("anchor_rows")
+    if block is None:
+        return None
+    if (
+        not isinstance(block, (list, tuple))
+        or len(block) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) for v in block)
+    ):
+        raise ProtocolError(f"anchor_rows must be two integers [start, stop], got {block!r}", "send [start, stop]")
+    return int(block[0]), int(block[1])
+
+
+def continues_representation(request: Message) -> bool:
+    """True for a ``dc_representation`` request of a later anchor block (``anchor_rows`` not from row 0).
+
+    It is answered from the reducer that the same request from row 0 fitted, or refused: never by
+    a new fit, so the policy does not count it as a representation request. A malformed
+    ``anchor_rows`` is False here (counted) and refused by the operation.
+    """
+    if request.operation != "dc_representation":
+        return False
+    try:
+        block = requested_anchor_block(request)
+    except ProtocolError:
+        return False
+    return block is not None and block[0] != 0
 
 
 def _reduce_out_of_core(party: Party, reducer: Any, rows: NDArray[np.int64] | None) -> NDArray[np.float64]:
@@ -139,8 +210,8 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
 
 
 CACHED_ANCHOR_VALUES = 1 << 20
-"""Anchors of at most this many values (r x m, 8 MB) are kept for the next request (:func:`_anchor`);
-larger ones are generated and reduced block by block, never held whole."""
+"""Blocks of anchor rows of at most this many values (rows x m, 8 MB) are kept for the next
+request (:func:`_anchor`); larger ones are generated and reduced block by block, never held whole."""
 
 
 def _anchor_image(
@@ -150,29 +221,41 @@ def _anchor_image(
     columns: tuple[str, ...],
     ranges: tuple[tuple[str, float, float], ...],
     n_anchors: int,
+    rows: slice,
 ) -> NDArray[np.float64]:
-    """A~ = f(X_anc): the reducer applied to the study's anchor (row by row, so block by block)."""
-    if n_anchors * len(columns) <= CACHED_ANCHOR_VALUES:
-        return np.asarray(reducer.transform(_anchor(key, study, columns, ranges, n_anchors)), dtype=np.float64)
-    blocks = anchor_blocks(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+    """Rows ``rows`` of A~ = f(X_anc): the reducer applied to those anchor rows (row by row, so block by block)."""
+    if (rows.stop - rows.start) * len(columns) <= CACHED_ANCHOR_VALUES:
+        anchor = _anchor(key, study, columns, ranges, n_anchors, rows.start, rows.stop)
+        return np.asarray(reducer.transform(anchor), dtype=np.float64)
+    blocks = anchor_blocks(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors, rows=rows)
     out = None
-    for rows, block in zip(row_blocks(n_anchors), blocks, strict=True):
+    for part, block in zip(row_blocks(rows.stop - rows.start), blocks, strict=True):
         image = np.asarray(reducer.transform(block), dtype=np.float64)
         if out is None:
-            out = np.empty((n_anchors, image.shape[1]))
-        out[rows] = image
+            out = np.empty((rows.stop - rows.start, image.shape[1]))
+        out[part] = image
     return out
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=2)
 def _anchor(
-    key: bytes, study: str, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
+    key: bytes,
+    study: str,
+    columns: tuple[str, ...],
+    ranges: tuple[tuple[str, float, float], ...],
+    n_anchors: int,
+    start: int,
+    stop: int,
 ) -> NDArray[np.float64]:
-    """The study's anchor, kept for the next request (a study's B + 1 requests share it).
+    """Anchor rows ``start`` to ``stop``, kept for the next requests that ask for them.
 
-    Only the latest is kept: an analyst varying ``n_anchors`` or the study cannot pin several
-    matrices of up to ``max_anchors`` x m floats in the party's memory (issue 10).
+    A study's B + 1 requests share its anchor (or its first block), and in a simulation the
+    parties of one column group, asked in turn, share each block. Only the latest two are kept
+    (two column groups of a simulated grid; a deployed party uses one): an analyst varying
+    ``n_anchors``, the block or the study cannot pin more than two blocks of 8 MB in the party's
+    memory (issue 10).
     """
-    out = anchor_columns(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+    by_name = {name: (lo, hi) for name, lo, hi in ranges}
+    out = anchor_columns(key, study, columns, by_name, n_anchors, rows=slice(start, stop))
     out.setflags(write=False)
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collabcausal.analyst.collaboration import collaborative_representation
+from collabcausal.analyst.collaboration import AnchorGram, collaborative_representation
 from collabcausal.errors import InputError, NumericalError
 
 
@@ -60,6 +60,34 @@ def test_mismatched_shapes_are_refused() -> None:
     x, a = blocks()
     with pytest.raises(InputError, match="do not fit anchors"):
         collaborative_representation([x[0], x[1][:, :2]], a, 2)
+
+
+def test_anchor_gram_over_blocks_of_rows_equals_the_whole_anchor() -> None:
+    """Blocks added one by one give the centres, the Gram matrix and X^ of the whole A~, up to round-off."""
+    x, a = blocks()
+    a = [ai + [5.0, -3.0, 2.0, 1.0][: ai.shape[1]] for ai in a]  # off-centre, as a party's own centring leaves it
+    anchor = AnchorGram()
+    for rows in (slice(0, 7), slice(7, 150), slice(150, 300)):
+        anchor.add([ai[rows] for ai in a])
+    assert anchor.rows == 300 and anchor.widths == ((4,), (3,))
+    centred = np.hstack([ai - ai.mean(axis=0) for ai in a])
+    np.testing.assert_allclose(anchor.gram(), centred.T @ centred, rtol=1e-12, atol=1e-10)
+    for (centre,), ai in zip(anchor.centres(), a, strict=True):
+        np.testing.assert_allclose(centre, ai.mean(axis=0), rtol=1e-13)
+    blocked, whole = collaborative_representation(x, anchor, 3), collaborative_representation(x, a, 3)
+    np.testing.assert_allclose(blocked.X_hat, whole.X_hat, rtol=1e-10, atol=1e-12)
+
+
+def test_anchor_blocks_of_other_widths_or_rows_are_refused() -> None:
+    _, a = blocks()
+    anchor = AnchorGram()
+    anchor.add([ai[:10] for ai in a])
+    with pytest.raises(InputError, match=r"do not fit anchors of 10 rows and the widths \(3,\)"):
+        anchor.add([a[0][:10], a[1][:10, :2]])
+    with pytest.raises(InputError, match="do not fit anchors of 10 rows"):
+        anchor.add([a[0][:10], a[1][:9]])
+    with pytest.raises(InputError, match="same row groups"):
+        anchor.add([a[0][:10]])
 
 
 def _party_reduce(x: np.ndarray, anchor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import weakref
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +15,7 @@ from collabcausal.analyst.effects import estimate_effects
 from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import smd
+from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde, make_dcqe_synthetic
@@ -122,3 +127,43 @@ def test_w_collaboration_numbers_are_pinned() -> None:
     np.testing.assert_allclose(result.smd["psm"][:3], psm_smd, rtol=1e-9)
     before = [0.7640896443398731, 0.7592275131992451, 0.7581703273181603]
     np.testing.assert_allclose(result.smd_unweighted[:3], before, rtol=1e-10)
+
+
+class AnchorBlockGrid(InProcessGrid):
+    """An in-process grid that records each ``dc_representation`` round's anchor rows and the A~ blocks it returned."""
+
+    def __init__(self, grid: InProcessGrid) -> None:
+        super().__init__(grid._parties.values())
+        self.blocks: list[tuple[int, int]] = []
+        self.alive_when_asked: list[int] = []
+        self._returned: list[weakref.ref] = []
+
+    def alive(self) -> int:
+        """Anchor image blocks returned so far that someone still holds."""
+        return sum(ref() is not None for ref in self._returned)
+
+    def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
+        if next(iter(requests.values())).operation == "dc_representation":
+            self.alive_when_asked.append(self.alive())
+            spans = {tuple(m.params["anchor_rows"]) for m in requests.values()}
+            assert len(spans) == 1 and set(requests) == set(self.party_names())
+            self.blocks.append(spans.pop())
+        replies = super().send_and_receive(requests, timeout=timeout)
+        self._returned += [weakref.ref(r.arrays["a_tilde"]) for r in replies.values() if "a_tilde" in r.arrays]
+        return replies
+
+
+def test_anchor_images_in_blocks_give_the_numbers_of_one_request_and_are_held_one_block_at_a_time() -> None:
+    """Anchor rows asked for in blocks: every party sends each block once, the analyst drops it before asking
+    for the next (its memory does not grow with the parties), and the results are those of one request."""
+    grid, plan, _ = lalonde_grid()
+    whole = run_dcqe(grid, plan)
+    recording = AnchorBlockGrid(grid)
+    width = sum(len(p.table.covariate_names) for p in grid._parties.values())
+    blocked = run_dcqe(recording, dataclasses.replace(plan, anchor_block_values=width * 100))
+    r = plan.n_anchors
+    assert recording.blocks == [(lo, min(lo + 100, r)) for lo in range(0, r, 100)]
+    assert recording.alive_when_asked == [0] * len(recording.blocks) and recording.alive() == 0
+    np.testing.assert_allclose(blocked.representation.X_hat, whole.representation.X_hat, rtol=1e-9, atol=1e-12)
+    for name, estimate in whole.effects.estimates.items():
+        np.testing.assert_allclose(blocked.effects.estimates[name].estimate, estimate.estimate, rtol=1e-10)

@@ -7,7 +7,8 @@ import pytest
 
 from collabcausal.anchor_key import anchor_fingerprint, simulation_anchor_key
 from collabcausal.errors import ConfigError, InputError
-from collabcausal.party.anchor import anchor_columns, new_anchor_key, read_anchor_key
+from collabcausal.estimators.blocks import ROW_BLOCK
+from collabcausal.party.anchor import anchor_blocks, anchor_columns, new_anchor_key, read_anchor_key
 from collabcausal.randomness import child_rng
 
 RANGES = {"age": (18.0, 80.0), "bmi": (15.0, 40.0), "sbp": (90.0, 200.0)}
@@ -18,6 +19,20 @@ def test_a_party_builds_exactly_its_slice_of_the_shared_anchor() -> None:
     full = anchor_columns(KEY, "s", ["age", "bmi", "sbp"], RANGES, 500)
     right = anchor_columns(KEY, "s", ["sbp"], RANGES, 500)
     np.testing.assert_array_equal(full[:, [2]], right)
+
+
+@pytest.mark.parametrize("rows", [slice(0, 7), slice(5, ROW_BLOCK + 9), slice(ROW_BLOCK + 3, 2 * ROW_BLOCK + 11)])
+def test_a_block_of_anchor_rows_asked_for_alone_has_its_numbers_in_the_whole_anchor(rows: slice) -> None:
+    n = 2 * ROW_BLOCK + 11
+    full = anchor_columns(KEY, "s", ["age", "sbp"], RANGES, n)
+    block = np.vstack(list(anchor_blocks(KEY, "s", ["age", "sbp"], RANGES, n, rows=rows)))
+    np.testing.assert_array_equal(block, full[rows])
+
+
+@pytest.mark.parametrize("rows", [slice(3, 3), slice(0, 11), slice(-1, 4)])
+def test_anchor_rows_outside_the_anchor_are_refused(rows: slice) -> None:
+    with pytest.raises(InputError, match="not a non-empty part of the 10 anchor rows"):
+        anchor_blocks(KEY, "s", ["age"], RANGES, 10, rows=rows)
 
 
 def test_columns_are_uniform_on_their_ranges() -> None:

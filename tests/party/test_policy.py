@@ -205,3 +205,17 @@ def test_which_operations_are_exact_row_level_or_dp_is_declared_once_in_the_regi
 )
 def test_the_effective_guarantee_is_the_weakest_thing_the_party_answers(operations, epsilon, expected):
     assert effective_guarantee(operations, allow_plain_with_dp=False, epsilon=epsilon, delta=1e-6).startswith(expected)
+
+
+def test_later_anchor_blocks_of_a_request_are_not_counted_but_a_new_fit_is():
+    """A block of anchor rows past row 0 is served from the fit of the same request: no new representation request."""
+    party = _dc_party(max_representation_requests=1)
+    first = party.handle(Message("dc_representation", {**_representation(1).params, "anchor_rows": [0, 20]}))
+    later = [
+        party.handle(Message("dc_representation", {**_representation(1).params, "anchor_rows": [lo, hi]}))
+        for lo, hi in ((20, 35), (35, 50))
+    ]
+    whole = np.vstack([first.arrays["a_tilde"], *(reply.arrays["a_tilde"] for reply in later)])
+    assert whole.shape == (50, 1)
+    with pytest.raises(PolicyError, match="answered 1 representation requests"):
+        party.handle(_representation(1))

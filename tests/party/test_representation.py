@@ -68,10 +68,40 @@ def test_reducer_factory_is_pluggable() -> None:
     assert p.handle(request()).arrays["x_tilde"].shape == (50, 1)
 
 
+def test_anchor_blocks_of_one_request_make_up_its_whole_image() -> None:
+    """The block from row 0 fits the reducer and carries X~; later blocks carry their rows of A~ only."""
+    p = party()
+    rows = np.array([0, 0, 3, 7, 9, 9, 9, 20, 31, 49, 12, 13])
+    whole = p.handle(request(arrays={"rows": rows}))
+    first = p.handle(request(anchor_rows=[0, 15], arrays={"rows": rows}))
+    later = p.handle(request(anchor_rows=[15, 40], arrays={"rows": rows}))
+    assert set(first.arrays) == {"x_tilde", "a_tilde", "treatment", "outcome"} and set(later.arrays) == {"a_tilde"}
+    np.testing.assert_array_equal(first.arrays["x_tilde"], whole.arrays["x_tilde"])
+    blocks = np.vstack([first.arrays["a_tilde"], later.arrays["a_tilde"]])
+    np.testing.assert_array_equal(blocks, whole.arrays["a_tilde"])
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{}, {"n_components": 1}, {"arrays": {"rows": np.arange(10)}}, {"study": "t"}],
+    ids=["no fit yet", "other components", "other rows", "other study"],
+)
+def test_a_later_anchor_block_needs_the_fit_of_the_same_request(changed: dict) -> None:
+    p = party()
+    if changed:
+        p.handle(request(anchor_rows=[0, 10]))
+    with pytest.raises(ProtocolError, match="holds no reducer fitted by the same request"):
+        p.handle(request(anchor_rows=[10, 40], **changed))
+
+
 @pytest.mark.parametrize(
     ("req", "error", "message"),
     [
         (Message("dc_representation", {"seed": 1}), ProtocolError, "lacks 'n_anchors'"),
+        (request(anchor_rows=[5]), ProtocolError, "two integers"),
+        (request(anchor_rows=[True, 5]), ProtocolError, "two integers"),
+        (request(anchor_rows=[0, 41]), ProtocolError, "not a block of the 40 anchor rows"),
+        (request(anchor_rows=[20, 20]), ProtocolError, "not a block of the 40 anchor rows"),
         (request(arrays={"rows": np.array([0, 50])}), ProtocolError, "outside the party's 50 subjects"),
         (request(arrays={"rows": np.array([0.5])}), ProtocolError, "integer array"),
         (Message("steal_rows"), ProtocolError, "unknown party operation 'steal_rows'"),
@@ -95,14 +125,17 @@ def test_describe_reveals_metadata_and_an_id_digest_only() -> None:
 
 def test_distinct_anchors_asked_by_the_analyst_do_not_pile_up_in_the_party() -> None:
     # Issue 10: up to 8 anchor matrices (each up to max_anchors x m floats) stayed cached, so a
-    # hostile analyst varying n_anchors or the study pinned 8 of them. The party keeps at most the
-    # latest one (the repeated bootstrap requests of a study reuse it).
+    # hostile analyst varying n_anchors, the block or the study pinned 8 of them. The party keeps at
+    # most the latest two blocks of at most 8 MB (the repeated bootstrap requests of a study reuse
+    # one; the parties of two column groups of a simulation, asked in turn, one each).
     from collabcausal.party.representation import _anchor
 
     p = party()
     for r in range(40, 52):
         p.handle(request(n_anchors=r))
-    assert _anchor.cache_info().currsize <= 1
+        p.handle(request(n_anchors=r, anchor_rows=[0, 30]))
+        p.handle(request(n_anchors=r, anchor_rows=[30, 40]))
+    assert _anchor.cache_info().currsize <= 2
     first = p.handle(request(n_anchors=51)).arrays["a_tilde"]
     np.testing.assert_array_equal(p.handle(request(n_anchors=51)).arrays["a_tilde"], first)
 

@@ -26,6 +26,7 @@ from collabcausal.protocol.server import GrpcGrid
     "setting",
     [
         "T",  # the first row group's two parties: fast
+        "T in anchor blocks",  # the same, the anchor images asked for in blocks of 500 rows
         pytest.param("W", marks=pytest.mark.slow),  # all four parties (W-clb), each its own process
     ],
 )
@@ -33,9 +34,12 @@ def test_lalonde_2x2_over_mutual_tls_equals_in_process_and_sends_no_raw_covariat
     lalonde_2x2, setting, tmp_path, monkeypatch
 ):
     parties, plan = lalonde_2x2
-    if setting == "T":
+    if setting.startswith("T"):
         plan = dataclasses.replace(plan, row_groups=plan.row_groups[:1], label_holders=None, balance_parties=None)
         parties = [p for p in parties if p.name in plan.row_groups[0]]
+    if setting == "T in anchor blocks":
+        width = sum(len(p.table.covariate_names) for p in parties)
+        plan = dataclasses.replace(plan, anchor_block_values=500 * width)
     captured: list[tuple[str, list]] = []
     upload = GrpcGrid._upload
 
