@@ -39,7 +39,7 @@ from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
 from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, require_loopback, server_credentials
 from collabcausal.protocol.wire import add_study_servicer
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # v2: array bytes without v1's per-array SHA-256 (docs/protocol.md)
 MAX_FRAME_BYTES = CHUNK_BYTES + (256 << 10)
 MAX_POLL_SECONDS = 30.0
 MAX_STREAMS_PER_PARTY = 4
