@@ -150,7 +150,9 @@ def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
 def test_name_claim_must_match_the_certificate(grid, study_ca):
     channel, stub = raw_stub(grid, study_ca, "a")
     with channel, pytest.raises(grpc.RpcError) as info:
-        stub.Register(pb.RegisterRequest(protocol_version=PROTOCOL_VERSION), metadata=((PARTY_METADATA, "b"),), timeout=5)
+        stub.Register(
+            pb.RegisterRequest(protocol_version=PROTOCOL_VERSION), metadata=((PARTY_METADATA, "b"),), timeout=5
+        )
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
