@@ -41,6 +41,16 @@ def _test_echo(party: Party, request: Message) -> Message:
     return Message("test_echo", dict(request.params), {k: v * 2 for k, v in request.arrays.items()})
 
 
+RENDEZVOUS = threading.Barrier(2, timeout=20)
+
+
+@operation("test_rendezvous", private_data=False)
+def _test_rendezvous(party: Party, request: Message) -> Message:
+    """Test-only operation: answers once two parties (threads of this process) are both running it."""
+    RENDEZVOUS.wait()
+    return Message("test_rendezvous", {"party": party.name})
+
+
 @operation("test_refuse", private_data=False)
 def _test_refuse(party: Party, request: Message) -> Message:
     """Test-only operation: always refused."""

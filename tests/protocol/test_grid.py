@@ -257,3 +257,29 @@ def test_party_of_another_protocol_version_is_refused_in_one_line(grid, study_ca
     party.join()
     assert isinstance(party.error, StudyFailedError) and "\n" not in str(party.error)
     assert f"party 'a' speaks protocol v1, this analyst v{PROTOCOL_VERSION}" in str(party.error)
+
+
+def test_send_each_asks_every_party_at_once_and_keeps_the_request_order(grid, study_ca):
+    parties = [PartyThread(small_party(name), grid.address, tls_of(study_ca, name)) for name in ("a", "b")]
+    wait_until_joined(grid, ["a", "b"])
+    # each party answers only once both are running the request: asked one at a time, neither would
+    replies, lost = grid.send_each({name: Message("test_rendezvous") for name in ("b", "a")}, timeout=60)
+    assert lost == set() and list(replies) == ["b", "a"]
+    assert [reply.params["party"] for reply in replies.values()] == ["b", "a"]
+    grid.finish()
+    for party in parties:
+        party.join()
+        assert party.error is None
+
+
+def test_send_each_reports_a_party_that_does_not_answer_as_lost(grid, study_ca):
+    party = PartyThread(small_party("a"), grid.address, tls_of(study_ca, "a"))
+    wait_until_joined(grid, ["a"])
+    echo = Message("test_echo", {}, {"v": np.arange(3.0)})
+    replies, lost = grid.send_each({"a": echo, "b": echo}, timeout=2)
+    assert lost == {"b"} and list(replies) == ["a"]
+    np.testing.assert_array_equal(replies["a"].array("v"), np.arange(3.0) * 2)
+    with pytest.raises(StudyFailedError, match=r"^no reply from b to 'test_echo' within 2 s"):
+        grid.send_and_receive({"a": echo, "b": echo}, timeout=2)
+    grid.finish()
+    party.join()
