@@ -13,8 +13,9 @@ name, and params nested deeper than :data:`MAX_JSON_DEPTH`. Every limit is check
 before any buffer is allocated.
 
 The bytes themselves carry no digest (protocol v2): in transit they are TLS records, each
-authenticated (AEAD), so a changed byte fails the connection before it reaches this module, and a
-peer could match any digest to bytes it chose. A party's audit log records the SHA-256 of every
+authenticated (AEAD), so a changed byte fails the connection before it reaches this module
+(plaintext is allowed only on loopback, where nothing sits between the two processes), and a peer
+could match any digest to bytes it chose. A party's audit log records the SHA-256 of every
 array it receives and sends (:mod:`collabcausal.party.audit`).
 """
 
