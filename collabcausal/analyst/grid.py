@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
+from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
 
 
@@ -37,6 +38,34 @@ class Grid(ABC):
         CollabCausalError
             The error a party raised (policy, budget, input), re-raised on the analyst side.
         """
+
+    def send_each(
+        self, requests: Mapping[str, Message], *, timeout: float | None = None
+    ) -> tuple[dict[str, Message], set[str]]:
+        """Send one request to each named party; a party that does not answer is lost, not fatal.
+
+        Returns
+        -------
+        replies : dict of str to Message
+            The replies of the parties that answered, in the order of ``requests``.
+        lost : set of str
+            The parties for which the transport raised :class:`StudyFailedError` (disconnected,
+            past the deadline, a malformed reply).
+
+        Raises
+        ------
+        CollabCausalError
+            Any other error a party raised (policy, budget, input), the first in request order.
+
+        Asks one party at a time; a transport whose parties run concurrently asks them all at once.
+        """
+        replies, lost = {}, set()
+        for party, message in requests.items():
+            try:
+                replies[party] = self.request(party, message, timeout=timeout)
+            except StudyFailedError:
+                lost.add(party)
+        return replies, lost
 
     def request(self, party: str, message: Message, *, timeout: float | None = None) -> Message:
         """Send one request to one party."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +98,7 @@ def secure_sum(
         sigma = share_calibration(sensitivity, rho, n_parties=len(roster), length=length,
                                   value_bound=value_bound)
         asks = {p: Message(KEYS_OPERATION, {"study": study, "round": round_id}) for p in roster}
-        keys, lost = _each(grid, asks, timeout)
+        keys, lost = grid.send_each(asks, timeout=timeout)
         if lost:
             roster = [p for p in roster if p not in lost]
             continue
@@ -106,7 +106,7 @@ def secure_sum(
         requests = {p: Message(operation, params(p) | {"secagg": {"round": round_id,
                                                                    "advertisements": advertisements}})
                     for p in roster}
-        uploads, lost = _each(grid, requests, timeout)
+        uploads, lost = grid.send_each(requests, timeout=timeout)
         try:
             total = aggregate({p: _masked(p, operation, uploads[p], sigma, length) for p in uploads}, roster)
         except RoundFailed:
@@ -118,17 +118,6 @@ def secure_sum(
         f"secure aggregation of {operation} failed {MAX_ATTEMPTS} times (parties kept dropping out)",
         "check the parties' connections and restart the study",
     )
-
-
-def _each(grid: Grid, requests: Mapping[str, Message], timeout: float | None) -> tuple[dict[str, Message], set[str]]:
-    """Send each request on its own; a party that does not answer is lost (a refusal re-raises)."""
-    replies, lost = {}, set()
-    for party, message in requests.items():
-        try:
-            replies[party] = grid.request(party, message, timeout=timeout)
-        except StudyFailedError:
-            lost.add(party)
-    return replies, lost
 
 
 def _masked(party: str, operation: str, reply: Message, sigma: float, length: int) -> NDArray[np.uint64]:

@@ -8,7 +8,7 @@
     ``request_sha256`` (:func:`payload_digest` of the request);
 ``released``
     before the reply leaves the party: the same ``request_sha256``, every array sent (shape,
-    dtype, SHA-256; the digest the wire protocol checks, so a capture can be matched to the log),
+    dtype, SHA-256: what was sent, whichever transport carried it),
     the reply's ``sha256`` and the ledger charges the release made (``charges``: id, epsilon,
     delta);
 ``refused``
@@ -66,16 +66,18 @@ def array_digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.require(array, requirements="C").reshape(-1).view(np.uint8)).hexdigest()
 
 
-def payload_digest(message: Message) -> str:
+def payload_digest(message: Message, records: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """Hex SHA-256 of a message's payload: its params as canonical JSON, then each array.
 
-    Each array contributes its name, dtype, shape and bytes, in name order.
+    Each array contributes its name, dtype, shape and SHA-256, in name order; ``records`` are the
+    message's :func:`array_records` when the caller has them already (each array is hashed once).
     """
+    records = array_records(message.arrays) if records is None else records
     digest = hashlib.sha256(_params_json(message.params).encode())
-    for name in sorted(message.arrays):
-        array = np.asarray(message.arrays[name])
-        digest.update(f"\n{name}:{array.dtype.str}:{array.shape}\n".encode())
-        digest.update(bytes.fromhex(array_digest(array)))
+    for name in sorted(records):
+        record = records[name]
+        digest.update(f"\n{name}:{record['dtype']}:{tuple(record['shape'])}\n".encode())
+        digest.update(bytes.fromhex(record["sha256"]))
     return digest.hexdigest()
 
 
@@ -114,22 +116,25 @@ class JsonlAuditLog:
 
     def received(self, party: Party, request: Message) -> int:
         """Record a request as it arrives, before it is authorized or run; return the record's ``seq``."""
+        records = array_records(request.arrays)
         return self._write(
             party,
             request,
             "received",
+            request_sha256=payload_digest(request, records),
             params=json.loads(_params_json(request.params)),
-            arrays=array_records(request.arrays),
+            arrays=records,
         )
 
     def released(self, party: Party, request: Message, reply: Message, *, charges: Iterable[Any] = ()) -> int:
         """Record a reply before it leaves the party; return the record's ``seq``."""
+        records = array_records(reply.arrays)
         return self._write(
             party,
             request,
             "released",
-            arrays=array_records(reply.arrays),
-            sha256=payload_digest(reply),
+            arrays=records,
+            sha256=payload_digest(reply, records),
             charges=_charges(charges),
         )
 
@@ -152,14 +157,17 @@ class JsonlAuditLog:
             entry["query_sha256"] = source.query_digest()
         return self._append(entry)
 
-    def _write(self, party: Party, request: Message, event: str, **fields: Any) -> int:
+    def _write(
+        self, party: Party, request: Message, event: str, *, request_sha256: str | None = None, **fields: Any
+    ) -> int:
+        """Append one record of ``request`` (its :func:`payload_digest` computed unless given)."""
         return self._append(
             {
                 "event": event,
                 "party": party.name,
                 "study": str(request.params.get("study", "")),
                 "operation": request.operation,
-                "request_sha256": payload_digest(request),
+                "request_sha256": request_sha256 or payload_digest(request),
                 **fields,
                 **({} if self.head is None else {"head": self.head.kind}),
             }

@@ -146,13 +146,16 @@ def isolated_subjects(requests: NDArray[np.float64], min_weight_ratio: float) ->
     negligible weight): 1 - lev_k <= max(min_weight_ratio^2, 1e-9). This catches any number of
     requests combined, e.g. R1 = 1, R2 = 1 + e_k + d, R3 = 1 + e_k - d with a decoy d spread over
     many subjects, which rules 1 and 2 pass, and as many independent requests as an arm has subjects.
+    The rows no request weighs (the other arm's subjects) are left out of the SVD: removing zero
+    rows changes neither the singular values nor the other rows of the basis.
     """
-    u, singular, _ = np.linalg.svd(requests, full_matrices=False)
+    weighed = np.flatnonzero(requests.any(axis=1))  # a subject no request weighs has leverage 0: never isolated
+    u, singular, _ = np.linalg.svd(requests[weighed], full_matrices=False)
     if not singular.size or singular[0] == 0.0:
         return np.empty(0, dtype=np.intp)
     basis = u[:, singular > singular[0] * max(requests.shape) * np.finfo(np.float64).eps]
     leverage = (basis**2).sum(axis=1)
-    return np.flatnonzero(1.0 - leverage <= max(min_weight_ratio**2, _SPAN_TOLERANCE))
+    return weighed[1.0 - leverage <= max(min_weight_ratio**2, _SPAN_TOLERANCE)]
 
 
 def differing_subjects(residual: NDArray[np.float64], min_weight_ratio: float) -> int:
@@ -172,8 +175,14 @@ def _ratio_residual(new: NDArray[np.float64], old: NDArray[np.float64]) -> NDArr
 
 
 def _span_residual(new: NDArray[np.float64], earlier: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Least-squares residual of w on the earlier requests, zero below the rounding tolerance (rule 2)."""
-    coefficients = np.linalg.lstsq(earlier, new, rcond=None)[0]
+    """Least-squares residual of w on the earlier requests, zero below the rounding tolerance (rule 2).
+
+    Rows that neither w nor an earlier request weighs add nothing to the fit and leave a zero
+    residual: the fit runs on the others, with the cutoff of the whole matrix (numpy's default).
+    """
+    weighed = np.flatnonzero(earlier.any(axis=1) | (new != 0))
+    cutoff = np.finfo(np.float64).eps * max(earlier.shape)
+    coefficients = np.linalg.lstsq(earlier[weighed], new[weighed], rcond=cutoff)[0]
     residual = new - earlier @ coefficients
     if np.abs(residual).max() <= _SPAN_TOLERANCE * max(float(np.abs(new).max()), 1e-300):
         return np.zeros_like(residual)

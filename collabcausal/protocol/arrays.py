@@ -1,21 +1,26 @@
 """A :class:`~collabcausal.messages.Message` as a stream of frames, and back.
 
 A message travels as one ``MessageHeader`` frame (operation, params as JSON, and for every array
-its dtype, byte order, shape, byte count and SHA-256) followed by the arrays' bytes in order, in
-``Chunk`` frames of at most :data:`CHUNK_BYTES` (1 MiB, well under gRPC's 4 MiB message limit),
-so arrays of any size travel. :func:`read_message` checks everything it is told against what
-arrives: a missing header, an unknown dtype, a shape that disagrees with the byte count, a chunk
-out of order or above 1 MiB, more bytes than declared, a stream that ends early, a declared size
-above the receiver's limit and a checksum mismatch are each a :class:`ProtocolError`, and so are
-the hostile headers: a structured or object dtype (``"i8,O"``), more than :data:`MAX_NDIM`
-dimensions, a dimension above :data:`MAX_DIMENSION` (``(0, 2**63)``), more than
-:data:`MAX_ARRAYS` arrays or a repeated array name, and params nested deeper than
-:data:`MAX_JSON_DEPTH`. Every limit is checked on the header, before any buffer is allocated.
+its dtype, byte order, shape and byte count) followed by the arrays' bytes in order, in ``Chunk``
+frames of at most :data:`CHUNK_BYTES` (1 MiB, well under gRPC's 4 MiB message limit), so arrays of
+any size travel. :func:`read_message` checks everything it is told against what arrives: a
+missing header, an unknown dtype, a shape that disagrees with the byte count, a chunk out of order
+or above 1 MiB, more bytes than declared, a stream that ends early and a declared size above the
+receiver's limit are each a :class:`ProtocolError`, and so are the hostile headers: a structured
+or object dtype (``"i8,O"``), more than :data:`MAX_NDIM` dimensions, a dimension above
+:data:`MAX_DIMENSION` (``(0, 2**63)``), more than :data:`MAX_ARRAYS` arrays or a repeated array
+name, and params nested deeper than :data:`MAX_JSON_DEPTH`. Every limit is checked on the header,
+before any buffer is allocated.
+
+The bytes themselves carry no digest (protocol v2): in transit they are TLS records, each
+authenticated (AEAD), so a changed byte fails the connection before it reaches this module
+(plaintext is allowed only on loopback, where nothing sits between the two processes), and a peer
+could match any digest to bytes it chose. A party's audit log records the SHA-256 of every
+array it receives and sends (:mod:`collabcausal.party.audit`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -100,7 +105,6 @@ def message_frames(
                     byte_order=array.dtype.byteorder if array.dtype.byteorder != "=" else _native(),
                     shape=list(array.shape),
                     nbytes=flat.nbytes,
-                    sha256=hashlib.sha256(flat).digest(),
                 )
             )
     return FrameStream(header, flats, chunk_bytes)
@@ -149,7 +153,7 @@ def read_message(
     Raises
     ------
     ProtocolError
-        Malformed, truncated, oversized or corrupted stream (the message names which).
+        Malformed, truncated or oversized stream (the message names which).
     """
     stream = iter(frames)
     first = next(stream, None)
@@ -177,7 +181,6 @@ def read_message(
         check_header(header)
     buffers = [np.empty(nbytes, dtype=np.uint8) for _, _, _, nbytes in specs]
     views = [memoryview(buffer) for buffer in buffers]
-    hashers = [hashlib.sha256() for _ in specs]
     filled = [0] * len(specs)
     current = 0
     for frame in stream:
@@ -206,21 +209,13 @@ def read_message(
                 _UPGRADE,
             )
         views[current][filled[current] : end] = data
-        hashers[current].update(data)
         filled[current] = end
     arrays = {}
-    for (name, dtype, shape, nbytes), buffer, got, hasher, spec in zip(
-        specs, buffers, filled, hashers, header.arrays, strict=True
-    ):
+    for (name, dtype, shape, nbytes), buffer, got in zip(specs, buffers, filled, strict=True):
         if got != nbytes:
             raise TruncatedStreamError(
                 f"message {header.operation!r} was truncated: array {name!r} has {got} of {nbytes} bytes",
                 "the sender stopped early; it will resend the message",
-            )
-        if hasher.digest() != spec.sha256:
-            raise ProtocolError(
-                f"message {header.operation!r}: array {name!r} fails its SHA-256 check",
-                "the data was corrupted on the way; resend",
             )
         arrays[name] = buffer.view(dtype).reshape(shape)
     message = Message(header.operation, params, arrays) if header.operation else None
@@ -261,11 +256,8 @@ def _array_spec(spec: pb.ArrayHeader, operation: str) -> tuple[str, np.dtype, tu
             _UPGRADE,
         )
     shape = tuple(int(s) for s in spec.shape)
-    if math.prod(shape) * dtype.itemsize != spec.nbytes or len(spec.sha256) != 32:
-        raise ProtocolError(
-            f"{where}: shape {shape} of {dtype} does not match {spec.nbytes} bytes or the checksum is missing",
-            _UPGRADE,
-        )
+    if math.prod(shape) * dtype.itemsize != spec.nbytes:
+        raise ProtocolError(f"{where}: shape {shape} of {dtype} does not match {spec.nbytes} bytes", _UPGRADE)
     return spec.name, dtype, shape, int(spec.nbytes)
 
 

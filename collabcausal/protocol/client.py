@@ -163,12 +163,7 @@ class PartyClient:
                     raise IdentityError(f"the analyst refused this party: {details}", None) from None
                 if code == grpc.StatusCode.FAILED_PRECONDITION:
                     raise StudyFailedError(f"the analyst refused to register this party: {details}") from None
-                if code not in (
-                    grpc.StatusCode.UNAVAILABLE,
-                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                    grpc.StatusCode.CANCELLED,
-                    grpc.StatusCode.INTERNAL,
-                ):
+                if not connection_lost(code, details):
                     raise ProtocolError(
                         f"the analyst answered {code.name}: {details}", "see the analyst's log"
                     ) from None
@@ -200,6 +195,11 @@ class PartyClient:
             timeout=30.0,
             metadata=self._metadata,
         )
+        if reply.protocol_version != PROTOCOL_VERSION:
+            raise StudyFailedError(
+                f"the analyst speaks protocol v{reply.protocol_version}, this party v{PROTOCOL_VERSION}",
+                "install the same collabcausal version on both sides",
+            )
         self._progress(f"joined study {reply.study!r} as {reply.party!r}")
         return reply.run_id
 
@@ -281,6 +281,22 @@ class PartyClient:
             f"the TLS handshake with the analyst at {self.address} failed: {reason}",
             "use the certificate, key and ca.pem issued for this study (same study CA, not expired)",
         )
+
+
+def connection_lost(code: grpc.StatusCode, details: str) -> bool:
+    """A call ended by the connection (retried), not by the analyst's answer.
+
+    gRPC reports a stream torn down under it as ``UNKNOWN: Stream removed``, e.g. when TLS finds a
+    record changed in transit (``TSI_DATA_CORRUPTED``) and drops the connection.
+    """
+    if code == grpc.StatusCode.UNKNOWN:
+        return "stream removed" in details.lower()
+    return code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+    )
 
 
 def unreachable_cause(details: str) -> str:

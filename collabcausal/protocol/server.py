@@ -39,7 +39,7 @@ from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
 from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, require_loopback, server_credentials
 from collabcausal.protocol.wire import add_study_servicer
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # v2: array bytes without v1's per-array SHA-256 (docs/protocol.md)
 MAX_FRAME_BYTES = CHUNK_BYTES + (256 << 10)
 MAX_POLL_SECONDS = 30.0
 MAX_STREAMS_PER_PARTY = 4
@@ -151,6 +151,37 @@ class GrpcGrid(Grid):
 
     def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
         limit = self.task_timeout if timeout is None else timeout
+        tasks = self._exchange(requests, limit)
+        missing = sorted(name for name, task in tasks.items() if task.open)
+        if missing:
+            raise _no_reply(missing, next(iter(requests.values())).operation, limit)
+        malformed = [task for task in tasks.values() if task.failure]
+        if malformed:
+            raise _malformed(malformed[0])
+        return {name: _outcome(task, limit) for name, task in tasks.items()}
+
+    def send_each(
+        self, requests: Mapping[str, Message], *, timeout: float | None = None
+    ) -> tuple[dict[str, Message], set[str]]:
+        """:meth:`Grid.send_each <collabcausal.analyst.grid.Grid.send_each>` with every task queued at once.
+
+        The parties work concurrently; a party that misses the deadline is lost, as it would be
+        asked alone, and the replies keep the order of ``requests`` whatever order they arrive in.
+        """
+        limit = self.task_timeout if timeout is None else timeout
+        replies, lost = {}, set()
+        for name, task in self._exchange(requests, limit).items():
+            try:
+                replies[name] = _outcome(task, limit)
+            except StudyFailedError:
+                lost.add(name)
+        return replies, lost
+
+    def _exchange(self, requests: Mapping[str, Message], limit: float) -> dict[str, _Task]:
+        """Queue one task per party and wait until each is answered or failed, or ``limit`` seconds pass.
+
+        The tasks are dequeued on return: a reply uploaded after the deadline is refused as late.
+        """
         unknown = [name for name in requests if name not in self.roster]
         if unknown:
             raise StudyFailedError(f"party {unknown[0]!r} is not on the study roster", "check the study roster")
@@ -166,27 +197,12 @@ class GrpcGrid(Grid):
             self._pending.update(tasks)
             self._cond.notify_all()
             try:
-                while any(task.open for task in tasks.values()):
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        missing = sorted(name for name, task in tasks.items() if task.open)
-                        raise StudyFailedError(
-                            f"no reply from {', '.join(missing)} to {next(iter(requests.values())).operation!r} "
-                            f"within {limit:g} s",
-                            "check that those parties are running (collabcausal party join) and can reach the "
-                            "analyst, or raise task_timeout in study.toml",
-                        )
+                while any(task.open for task in tasks.values()) and (remaining := deadline - time.monotonic()) > 0:
                     self._cond.wait(remaining)
             finally:
                 for name in tasks:
                     self._pending.pop(name, None)
-        for name, task in tasks.items():
-            if task.failure:
-                raise StudyFailedError(
-                    f"party {name!r} sent a malformed reply to {task.request.operation!r}: {task.failure}",
-                    f"check {name}'s collabcausal version and log; the study cannot use its reply",
-                )
-        return {name: _reply_message(name, task) for name, task in tasks.items()}
+        return tasks
 
     # ---- study lifecycle --------------------------------------------------------------------
     def wait_for_parties(self, timeout: float, *, on_missing: str = "fail") -> list[str]:
@@ -408,7 +424,28 @@ class _NotOutstanding(ProtocolError):
     """An upload for a task the analyst no longer waits for (a late or repeated reply)."""
 
 
-def _reply_message(name: str, task: _Task) -> Message:
+def _no_reply(missing: Sequence[str], operation: str, limit: float) -> StudyFailedError:
+    return StudyFailedError(
+        f"no reply from {', '.join(missing)} to {operation!r} within {limit:g} s",
+        "check that those parties are running (collabcausal party join) and can reach the "
+        "analyst, or raise task_timeout in study.toml",
+    )
+
+
+def _malformed(task: _Task) -> StudyFailedError:
+    return StudyFailedError(
+        f"party {task.party!r} sent a malformed reply to {task.request.operation!r}: {task.failure}",
+        f"check {task.party}'s collabcausal version and log; the study cannot use its reply",
+    )
+
+
+def _outcome(task: _Task, limit: float) -> Message:
+    """The reply of a task :meth:`GrpcGrid._exchange` returned, or the error it ended with (re-raised)."""
+    name = task.party
+    if task.open:
+        raise _no_reply([name], task.request.operation, limit)
+    if task.failure:
+        raise _malformed(task)
     envelope = task.reply
     assert envelope is not None
     if envelope.error is not None:

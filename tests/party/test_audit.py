@@ -16,7 +16,7 @@ from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.audit import JsonlAuditLog, payload_digest
+from collabcausal.party.audit import JsonlAuditLog, array_digest, payload_digest
 from collabcausal.party.audit_head import AuditHead
 from collabcausal.party.audit_verify import check_head, read_audit_log, summarise
 from collabcausal.party.policy import PartyPolicy
@@ -60,6 +60,23 @@ def test_every_request_is_logged_on_arrival_and_on_release_with_digests_both_way
     assert released["arrays"][name]["sha256"] == hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
     assert released["time"].endswith("+00:00")
     assert [e["seq"] for e in log.entries()] == [1, 2, 3, 4]
+
+
+def test_each_array_is_hashed_once_for_its_record_and_the_payload_digest(tmp_path, monkeypatch):
+    hashed: list[int] = []
+
+    def counted(array: np.ndarray) -> str:
+        hashed.append(array.size)
+        return array_digest(array)
+
+    monkeypatch.setattr("collabcausal.party.audit.array_digest", counted)
+    log = JsonlAuditLog(tmp_path / "audit.jsonl")
+    reply = _party(log).handle(_moments())
+    # received: arms and weights once; released: the request's payload digest (arms, weights), the reply's arrays once
+    assert len(hashed) == 2 + 2 + len(reply.arrays)
+    received, released = log.entries()
+    assert received["request_sha256"] == released["request_sha256"] == payload_digest(_moments())
+    assert released["sha256"] == payload_digest(reply)
 
 
 def test_refusals_and_unknown_operations_are_logged(tmp_path):

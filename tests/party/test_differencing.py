@@ -10,7 +10,7 @@ import collabcausal.party  # noqa: F401  (registers the operations)
 from collabcausal.errors import PolicyError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.differencing import differing_subjects
+from collabcausal.party.differencing import differing_subjects, isolated_subjects
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
 
@@ -166,3 +166,14 @@ def test_align_after_a_weighted_request_is_refused():
 def test_differing_subjects_counts_non_negligible_entries_only():
     assert differing_subjects(np.zeros(5), 0.01) == 0
     assert differing_subjects(np.array([1.0, 1e-3, -0.5, 0.0]), 0.01) == 2
+
+
+def test_isolated_subjects_skips_unweighed_rows_without_changing_the_answer():
+    rng = np.random.default_rng(5)
+    requests = np.where(ARMS[:, None] == 1, rng.uniform(0.5, 1.5, (N, 3)), 0.0)  # arm 0's rows weigh nothing
+    requests[:, 2] = requests[:, 0] + np.eye(N)[K]  # the third request isolates subject K
+    u, singular, _ = np.linalg.svd(requests, full_matrices=False)  # the rule on every row, zero rows included
+    leverage = (u[:, singular > singular[0] * N * np.finfo(np.float64).eps] ** 2).sum(axis=1)
+    expected = np.flatnonzero(1.0 - leverage <= 1e-4)
+    np.testing.assert_array_equal(isolated_subjects(requests, 1e-2), expected)
+    np.testing.assert_array_equal(expected, [K])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 from protocol_helpers import malformed_streams
@@ -49,7 +47,7 @@ def test_large_array_travels_in_chunks_of_at_most_one_mebibyte():
     chunks = [f.chunk.data for f in frames[1:]]
     assert len(chunks) == 4 and max(map(len, chunks)) == CHUNK_BYTES
     header = frames[0].header.arrays[0]
-    assert header.sha256 == hashlib.sha256(array.tobytes()).digest() and list(header.shape) == [array.size]
+    assert list(header.shape) == [array.size] and header.nbytes == array.nbytes
     assert np.array_equal(read_message(frames).message.array("v"), array)
 
 
@@ -74,15 +72,6 @@ def _chunk(index: int, data: bytes) -> pb.Frame:
 def test_truncated_stream_is_refused():
     with pytest.raises(ProtocolError, match="truncated"):
         read_message(_frames()[:-1])
-
-
-def test_corrupted_bytes_fail_the_checksum():
-    frames = _frames()
-    data = bytearray(frames[1].chunk.data)
-    data[0] ^= 1
-    frames[1] = _chunk(0, bytes(data))
-    with pytest.raises(ProtocolError, match="SHA-256"):
-        read_message(frames)
 
 
 def test_extra_bytes_are_refused():

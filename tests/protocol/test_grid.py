@@ -15,7 +15,7 @@ from collabcausal.messages import Message
 from collabcausal.protocol import certs
 from collabcausal.protocol.arrays import message_frames
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
-from collabcausal.protocol.server import GrpcGrid
+from collabcausal.protocol.server import PROTOCOL_VERSION, GrpcGrid
 from collabcausal.protocol.tls import PARTY_METADATA
 
 
@@ -118,7 +118,7 @@ def test_silent_party_fails_a_round_after_the_task_timeout(grid):
 def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_keeps_serving(grid, study_ca):
     channel, stub = raw_stub(grid, study_ca)
     with channel:
-        stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5)
+        stub.Register(pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="s"), timeout=5)
         frames = list(message_frames(Message("x", {}, {"v": np.arange(10.0)}), task_id="t"))
         ack = stub.UploadResult(iter(frames[:-1]), timeout=5)  # no task "t" outstanding: refused unread
         assert not ack.accepted and "no task 't' outstanding for party 'a'" in ack.detail
@@ -140,7 +140,7 @@ def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
     with channel:
         for request, match in (
             (pb.RegisterRequest(protocol_version=99), "protocol v99"),
-            (pb.RegisterRequest(protocol_version=1, study="other"), "asked to join study 'other'"),
+            (pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="other"), "asked to join study 'other'"),
         ):
             with pytest.raises(grpc.RpcError) as info:
                 stub.Register(request, timeout=5)
@@ -150,7 +150,9 @@ def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
 def test_name_claim_must_match_the_certificate(grid, study_ca):
     channel, stub = raw_stub(grid, study_ca, "a")
     with channel, pytest.raises(grpc.RpcError) as info:
-        stub.Register(pb.RegisterRequest(protocol_version=1), metadata=((PARTY_METADATA, "b"),), timeout=5)
+        stub.Register(
+            pb.RegisterRequest(protocol_version=PROTOCOL_VERSION), metadata=((PARTY_METADATA, "b"),), timeout=5
+        )
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
@@ -247,3 +249,37 @@ def test_info_lines_do_not_grow_with_the_number_of_requests(study_ca, caplog, mo
         return [r.getMessage() for r in records if r.levelno >= logging.INFO]
 
     assert len(info_lines(20)) == len(info_lines(2))
+
+
+def test_party_of_another_protocol_version_is_refused_in_one_line(grid, study_ca, monkeypatch):
+    monkeypatch.setattr("collabcausal.protocol.client.PROTOCOL_VERSION", 1)  # a party of v1 (array digests)
+    party = PartyThread(small_party("a"), grid.address, tls_of(study_ca, "a"))
+    party.join()
+    assert isinstance(party.error, StudyFailedError) and "\n" not in str(party.error)
+    assert f"party 'a' speaks protocol v1, this analyst v{PROTOCOL_VERSION}" in str(party.error)
+
+
+def test_send_each_asks_every_party_at_once_and_keeps_the_request_order(grid, study_ca):
+    parties = [PartyThread(small_party(name), grid.address, tls_of(study_ca, name)) for name in ("a", "b")]
+    wait_until_joined(grid, ["a", "b"])
+    # each party answers only once both are running the request: asked one at a time, neither would
+    replies, lost = grid.send_each({name: Message("test_rendezvous") for name in ("b", "a")}, timeout=60)
+    assert lost == set() and list(replies) == ["b", "a"]
+    assert [reply.params["party"] for reply in replies.values()] == ["b", "a"]
+    grid.finish()
+    for party in parties:
+        party.join()
+        assert party.error is None
+
+
+def test_send_each_reports_a_party_that_does_not_answer_as_lost(grid, study_ca):
+    party = PartyThread(small_party("a"), grid.address, tls_of(study_ca, "a"))
+    wait_until_joined(grid, ["a"])
+    echo = Message("test_echo", {}, {"v": np.arange(3.0)})
+    replies, lost = grid.send_each({"a": echo, "b": echo}, timeout=2)
+    assert lost == {"b"} and list(replies) == ["a"]
+    np.testing.assert_array_equal(replies["a"].array("v"), np.arange(3.0) * 2)
+    with pytest.raises(StudyFailedError, match=r"^no reply from b to 'test_echo' within 2 s"):
+        grid.send_and_receive({"a": echo, "b": echo}, timeout=2)
+    grid.finish()
+    party.join()

@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 from protocol_helpers import PartyThread, malformed_streams, small_party, tls_of
 
+from collabcausal.errors import StudyFailedError
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party.audit import JsonlAuditLog
@@ -24,7 +25,7 @@ from collabcausal.party.request_limits import RequestLimits
 from collabcausal.protocol.arrays import message_frames, read_message
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
-from collabcausal.protocol.server import grpc_options
+from collabcausal.protocol.server import PROTOCOL_VERSION, grpc_options
 from collabcausal.protocol.tls import server_credentials
 
 
@@ -38,7 +39,7 @@ class FakeAnalyst(pb_grpc.StudyServicer):
         self.run_id = uuid.uuid4().hex
 
     def Register(self, request, context):
-        return pb.RegisterReply(protocol_version=1, study="s", party=request.party, run_id=self.run_id)
+        return pb.RegisterReply(protocol_version=PROTOCOL_VERSION, study="s", party=request.party, run_id=self.run_id)
 
     def PullTask(self, request, context):
         with self.lock:
@@ -99,6 +100,21 @@ def test_party_refuses_every_malformed_task_in_one_line_and_keeps_serving(study_
         "TruncatedStreamError",
     }
     assert [e["event"] for e in logged.entries if e["operation"] == "test_echo"][-2:] == ["received", "released"]
+
+
+class OlderAnalyst(FakeAnalyst):
+    """An analyst of protocol v1 (per-array SHA-256 in the header)."""
+
+    def Register(self, request, context):
+        return pb.RegisterReply(protocol_version=1, study="s", party=request.party, run_id=self.run_id)
+
+
+def test_party_refuses_an_analyst_of_another_protocol_version_in_one_line(study_ca):
+    analyst = OlderAnalyst([HONEST])
+    party = _serve(analyst, small_party("a"), study_ca)
+    assert isinstance(party.error, StudyFailedError) and "\n" not in str(party.error)
+    assert f"the analyst speaks protocol v1, this party v{PROTOCOL_VERSION}" in str(party.error)
+    assert analyst.uploads == [] and analyst.tasks == [HONEST]
 
 
 def test_party_refuses_oversized_and_differencing_requests_on_the_wire_before_charging(study_ca, tmp_path):

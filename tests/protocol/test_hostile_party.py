@@ -21,7 +21,7 @@ from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.protocol.client import PartyClient
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
-from collabcausal.protocol.server import MAX_STREAMS_PER_PARTY, GrpcGrid
+from collabcausal.protocol.server import MAX_STREAMS_PER_PARTY, PROTOCOL_VERSION, GrpcGrid
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_status_is_refused_to_a_certificate_off_the_roster(grid, study_ca):
 
 def test_one_party_with_40_long_polls_cannot_starve_an_honest_register(grid, study_ca):
     channel, stub = raw_stub(grid, study_ca, "b")
-    run_id = stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5).run_id
+    run_id = stub.Register(pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="s"), timeout=5).run_id
 
     def long_poll(_: int) -> grpc.StatusCode:
         try:
@@ -113,7 +113,7 @@ def test_one_party_with_40_long_polls_cannot_starve_an_honest_register(grid, stu
 def test_cancelled_long_polls_give_their_stream_slots_back_at_once(grid, study_ca):
     channel, stub = raw_stub(grid, study_ca, "b")
     with channel:
-        run_id = stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5).run_id
+        run_id = stub.Register(pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="s"), timeout=5).run_id
         request = pb.PullRequest(run_id=run_id, wait_ms=20_000)
         for _ in range(3):  # three reconnects' worth of abandoned polls
             polls = [stub.PullTask(request, timeout=20) for _ in range(MAX_STREAMS_PER_PARTY)]
@@ -138,7 +138,7 @@ def test_a_4_gib_upload_with_no_task_outstanding_is_refused_before_its_bytes_are
 
     channel, stub = raw_stub(grid, study_ca, "a")
     with grid, channel:
-        stub.Register(pb.RegisterRequest(protocol_version=1, study="s"), timeout=5)
+        stub.Register(pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="s"), timeout=5)
         ack = stub.UploadResult(stream(), timeout=10)
     assert not ack.accepted and "no task 't' outstanding for party 'a'" in ack.detail
     assert len(sent) < 4096  # the analyst answered without waiting for the declared bytes

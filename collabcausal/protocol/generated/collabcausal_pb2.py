@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x63ollabcausal.proto\x12\x0f\x63ollabcausal.v1\"c\n\x0fRegisterRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\r\n\x05party\x18\x02 \x01(\t\x12\r\n\x05study\x18\x03 \x01(\t\x12\x18\n\x10software_version\x18\x04 \x01(\t\"W\n\rRegisterReply\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\r\n\x05study\x18\x02 \x01(\t\x12\r\n\x05party\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"=\n\x0bPullRequest\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\"m\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\x12\n\nbyte_order\x18\x03 \x01(\t\x12\r\n\x05shape\x18\x04 \x03(\x04\x12\x0e\n\x06nbytes\x18\x05 \x01(\x04\x12\x0e\n\x06sha256\x18\x06 \x01(\x0c\"3\n\x05\x45rror\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07problem\x18\x02 \x01(\t\x12\x0b\n\x03\x66ix\x18\x03 \x01(\t\"\xd9\x01\n\rMessageHeader\x12*\n\x05state\x18\x01 \x01(\x0e\x32\x1b.collabcausal.v1.StudyState\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x11\n\toperation\x18\x03 \x01(\t\x12\x13\n\x0bparams_json\x18\x04 \x01(\t\x12,\n\x06\x61rrays\x18\x05 \x03(\x0b\x32\x1c.collabcausal.v1.ArrayHeader\x12%\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x16.collabcausal.v1.Error\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"$\n\x05\x43hunk\x12\r\n\x05\x61rray\x18\x01 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"j\n\x05\x46rame\x12\x30\n\x06header\x18\x01 \x01(\x0b\x32\x1e.collabcausal.v1.MessageHeaderH\x00\x12\'\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x16.collabcausal.v1.ChunkH\x00\x42\x06\n\x04kind\">\n\tUploadAck\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x0f\n\rStatusRequest\"{\n\x0bStatusReply\x12\r\n\x05study\x18\x01 \x01(\t\x12*\n\x05state\x18\x02 \x01(\x0e\x32\x1b.collabcausal.v1.StudyState\x12\x0e\n\x06roster\x18\x03 \x03(\t\x12\x11\n\tconnected\x18\x04 \x03(\t\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t*S\n\nStudyState\x12\x1b\n\x17STUDY_STATE_UNSPECIFIED\x10\x00\x12\x08\n\x04TASK\x10\x01\x12\x08\n\x04IDLE\x10\x02\x12\x08\n\x04\x44ONE\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x32\xa7\x02\n\x05Study\x12L\n\x08Register\x12 .collabcausal.v1.RegisterRequest\x1a\x1e.collabcausal.v1.RegisterReply\x12\x42\n\x08PullTask\x12\x1c.collabcausal.v1.PullRequest\x1a\x16.collabcausal.v1.Frame0\x01\x12\x44\n\x0cUploadResult\x12\x16.collabcausal.v1.Frame\x1a\x1a.collabcausal.v1.UploadAck(\x01\x12\x46\n\x06Status\x12\x1e.collabcausal.v1.StatusRequest\x1a\x1c.collabcausal.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x63ollabcausal.proto\x12\x0f\x63ollabcausal.v1\"c\n\x0fRegisterRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\r\n\x05party\x18\x02 \x01(\t\x12\r\n\x05study\x18\x03 \x01(\t\x12\x18\n\x10software_version\x18\x04 \x01(\t\"W\n\rRegisterReply\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\r\n\x05study\x18\x02 \x01(\t\x12\r\n\x05party\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"=\n\x0bPullRequest\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\"k\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\x12\n\nbyte_order\x18\x03 \x01(\t\x12\r\n\x05shape\x18\x04 \x03(\x04\x12\x0e\n\x06nbytes\x18\x05 \x01(\x04J\x04\x08\x06\x10\x07R\x06sha256\"3\n\x05\x45rror\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07problem\x18\x02 \x01(\t\x12\x0b\n\x03\x66ix\x18\x03 \x01(\t\"\xd9\x01\n\rMessageHeader\x12*\n\x05state\x18\x01 \x01(\x0e\x32\x1b.collabcausal.v1.StudyState\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x11\n\toperation\x18\x03 \x01(\t\x12\x13\n\x0bparams_json\x18\x04 \x01(\t\x12,\n\x06\x61rrays\x18\x05 \x03(\x0b\x32\x1c.collabcausal.v1.ArrayHeader\x12%\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x16.collabcausal.v1.Error\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"$\n\x05\x43hunk\x12\r\n\x05\x61rray\x18\x01 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"j\n\x05\x46rame\x12\x30\n\x06header\x18\x01 \x01(\x0b\x32\x1e.collabcausal.v1.MessageHeaderH\x00\x12\'\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x16.collabcausal.v1.ChunkH\x00\x42\x06\n\x04kind\">\n\tUploadAck\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x0f\n\rStatusRequest\"{\n\x0bStatusReply\x12\r\n\x05study\x18\x01 \x01(\t\x12*\n\x05state\x18\x02 \x01(\x0e\x32\x1b.collabcausal.v1.StudyState\x12\x0e\n\x06roster\x18\x03 \x03(\t\x12\x11\n\tconnected\x18\x04 \x03(\t\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t*S\n\nStudyState\x12\x1b\n\x17STUDY_STATE_UNSPECIFIED\x10\x00\x12\x08\n\x04TASK\x10\x01\x12\x08\n\x04IDLE\x10\x02\x12\x08\n\x04\x44ONE\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x32\xa7\x02\n\x05Study\x12L\n\x08Register\x12 .collabcausal.v1.RegisterRequest\x1a\x1e.collabcausal.v1.RegisterReply\x12\x42\n\x08PullTask\x12\x1c.collabcausal.v1.PullRequest\x1a\x16.collabcausal.v1.Frame0\x01\x12\x44\n\x0cUploadResult\x12\x16.collabcausal.v1.Frame\x1a\x1a.collabcausal.v1.UploadAck(\x01\x12\x46\n\x06Status\x12\x1e.collabcausal.v1.StatusRequest\x1a\x1c.collabcausal.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'collabcausal_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STUDYSTATE']._serialized_start=1028
-  _globals['_STUDYSTATE']._serialized_end=1111
+  _globals['_STUDYSTATE']._serialized_start=1026
+  _globals['_STUDYSTATE']._serialized_end=1109
   _globals['_REGISTERREQUEST']._serialized_start=39
   _globals['_REGISTERREQUEST']._serialized_end=138
   _globals['_REGISTERREPLY']._serialized_start=140
@@ -40,21 +40,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PULLREQUEST']._serialized_start=229
   _globals['_PULLREQUEST']._serialized_end=290
   _globals['_ARRAYHEADER']._serialized_start=292
-  _globals['_ARRAYHEADER']._serialized_end=401
-  _globals['_ERROR']._serialized_start=403
-  _globals['_ERROR']._serialized_end=454
-  _globals['_MESSAGEHEADER']._serialized_start=457
-  _globals['_MESSAGEHEADER']._serialized_end=674
-  _globals['_CHUNK']._serialized_start=676
-  _globals['_CHUNK']._serialized_end=712
-  _globals['_FRAME']._serialized_start=714
-  _globals['_FRAME']._serialized_end=820
-  _globals['_UPLOADACK']._serialized_start=822
-  _globals['_UPLOADACK']._serialized_end=884
-  _globals['_STATUSREQUEST']._serialized_start=886
-  _globals['_STATUSREQUEST']._serialized_end=901
-  _globals['_STATUSREPLY']._serialized_start=903
-  _globals['_STATUSREPLY']._serialized_end=1026
-  _globals['_STUDY']._serialized_start=1114
-  _globals['_STUDY']._serialized_end=1409
+  _globals['_ARRAYHEADER']._serialized_end=399
+  _globals['_ERROR']._serialized_start=401
+  _globals['_ERROR']._serialized_end=452
+  _globals['_MESSAGEHEADER']._serialized_start=455
+  _globals['_MESSAGEHEADER']._serialized_end=672
+  _globals['_CHUNK']._serialized_start=674
+  _globals['_CHUNK']._serialized_end=710
+  _globals['_FRAME']._serialized_start=712
+  _globals['_FRAME']._serialized_end=818
+  _globals['_UPLOADACK']._serialized_start=820
+  _globals['_UPLOADACK']._serialized_end=882
+  _globals['_STATUSREQUEST']._serialized_start=884
+  _globals['_STATUSREQUEST']._serialized_end=899
+  _globals['_STATUSREPLY']._serialized_start=901
+  _globals['_STATUSREPLY']._serialized_end=1024
+  _globals['_STUDY']._serialized_start=1112
+  _globals['_STUDY']._serialized_end=1407
 # @@protoc_insertion_point(module_scope)

@@ -55,20 +55,18 @@ class PullRequest(_message.Message):
     def __init__(self, party: _Optional[str] = ..., run_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ArrayHeader(_message.Message):
-    __slots__ = ("name", "dtype", "byte_order", "shape", "nbytes", "sha256")
+    __slots__ = ("name", "dtype", "byte_order", "shape", "nbytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     BYTE_ORDER_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     NBYTES_FIELD_NUMBER: _ClassVar[int]
-    SHA256_FIELD_NUMBER: _ClassVar[int]
     name: str
     dtype: str
     byte_order: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     nbytes: int
-    sha256: bytes
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[str] = ..., byte_order: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., sha256: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[str] = ..., byte_order: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("kind", "problem", "fix")
