@@ -15,7 +15,10 @@ makes the party read it as a :class:`ChunkedTable` (docs/data-sources.md, "Out o
 Each worker streams its block in batches of :data:`BATCH_ROWS` rows, so the party holds ``workers``
 batches (and the task's temporaries) at a time: its memory is set by the batch size, not the
 table's or the row groups'. Results are combined batch by batch within a block, then block by
-block, always in row order.
+block, always in row order. A read after opening first checks that no file's size or
+modification time changed, and any problem it meets is reported as "changed since the party opened
+it", without the file, row or value: the read may be part of a charged DP release, whose only
+output about the rows must be its noisy values.
 
 The engine was chosen by measurement (``benchmarks/bench_out_of_core.py`` prints the figures):
 Dask runs the party's own numpy kernels on each block, so the private computations are the same
@@ -117,6 +120,7 @@ class ChunkedTable:
         source: str,
         workers: int,
         arm_counts: NDArray[np.int64],
+        stamps: dict[Path, tuple[int, int]] | None = None,
     ) -> None:
         self.covariate_names = covariate_names
         self._labels = labels
@@ -124,6 +128,7 @@ class ChunkedTable:
         self.source = source
         self.workers = workers
         self.arm_counts = arm_counts
+        self._stamps = stamps
 
     @property
     def n_subjects(self) -> int:
@@ -184,6 +189,7 @@ class ChunkedTable:
                 f"{where} has {n} subjects, fewer than the minimum {min_subjects}",
                 "add subjects or lower min_subjects in the configuration",
             )
+        stamps = _file_stamps(blocks)
         table = cls(tuple(covariates), labels, blocks, where, workers, np.zeros(2, dtype=np.int64))
         summary = table.reduce_rows(table._summary, covariates, _Summary.merge)
         if len(labels) == 2 and summary.arms.min() == 0:
@@ -200,7 +206,8 @@ class ChunkedTable:
             names = tuple(c for c in covariates if c not in constant)
             if not names:
                 raise InputError(f"{where}: every covariate is constant", "declare informative covariates")
-        return cls(names, labels, blocks, where, workers, summary.arms if len(labels) == 2 else table.arm_counts)
+        arms = summary.arms if len(labels) == 2 else table.arm_counts
+        return cls(names, labels, blocks, where, workers, arms, stamps)
 
     def column(self, name: str) -> Any:
         """Refused: the table's columns are not held in memory."""
@@ -217,11 +224,29 @@ class ChunkedTable:
         (``None`` without them). ``combine(a, b)`` merges the results of consecutive runs of rows.
         """
         names = [self.covariate_names[column_index(self, c)] for c in columns]
+        self._check_unchanged()
 
         def run(block: Block) -> R:
             return functools.reduce(combine, (task(*batch) for batch in self._batches(block, names)))
 
-        return self._map_combine(run, combine)
+        try:
+            return self._map_combine(run, combine)
+        except InputError:
+            if self._stamps is None:  # the opening pass: its messages name the file, row and problem
+                raise
+            raise self._changed() from None
+
+    def _check_unchanged(self) -> None:
+        """Refuse to read files whose size or modification time differ from those the opening pass validated."""
+        if self._stamps is not None and _file_stamps(self.blocks) != self._stamps:
+            raise self._changed()
+
+    def _changed(self) -> InputError:
+        """The one error of a read after opening: the rows may not be described (a DP release may be charged)."""
+        return InputError(
+            f"{self.source} changed since the party opened and validated it",
+            "restart the party to validate the table again",
+        )
 
     def project_rows(
         self, project: Callable[[NDArray[np.float64]], NDArray[np.float64]], columns: Sequence[str], width: int
@@ -296,6 +321,19 @@ class ChunkedTable:
 def default_workers() -> int:
     """:data:`DEFAULT_WORKERS`, at most the machine's cores."""
     return max(1, min(DEFAULT_WORKERS, os.cpu_count() or 1))
+
+
+def _file_stamps(blocks: Sequence[Block]) -> dict[Path, tuple[int, int]]:
+    """Each file's size and modification time (ns); a missing file has none."""
+    out = {}
+    for path in dict.fromkeys(b.path for b in blocks):
+        try:
+            info = path.stat()
+        except OSError:
+            out[path] = (-1, -1)
+        else:
+            out[path] = (info.st_size, info.st_mtime_ns)
+    return out
 
 
 def _list_blocks(directory: Path, names: list[str], where: str) -> tuple[Block, ...]:

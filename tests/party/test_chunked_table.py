@@ -232,3 +232,15 @@ def test_workers_with_a_single_file_is_a_config_error(tmp_path):
     (tmp_path / "party.toml").write_text(CONFIG.format(path="t.csv", extra="workers = 2"))
     with pytest.raises(ConfigError, match="workers goes with a path naming a directory"):
         load_party_config(tmp_path / "party.toml")
+
+
+def test_a_file_changed_after_opening_fails_a_release_without_describing_the_rows(tmp_path, tables):
+    """A hostile or careless rewrite between opening and a charged release: the error names no file, row or value."""
+    party = _party(tmp_path, tables[0])
+    victim = sorted((tmp_path / "registry").rglob("*.parquet"))[1]
+    damaged = pq.read_table(victim).to_pandas()
+    damaged.loc[5, "b"] = np.inf
+    pq.write_table(pa.Table.from_pandas(damaged, preserve_index=False), victim, row_group_size=300)
+    with pytest.raises(InputError, match="changed since the party opened and validated it") as info:
+        party.handle(_effects(STATISTICS))
+    assert "row" not in str(info.value) and victim.name not in str(info.value) and "inf" not in str(info.value)
