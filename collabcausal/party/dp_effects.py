@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.folds import assign_folds, fold_seed
+from collabcausal.estimators.dp.effects.folds import fold_labels, fold_seed
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import (
@@ -187,23 +187,25 @@ def _check_labels(party: Party, op: str, n_folds: int) -> None:
         )
 
 
-def folds_of(party: Party, request: EffectsRequest) -> NDArray[np.int8]:
-    """The party's folds: by position, keyed by a secret its ledger keeps (same across requests and restarts)."""
+def folds_of(party: Party, request: EffectsRequest) -> Callable[[slice], NDArray[np.int8]]:
+    """The fold labels of any block of the party's rows: by position, keyed by a secret its ledger keeps
+    (same across requests and restarts; read once here, not in the workers)."""
+    n = party.table.n_subjects
     if request.n_folds == 1:
-        return np.zeros(party.table.n_subjects, dtype=np.int8)
+        return lambda rows: np.zeros(len(range(n)[rows]), dtype=np.int8)
     seed = fold_seed(require_ledger(party, STATISTICS).secret("dp_effects folds"), request.study)
-    return assign_folds(party.table.n_subjects, request.n_folds, seed)
+    return lambda rows: fold_labels(rows, n, request.n_folds, seed)
 
 
 def row_sums(
     party: Party, request: EffectsRequest, per_rows: Callable[..., NDArray[np.float64]]
 ) -> NDArray[np.float64]:
-    """``per_rows(X, t, y, folds)`` summed over the party's rows (in memory: one block; out of core: each block).
+    """``per_rows(X, t, y, folds)`` summed over the party's rows (in memory: one block; out of core: each batch).
 
     ``X`` holds the requested covariates in design order and ``folds`` the rows' fold labels.
     """
     folds = folds_of(party, request)
-    return party.table.reduce_rows(lambda rows, X, t, y: per_rows(X, t, y, folds[rows]), request.columns, np.add)
+    return party.table.reduce_rows(lambda rows, X, t, y: per_rows(X, t, y, folds(rows)), request.columns, np.add)
 
 
 @operation(STATISTICS, differentially_private=True, out_of_core=True)

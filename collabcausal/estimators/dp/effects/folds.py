@@ -15,7 +15,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import row_blocks
 
 
 def fold_seed(secret: bytes, study: str) -> int:
@@ -26,12 +25,25 @@ def fold_seed(secret: bytes, study: str) -> int:
     return int.from_bytes(digest[:16], "big")
 
 
-def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
-    """Fold label (0..K-1) of each of ``n`` rows: a seeded permutation cut into K near-equal parts.
+FOLD_CHUNK = 1 << 16
+"""Rows per chunk of the fold labels: each chunk is shuffled on its own, so any block of rows gets its
+labels without the others'."""
 
-    One byte per row and a transient int32 permutation (int64 past 2^31 rows), so a party reading
-    10^8 rows out of core holds 0.1 GB of labels; the permutation is the one
-    ``default_rng(seed).permutation(n)`` draws, whatever its integer width.
+
+def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
+    """Fold label (0..K-1) of each of ``n`` rows: :func:`fold_labels` of all of them."""
+    return fold_labels(slice(0, n), n, n_folds, seed)
+
+
+def fold_labels(rows: slice, n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
+    """Fold labels of the rows ``rows`` of ``n``: the cyclic labels ``position % K`` shuffled within chunks.
+
+    Positions ``c * FOLD_CHUNK ...`` up to the next chunk take the labels of their own positions
+    modulo K in an order drawn by a generator seeded by ``seed`` and the chunk (the first chunk by
+    ``seed`` alone: a table of up to 65,536 rows keeps the folds of earlier versions). The fold sizes
+    are those of ``arange(n) % K`` (near-equal parts), a block of rows needs only its chunks (a party
+    reading its table out of core holds no n-row array), and the labels depend on ``n`` and the
+    seed only, never on the values.
     """
     if n_folds < 1:
         raise InputError(
@@ -41,9 +53,13 @@ def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
         raise InputError(f"{n} rows cannot make {n_folds} folds", "use fewer folds or a larger party")
     if n_folds > np.iinfo(np.int8).max:
         raise InputError(f"n_folds {n_folds} is above {np.iinfo(np.int8).max}", "use fewer folds")
-    width = np.int32 if n <= np.iinfo(np.int32).max else np.int64
-    order = np.random.default_rng(seed).permutation(np.arange(n, dtype=width))
-    folds = np.empty(n, dtype=np.int8)
-    for rows in row_blocks(n):
-        folds[order[rows]] = np.arange(rows.start, rows.stop) % n_folds
-    return folds
+    start, stop = rows.start or 0, min(rows.stop, n)
+    out = np.empty(max(stop - start, 0), dtype=np.int8)
+    for chunk in range(start // FOLD_CHUNK, -(-stop // FOLD_CHUNK)):
+        lo, hi = chunk * FOLD_CHUNK, min((chunk + 1) * FOLD_CHUNK, n)
+        rng = np.random.default_rng(seed if chunk == 0 else [seed, chunk])
+        labels = np.empty(hi - lo, dtype=np.int8)
+        labels[rng.permutation(hi - lo)] = np.arange(lo, hi) % n_folds
+        keep = slice(max(start, lo), min(stop, hi))
+        out[keep.start - start : keep.stop - start] = labels[keep.start - lo : keep.stop - lo]
+    return out
