@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -145,15 +144,24 @@ def _anchor_image(
     return out
 
 
-@lru_cache(maxsize=1)
+_ANCHORS: dict[tuple[str, ...], tuple[tuple[object, ...], NDArray[np.float64]]] = {}
+"""The anchor kept for each set of columns: the request it answers and its values (:func:`_anchor`)."""
+
+
 def _anchor(
     key: bytes, study: str, columns: tuple[str, ...], ranges: tuple[tuple[str, float, float], ...], n_anchors: int
 ) -> NDArray[np.float64]:
-    """The study's anchor, kept for the next request (a study's B + 1 requests share it).
+    """The study's anchor, kept for the next request of the same columns (a study's B + 1 requests share it).
 
-    Only the latest is kept: an analyst varying ``n_anchors`` or the study cannot pin several
-    matrices of up to ``max_anchors`` x m floats in the party's memory (issue 10).
+    Only the latest per set of columns is kept: a party (whose columns are its table's) holds one,
+    so an analyst varying ``n_anchors`` or the study cannot pin several matrices of up to
+    ``max_anchors`` x m floats in the party's memory (issue 10); the parties of one simulation
+    process keep theirs side by side instead of rebuilding them in turn.
     """
-    out = anchor_columns(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
-    out.setflags(write=False)
-    return out
+    request = (key, study, ranges, n_anchors)
+    kept = _ANCHORS.get(columns)
+    if kept is None or kept[0] != request:
+        out = anchor_columns(key, study, columns, {name: (lo, hi) for name, lo, hi in ranges}, n_anchors)
+        out.setflags(write=False)
+        kept = _ANCHORS[columns] = (request, out)
+    return kept[1]
