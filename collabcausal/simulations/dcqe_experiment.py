@@ -344,15 +344,19 @@ def _replicate(
             out.update({(setting.name, k): dict(failed) for k in config.estimators})
             continue
         e_ca = np.concatenate([ca_e[i] for i in groups])
-        e_true = None if data.true_propensity is None else data.true_propensity[idx]
+        inconsistency = {  # one propensity per setting: the same for every estimator
+            "inconsistency_true": np.nan
+            if data.true_propensity is None
+            else float(np.mean(np.abs(bundle.propensity - data.true_propensity[idx]))),
+            "inconsistency_ca": float(np.mean(np.abs(bundle.propensity - e_ca))),
+        }
         for k in config.estimators:
             if estimates is not None:
                 estimates[(setting.name, k)] = bundle.estimates[k]
             out[(setting.name, k)] = {
                 "estimate": bundle.estimates[k].estimate,
                 "masmd": np.nan if masmd[k] is None else masmd[k],
-                "inconsistency_true": np.nan if e_true is None else float(np.mean(np.abs(bundle.propensity - e_true))),
-                "inconsistency_ca": float(np.mean(np.abs(bundle.propensity - e_ca))),
+                **inconsistency,
             }
     return out
 
