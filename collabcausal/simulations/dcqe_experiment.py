@@ -367,7 +367,8 @@ class SharedReplies(Grid):
     The settings of a replicate send some parties the same ``describe`` and ``dc_representation``
     requests (p11's representation on the resample serves L, T and W of a 2x2 grid); both replies
     are exact functions of the request, so the first serves the repeats. Every other operation
-    (balance moments, any DP release) is sent each time.
+    (balance moments, any DP release) is sent each time. The replies are held until the replicate
+    ends (each party's X~ and A~ once, beside the settings' own arrays).
 
     Parameters
     ----------
