@@ -117,10 +117,10 @@ def summarize(replicates: ArrayLike, benchmark: float | None = None, alpha: floa
     )
 
 
-CHUNKS_PER_WORKER = 4
+CHUNKS_PER_WORKER = 16
 """Parallel replicates go to each worker in about this many contiguous chunks: ``fn`` (and what it
 holds, e.g. a simulation's data set and parties) is sent once per chunk rather than once per batch
-of replicates, and the chunks still even out the workers' speeds."""
+of replicates, and chunks this small still even out workers slowed unequally (a shared machine)."""
 
 
 def run_replicates(
@@ -131,7 +131,7 @@ def run_replicates(
     ``fn`` must derive its randomness from its argument (e.g.
     ``collabcausal.randomness.child_rng(seed, "bootstrap", b)``) so the results are identical
     whatever ``n_jobs``. Parallel runs use joblib's loky process backend (``n_jobs=-1``: all cores),
-    each worker running contiguous chunks of replicates (:data:`CHUNKS_PER_WORKER`), so ``fn``
+    each worker running contiguous chunks of replicates (:data:`CHUNKS_PER_WORKER` per worker), so ``fn``
     must be picklable. ``progress`` shows a tqdm bar on stderr.
     """
     n_boot = int(n_boot)
