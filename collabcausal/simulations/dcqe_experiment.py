@@ -362,7 +362,7 @@ def _replicate(
 
 
 class SharedReplies(Grid):
-    """One replicate's grid: a party asked again what another setting of the replicate asked it answers once.
+    """One replicate's grid: a request another setting of the replicate already made of a party gets the first reply.
 
     The settings of a replicate send some parties the same ``describe`` and ``dc_representation``
     requests (p11's representation on the resample serves L, T and W of a 2x2 grid); both replies
