@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from collabcausal.errors import ProtocolError
+
 
 @dataclass(frozen=True)
 class Message:
@@ -39,8 +41,6 @@ class Message:
 
     def array(self, name: str) -> np.ndarray:
         """The array called ``name``; a :class:`~collabcausal.errors.ProtocolError` if absent."""
-        from collabcausal.errors import ProtocolError
-
         if name not in self.arrays:
             raise ProtocolError(
                 f"message {self.operation!r} lacks the array {name!r}",

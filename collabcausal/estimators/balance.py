@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, NumericalError
 from collabcausal.estimators.blocks import row_blocks
-from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector
+from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector, check_weights
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,9 +81,14 @@ def weighted_moments(X: ArrayLike, t: ArrayLike, weights: ArrayLike | None = Non
     t = check_vector(t, "treatment", n=n)
     if not ((t == 0.0) | (t == 1.0)).all():
         raise InputError("treatment must be coded 0/1", "recode the treatment column to 0 (control) and 1 (treated)")
-    w = np.ones(n) if weights is None else check_vector(weights, "weights", n=n)
-    if (w < 0.0).any():
-        raise InputError("weights contain negative values", "pass non-negative weights")
+    return arm_moments(X, t, np.ones(n) if weights is None else check_weights(weights, "weights", n=n))
+
+
+def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> ArmMoments:
+    """:func:`weighted_moments` of inputs already checked: ``X`` a finite float matrix, ``t`` its rows'
+    arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
+    """
+    n = X.shape[0]
     A = np.empty((2, n))  # the weight of each subject in each arm: exactly w * (t == arm), t being 0 or 1
     np.multiply(w, t, out=A[1])
     np.subtract(w, A[1], out=A[0])

@@ -71,7 +71,13 @@ def centred_gram(X: NDArray[np.float64], center: NDArray[np.float64]) -> NDArray
 
 
 def weighted_gram(design: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``sum_k w_k x_k x_k'`` over the rows x_k of ``design``, block by block."""
+    """``sum_k w_k x_k x_k'`` over the rows x_k of ``design``, block by block (one product for one block).
+
+    A Newton fit on a few thousand subjects asks for one per iteration: one block is then one
+    product, without the accumulator (the same numbers: the sum starts from zero).
+    """
+    if design.shape[0] <= GRAM_BLOCK:
+        return design.T @ (design * w[:, None])
     out = np.zeros((design.shape[1], design.shape[1]))
     for rows in row_blocks(design.shape[0], GRAM_BLOCK):
         block = design[rows]

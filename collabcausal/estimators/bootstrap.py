@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from numpy.typing import ArrayLike, NDArray
 from tqdm.auto import tqdm
 
@@ -116,6 +117,12 @@ def summarize(replicates: ArrayLike, benchmark: float | None = None, alpha: floa
     )
 
 
+CHUNKS_PER_WORKER = 16
+"""Parallel replicates go to each worker in about this many contiguous chunks: ``fn`` (and what it
+holds, e.g. a simulation's data set and parties) is sent once per chunk rather than once per batch
+of replicates, and chunks this small still even out workers slowed unequally (a shared machine)."""
+
+
 def run_replicates(
     fn: Callable[[int], T], n_boot: int, *, n_jobs: int = 1, progress: bool = False, desc: str = "bootstrap"
 ) -> list[T]:
@@ -124,7 +131,8 @@ def run_replicates(
     ``fn`` must derive its randomness from its argument (e.g.
     ``collabcausal.randomness.child_rng(seed, "bootstrap", b)``) so the results are identical
     whatever ``n_jobs``. Parallel runs use joblib's loky process backend (``n_jobs=-1``: all cores),
-    so ``fn`` must be picklable. ``progress`` shows a tqdm bar on stderr.
+    each worker running contiguous chunks of replicates (:data:`CHUNKS_PER_WORKER` per worker), so ``fn``
+    must be picklable. ``progress`` shows a tqdm bar on stderr.
     """
     n_boot = int(n_boot)
     if n_boot < 1:
@@ -132,12 +140,19 @@ def run_replicates(
     if int(n_jobs) == 0:
         raise InputError("n_jobs must not be 0", "pass 1 (serial), a number of workers, or -1 (all cores)")
     if int(n_jobs) == 1:
-        stream = map(fn, range(n_boot))
+        stream: Iterable[T] = map(fn, range(n_boot))
     else:
-        stream = Parallel(n_jobs=int(n_jobs), backend="loky", return_as="generator")(
-            delayed(fn)(b) for b in range(n_boot)
+        chunks = np.array_split(np.arange(n_boot), min(n_boot, CHUNKS_PER_WORKER * effective_n_jobs(int(n_jobs))))
+        runs = Parallel(n_jobs=int(n_jobs), backend="loky", return_as="generator")(
+            delayed(_run_chunk)(fn, chunk.tolist()) for chunk in chunks
         )
+        stream = itertools.chain.from_iterable(runs)
     return list(tqdm(stream, total=n_boot, desc=desc, disable=not progress, file=sys.stderr))
+
+
+def _run_chunk(fn: Callable[[int], T], replicates: list[int]) -> list[T]:
+    """``fn`` on each of ``replicates``, in a worker."""
+    return [fn(b) for b in replicates]
 
 
 def _finite_replicates(replicates: ArrayLike, *, allow_nan: bool) -> NDArray[np.float64]:

@@ -129,7 +129,7 @@ def psm(
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
     treated = np.flatnonzero(t == 1)
     control = np.flatnonzero(t == 0)
-    ties = TiedMatches(e, y, t)
+    ties = TiedMatches(e, y, t, (1,) if estimand == "att" and not compute_se else (0, 1))
     is_query = t == 1 if estimand == "att" else np.ones(n, dtype=bool)
     kept = is_query if caliper is None else is_query & (ties.distance <= caliper)
     if not kept.any():
@@ -201,6 +201,9 @@ class TiedMatches:
     scores, outcomes : ndarray of shape (n,)
     t : ndarray of int, shape (n,)
         Treatment coded 0/1, both arms present (as :func:`check_treatment` returns it).
+    query_arms : tuple of int, default (0, 1)
+        The arms whose subjects are matched; ``(1,)`` matches the treated only (an ATT without
+        its standard error needs no control's match).
 
     Attributes
     ----------
@@ -210,12 +213,19 @@ class TiedMatches:
         The control and the treated subjects (indices into the sample), by score, ties by index.
     mean_outcome, distance : ndarray of shape (n,)
         Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
-        distance to it.
+        distance to it (NaN and infinity outside ``query_arms``).
     count : ndarray of int, shape (n,)
-        Per subject, the number of its tied nearest subjects in the other arm (``M_k``).
+        Per subject, the number of its tied nearest subjects in the other arm (``M_k``; 0 outside
+        ``query_arms``).
     """
 
-    def __init__(self, scores: NDArray[np.float64], outcomes: NDArray[np.float64], t: NDArray[np.int8]) -> None:
+    def __init__(
+        self,
+        scores: NDArray[np.float64],
+        outcomes: NDArray[np.float64],
+        t: NDArray[np.int8],
+        query_arms: tuple[int, ...] = (0, 1),
+    ) -> None:
         n = scores.size
         order, s = _argsort_ties_by_index(scores)
         self.order = order
@@ -224,12 +234,12 @@ class TiedMatches:
         positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
         self.by_score = [order[p] for p in positions]  # as indices into the sample
         sorted_scores = [s[p] for p in positions]
-        self.mean_outcome = np.empty(n)
-        self.distance = np.empty(n)
-        self.count = np.empty(n, dtype=np.intp)
+        self.mean_outcome = np.full(n, np.nan)
+        self.distance = np.full(n, np.inf)
+        self.count = np.zeros(n, dtype=np.intp)
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
-        self._pool = []
-        for w in (0, 1):
+        self._pool: dict[int, _RunMatches] = {}  # by pool arm: the other arm's queries matched in it
+        for w in (1 - a for a in query_arms):
             query, pool = self.by_score[1 - w], sorted_scores[w]
             matches = _RunMatches(pool, outcomes[self.by_score[w]], sorted_scores[1 - w])
             self.mean_outcome[query], self.distance[query], self.count[query] = (
@@ -237,7 +247,7 @@ class TiedMatches:
                 matches.distance,
                 matches.count,
             )
-            self._pool.append(matches)
+            self._pool[w] = matches
 
     def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Per subject, the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept subjects q matched to it.
@@ -245,9 +255,9 @@ class TiedMatches:
         ``kept`` (shape (n,)) marks the query subjects that count (those of the estimand, within
         the caliper).
         """
-        w1 = np.empty(kept.size)
-        w2 = np.empty(kept.size)
-        for w, matches in enumerate(self._pool):
+        w1 = np.zeros(kept.size)  # a pool arm without queries matched in it gets no weight
+        w2 = np.zeros(kept.size)
+        for w, matches in self._pool.items():
             w1[self.by_score[w]], w2[self.by_score[w]] = matches.pool_weights(kept[self.by_score[1 - w]])
         return w1, w2
 

@@ -121,7 +121,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         D[:, :first] = 1.0
         for rows, block in centred_row_blocks(X, center):
             D[rows, first:] = block @ W
-        P = self.penalty * (W.T @ W)  # the penalty ||coef||^2 = gamma' W'W gamma
+        P = self.penalty * (W.T @ W) if self.penalty > 0.0 else None  # ||coef||^2 = gamma' W'W gamma
         theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol)
         gamma = theta[first:]
         b0 = theta[0] if self.fit_intercept else 0.0
@@ -213,29 +213,43 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
 
 
 def _newton(
-    D: NDArray[np.float64], t: NDArray[np.float64], P: NDArray[np.float64], intercept: bool, max_iter: int, tol: float
+    D: NDArray[np.float64],
+    t: NDArray[np.float64],
+    P: NDArray[np.float64] | None,
+    intercept: bool,
+    max_iter: int,
+    tol: float,
 ) -> tuple[NDArray[np.float64], int]:
     """Damped Newton on the mean penalized log-loss over the design D (its first column 1 with an intercept).
 
-    Returns (theta, iterations) or raises.
+    ``P`` is the penalty matrix of the coefficients after the intercept (None: unpenalized, whose
+    terms are then skipped rather than added as zeros). Returns (theta, iterations) or raises.
     """
     n, k = D.shape
-    Pfull = np.zeros((k, k))
-    Pfull[k - P.shape[0] :, k - P.shape[0] :] = P
+    Pfull = None
+    if P is not None:
+        Pfull = np.zeros((k, k))
+        Pfull[k - P.shape[0] :, k - P.shape[0] :] = P
     theta = np.zeros(k)
     if intercept:
         p1 = t.mean()
         theta[0] = np.log(p1 / (1.0 - p1))
 
     def loss(th: NDArray[np.float64], eta: NDArray[np.float64]) -> float:
-        return float(np.mean(_softplus(eta) - t * eta) + 0.5 * th @ Pfull @ th / n)
+        mean = (_softplus(eta) - t * eta).sum() / n
+        return float(mean if Pfull is None else mean + 0.5 * th @ Pfull @ th / n)
 
     eta = D @ theta
     f = loss(theta, eta)
     for it in range(1, int(max_iter) + 1):
         p = expit(eta)
-        grad = (D.T @ (p - t) + Pfull @ theta) / n
-        hess = weighted_gram(D, p * (1.0 - p)) / n + Pfull / n
+        grad = D.T @ (p - t)
+        hess = weighted_gram(D, p * (1.0 - p))
+        if Pfull is not None:
+            grad += Pfull @ theta
+            hess += Pfull
+        grad /= n
+        hess /= n
         try:
             step = -np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:

@@ -18,6 +18,7 @@ e.g. :class:`~collabcausal.estimators.propensity.LogisticPropensity`) and :class
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -165,7 +166,13 @@ class OlsNuisance:
             alpha = np.linalg.lstsq(design[arm], y[arm], rcond=None)[0]
         self.fitted = design @ alpha
         self._residual = np.where(arm, y - self.fitted, 0.0)
-        self._gram_inverse = np.linalg.pinv(gram / y.size)
+        self._gram = gram
+
+    @cached_property
+    def _gram_inverse(self) -> NDArray[np.float64]:
+        """``G^{-1}`` (a pseudo-inverse), formed for the first influence asked for: a fit used for its
+        predictions alone (an estimate without its SE) never pays for it."""
+        return np.linalg.pinv(self._gram / self.fitted.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""

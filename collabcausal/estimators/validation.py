@@ -99,6 +99,14 @@ def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDAr
     return arr
 
 
+def check_weights(w: ArrayLike, name: str = "weights", *, n: int | None = None) -> NDArray[np.float64]:
+    """Finite non-negative weights, one per subject (:func:`check_vector`)."""
+    arr = check_vector(w, name, n=n)
+    if (arr < 0.0).any():
+        raise InputError(f"{name} contain negative values", "pass non-negative weights")
+    return arr
+
+
 def _one_per_subject(arr: NDArray, name: str, n: int | None) -> NDArray:
     """``arr`` as a 1-D array (an (n, 1) column is read as its ravel) with ``n`` entries when given."""
     if arr.ndim == 2 and arr.shape[1] == 1:

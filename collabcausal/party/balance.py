@@ -10,12 +10,10 @@ the treatment of the row group's subjects to this party (documented in docs/thre
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from collabcausal.estimators.balance import weighted_moments as moments_of
-from collabcausal.estimators.validation import check_treatment, check_vector
+from collabcausal.estimators.balance import arm_moments
+from collabcausal.estimators.validation import check_treatment, check_weights
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -33,7 +31,6 @@ def weighted_moments(party: Party, request: Message) -> Message:
     rows = selected_rows(party, request)
     X = party.table.covariates if rows is None else party.table.covariates[rows]
     arms = check_treatment(request.array("arms"), "arms", n=X.shape[0])
-    weights = check_vector(request.array("weights"), "weights", n=X.shape[0])
-    moments = moments_of(X, arms, weights)
-    arrays = {f.name: np.asarray(getattr(moments, f.name)) for f in dataclasses.fields(moments)}
+    moments = arm_moments(X, arms, check_weights(request.array("weights"), "weights", n=X.shape[0]))
+    arrays = {name: np.asarray(value) for name, value in vars(moments).items()}  # the dataclass's fields
     return Message("weighted_moments", {"covariates": list(party.table.covariate_names)}, arrays)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -237,7 +236,10 @@ def _anchor_image(
     return out
 
 
-@lru_cache(maxsize=2)
+_ANCHORS: dict[tuple[str, ...], tuple[tuple[object, ...], NDArray[np.float64]]] = {}
+"""The anchor block kept for each set of columns: the request it answers and its values (:func:`_anchor`)."""
+
+
 def _anchor(
     key: bytes,
     study: str,
@@ -247,15 +249,19 @@ def _anchor(
     start: int,
     stop: int,
 ) -> NDArray[np.float64]:
-    """Anchor rows ``start`` to ``stop``, kept for the next requests that ask for them.
+    """Anchor rows ``start`` to ``stop``, kept for the next request of the same columns.
 
-    A study's B + 1 requests share its anchor (or its first block), and in a simulation the
-    parties of one column group, asked in turn, share each block. Only the latest two are kept
-    (two column groups of a simulated grid; a deployed party uses one): an analyst varying
-    ``n_anchors``, the block or the study cannot pin more than two blocks of 8 MB in the party's
-    memory (issue 10).
+    A study's B + 1 requests share its anchor (or its first block). Only the latest block per set
+    of columns is kept: a party (whose columns are its table's) holds one, so an analyst varying
+    ``n_anchors``, the block or the study cannot pin several blocks of up to 8 MB in the party's
+    memory (issue 10); the parties of one simulation process keep theirs side by side instead of
+    rebuilding them in turn, and the parties of one column group share each block.
     """
-    by_name = {name: (lo, hi) for name, lo, hi in ranges}
-    out = anchor_columns(key, study, columns, by_name, n_anchors, rows=slice(start, stop))
-    out.setflags(write=False)
-    return out
+    request = (key, study, ranges, n_anchors, start, stop)
+    kept = _ANCHORS.get(columns)
+    if kept is None or kept[0] != request:
+        by_name = {name: (lo, hi) for name, lo, hi in ranges}
+        out = anchor_columns(key, study, columns, by_name, n_anchors, rows=slice(start, stop))
+        out.setflags(write=False)
+        kept = _ANCHORS[columns] = (request, out)
+    return kept[1]

@@ -16,7 +16,7 @@ computed directly on the raw slices as the paper's baselines.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,7 +42,8 @@ from collabcausal.estimators.bootstrap import run_replicates, stratified_resampl
 from collabcausal.estimators.intervals import check_interval, interval_estimate
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.validation import check_estimand
-from collabcausal.party.node import Party
+from collabcausal.messages import Message
+from collabcausal.party.node import Party, request_fingerprint
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.datasets import CausalDataset
@@ -263,6 +264,7 @@ def _replicate(
 
     Fills ``diagnostics`` and ``estimates`` (the full-sample EffectEstimates) when given.
     """
+    grid = SharedReplies(grid)
     part, data = config.partition, config.dataset
     sizes = [len(r) for r in part.row_groups]
     rows = (
@@ -342,17 +344,53 @@ def _replicate(
             out.update({(setting.name, k): dict(failed) for k in config.estimators})
             continue
         e_ca = np.concatenate([ca_e[i] for i in groups])
-        e_true = None if data.true_propensity is None else data.true_propensity[idx]
+        inconsistency = {  # one propensity per setting: the same for every estimator
+            "inconsistency_true": np.nan
+            if data.true_propensity is None
+            else float(np.mean(np.abs(bundle.propensity - data.true_propensity[idx]))),
+            "inconsistency_ca": float(np.mean(np.abs(bundle.propensity - e_ca))),
+        }
         for k in config.estimators:
             if estimates is not None:
                 estimates[(setting.name, k)] = bundle.estimates[k]
             out[(setting.name, k)] = {
                 "estimate": bundle.estimates[k].estimate,
                 "masmd": np.nan if masmd[k] is None else masmd[k],
-                "inconsistency_true": np.nan if e_true is None else float(np.mean(np.abs(bundle.propensity - e_true))),
-                "inconsistency_ca": float(np.mean(np.abs(bundle.propensity - e_ca))),
+                **inconsistency,
             }
     return out
+
+
+class SharedReplies(Grid):
+    """One replicate's grid: a request another setting of the replicate already made of a party gets the first reply.
+
+    The settings of a replicate send some parties the same ``describe`` and ``dc_representation``
+    requests (p11's representation on the resample serves L, T and W of a 2x2 grid); both replies
+    are exact functions of the request, so the first serves the repeats. Every other operation
+    (balance moments, any DP release) is sent each time. The replies are held until the replicate
+    ends (each party's X~ and A~ once, beside the settings' own arrays).
+
+    Parameters
+    ----------
+    grid : Grid
+        The transport to the parties.
+    """
+
+    SHARED = frozenset({"describe", "dc_representation"})
+
+    def __init__(self, grid: Grid) -> None:
+        self._grid = grid
+        self._replies: dict[tuple[str, str], Message] = {}
+
+    def party_names(self) -> list[str]:
+        return self._grid.party_names()
+
+    def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
+        keys = {name: (name, request_fingerprint(m)) for name, m in requests.items() if m.operation in self.SHARED}
+        new = {name: m for name, m in requests.items() if keys.get(name) not in self._replies}
+        replies = self._grid.send_and_receive(new, timeout=timeout) if new else {}
+        self._replies.update((keys[name], reply) for name, reply in replies.items() if name in keys)
+        return {name: replies[name] if name in replies else self._replies[keys[name]] for name in requests}
 
 
 def _check_arms(t: NDArray, subjects: list[NDArray], groups: list[int]) -> None:

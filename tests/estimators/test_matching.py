@@ -105,6 +105,18 @@ def test_estimate_and_se_do_not_depend_on_row_order_with_many_ties(estimand):
         np.testing.assert_allclose(shuffled.diagnostics["match_weights"], first.diagnostics["match_weights"][p])
 
 
+def test_att_without_its_se_matches_the_treated_only_to_the_same_estimate_and_weights():
+    # compute_se=False matches no control (an ATT needs none without its SE): nothing else changes
+    rng = np.random.default_rng(11)
+    e = rng.choice(np.linspace(0.1, 0.9, 9), 300)
+    t = rng.binomial(1, e)
+    y = 2.0 * t + 5.0 * e + rng.normal(size=300)
+    full, bare = psm(y, t, e, "att"), psm(y, t, e, "att", compute_se=False)
+    assert bare.estimate == full.estimate and bare.se is None
+    for key in ("match_weights", "n_matches", "influence"):
+        np.testing.assert_array_equal(bare.diagnostics[key], full.diagnostics[key])
+
+
 def test_tie_averaging_agrees_with_brute_force():
     rng = np.random.default_rng(3)
     for _ in range(30):

@@ -126,16 +126,16 @@ def test_describe_reveals_metadata_and_an_id_digest_only() -> None:
 def test_distinct_anchors_asked_by_the_analyst_do_not_pile_up_in_the_party() -> None:
     # Issue 10: up to 8 anchor matrices (each up to max_anchors x m floats) stayed cached, so a
     # hostile analyst varying n_anchors, the block or the study pinned 8 of them. The party keeps at
-    # most the latest two blocks of at most 8 MB (the repeated bootstrap requests of a study reuse
-    # one; the parties of two column groups of a simulation, asked in turn, one each).
-    from collabcausal.party.representation import _anchor
+    # most the latest block for its columns (the repeated bootstrap requests of a study reuse it).
+    from collabcausal.party.representation import _ANCHORS
 
     p = party()
+    _ANCHORS.clear()
     for r in range(40, 52):
         p.handle(request(n_anchors=r))
         p.handle(request(n_anchors=r, anchor_rows=[0, 30]))
         p.handle(request(n_anchors=r, anchor_rows=[30, 40]))
-    assert _anchor.cache_info().currsize <= 2
+    assert [(request[3], request[4], request[5]) for request, _ in _ANCHORS.values()] == [(51, 30, 40)]
     first = p.handle(request(n_anchors=51)).arrays["a_tilde"]
     np.testing.assert_array_equal(p.handle(request(n_anchors=51)).arrays["a_tilde"], first)
 
@@ -144,13 +144,13 @@ def test_a_large_anchor_is_reduced_block_by_block_to_the_same_image() -> None:
     # r x m above CACHED_ANCHOR_VALUES: generated and reduced in blocks of rows, never held whole
     # and never cached, with the numbers of the whole anchor.
     from collabcausal.estimators.blocks import ROW_BLOCK
-    from collabcausal.party.representation import CACHED_ANCHOR_VALUES, _anchor
+    from collabcausal.party.representation import _ANCHORS, CACHED_ANCHOR_VALUES
 
     p = party()
     r = max(CACHED_ANCHOR_VALUES // 3 + 1, 2 * ROW_BLOCK + 7)
-    _anchor.cache_clear()
+    _ANCHORS.clear()
     reply = p.handle(request(n_anchors=r))
-    assert _anchor.cache_info().currsize == 0
+    assert not _ANCHORS
     reducer = StandardizedPCA(2).fit(p.table.covariates)
     whole = reducer.transform(anchor_columns(KEY, "s", ["a", "b", "c"], RANGES, r))
     np.testing.assert_array_equal(reply.arrays["a_tilde"], whole)

@@ -82,3 +82,34 @@ def test_lalonde_b_collaboration_fails_no_seeded_bootstrap_replicate() -> None:
     assert [(r["estimator"], r["n_boot"], r["n_failed"]) for r in rows] == [
         (r["estimator"], 48, 0) for r in rows
     ] and len(rows) == 3
+
+
+def test_a_replicate_asks_each_party_once_per_distinct_representation() -> None:
+    """The settings of a replicate share the parties' dc_representation replies (SharedReplies)."""
+    from collections import Counter
+
+    from collabcausal.anchor_key import simulation_anchor_key
+    from collabcausal.protocol.inprocess import InProcessGrid
+    from collabcausal.simulations.dcqe_experiment import _replicate
+    from collabcausal.simulations.partition import build_parties
+
+    class CountingGrid(InProcessGrid):
+        def __init__(self, parties) -> None:
+            super().__init__(parties)
+            self.asked: Counter = Counter()
+
+        def send_and_receive(self, requests, *, timeout=None):
+            self.asked.update((name, message.operation) for name, message in requests.items())
+            return super().send_and_receive(requests, timeout=timeout)
+
+    dataset = load_lalonde()
+    part = partition_grid(dataset, 2, seed=0)
+    config = ExperimentConfig(dataset, part, parse_settings(DEFAULT_2X2, part), estimators=("psm",), n_boot=1,
+                              party_components=3)
+    grid = CountingGrid(build_parties(dataset, part, anchor_key=simulation_anchor_key(0)))
+    _replicate(config, grid, 0)
+    # L, T and W ask p11 (and B, L and W p21) the same; p12's and p22's requests as label holders (R) differ
+    # from theirs beside p11 and p21 (T, B and W)
+    asked = {name: count for (name, operation), count in grid.asked.items() if operation == "dc_representation"}
+    assert asked == {"p11": 1, "p21": 1, "p12": 2, "p22": 2}
+    assert all(count == 1 for (_, operation), count in grid.asked.items() if operation == "describe")
