@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import AffineDesign
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.sandwich import (
     LogisticNuisance,
@@ -165,7 +166,7 @@ def _fit_arm(
     y: NDArray[np.float64],
     arm: NDArray[np.bool_],
     name: str,
-    design: NDArray[np.float64] | None,
+    design: AffineDesign | None,
 ) -> tuple[NDArray[np.float64], OlsNuisance | None]:
     """Fit the outcome regression on one arm: its predictions for every subject, and its nuisance.
 

@@ -470,11 +470,11 @@ def _estimated_propensity_adjustment(
             g *= s
             g /= 1.0 - s
         pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], s, g)
-    c = pooled @ D / (n if estimand == "ate" else n1)
+    c = D.tdot(pooled) / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    d = (e * (1.0 - e) * (effect - estimate)) @ D / n1
+    d = D.tdot(e * (1.0 - e) * (effect - estimate)) / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
 

@@ -23,31 +23,25 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import DESIGN_ORDER, column_means, weighted_gram
+from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
 _NORMAL_EQUATIONS_MAX_COND = 1e8  # above this, an outcome regression is solved by SVD instead
 
 
-def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
+def standardized_design(X: NDArray[np.float64]) -> AffineDesign:
     """``[1, (X - mean) / sd]``: the same column space as ``[1, X]``, well scaled.
 
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
-    representations are badly scaled). Built in place: the design is the only (n x (m + 1)) array.
-    Column-major (:data:`~collabcausal.estimators.blocks.DESIGN_ORDER`), as the products with it
-    prefer.
+    representations are badly scaled). Never formed (:class:`~collabcausal.estimators.blocks.AffineDesign`):
+    its products are taken block by block from X.
     """
-    n, m = X.shape
-    design = np.empty((n, m + 1), order=DESIGN_ORDER)
-    design[:, 0] = 1.0
-    body = design[:, 1:]
-    np.subtract(X, column_means(X), out=body)
-    scale = np.sqrt(np.einsum("ij,ij->j", body, body) / n)
+    center = column_means(X)
+    scale = np.sqrt(np.diag(centred_gram(X, center)) / X.shape[0])
     scale[scale == 0.0] = 1.0
-    body /= scale
-    return design
+    return AffineDesign(X, center, scale)
 
 
 class LogisticNuisance:
@@ -62,8 +56,8 @@ class LogisticNuisance:
     ----------
     covariates : ndarray of shape (n, m)
         ``X`` as given (checked), to recognise an outcome regression on the same covariates.
-    design : ndarray of shape (n, m + 1)
-        The standardized design ``[1, X]`` (same column space, better scaled).
+    design : AffineDesign of shape (n, m + 1)
+        The standardized design ``[1, X]`` (same column space, better scaled; :func:`standardized_design`).
     information_inverse : ndarray of shape (m + 1, m + 1)
         ``H^{-1}`` on that design.
     t, e : ndarray of shape (n,)
@@ -89,7 +83,7 @@ class LogisticNuisance:
         self.covariates = check_matrix(X, "X_propensity", n_rows=t.size)
         self.design = standardized_design(self.covariates)
         self._residual = t - e
-        score = self.design.T @ self._residual / t.size
+        score = self.design.tdot(self._residual) / t.size
         if np.max(np.abs(score)) > _SCORE_TOL:
             raise InputError(
                 f"the propensities are not the unpenalized logistic fit on X_propensity (mean score up to "
@@ -98,15 +92,15 @@ class LogisticNuisance:
                 "X_propensity=None to treat the propensity as known",
             )
         self.t, self.e = t, e
-        self.information_inverse = np.linalg.pinv(weighted_gram(self.design, e * (1.0 - e)) / t.size)
+        self.information_inverse = np.linalg.pinv(self.design.weighted_gram(e * (1.0 - e)) / t.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_beta,k' J`` per subject (``IF_beta`` itself, n x (m + 1), is never formed)."""
-        return self._residual * (self.design @ (self.information_inverse @ J))
+        return self._residual * self.design.dot(self.information_inverse @ J)
 
     def jacobian(self, dg_deta: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dbeta`` from ``dg_k/deta_k`` (eta the linear predictor, logit of e)."""
-        return self.design.T @ dg_deta / dg_deta.size
+        return self.design.tdot(dg_deta) / dg_deta.size
 
 
 def logistic_nuisance(
@@ -144,7 +138,7 @@ class OlsNuisance:
 
     Parameters
     ----------
-    design : ndarray of shape (n, m + 1)
+    design : AffineDesign of shape (n, m + 1)
         :func:`standardized_design` of the covariates (both arms' regressions share it).
     y : ndarray of shape (n,)
     arm : ndarray of bool, shape (n,)
@@ -156,24 +150,24 @@ class OlsNuisance:
         Its predictions ``m(x_k)`` for every subject.
     """
 
-    def __init__(self, design: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_]) -> None:
+    def __init__(self, design: AffineDesign, y: NDArray[np.float64], arm: NDArray[np.bool_]) -> None:
         self.design = design
-        gram = weighted_gram(design, arm.astype(np.float64))
+        gram = design.weighted_gram(arm.astype(np.float64))
         if np.linalg.cond(gram) < _NORMAL_EQUATIONS_MAX_COND:  # fast and accurate enough here
-            alpha = np.linalg.solve(gram, design.T @ np.where(arm, y, 0.0))
+            alpha = np.linalg.solve(gram, design.tdot(np.where(arm, y, 0.0)))
         else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
-            alpha = np.linalg.lstsq(design[arm], y[arm], rcond=None)[0]
-        self.fitted = design @ alpha
+            alpha = np.linalg.lstsq(design.take(arm), y[arm], rcond=None)[0]
+        self.fitted = design.dot(alpha)
         self._residual = np.where(arm, y - self.fitted, 0.0)
         self._gram_inverse = np.linalg.pinv(gram / y.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
-        return self._residual * (self.design @ (self._gram_inverse @ J))
+        return self._residual * self.design.dot(self._gram_inverse @ J)
 
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dalpha`` from ``dg_k/dm_k`` (m_k the fitted outcome of subject k)."""
-        return self.design.T @ dg_dm / dg_dm.size
+        return self.design.tdot(dg_dm) / dg_dm.size
 
 
 def stacked_influence(
