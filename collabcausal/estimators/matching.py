@@ -127,10 +127,9 @@ def psm(
     e = check_propensity(e, "propensity", n=n)
     if caliper is not None and not (np.isfinite(caliper) and caliper > 0.0):
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
-    treated = np.flatnonzero(t == 1)
-    control = np.flatnonzero(t == 0)
+    is_t = t == 1
     ties = TiedMatches(e, y, t)
-    is_query = t == 1 if estimand == "att" else np.ones(n, dtype=bool)
+    is_query = is_t if estimand == "att" else np.ones(n, dtype=bool)
     kept = is_query if caliper is None else is_query & (ties.distance <= caliper)
     if not kept.any():
         raise InputError(
@@ -138,16 +137,10 @@ def psm(
             "widen the caliper or check the overlap of the propensity scores",
         )
     k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
-    imputed = ties.mean_outcome
-    effect = np.where(t == 1, y - imputed, imputed - y)  # Y^(1) - Y^(0) per subject
-    diff = effect[kept]
-    weights = k_sum.copy()
-    weights[kept] += 1.0
+    effect = np.where(is_t, y - ties.mean_outcome, ties.mean_outcome - y)  # Y^(1) - Y^(0) per subject
+    diff = effect if kept.all() else effect[kept]
+    weights = k_sum + kept
     estimate = float(diff.mean())
-    coef = np.where(t == 1, 1.0, -1.0) * weights / diff.size  # estimate = coef @ y
-    centred = y - np.where(t == 1, y[t == 1].mean(), y[t == 0].mean())
-    influence = n * coef * centred
-    influence -= influence.mean()
     se, se_kind = None, "not computed"
     if compute_se:
         var = _abadie_imbens_variance(ties.within_arm_variance(), t, k_sum, k_sq, diff, estimate, estimand)
@@ -160,7 +153,19 @@ def psm(
         if se is None:
             se_kind = "unavailable"
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
+    n_kept = diff.size
+    del k_sum, k_sq, effect, diff
+    # estimate = coef @ y with coef = +-weights / N; influence n coef (y - mean of the arm), centred
+    influence = np.where(is_t, 1.0, -1.0)
+    influence *= weights
+    influence /= n_kept
+    influence *= n
+    centred = np.where(is_t, y[is_t].mean(), y[~is_t].mean())
+    np.subtract(y, centred, out=centred)
+    influence *= centred
+    influence -= influence.mean()
     per_subject = np.where(kept, ties.count, 0)
+    n_treated = int(np.count_nonzero(is_t))
     return EffectEstimate(
         estimate=estimate,
         se=se,
@@ -168,15 +173,15 @@ def psm(
         ci_high=hi,
         estimand=estimand,
         method="psm",
-        n_treated=int(treated.size),
-        n_control=int(control.size),
+        n_treated=n_treated,
+        n_control=n - n_treated,
         diagnostics={
             "match_weights": weights,
             "n_matches": per_subject,
             "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
-            "n_unmatched": int(np.count_nonzero(is_query) - diff.size),
-            "n_matched_treated": int(np.count_nonzero(weights[treated])),
-            "n_matched_controls": int(np.count_nonzero(weights[control])),
+            "n_unmatched": int(np.count_nonzero(is_query) - n_kept),
+            "n_matched_treated": int(np.count_nonzero(weights[is_t])),
+            "n_matched_controls": int(np.count_nonzero(weights[~is_t])),
             "caliper": caliper,
             "influence": influence,
             "se_kind": se_kind,
@@ -230,13 +235,10 @@ class TiedMatches:
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
         self._pool = []
         for w in (0, 1):
-            query, pool = self.by_score[1 - w], sorted_scores[w]
-            matches = _RunMatches(pool, outcomes[self.by_score[w]], sorted_scores[1 - w])
-            self.mean_outcome[query], self.distance[query], self.count[query] = (
-                matches.mean_outcome,
-                matches.distance,
-                matches.count,
-            )
+            query = self.by_score[1 - w]
+            out = (self.mean_outcome, self.distance)
+            matches = _RunMatches(sorted_scores[w], outcomes[self.by_score[w]], sorted_scores[1 - w], out, query)
+            self.count[query] = matches.count
             self._pool.append(matches)
 
     def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -273,15 +275,26 @@ class _RunMatches:
     pool_scores : ndarray of shape (n_pool,), sorted, n_pool >= 1
     pool_outcomes : ndarray of shape (n_pool,)
     query_scores : ndarray of shape (n_query,), sorted
+    out : (ndarray, ndarray)
+        Written at ``at`` with each query's mean outcome of its tied nearest pool subjects and their
+        distance to it (the caller's per-subject arrays: the matcher keeps only what
+        :meth:`pool_weights` needs).
+    at : ndarray of int, shape (n_query,)
+        The queries' positions in ``out``.
 
     Attributes
     ----------
-    mean_outcome, distance : ndarray of shape (n_query,)
     count : ndarray of int, shape (n_query,)
+        Per query, its number of tied nearest pool subjects.
     """
 
     def __init__(
-        self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64], query_scores: NDArray[np.float64]
+        self,
+        pool_scores: NDArray[np.float64],
+        pool_outcomes: NDArray[np.float64],
+        query_scores: NDArray[np.float64],
+        out: tuple[NDArray[np.float64], NDArray[np.float64]],
+        at: NDArray[np.intp],
     ) -> None:
         # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
         self._new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
@@ -292,8 +305,8 @@ class _RunMatches:
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
         self.count = run_size[self._left] * self._use_left + run_size[right] * self._use_right
         total = run_sum[self._left] * self._use_left + run_sum[right] * self._use_right
-        self.mean_outcome = total / self.count
-        self.distance = np.minimum(d_left, d_right)
+        out[0][at] = total / self.count
+        out[1][at] = np.minimum(d_left, d_right)
 
     def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
