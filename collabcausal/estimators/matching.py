@@ -323,25 +323,52 @@ class _RunMatches:
 
 
 def _within_sorted_variance(scores: NDArray[np.float64], outcomes: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:meth:`TiedMatches.within_arm_variance` of one arm, its ``scores`` sorted (two subjects or more)."""
+    """:meth:`TiedMatches.within_arm_variance` of one arm, its ``scores`` sorted (two subjects or more).
+
+    Per run of equal scores first (:func:`_within_run_sums`), then per subject into a few reused arrays.
+    """
     ys = outcomes
+    run, single, run_other, run_s1, run_s2 = _within_run_sums(scores, ys)
+    shared = ~single[run]
+    n_other = run_other[run]
+    sum1 = run_s1[run]
+    np.subtract(sum1, ys, out=sum1, where=shared)  # the sum over j != k of (y_k - y_j)^2 has no j = k term
+    sum2 = run_s2[run]
+    square = ys * ys
+    np.subtract(sum2, square, out=sum2, where=shared)
+    out = n_other * ys  # 0.5 (n_other y^2 - 2 y sum1 + sum2) / n_other
+    out *= ys
+    np.multiply(2.0, ys, out=square)
+    square *= sum1
+    out -= square
+    out += sum2
+    out /= n_other
+    out *= 0.5
+    return out
+
+
+def _within_run_sums(
+    scores: NDArray[np.float64], ys: NDArray[np.float64]
+) -> tuple[NDArray[np.intp], NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The neighbours within its arm of each run of equal sorted ``scores``, for :func:`_within_sorted_variance`.
+
+    Returns ``(run, single, n_other, sum1, sum2)``: each subject's run (numbered from 1; 0 and the
+    last are the sentinels), and per run whether it holds one subject, and the count, sum and sum of
+    squares of ``ys`` over its neighbours: its own members (the subject itself included, to be taken
+    off) or, for a run of one, the nearest run(s) on either side (infinitely far past a sentinel).
+    """
     new_run, starts, v, run_size, s1 = _sorted_runs(scores, ys)
-    run = np.cumsum(new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
     size = run_size.astype(np.float64)
     s2 = np.zeros(size.size)
     s2[1:-1] = np.add.reduceat(ys * ys, starts)
-    # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
     d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
     use_l, use_r = d_left <= d_right, d_right <= d_left
-    near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
-    # otherwise the other members of its own run (the sum over j != k of (y_k - y_j)^2 has no j = k term)
-    own = size[run]
-    alone = own == 1.0
-    n_other = np.where(alone, near_size[run], own - 1.0)
-    sum1 = np.where(alone, near_s1[run], s1[run] - ys)
-    sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
-    mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
-    return 0.5 * mean_sq
+    single = size == 1.0
+    n_other, sum1, sum2 = (
+        np.where(single, np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0], own)
+        for a, own in ((size, size - 1.0), (s1, s1), (s2, s2))
+    )
+    return np.cumsum(new_run), single, n_other, sum1, sum2
 
 
 def _sorted_runs(
@@ -504,8 +531,11 @@ def _pooled_covariance_weights(
     on return.
     """
     near = NearestRuns(pool_scores, query_scores, COVARIANCE_NEIGHBOURS)
-    a = g / (near.count - 1.0)
-    b = a * near.sums(pool_outcomes) / near.count
+    a = near.count - 1.0
+    np.divide(g, a, out=a)
+    b = near.sums(pool_outcomes)
+    b *= a
+    b /= near.count
     return pool_outcomes * near.spread(a) - near.spread(b)
 
 
@@ -527,9 +557,10 @@ class NearestRuns:
 
     Attributes
     ----------
-    lo : ndarray of int, shape (n_query,)
+    lo : ndarray of int32, shape (n_query,)
         The first of the consecutive sorted runs that form the query's neighbourhood, numbered
-        from 1 (runs 0 and ``R + 1`` are empty sentinels at -inf and +inf around the R runs).
+        from 1 (runs 0 and ``R + 1`` are empty sentinels at -inf and +inf around the R runs); 32-bit,
+        as every run index of an arm of fewer than 2^31 subjects, like the further runs kept per query.
     count : ndarray of shape (n_query,)
         Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
     """
@@ -539,7 +570,7 @@ class NearestRuns:
         self._run_of = np.cumsum(new_run)
         self._runs = values.size
         run_count = run_size.astype(np.float64)
-        lo, hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
+        lo, hi = np.empty(query_scores.size, dtype=np.int32), np.empty(query_scores.size, dtype=np.int32)
         self.count = np.empty(query_scores.size)
         for rows in row_blocks(query_scores.size):
             lo[rows], hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
