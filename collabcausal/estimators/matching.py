@@ -128,33 +128,33 @@ def psm(
     if caliper is not None and not (np.isfinite(caliper) and caliper > 0.0):
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
     is_t = t == 1
-    ties = TiedMatches(e, y, t)
     is_query = is_t if estimand == "att" else np.ones(n, dtype=bool)
-    kept = is_query if caliper is None else is_query & (ties.distance <= caliper)
+    ties = TiedMatches(e, y, t, is_query, caliper)
+    kept = ties.kept
     if not kept.any():
         raise InputError(
             f"no subject has a match within the caliper {caliper:g}",
             "widen the caliper or check the overlap of the propensity scores",
         )
-    k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
-    effect = np.where(is_t, y - ties.mean_outcome, ties.mean_outcome - y)  # Y^(1) - Y^(0) per subject
-    diff = effect if kept.all() else effect[kept]
-    weights = k_sum + kept
+    diff = ties.effect if kept.all() else ties.effect[kept]
+    weights = ties.match_weight + kept
     estimate = float(diff.mean())
     se, se_kind = None, "not computed"
     if compute_se:
-        var = _abadie_imbens_variance(ties.within_arm_variance(), t, k_sum, k_sq, diff, estimate, estimand)
+        var = _abadie_imbens_variance(
+            ties.within_arm_variance(), t, ties.match_weight, ties.match_weight_sq, diff, estimate, estimand
+        )
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, effect, ties)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, ties)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
             se_kind = "unavailable"
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
     n_kept = diff.size
-    del k_sum, k_sq, effect, diff
+    del diff
     # estimate = coef @ y with coef = +-weights / N; influence n coef (y - mean of the arm), centred
     influence = np.where(is_t, 1.0, -1.0)
     influence *= weights
@@ -164,7 +164,7 @@ def psm(
     np.subtract(y, centred, out=centred)
     influence *= centred
     influence -= influence.mean()
-    per_subject = np.where(kept, ties.count, 0)
+    per_subject = ties.count
     n_treated = int(np.count_nonzero(is_t))
     return EffectEstimate(
         estimate=estimate,
@@ -206,6 +206,10 @@ class TiedMatches:
     scores, outcomes : ndarray of shape (n,)
     t : ndarray of int, shape (n,)
         Treatment coded 0/1, both arms present (as :func:`check_treatment` returns it).
+    queries : ndarray of bool, shape (n,)
+        The subjects whose matches count (those of the estimand).
+    caliper : float or None, default None
+        Queries without a match this close are not kept.
 
     Attributes
     ----------
@@ -213,45 +217,49 @@ class TiedMatches:
         The stable argsort of ``scores`` (ties by index), for callers that need the sample sorted too.
     by_score : list of two ndarrays of int
         The control and the treated subjects (indices into the sample), by score, ties by index.
-    mean_outcome, distance : ndarray of shape (n,)
-        Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
-        distance to it.
+    effect : ndarray of shape (n,)
+        Per subject, ``Y^(1) - Y^(0)``: its own outcome against the mean outcome of its tied nearest
+        subjects in the other arm.
+    kept : ndarray of bool, shape (n,)
+        The queries with a match within the caliper (all queries without one).
     count : ndarray of int, shape (n,)
-        Per subject, the number of its tied nearest subjects in the other arm (``M_k``).
+        Per kept query, the number of its tied nearest subjects in the other arm (``M_k``); 0 for the
+        other subjects.
+    match_weight, match_weight_sq : ndarray of shape (n,)
+        Per subject, the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept queries q matched to it.
     """
 
-    def __init__(self, scores: NDArray[np.float64], outcomes: NDArray[np.float64], t: NDArray[np.int8]) -> None:
+    def __init__(
+        self,
+        scores: NDArray[np.float64],
+        outcomes: NDArray[np.float64],
+        t: NDArray[np.int8],
+        queries: NDArray[np.bool_],
+        caliper: float | None = None,
+    ) -> None:
         n = scores.size
-        order, s = _argsort_ties_by_index(scores)
-        self.order = order
-        treated_sorted = t[order] == 1
-        # positions in the sorted sample of each arm: its subjects by score (ties by index)
-        positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
-        self.by_score = [order[p] for p in positions]  # as indices into the sample
-        sorted_scores = [s[p] for p in positions]
-        self.mean_outcome = np.empty(n)
-        self.distance = np.empty(n)
+        self.order, self.by_score, sorted_scores = _arms_by_score(scores, t)
+        self.effect = np.empty(n)
+        distance = np.empty(n)
         self.count = np.empty(n, dtype=np.intp)
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
-        self._pool = []
+        pool = []
         for w in (0, 1):
             query = self.by_score[1 - w]
-            out = (self.mean_outcome, self.distance)
+            out = (self.effect, distance)  # the effect holds the matched mean outcome first
             matches = _RunMatches(sorted_scores[w], outcomes[self.by_score[w]], sorted_scores[1 - w], out, query)
             self.count[query] = matches.count
-            self._pool.append(matches)
-
-    def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per subject, the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept subjects q matched to it.
-
-        ``kept`` (shape (n,)) marks the query subjects that count (those of the estimand, within
-        the caliper).
-        """
-        w1 = np.empty(kept.size)
-        w2 = np.empty(kept.size)
-        for w, matches in enumerate(self._pool):
-            w1[self.by_score[w]], w2[self.by_score[w]] = matches.pool_weights(kept[self.by_score[1 - w]])
-        return w1, w2
+            pool.append(matches)
+        self.kept = queries if caliper is None else queries & (distance <= caliper)
+        self.match_weight = np.empty(n)
+        self.match_weight_sq = np.empty(n)
+        for w, matches in enumerate(pool):
+            self.match_weight[self.by_score[w]], self.match_weight_sq[self.by_score[w]] = matches.pool_weights(
+                self.kept[self.by_score[1 - w]]
+            )
+        self.count[~self.kept] = 0
+        np.subtract(self.effect, outcomes, out=self.effect)  # control: mean matched outcome - own
+        np.negative(self.effect, out=self.effect, where=t == 1)  # treated: own - mean matched outcome
 
     def within_arm_variance(self) -> NDArray[np.float64]:
         """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on the score.
@@ -265,6 +273,17 @@ class TiedMatches:
             if arm.size >= 2:
                 out[arm] = _within_sorted_variance(self._scores[arm], self._outcomes[arm])
         return out
+
+
+def _arms_by_score(
+    scores: NDArray[np.float64], t: NDArray[np.int8]
+) -> tuple[NDArray[np.intp], list[NDArray[np.intp]], list[NDArray[np.float64]]]:
+    """The stable argsort of ``scores``, and each arm (control, treated) by score: its subjects and their scores."""
+    order, s = _argsort_ties_by_index(scores)
+    treated_sorted = t[order] == 1
+    # positions in the sorted sample of each arm: its subjects by score (ties by index)
+    positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
+    return order, [order[p] for p in positions], [s[p] for p in positions]
 
 
 class _RunMatches:
@@ -470,7 +489,6 @@ def _estimated_propensity_adjustment(
     e: NDArray[np.float64],
     estimate: float,
     estimand: str,
-    effect: NDArray[np.float64],
     ties: TiedMatches,
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
@@ -486,11 +504,11 @@ def _estimated_propensity_adjustment(
     so this returns ``c' I^{-1} c`` (ATE) or ``c' I^{-1} c - d' I^{-1} d`` (ATT). ``cov_w,k`` is
     the sample covariance of (x, Y) over the ``L = 2`` subjects of arm w nearest to k on e
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
-    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``effect`` is every
-    subject's own ``Y^_k(1) - Y^_k(0)``, its mean matched outcome in the other arm
-    (:class:`TiedMatches`) standing for the missing one: the ATT needs the controls' too. ``ties`` is the
+    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``ties`` is the
     matching on ``e``, whose sorted sample and arms the neighbourhoods are read off (they do not
-    depend on the order among equal scores).
+    depend on the order among equal scores), and whose ``effect`` is every subject's own
+    ``Y^_k(1) - Y^_k(0)``, its mean matched outcome in the other arm standing for the missing one:
+    the ATT needs the controls' too.
     """
     n = t.size
     D = logistic.design
@@ -514,7 +532,7 @@ def _estimated_propensity_adjustment(
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    d = D.tdot(e * (1.0 - e) * (effect - estimate)) / n1
+    d = D.tdot(e * (1.0 - e) * (ties.effect - estimate)) / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
 
