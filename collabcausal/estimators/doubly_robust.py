@@ -115,29 +115,34 @@ def aipw(
     odds = e / (1.0 - e)
     if estimand == "ate":
         m1, ols1 = _fit_arm(outcome_model, X, y, is_t, "treated", design)
-        phi = m1 - m0 + np.where(is_t, (y - m1) / e, -(y - m0) / (1.0 - e))
-        estimate = float(phi.mean())
-        g, dg_dtau = phi - estimate, -1.0
-        dg_deta = np.where(is_t, -(y - m1) / odds, -(y - m0) * odds)
-        outcome_terms = [(ols1, np.where(is_t, 1.0 - 1.0 / e, 1.0)), (ols0, np.where(is_t, -1.0, odds))]
+        g = m1 - m0
+        g += np.where(is_t, (y - m1) / e, -(y - m0) / (1.0 - e))  # phi, then g = phi - ATE in place
+        estimate = float(g.mean())
+        g -= estimate
+        dg_dtau = -1.0
+        outcome_terms = [
+            (ols1, lambda: np.where(is_t, 1.0 - 1.0 / e, 1.0)),
+            (ols0, lambda: np.where(is_t, -1.0, odds)),
+            (logistic, lambda: np.where(is_t, -(y - m1) / odds, -(y - m0) * odds)),
+        ]
         diagnostics["mu1_hat"] = m1
     else:
-        a = np.where(is_t, 1.0, -odds) * (y - m0)
-        estimate = float(a.sum() / is_t.sum())
-        g, dg_dtau = a - estimate * is_t, -float(is_t.mean())
-        dg_deta = np.where(is_t, 0.0, -odds * (y - m0))
-        outcome_terms = [(ols0, np.where(is_t, -1.0, odds))]
+        g = np.where(is_t, 1.0, -odds) * (y - m0)  # a, then g = a - ATT t in place
+        estimate = float(g.sum() / is_t.sum())
+        g -= estimate * is_t
+        dg_dtau = -float(is_t.mean())
+        outcome_terms = [
+            (ols0, lambda: np.where(is_t, -1.0, odds)),
+            (logistic, lambda: np.where(is_t, 0.0, -odds * (y - m0))),
+        ]
     if not compute_se:
         diagnostics["se_kind"] = "not computed"
         return EffectEstimate(
             estimate, None, None, None, estimand, "aipw", int(is_t.sum()), int(n - is_t.sum()), diagnostics=diagnostics
         )
-    nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = [
-        (ols, dg_dm) for ols, dg_dm in outcome_terms if ols is not None
-    ]
-    if logistic is not None:
-        nuisances.append((logistic, dg_deta))
-    influence = stacked_influence(g, dg_dtau, nuisances)
+    # each derivative is built when its term is added (stacked_influence), not all at once
+    terms = ((nuisance, dg()) for nuisance, dg in outcome_terms if nuisance is not None)
+    influence = stacked_influence(g, dg_dtau, terms)
     se = float(np.sqrt(influence @ influence) / n)
     diagnostics["influence"] = influence
     diagnostics["se_kind"] = ", ".join(

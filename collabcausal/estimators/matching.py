@@ -545,12 +545,12 @@ def _pooled_covariance_weights(
     """``y_j a_j - b_j`` for the subjects j of one arm (:func:`_estimated_propensity_adjustment`).
 
     ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's, ``query_scores`` every subject's
-    (sorted) and ``g`` the per-query weights in that order; the arm's neighbourhoods are released
-    on return.
+    (sorted) and ``g`` the per-query weights in that order, overwritten (with ``a``); the arm's
+    neighbourhoods are released on return.
     """
     near = NearestRuns(pool_scores, query_scores, COVARIANCE_NEIGHBOURS)
-    a = near.count - 1.0
-    np.divide(g, a, out=a)
+    a = g
+    a /= near.count - 1.0
     b = near.sums(pool_outcomes)
     b *= a
     b /= near.count

@@ -17,7 +17,7 @@ e.g. :class:`~collabcausal.estimators.propensity.LogisticPropensity`) and :class
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -96,7 +96,9 @@ class LogisticNuisance:
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_beta,k' J`` per subject (``IF_beta`` itself, n x (m + 1), is never formed)."""
-        return self._residual * self.design.dot(self.information_inverse @ J)
+        out = self.design.dot(self.information_inverse @ J)
+        out *= self._residual
+        return out
 
     def jacobian(self, dg_deta: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dbeta`` from ``dg_k/deta_k`` (eta the linear predictor, logit of e)."""
@@ -163,7 +165,9 @@ class OlsNuisance:
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
-        return self._residual * self.design.dot(self._gram_inverse @ J)
+        out = self.design.dot(self._gram_inverse @ J)
+        out *= self._residual
+        return out
 
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dalpha`` from ``dg_k/dm_k`` (m_k the fitted outcome of subject k)."""
@@ -173,20 +177,22 @@ class OlsNuisance:
 def stacked_influence(
     g: NDArray[np.float64],
     dg_dtau: float,
-    nuisances: Sequence[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = (),
+    nuisances: Iterable[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = (),
 ) -> NDArray[np.float64]:
     """Influence function of tau, ``-(g + sum_j IF_j J_j') / mean(dg/dtau)`` (module docstring).
 
     Parameters
     ----------
     g : ndarray of shape (n,)
-        The estimating function of tau per subject, at the estimates.
+        The estimating function of tau per subject, at the estimates; overwritten (the influence
+        function is returned in it).
     dg_dtau : float
         ``mean_k dg_k/dtau`` (e.g. -1 for ``g = phi - tau``).
-    nuisances : sequence of (nuisance, dg_dindex)
+    nuisances : iterable of (nuisance, dg_dindex)
         Each estimated nuisance with the derivative of ``g_k`` with respect to its per-subject
         index (the logit ``eta_k`` of a :class:`LogisticNuisance`, the prediction ``m_k`` of an
-        :class:`OlsNuisance`). Empty: the nuisances are treated as known.
+        :class:`OlsNuisance`); a generator builds each derivative only when its term is added.
+        Empty: the nuisances are treated as known.
 
     Returns
     -------
@@ -194,7 +200,6 @@ def stacked_influence(
         With ``mean(IF) = 0`` up to rounding, ``tau_hat - tau ~ mean(IF)`` and
         ``se = sqrt(sum IF^2) / n``.
     """
-    total = np.array(g, dtype=np.float64)
     for nuisance, dg_dindex in nuisances:
-        total += nuisance.influence_times(nuisance.jacobian(dg_dindex))
-    return -total / dg_dtau
+        g += nuisance.influence_times(nuisance.jacobian(dg_dindex))
+    return np.divide(g, -dg_dtau, out=g)
