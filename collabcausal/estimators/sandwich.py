@@ -82,8 +82,7 @@ class LogisticNuisance:
     def __init__(self, X: ArrayLike, t: NDArray[np.int8], e: NDArray[np.float64]) -> None:
         self.covariates = check_matrix(X, "X_propensity", n_rows=t.size)
         self.design = standardized_design(self.covariates)
-        self._residual = t - e
-        score = self.design.tdot(self._residual) / t.size
+        score = self.design.tdot(t - e) / t.size
         if np.max(np.abs(score)) > _SCORE_TOL:
             raise InputError(
                 f"the propensities are not the unpenalized logistic fit on X_propensity (mean score up to "
@@ -97,7 +96,7 @@ class LogisticNuisance:
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_beta,k' J`` per subject (``IF_beta`` itself, n x (m + 1), is never formed)."""
         out = self.design.dot(self.information_inverse @ J)
-        out *= self._residual
+        out *= self.t - self.e  # the residual, formed when needed rather than kept
         return out
 
     def jacobian(self, dg_deta: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -160,13 +159,13 @@ class OlsNuisance:
         else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
             alpha = np.linalg.lstsq(design.take(arm), y[arm], rcond=None)[0]
         self.fitted = design.dot(alpha)
-        self._residual = np.where(arm, y - self.fitted, 0.0)
+        self._y, self._arm = y, arm
         self._gram_inverse = np.linalg.pinv(gram / y.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
         out = self.design.dot(self._gram_inverse @ J)
-        out *= self._residual
+        out *= np.where(self._arm, self._y - self.fitted, 0.0)  # the residual, formed when needed rather than kept
         return out
 
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
