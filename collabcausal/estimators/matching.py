@@ -429,24 +429,34 @@ def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp
     """
     n = scores.size
     shift = np.uint64(max(1, (n - 1).bit_length()))
-    bits = (scores + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0, which compares equal to it
-    negative = bits >> np.uint64(63)
-    key = bits ^ np.where(negative, np.uint64(0xFFFF_FFFF_FFFF_FFFF), np.uint64(1 << 63))  # same order as scores
+    key = _order_keys(scores)
     key >>= shift
     key <<= shift
     key |= np.arange(n, dtype=np.uint64)
     key.sort()
-    order = (key & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.intp)
+    key &= (np.uint64(1) << shift) - np.uint64(1)
+    order = key.view(np.intp)  # the indices (below 2**63), in place of the keys
     s = scores[order]
     descent = s[1:] < s[:-1]
     if descent.any():
-        key >>= shift
-        group = np.cumsum(np.r_[True, key[1:] != key[:-1]])
+        truncated = _order_keys(s)
+        truncated >>= shift  # the sorted keys' leading bits
+        group = np.cumsum(np.r_[True, truncated[1:] != truncated[:-1]])
         pos = np.flatnonzero(np.isin(group, group[1:][descent]))
         exact = np.lexsort((order[pos], s[pos], group[pos]))
         order[pos] = order[pos][exact]
         s[pos] = s[pos][exact]
     return order, s
+
+
+def _order_keys(x: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """Each finite value's bit pattern as an unsigned integer of the same order (-0.0 as 0.0), in a new array."""
+    key = (x + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0, which compares equal to it
+    flip = key >> np.uint64(63)  # 1 for a negative value
+    np.negative(flip, out=flip)  # every bit set for a negative value (unsigned wrap-around), none otherwise
+    flip |= np.uint64(1 << 63)
+    key ^= flip
+    return key
 
 
 def _abadie_imbens_variance(
