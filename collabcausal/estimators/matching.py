@@ -529,15 +529,8 @@ def _estimated_propensity_adjustment(
     # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
-    s = e[ties.order]  # the queries: every subject, by score
     for w, pool in enumerate(ties.by_score):
-        g = s * (1.0 - s)  # f_k, then g_w,k in place
-        if estimand == "ate":
-            g /= s if w == 1 else 1.0 - s
-        elif w == 0:
-            g *= s
-            g /= 1.0 - s
-        pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], s, g)
+        pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], e, ties.order, w, estimand)
     c = D.tdot(pooled) / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
@@ -549,84 +542,66 @@ def _estimated_propensity_adjustment(
 def _pooled_covariance_weights(
     pool_scores: NDArray[np.float64],
     pool_outcomes: NDArray[np.float64],
-    query_scores: NDArray[np.float64],
-    g: NDArray[np.float64],
+    scores: NDArray[np.float64],
+    order: NDArray[np.intp],
+    arm: int,
+    estimand: str,
 ) -> NDArray[np.float64]:
     """``y_j a_j - b_j`` for the subjects j of one arm (:func:`_estimated_propensity_adjustment`).
 
-    ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's, ``query_scores`` every subject's
-    (sorted) and ``g`` the per-query weights in that order, overwritten (with ``a``); the arm's
-    neighbourhoods are released on return.
+    ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's; the queries are every subject,
+    by score (``scores[order]``), taken block by block of rows. A query's neighbourhood is its at
+    least :data:`COVARIANCE_NEIGHBOURS` nearest pool subjects, runs of equal pool scores taken whole
+    (:func:`_expand_runs`), so it depends on the values only, never on the row order; it is a
+    contiguous range of the sorted runs, over which the query's ``sum_N y`` is summed and onto
+    which its weights ``a_k = g_k / (M_k - 1)`` and ``b_k = a_k (sum_N y) / M_k`` are spread (g of
+    :func:`_covariance_query_weights`). Sorted, a block's queries touch a short range of runs, so
+    no per-query array of the whole sample is formed.
     """
-    near = NearestRuns(pool_scores, query_scores, COVARIANCE_NEIGHBOURS)
-    a = g
-    a /= near.count - 1.0
-    b = near.sums(pool_outcomes)
-    b *= a
-    b /= near.count
-    return pool_outcomes * near.spread(a) - near.spread(b)
+    new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+    run_count = run_size.astype(np.float64)
+    spread_a, spread_b = np.zeros(values.size), np.zeros(values.size)
+    for rows in row_blocks(order.size):
+        q = scores[order[rows]]
+        lo, hi, count = _expand_runs(values, run_count, q, COVARIANCE_NEIGHBOURS)
+        a = _covariance_query_weights(q, arm, estimand)
+        a /= count - 1.0
+        # run lo + k of each neighbourhood (k = 0 .. width - 1), or none past its end
+        inside = [np.ones(q.size, dtype=bool)] + [lo + k < hi for k in range(1, int(np.max(hi - lo)))]
+        b = run_sum[lo]
+        for k, held in enumerate(inside[1:], start=1):
+            b += run_sum[np.where(held, lo + k, 0)]  # run 0 is the empty sentinel
+        b *= a
+        b /= count
+        base = lo[0]  # the queries are sorted, so are their first runs
+        span = slice(base, int(np.max(hi)))
+        for k, held in enumerate(inside):
+            local = np.where(held, lo + k, lo) - base
+            spread_a[span] += np.bincount(local, np.where(held, a, 0.0), minlength=span.stop - base)
+            spread_b[span] += np.bincount(local, np.where(held, b, 0.0), minlength=span.stop - base)
+    run_of = np.cumsum(new_run)  # runs are numbered from 1 (0 is the sentinel)
+    return pool_outcomes * spread_a[run_of] - spread_b[run_of]
 
 
-class NearestRuns:
-    """Per query, its at least ``size`` nearest pool subjects on a score, as a range of runs of equal pool scores.
-
-    Runs of equal pool scores are taken whole and the nearer run on either side is added first
-    (both when equally near) until the count reaches ``size``, so the neighbourhoods depend on the
-    values only, never on the row order. A neighbourhood is a contiguous range of the sorted runs,
-    at most ``size + 1`` of them (each run holds a subject): sums over it and the spreading of
-    per-query weights onto its members cost O(n) per run in range, with no (n x q) array.
-
-    Parameters
-    ----------
-    pool_scores : ndarray of shape (n_pool,), sorted
-    query_scores : ndarray of shape (n_query,), sorted (the binary searches and gathers then run
-        through memory in order)
-    size : int
-
-    Attributes
-    ----------
-    lo : ndarray of int32, shape (n_query,)
-        The first of the consecutive sorted runs that form the query's neighbourhood, numbered
-        from 1 (runs 0 and ``R + 1`` are empty sentinels at -inf and +inf around the R runs); 32-bit,
-        as every run index of an arm of fewer than 2^31 subjects, like the further runs kept per query.
-    count : ndarray of shape (n_query,)
-        Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
-    """
-
-    def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
-        new_run, _, values, run_size, _ = _sorted_runs(pool_scores)
-        self._run_of = np.cumsum(new_run)
-        self._runs = values.size
-        run_count = run_size.astype(np.float64)
-        lo, hi = np.empty(query_scores.size, dtype=np.int32), np.empty(query_scores.size, dtype=np.int32)
-        self.count = np.empty(query_scores.size)
-        for rows in row_blocks(query_scores.size):
-            lo[rows], hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
-        width = int(np.max(hi - lo, initial=0))
-        self.lo = lo
-        # per query, run lo + k of its neighbourhood, or the empty run 0 past its end (k = 1 .. width - 1)
-        self._further = [np.where(lo + k < hi, lo + k, 0) for k in range(1, width)]
-
-    def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
-        run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
-        out = run_sum[self.lo]  # every neighbourhood holds a run
-        for runs in self._further:
-            out += run_sum[runs]
-        return out
-
-    def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per pool subject (sorted), the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
-        per_run = np.bincount(self.lo, weights=query_weights, minlength=self._runs)
-        for runs in self._further:
-            per_run += np.bincount(runs, weights=query_weights, minlength=self._runs)
-        return per_run[self._run_of]
+def _covariance_query_weights(s: NDArray[np.float64], arm: int, estimand: str) -> NDArray[np.float64]:
+    """The weights ``g_w,k`` of ``cov_w,k`` in ``c`` (:func:`_estimated_propensity_adjustment`) for scores ``s``."""
+    g = s * (1.0 - s)  # f_k, then g_w,k in place
+    if estimand == "ate":
+        g /= s if arm == 1 else 1.0 - s
+    elif arm == 0:
+        g *= s
+        g /= 1.0 - s
+    return g
 
 
 def _expand_runs(
     values: NDArray[np.float64], run_count: NDArray[np.float64], q: NDArray[np.float64], size: int
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
-    """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
+    """Each query's neighbourhood among runs of scores ``values`` holding ``run_count`` subjects.
+
+    The neighbourhoods of :func:`_pooled_covariance_weights`: runs of equal pool scores are taken
+    whole and the nearer run on either side is added first (both when equally near) until the
+    count reaches ``size``.
 
     ``values`` starts with -inf and ends with +inf, two empty runs that are never taken (a query
     stops growing once both its next runs are sentinels). Returns (lo, hi, count): each query's
