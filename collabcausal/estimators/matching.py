@@ -271,7 +271,7 @@ class TiedMatches:
         out = np.full(self.count.size, np.nan)
         for arm in self.by_score:
             if arm.size >= 2:
-                out[arm] = _within_sorted_variance(self._scores[arm], self._outcomes[arm])
+                _within_sorted_variance(self._scores, self._outcomes, arm, out)
         return out
 
 
@@ -341,53 +341,84 @@ class _RunMatches:
         return w1[run_of], w2[run_of]
 
 
-def _within_sorted_variance(scores: NDArray[np.float64], outcomes: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:meth:`TiedMatches.within_arm_variance` of one arm, its ``scores`` sorted (two subjects or more).
+def _within_sorted_variance(
+    scores: NDArray[np.float64], outcomes: NDArray[np.float64], arm: NDArray[np.intp], out: NDArray[np.float64]
+) -> None:
+    """:meth:`TiedMatches.within_arm_variance` of one arm, written into ``out[arm]``.
 
-    Per run of equal scores first (:func:`_within_run_sums`), then per subject into a few reused arrays.
+    ``arm`` holds the arm's subjects (two or more) by score. Per run of equal scores first
+    (:func:`_within_run_sums`), then per subject block by block of rows.
     """
-    ys = outcomes
-    run, single, run_other, run_s1, run_s2 = _within_run_sums(scores, ys)
-    shared = ~single[run]
-    n_other = run_other[run]
-    sum1 = run_s1[run]
-    np.subtract(sum1, ys, out=sum1, where=shared)  # the sum over j != k of (y_k - y_j)^2 has no j = k term
-    sum2 = run_s2[run]
-    square = ys * ys
-    np.subtract(sum2, square, out=sum2, where=shared)
-    out = n_other * ys  # 0.5 (n_other y^2 - 2 y sum1 + sum2) / n_other
-    out *= ys
-    np.multiply(2.0, ys, out=square)
-    square *= sum1
-    out -= square
-    out += sum2
-    out /= n_other
-    out *= 0.5
-    return out
+    ys = outcomes[arm]
+    new_run, single, run_other, run_s1, run_s2 = _within_run_sums(scores[arm], ys)
+    before = 0  # runs before the block (they are numbered from 1; 0 and the last are the sentinels)
+    for rows in row_blocks(arm.size):
+        run = np.cumsum(new_run[rows])
+        run += before
+        before = run[-1]
+        y = ys[rows]
+        shared = ~single[run]
+        n_other = run_other[run]
+        sum1 = run_s1[run]
+        np.subtract(sum1, y, out=sum1, where=shared)  # the sum over j != k of (y_k - y_j)^2 has no j = k term
+        sum2 = run_s2[run]
+        square = y * y
+        np.subtract(sum2, square, out=sum2, where=shared)
+        value = n_other * y  # 0.5 (n_other y^2 - 2 y sum1 + sum2) / n_other
+        value *= y
+        np.multiply(2.0, y, out=square)
+        square *= sum1
+        value -= square
+        value += sum2
+        value /= n_other
+        value *= 0.5
+        out[arm[rows]] = value
 
 
 def _within_run_sums(
     scores: NDArray[np.float64], ys: NDArray[np.float64]
-) -> tuple[NDArray[np.intp], NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The neighbours within its arm of each run of equal sorted ``scores``, for :func:`_within_sorted_variance`.
 
-    Returns ``(run, single, n_other, sum1, sum2)``: each subject's run (numbered from 1; 0 and the
-    last are the sentinels), and per run whether it holds one subject, and the count, sum and sum of
-    squares of ``ys`` over its neighbours: its own members (the subject itself included, to be taken
-    off) or, for a run of one, the nearest run(s) on either side (infinitely far past a sentinel).
+    Returns ``(new_run, single, n_other, sum1, sum2)``: whether each subject starts a run, and per
+    run whether it holds one subject, and the count, sum and sum of squares of ``ys`` over its
+    neighbours: its own members (the subject itself included, to be taken off) or, for a run of
+    one, the nearest run(s) on either side (infinitely far past a sentinel).
     """
     new_run, starts, v, run_size, s1 = _sorted_runs(scores, ys)
-    size = run_size.astype(np.float64)
-    s2 = np.zeros(size.size)
+    s2 = np.zeros(v.size)
     s2[1:-1] = np.add.reduceat(ys * ys, starts)
-    d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
-    use_l, use_r = d_left <= d_right, d_right <= d_left
+    use_l, use_r = _nearer_sides(v)
+    size = run_size.astype(np.float64)
+    del starts, v, run_size  # per-run arrays the sums below no longer need
     single = size == 1.0
-    n_other, sum1, sum2 = (
-        np.where(single, np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0], own)
-        for a, own in ((size, size - 1.0), (s1, s1), (s2, s2))
-    )
-    return np.cumsum(new_run), single, n_other, sum1, sum2
+    n_other = _nearest_or_own(size, size - 1.0, single, use_l, use_r)
+    _nearest_or_own(s1, s1, single, use_l, use_r)
+    _nearest_or_own(s2, s2, single, use_l, use_r)
+    return new_run, single, n_other, s1, s2
+
+
+def _nearer_sides(v: NDArray[np.float64]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Per inner run of the sorted run values ``v``, whether its left and its right neighbour is the nearer.
+
+    Both when equally near; ``v`` has a sentinel at each end.
+    """
+    d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
+    return d_left <= d_right, d_right <= d_left
+
+
+def _nearest_or_own(
+    a: NDArray[np.float64],
+    own: NDArray[np.float64],
+    single: NDArray[np.bool_],
+    use_l: NDArray[np.bool_],
+    use_r: NDArray[np.bool_],
+) -> NDArray[np.float64]:
+    """Per run, ``own`` (overwritten), or for a run of one subject the sum of ``a`` over its nearest run(s)."""
+    near = a[:-2] * use_l
+    near += a[2:] * use_r
+    np.copyto(own[1:-1], near, where=single[1:-1])
+    return own
 
 
 def _sorted_runs(
