@@ -240,7 +240,7 @@ class TiedMatches:
         n = scores.size
         self.order, self.by_score, sorted_scores = _arms_by_score(scores, t)
         self.effect = np.empty(n)
-        distance = np.empty(n)
+        distance = None if caliper is None else np.empty(n)
         self.count = np.empty(n, dtype=np.intp)
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
         pool = []
@@ -250,7 +250,8 @@ class TiedMatches:
             matches = _RunMatches(sorted_scores[w], outcomes[self.by_score[w]], sorted_scores[1 - w], out, query)
             self.count[query] = matches.count
             pool.append(matches)
-        self.kept = queries if caliper is None else queries & (distance <= caliper)
+        del sorted_scores  # the pool weights below need the matchers only
+        self.kept = queries if distance is None else queries & (distance <= caliper)
         self.match_weight = np.empty(n)
         self.match_weight_sq = np.empty(n)
         for w, matches in enumerate(pool):
@@ -294,10 +295,10 @@ class _RunMatches:
     pool_scores : ndarray of shape (n_pool,), sorted, n_pool >= 1
     pool_outcomes : ndarray of shape (n_pool,)
     query_scores : ndarray of shape (n_query,), sorted
-    out : (ndarray, ndarray)
+    out : (ndarray, ndarray or None)
         Written at ``at`` with each query's mean outcome of its tied nearest pool subjects and their
-        distance to it (the caller's per-subject arrays: the matcher keeps only what
-        :meth:`pool_weights` needs).
+        distance to it (the caller's per-subject arrays, None: no distances; the matcher keeps only
+        what :meth:`pool_weights` needs).
     at : ndarray of int, shape (n_query,)
         The queries' positions in ``out``.
 
@@ -312,20 +313,26 @@ class _RunMatches:
         pool_scores: NDArray[np.float64],
         pool_outcomes: NDArray[np.float64],
         query_scores: NDArray[np.float64],
-        out: tuple[NDArray[np.float64], NDArray[np.float64]],
+        out: tuple[NDArray[np.float64], NDArray[np.float64] | None],
         at: NDArray[np.intp],
     ) -> None:
         # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
-        self._new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+        self._new_run, starts, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+        del starts
         right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
         self._left = right - 1
         d_left = query_scores - values[self._left]
         d_right = values[right] - query_scores
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
-        self.count = run_size[self._left] * self._use_left + run_size[right] * self._use_right
-        total = run_sum[self._left] * self._use_left + run_sum[right] * self._use_right
-        out[0][at] = total / self.count
-        out[1][at] = np.minimum(d_left, d_right)
+        if out[1] is not None:
+            out[1][at] = np.minimum(d_left, d_right, out=d_left)
+        del d_left, d_right
+        self.count = run_size[self._left] * self._use_left
+        self.count += run_size[right] * self._use_right
+        total = run_sum[self._left] * self._use_left
+        total += run_sum[right] * self._use_right
+        total /= self.count
+        out[0][at] = total
 
     def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
@@ -589,8 +596,9 @@ def _pooled_covariance_weights(
     :func:`_covariance_query_weights`). Sorted, a block's queries touch a short range of runs, so
     no per-query array of the whole sample is formed.
     """
-    new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+    new_run, starts, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
     run_count = run_size.astype(np.float64)
+    del starts, run_size
     spread_a, spread_b = np.zeros(values.size), np.zeros(values.size)
     for rows in row_blocks(order.size):
         q = scores[order[rows]]
@@ -610,8 +618,12 @@ def _pooled_covariance_weights(
             local = np.where(held, lo + k, lo) - base
             spread_a[span] += np.bincount(local, np.where(held, a, 0.0), minlength=span.stop - base)
             spread_b[span] += np.bincount(local, np.where(held, b, 0.0), minlength=span.stop - base)
+    del values, run_count, run_sum
     run_of = np.cumsum(new_run)  # runs are numbered from 1 (0 is the sentinel)
-    return pool_outcomes * spread_a[run_of] - spread_b[run_of]
+    pooled = spread_a[run_of]
+    pooled *= pool_outcomes
+    pooled -= spread_b[run_of]
+    return pooled
 
 
 def _covariance_query_weights(s: NDArray[np.float64], arm: int, estimand: str) -> NDArray[np.float64]:
