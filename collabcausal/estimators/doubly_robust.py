@@ -116,7 +116,7 @@ def aipw(
     if estimand == "ate":
         m1, ols1 = _fit_arm(outcome_model, X, y, is_t, "treated", design)
         g = m1 - m0
-        g += np.where(is_t, (y - m1) / e, -(y - m0) / (1.0 - e))  # phi, then g = phi - ATE in place
+        g += _residual_terms(y, m1, m0, e, is_t)  # phi, then g = phi - ATE in place
         estimate = float(g.mean())
         g -= estimate
         dg_dtau = -1.0
@@ -163,6 +163,23 @@ def aipw(
         n_control=int(n - is_t.sum()),
         diagnostics=diagnostics,
     )
+
+
+def _residual_terms(
+    y: NDArray[np.float64],
+    m1: NDArray[np.float64],
+    m0: NDArray[np.float64],
+    e: NDArray[np.float64],
+    is_t: NDArray[np.bool_],
+) -> NDArray[np.float64]:
+    """The ATE's weighted residuals: ``(y - m1) / e`` for the treated, ``-(y - m0) / (1 - e)`` for the controls."""
+    out = y - m1
+    out /= e
+    control = y - m0
+    np.negative(control, out=control)
+    control /= 1.0 - e
+    np.copyto(out, control, where=~is_t)
+    return out
 
 
 def _fit_arm(

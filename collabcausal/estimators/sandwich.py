@@ -165,7 +165,8 @@ class OlsNuisance:
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
         out = self.design.dot(self._gram_inverse @ J)
-        out *= np.where(self._arm, self._y - self.fitted, 0.0)  # the residual, formed when needed rather than kept
+        out *= self._y - self.fitted  # the residual on the arm, formed when needed rather than kept
+        out[~self._arm] = 0.0
         return out
 
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -200,5 +201,7 @@ def stacked_influence(
         ``se = sqrt(sum IF^2) / n``.
     """
     for nuisance, dg_dindex in nuisances:
-        g += nuisance.influence_times(nuisance.jacobian(dg_dindex))
+        J = nuisance.jacobian(dg_dindex)
+        del dg_dindex  # released before the influence term is formed
+        g += nuisance.influence_times(J)
     return np.divide(g, -dg_dtau, out=g)
