@@ -137,13 +137,11 @@ def psm(
             "widen the caliper or check the overlap of the propensity scores",
         )
     diff = ties.effect if kept.all() else ties.effect[kept]
-    weights = ties.match_weight + kept
+    weights = ties.match_weight
     estimate = float(diff.mean())
     se, se_kind = None, "not computed"
     if compute_se:
-        var = _abadie_imbens_variance(
-            ties.within_arm_variance(), t, ties.match_weight, ties.match_weight_sq, diff, estimate, estimand
-        )
+        var = _abadie_imbens_variance(ties.within_arm_variance(), ties.variance_factor, diff, estimate)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
@@ -225,8 +223,12 @@ class TiedMatches:
     count : ndarray of int, shape (n,)
         Per kept query, the number of its tied nearest subjects in the other arm (``M_k``); 0 for the
         other subjects.
-    match_weight, match_weight_sq : ndarray of shape (n,)
-        Per subject, the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept queries q matched to it.
+    match_weight : ndarray of shape (n,)
+        Per subject, its weight in the matched sample: ``K_k``, the sum of ``1 / M_q`` over the kept
+        queries q matched to it, plus 1 when it is a kept query itself.
+    variance_factor : ndarray of shape (n,)
+        Per subject, ``K_k^2 - Q_k``, plus ``2 K_k`` when it is a query, with ``Q_k`` the sum of
+        ``1 / M_q^2`` over the same queries: its factor in :func:`_abadie_imbens_variance`.
     """
 
     def __init__(
@@ -252,12 +254,18 @@ class TiedMatches:
             pool.append(matches)
         del sorted_scores  # the pool weights below need the matchers only
         self.kept = queries if distance is None else queries & (distance <= caliper)
-        self.match_weight = np.empty(n)
-        self.match_weight_sq = np.empty(n)
+        k_sum, k_sq = np.empty(n), np.empty(n)
         for w, matches in enumerate(pool):
-            self.match_weight[self.by_score[w]], self.match_weight_sq[self.by_score[w]] = matches.pool_weights(
-                self.kept[self.by_score[1 - w]]
-            )
+            k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
+        del pool
+        self.variance_factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
+        twice = 2.0 * k_sum
+        twice *= queries
+        self.variance_factor += twice
+        self.variance_factor -= k_sq
+        del k_sq, twice
+        k_sum += self.kept
+        self.match_weight = k_sum
         self.count[~self.kept] = 0
         np.subtract(self.effect, outcomes, out=self.effect)  # control: mean matched outcome - own
         np.negative(self.effect, out=self.effect, where=t == 1)  # treated: own - mean matched outcome
@@ -498,13 +506,7 @@ def _order_keys(x: NDArray[np.float64]) -> NDArray[np.uint64]:
 
 
 def _abadie_imbens_variance(
-    sigma2: NDArray[np.float64],
-    t: NDArray[np.int8],
-    k_sum: NDArray[np.float64],
-    k_sq: NDArray[np.float64],
-    diff: NDArray[np.float64],
-    estimate: float,
-    estimand: str,
+    sigma2: NDArray[np.float64], factor: NDArray[np.float64], diff: NDArray[np.float64], estimate: float
 ) -> float | None:
     """Abadie & Imbens (2006, Econometrica 74(1), Theorem 7) variance of matching with replacement.
 
@@ -516,15 +518,16 @@ def _abadie_imbens_variance(
         ATT: V = (1/N1^2) [sum_{T=1} (Y_k - Y^_k(0) - ATT)^2 + sum_{T=0} (K_k^2 - Q_k) sigma^2_k]
 
     With M matches for every query (``w = 1/M``) these are the paper's ``(K/M)^2 + ((2M-1)/M)(K/M)``
-    and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. The propensity is treated as
-    known here (:func:`_estimated_propensity_adjustment` corrects for its estimation). None when
-    an arm has a single subject.
+    and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. ``factor`` is
+    :attr:`TiedMatches.variance_factor`, ``K^2 - Q`` plus ``2 K`` for the queries: every subject for
+    the ATE, and for the ATT the treated, whose K and Q are 0 (no kept query matches them). The
+    propensity is treated as known here (:func:`_estimated_propensity_adjustment` corrects for its
+    estimation). None when an arm has a single subject.
     """
-    extra = k_sum**2 + 2.0 * k_sum - k_sq if estimand == "ate" else np.where(t == 0, k_sum**2 - k_sq, 0.0)
-    involved = extra > 1e-12
+    involved = factor > 1e-12
     if np.isnan(sigma2[involved]).any():
         return None
-    return float((np.sum((diff - estimate) ** 2) + extra[involved] @ sigma2[involved]) / diff.size**2)
+    return float((np.sum((diff - estimate) ** 2) + factor[involved] @ sigma2[involved]) / diff.size**2)
 
 
 COVARIANCE_NEIGHBOURS = 2  # L of the Abadie-Imbens (2016) covariance estimates (Stata's default nn(2))
