@@ -112,7 +112,9 @@ def aipw(
         "mu0_hat": m0,
         "outcome_model": "LinearRegression" if outcome_model is None else type(outcome_model).__name__,
     }
-    odds = e / (1.0 - e)
+    def odds() -> NDArray[np.float64]:  # e / (1 - e), formed where needed rather than kept
+        return e / (1.0 - e)
+
     if estimand == "ate":
         m1, ols1 = _fit_arm(outcome_model, X, y, is_t, "treated", design)
         g = m1 - m0
@@ -122,18 +124,18 @@ def aipw(
         dg_dtau = -1.0
         outcome_terms = [
             (ols1, lambda: np.where(is_t, 1.0 - 1.0 / e, 1.0)),
-            (ols0, lambda: np.where(is_t, -1.0, odds)),
-            (logistic, lambda: np.where(is_t, -(y - m1) / odds, -(y - m0) * odds)),
+            (ols0, lambda: np.where(is_t, -1.0, odds())),
+            (logistic, lambda: _logistic_index_terms(y, m1, m0, odds(), is_t)),
         ]
         diagnostics["mu1_hat"] = m1
     else:
-        g = np.where(is_t, 1.0, -odds) * (y - m0)  # a, then g = a - ATT t in place
+        g = np.where(is_t, 1.0, -odds()) * (y - m0)  # a, then g = a - ATT t in place
         estimate = float(g.sum() / is_t.sum())
         g -= estimate * is_t
         dg_dtau = -float(is_t.mean())
         outcome_terms = [
-            (ols0, lambda: np.where(is_t, -1.0, odds)),
-            (logistic, lambda: np.where(is_t, 0.0, -odds * (y - m0))),
+            (ols0, lambda: np.where(is_t, -1.0, odds())),
+            (logistic, lambda: np.where(is_t, 0.0, -odds() * (y - m0))),
         ]
     if not compute_se:
         diagnostics["se_kind"] = "not computed"
@@ -179,6 +181,27 @@ def _residual_terms(
     np.negative(control, out=control)
     control /= 1.0 - e
     np.copyto(out, control, where=~is_t)
+    return out
+
+
+def _logistic_index_terms(
+    y: NDArray[np.float64],
+    m1: NDArray[np.float64],
+    m0: NDArray[np.float64],
+    odds: NDArray[np.float64],
+    is_t: NDArray[np.bool_],
+) -> NDArray[np.float64]:
+    """The ATE's ``dphi/deta``: ``-(y - m1) / odds`` for the treated, ``-(y - m0) odds`` for the controls.
+
+    ``odds`` (``e / (1 - e)``) is overwritten.
+    """
+    out = y - m1
+    np.negative(out, out=out)
+    out /= odds
+    control = np.subtract(y, m0)
+    np.negative(control, out=control)
+    np.multiply(control, odds, out=odds)
+    np.copyto(out, odds, where=~is_t)
     return out
 
 

@@ -312,7 +312,7 @@ class _RunMatches:
 
     Attributes
     ----------
-    count : ndarray of int, shape (n_query,)
+    count : ndarray of int32, shape (n_query,)
         Per query, its number of tied nearest pool subjects.
     """
 
@@ -328,13 +328,15 @@ class _RunMatches:
         self._new_run, starts, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
         del starts
         right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
-        self._left = right - 1
+        self._left = right.astype(np.int32)  # kept for pool_weights: 32 bits hold any run of fewer than 2^31
+        self._left -= 1
         d_left = query_scores - values[self._left]
         d_right = values[right] - query_scores
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
         if out[1] is not None:
             out[1][at] = np.minimum(d_left, d_right, out=d_left)
         del d_left, d_right
+        run_size = run_size.astype(np.int32)
         self.count = run_size[self._left] * self._use_left
         self.count += run_size[right] * self._use_right
         total = run_sum[self._left] * self._use_left

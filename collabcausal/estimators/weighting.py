@@ -149,10 +149,14 @@ def ipw(
 def _index_derivative(
     dr: NDArray[np.float64], y: NDArray[np.float64], mu: float, normalized: bool
 ) -> NDArray[np.float64]:
-    """``dg/deta`` of one arm's ``g = r y - mu d``: ``dr y - mu dd``, ``dd = dr`` (Hajek) or 0 (Horvitz-Thompson)."""
+    """``dg/deta`` of one arm's ``g = r y - mu d``: ``dr y - mu dd``, ``dd = dr`` (Hajek) or 0 (Horvitz-Thompson).
+
+    ``dr`` (the arm's derivatives of its raw weights) is overwritten.
+    """
     out = dr * y
     if normalized:
-        out -= mu * dr
+        dr *= mu
+        out -= dr
     return out
 
 
