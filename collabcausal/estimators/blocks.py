@@ -4,7 +4,7 @@ At 10^6-10^7 subjects an elementwise expression such as ``(X - mean) / scale`` w
 much memory as X itself, twice; the same pass over blocks of :data:`ROW_BLOCK` rows allocates a
 few megabytes and gives the same rows (each row's arithmetic does not depend on the blocking).
 The estimators' tall designs ``[1, (X - center) W]`` are never formed either (:class:`AffineDesign`):
-their products are taken block by block from X.
+their products are taken from X.
 """
 
 from __future__ import annotations
@@ -67,11 +67,12 @@ def centred_gram(X: NDArray[np.float64], center: NDArray[np.float64]) -> NDArray
 
 
 class AffineDesign:
-    """The tall design ``[1, (X - center) W]`` of an estimator, never formed: its products are taken block by block.
+    """The tall design ``[1, (X - center) W]`` of an estimator, never formed: its products are taken from X.
 
-    Formed, the design of 10^7 subjects and 10 covariates would take 0.9 GB beside X; here each
-    block of :data:`GRAM_BLOCK` rows is written into one reused buffer (0.7 MB) when a product
-    needs it, and still in the cache when the product reads it.
+    Formed, the design of 10^7 subjects and 10 covariates would take 0.9 GB beside X. Products
+    with a vector are products of X with a vector (:meth:`dot`, :meth:`tdot`); the Gram matrices
+    write each block of :data:`GRAM_BLOCK` design rows into one reused buffer (0.7 MB), still in
+    the cache when the product reads it.
 
     Parameters
     ----------

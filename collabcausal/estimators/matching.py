@@ -398,9 +398,10 @@ def _within_run_sums(
     """The neighbours within its arm of each run of equal sorted ``scores``, for :func:`_within_sorted_variance`.
 
     Returns ``(new_run, single, n_other, sum1, sum2)``: whether each subject starts a run, and per
-    run whether it holds one subject, and the count, sum and sum of squares of ``ys`` over its
-    neighbours: its own members (the subject itself included, to be taken off) or, for a run of
-    one, the nearest run(s) on either side (infinitely far past a sentinel).
+    run whether it holds one subject, the number of a member's neighbours and the sum and sum of
+    squares of ``ys`` over them: its other members (the sums over all members: each subject takes
+    itself off) or, for a run of one, the nearest run(s) on either side (infinitely far past a
+    sentinel).
     """
     new_run, starts, v, run_size, s1 = _sorted_runs(scores, ys)
     s2 = np.zeros(v.size)

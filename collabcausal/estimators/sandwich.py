@@ -36,7 +36,7 @@ def standardized_design(X: NDArray[np.float64]) -> AffineDesign:
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
     representations are badly scaled). Never formed (:class:`~collabcausal.estimators.blocks.AffineDesign`):
-    its products are taken block by block from X.
+    its products are taken from X.
     """
     center = column_means(X)
     scale = np.sqrt(np.diag(centred_gram(X, center)) / X.shape[0])
