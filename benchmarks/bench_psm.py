@@ -5,8 +5,7 @@ needs) on the 1-D propensity score, three ways, each the best of ``--repeats`` r
 
 1. ``TiedMatches``, what :func:`collabcausal.estimators.psm` runs: every tied nearest match
    averaged (Abadie & Imbens 2006), giving each subject's effect against its mean matched
-   outcome, its number of matches and each subject's weight as a match. **Target: >= 10x faster
-   than scikit-learn.**
+   outcome and its number of matches. **Target: >= 10x faster than scikit-learn.**
 2. :func:`collabcausal.estimators.nearest_neighbor_match`, the single-match utility (no target).
 3. The peer: ``sklearn.neighbors.NearestNeighbors(n_neighbors=1)`` fitted on each arm's scores.
 

@@ -136,12 +136,12 @@ def psm(
             f"no subject has a match within the caliper {caliper:g}",
             "widen the caliper or check the overlap of the propensity scores",
         )
+    weights, factor = ties.pool_weights()
     diff = ties.effect if kept.all() else ties.effect[kept]
-    weights = ties.match_weight
     estimate = float(diff.mean())
     se, se_kind = None, "not computed"
     if compute_se:
-        var = _abadie_imbens_variance(ties.within_arm_variance(), ties.variance_factor, diff, estimate)
+        var = _abadie_imbens_variance(ties.within_arm_variance(), factor, diff, estimate)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
@@ -223,12 +223,6 @@ class TiedMatches:
     count : ndarray of int, shape (n,)
         Per kept query, the number of its tied nearest subjects in the other arm (``M_k``); 0 for the
         other subjects.
-    match_weight : ndarray of shape (n,)
-        Per subject, its weight in the matched sample: ``K_k``, the sum of ``1 / M_q`` over the kept
-        queries q matched to it, plus 1 when it is a kept query itself.
-    variance_factor : ndarray of shape (n,)
-        Per subject, ``K_k^2 - Q_k``, plus ``2 K_k`` when it is a query, with ``Q_k`` the sum of
-        ``1 / M_q^2`` over the same queries: its factor in :func:`_abadie_imbens_variance`.
     """
 
     def __init__(
@@ -245,30 +239,41 @@ class TiedMatches:
         distance = None if caliper is None else np.empty(n)
         self.count = np.empty(n, dtype=np.intp)
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
-        pool = []
+        self._queries = queries
+        self._pool: list[_RunMatches] | None = []
         for w in (0, 1):
             query = self.by_score[1 - w]
             out = (self.effect, distance)  # the effect holds the matched mean outcome first
             matches = _RunMatches(sorted_scores[w], outcomes[self.by_score[w]], sorted_scores[1 - w], out, query)
             self.count[query] = matches.count
-            pool.append(matches)
-        del sorted_scores  # the pool weights below need the matchers only
+            self._pool.append(matches)
         self.kept = queries if distance is None else queries & (distance <= caliper)
-        k_sum, k_sq = np.empty(n), np.empty(n)
-        for w, matches in enumerate(pool):
-            k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
-        del pool
-        self.variance_factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
-        twice = 2.0 * k_sum
-        twice *= queries
-        self.variance_factor += twice
-        self.variance_factor -= k_sq
-        del k_sq, twice
-        k_sum += self.kept
-        self.match_weight = k_sum
         self.count[~self.kept] = 0
         np.subtract(self.effect, outcomes, out=self.effect)  # control: mean matched outcome - own
         np.negative(self.effect, out=self.effect, where=t == 1)  # treated: own - mean matched outcome
+
+    def pool_weights(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per subject, its weight in the matched sample and its factor in :func:`_abadie_imbens_variance`.
+
+        With ``K_k`` and ``Q_k`` the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept queries q
+        matched to k: the weight ``K_k``, plus 1 when k is a kept query itself, and the factor
+        ``K_k^2 - Q_k``, plus ``2 K_k`` when k is a query. Once: the per-run matchers are released.
+        """
+        if self._pool is None:
+            raise RuntimeError("TiedMatches.pool_weights was already called: its matchers are released")
+        n = self.kept.size
+        k_sum, k_sq = np.empty(n), np.empty(n)
+        for w, matches in enumerate(self._pool):
+            k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
+        self._pool = None
+        factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
+        twice = 2.0 * k_sum
+        twice *= self._queries
+        factor += twice
+        factor -= k_sq
+        del k_sq, twice
+        k_sum += self.kept
+        return k_sum, factor
 
     def within_arm_variance(self) -> NDArray[np.float64]:
         """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on the score.
@@ -306,7 +311,7 @@ class _RunMatches:
     out : (ndarray, ndarray or None)
         Written at ``at`` with each query's mean outcome of its tied nearest pool subjects and their
         distance to it (the caller's per-subject arrays, None: no distances; the matcher keeps only
-        what :meth:`pool_weights` needs).
+        what :meth:`pool_weights` needs, in 32-bit integers and booleans).
     at : ndarray of int, shape (n_query,)
         The queries' positions in ``out``.
 
@@ -522,7 +527,7 @@ def _abadie_imbens_variance(
 
     With M matches for every query (``w = 1/M``) these are the paper's ``(K/M)^2 + ((2M-1)/M)(K/M)``
     and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. ``factor`` is
-    :attr:`TiedMatches.variance_factor`, ``K^2 - Q`` plus ``2 K`` for the queries: every subject for
+    :meth:`TiedMatches.pool_weights`' ``K^2 - Q`` plus ``2 K`` for the queries: every subject for
     the ATE, and for the ATT the treated, whose K and Q are 0 (no kept query matches them). The
     propensity is treated as known here (:func:`_estimated_propensity_adjustment` corrects for its
     estimation). None when an arm has a single subject.
