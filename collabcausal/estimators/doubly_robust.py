@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import clone
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.blocks import AffineDesign
 from collabcausal.estimators.results import EffectEstimate, wald_interval
 from collabcausal.estimators.sandwich import (
     LogisticNuisance,
@@ -111,32 +112,39 @@ def aipw(
         "mu0_hat": m0,
         "outcome_model": "LinearRegression" if outcome_model is None else type(outcome_model).__name__,
     }
-    odds = e / (1.0 - e)
+    def odds() -> NDArray[np.float64]:  # e / (1 - e), formed where needed rather than kept
+        return e / (1.0 - e)
+
     if estimand == "ate":
         m1, ols1 = _fit_arm(outcome_model, X, y, is_t, "treated", design)
-        phi = m1 - m0 + np.where(is_t, (y - m1) / e, -(y - m0) / (1.0 - e))
-        estimate = float(phi.mean())
-        g, dg_dtau = phi - estimate, -1.0
-        dg_deta = np.where(is_t, -(y - m1) / odds, -(y - m0) * odds)
-        outcome_terms = [(ols1, np.where(is_t, 1.0 - 1.0 / e, 1.0)), (ols0, np.where(is_t, -1.0, odds))]
+        g = m1 - m0
+        g += _residual_terms(y, m1, m0, e, is_t)  # phi, then g = phi - ATE in place
+        estimate = float(g.mean())
+        g -= estimate
+        dg_dtau = -1.0
+        outcome_terms = [
+            (ols1, lambda: np.where(is_t, 1.0 - 1.0 / e, 1.0)),
+            (ols0, lambda: np.where(is_t, -1.0, odds())),
+            (logistic, lambda: _logistic_index_terms(y, m1, m0, odds(), is_t)),
+        ]
         diagnostics["mu1_hat"] = m1
     else:
-        a = np.where(is_t, 1.0, -odds) * (y - m0)
-        estimate = float(a.sum() / is_t.sum())
-        g, dg_dtau = a - estimate * is_t, -float(is_t.mean())
-        dg_deta = np.where(is_t, 0.0, -odds * (y - m0))
-        outcome_terms = [(ols0, np.where(is_t, -1.0, odds))]
+        g = np.where(is_t, 1.0, -odds()) * (y - m0)  # a, then g = a - ATT t in place
+        estimate = float(g.sum() / is_t.sum())
+        g -= estimate * is_t
+        dg_dtau = -float(is_t.mean())
+        outcome_terms = [
+            (ols0, lambda: np.where(is_t, -1.0, odds())),
+            (logistic, lambda: np.where(is_t, 0.0, -odds() * (y - m0))),
+        ]
     if not compute_se:
         diagnostics["se_kind"] = "not computed"
         return EffectEstimate(
             estimate, None, None, None, estimand, "aipw", int(is_t.sum()), int(n - is_t.sum()), diagnostics=diagnostics
         )
-    nuisances: list[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = [
-        (ols, dg_dm) for ols, dg_dm in outcome_terms if ols is not None
-    ]
-    if logistic is not None:
-        nuisances.append((logistic, dg_deta))
-    influence = stacked_influence(g, dg_dtau, nuisances)
+    # each derivative is built when its term is added (stacked_influence), not all at once
+    terms = ((nuisance, dg()) for nuisance, dg in outcome_terms if nuisance is not None)
+    influence = stacked_influence(g, dg_dtau, terms)
     se = float(np.sqrt(influence @ influence) / n)
     diagnostics["influence"] = influence
     diagnostics["se_kind"] = ", ".join(
@@ -159,13 +167,51 @@ def aipw(
     )
 
 
+def _residual_terms(
+    y: NDArray[np.float64],
+    m1: NDArray[np.float64],
+    m0: NDArray[np.float64],
+    e: NDArray[np.float64],
+    is_t: NDArray[np.bool_],
+) -> NDArray[np.float64]:
+    """The ATE's weighted residuals: ``(y - m1) / e`` for the treated, ``-(y - m0) / (1 - e)`` for the controls."""
+    out = y - m1
+    out /= e
+    control = y - m0
+    np.negative(control, out=control)
+    control /= 1.0 - e
+    np.copyto(out, control, where=~is_t)
+    return out
+
+
+def _logistic_index_terms(
+    y: NDArray[np.float64],
+    m1: NDArray[np.float64],
+    m0: NDArray[np.float64],
+    odds: NDArray[np.float64],
+    is_t: NDArray[np.bool_],
+) -> NDArray[np.float64]:
+    """The ATE's ``dphi/deta``: ``-(y - m1) / odds`` for the treated, ``-(y - m0) odds`` for the controls.
+
+    ``odds`` (``e / (1 - e)``) is overwritten.
+    """
+    out = y - m1
+    np.negative(out, out=out)
+    out /= odds
+    control = np.subtract(y, m0)
+    np.negative(control, out=control)
+    np.multiply(control, odds, out=odds)
+    np.copyto(out, odds, where=~is_t)
+    return out
+
+
 def _fit_arm(
     model: Any,
     X: NDArray[np.float64],
     y: NDArray[np.float64],
     arm: NDArray[np.bool_],
     name: str,
-    design: NDArray[np.float64] | None,
+    design: AffineDesign | None,
 ) -> tuple[NDArray[np.float64], OlsNuisance | None]:
     """Fit the outcome regression on one arm: its predictions for every subject, and its nuisance.
 

@@ -127,40 +127,43 @@ def psm(
     e = check_propensity(e, "propensity", n=n)
     if caliper is not None and not (np.isfinite(caliper) and caliper > 0.0):
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
-    treated = np.flatnonzero(t == 1)
-    control = np.flatnonzero(t == 0)
-    ties = TiedMatches(e, y, t, (1,) if estimand == "att" and not compute_se else (0, 1))
-    is_query = t == 1 if estimand == "att" else np.ones(n, dtype=bool)
-    kept = is_query if caliper is None else is_query & (ties.distance <= caliper)
+    is_t = t == 1
+    is_query = is_t if estimand == "att" else np.ones(n, dtype=bool)
+    ties = TiedMatches(e, y, t, is_query, caliper)
+    kept = ties.kept
     if not kept.any():
         raise InputError(
             f"no subject has a match within the caliper {caliper:g}",
             "widen the caliper or check the overlap of the propensity scores",
         )
-    k_sum, k_sq = ties.pool_weights(kept)  # K_k and the sum of 1 / M_q^2 over kept queries
-    imputed = ties.mean_outcome
-    effect = np.where(t == 1, y - imputed, imputed - y)  # Y^(1) - Y^(0) per subject
-    diff = effect[kept]
-    weights = k_sum.copy()
-    weights[kept] += 1.0
+    weights, factor = ties.pool_weights()
+    diff = ties.effect if kept.all() else ties.effect[kept]
     estimate = float(diff.mean())
-    coef = np.where(t == 1, 1.0, -1.0) * weights / diff.size  # estimate = coef @ y
-    centred = y - np.where(t == 1, y[t == 1].mean(), y[t == 0].mean())
-    influence = n * coef * centred
-    influence -= influence.mean()
     se, se_kind = None, "not computed"
     if compute_se:
-        var = _abadie_imbens_variance(ties.within_arm_variance(), t, k_sum, k_sq, diff, estimate, estimand)
+        var = _abadie_imbens_variance(ties.within_arm_variance(), factor, diff, estimate)
         se_kind = "propensity known (Abadie-Imbens 2006)"
         if var is not None and X_propensity is not None and caliper is None:
             logistic = logistic_nuisance(X_propensity, t, e)
-            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, effect, ties)
+            var -= _estimated_propensity_adjustment(logistic, y, t, e, estimate, estimand, ties)
             se_kind = "propensity estimated (Abadie-Imbens 2016)"
         se = None if var is None or var <= 0.0 else float(np.sqrt(var))
         if se is None:
             se_kind = "unavailable"
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
-    per_subject = np.where(kept, ties.count, 0)
+    n_kept = diff.size
+    del diff
+    # estimate = coef @ y with coef = +-weights / N; influence n coef (y - mean of the arm), centred
+    influence = np.where(is_t, 1.0, -1.0)
+    influence *= weights
+    influence /= n_kept
+    influence *= n
+    centred = np.where(is_t, y[is_t].mean(), y[~is_t].mean())
+    np.subtract(y, centred, out=centred)
+    influence *= centred
+    influence -= influence.mean()
+    per_subject = ties.count
+    n_treated = int(np.count_nonzero(is_t))
     return EffectEstimate(
         estimate=estimate,
         se=se,
@@ -168,15 +171,15 @@ def psm(
         ci_high=hi,
         estimand=estimand,
         method="psm",
-        n_treated=int(treated.size),
-        n_control=int(control.size),
+        n_treated=n_treated,
+        n_control=n - n_treated,
         diagnostics={
             "match_weights": weights,
             "n_matches": per_subject,
             "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
-            "n_unmatched": int(np.count_nonzero(is_query) - diff.size),
-            "n_matched_treated": int(np.count_nonzero(weights[treated])),
-            "n_matched_controls": int(np.count_nonzero(weights[control])),
+            "n_unmatched": int(np.count_nonzero(is_query) - n_kept),
+            "n_matched_treated": int(np.count_nonzero(weights[is_t])),
+            "n_matched_controls": int(np.count_nonzero(weights[~is_t])),
             "caliper": caliper,
             "influence": influence,
             "se_kind": se_kind,
@@ -201,9 +204,10 @@ class TiedMatches:
     scores, outcomes : ndarray of shape (n,)
     t : ndarray of int, shape (n,)
         Treatment coded 0/1, both arms present (as :func:`check_treatment` returns it).
-    query_arms : tuple of int, default (0, 1)
-        The arms whose subjects are matched; ``(1,)`` matches the treated only (an ATT without
-        its standard error needs no control's match).
+    queries : ndarray of bool, shape (n,)
+        The subjects whose matches count (those of the estimand).
+    caliper : float or None, default None
+        Queries without a match this close are not kept.
 
     Attributes
     ----------
@@ -211,12 +215,14 @@ class TiedMatches:
         The stable argsort of ``scores`` (ties by index), for callers that need the sample sorted too.
     by_score : list of two ndarrays of int
         The control and the treated subjects (indices into the sample), by score, ties by index.
-    mean_outcome, distance : ndarray of shape (n,)
-        Per subject, the mean outcome of its tied nearest subjects in the other arm, and their
-        distance to it (NaN and infinity outside ``query_arms``).
+    effect : ndarray of shape (n,)
+        Per subject, ``Y^(1) - Y^(0)``: its own outcome against the mean outcome of its tied nearest
+        subjects in the other arm.
+    kept : ndarray of bool, shape (n,)
+        The queries with a match within the caliper (all queries without one).
     count : ndarray of int, shape (n,)
-        Per subject, the number of its tied nearest subjects in the other arm (``M_k``; 0 outside
-        ``query_arms``).
+        Per kept query, the number of its tied nearest subjects in the other arm (``M_k``); 0 for the
+        other subjects.
     """
 
     def __init__(
@@ -224,42 +230,50 @@ class TiedMatches:
         scores: NDArray[np.float64],
         outcomes: NDArray[np.float64],
         t: NDArray[np.int8],
-        query_arms: tuple[int, ...] = (0, 1),
+        queries: NDArray[np.bool_],
+        caliper: float | None = None,
     ) -> None:
         n = scores.size
-        order, s = _argsort_ties_by_index(scores)
-        self.order = order
-        treated_sorted = t[order] == 1
-        # positions in the sorted sample of each arm: its subjects by score (ties by index)
-        positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
-        self.by_score = [order[p] for p in positions]  # as indices into the sample
-        sorted_scores = [s[p] for p in positions]
-        self.mean_outcome = np.full(n, np.nan)
-        self.distance = np.full(n, np.inf)
-        self.count = np.zeros(n, dtype=np.intp)
+        self.order, self.by_score, sorted_scores = _arms_by_score(scores, t)
+        self.effect = np.empty(n)
+        distance = None if caliper is None else np.empty(n)
+        self.count = np.empty(n, dtype=np.intp)
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
-        self._pool: dict[int, _RunMatches] = {}  # by pool arm: the other arm's queries matched in it
-        for w in (1 - a for a in query_arms):
-            query, pool = self.by_score[1 - w], sorted_scores[w]
-            matches = _RunMatches(pool, outcomes[self.by_score[w]], sorted_scores[1 - w])
-            self.mean_outcome[query], self.distance[query], self.count[query] = (
-                matches.mean_outcome,
-                matches.distance,
-                matches.count,
-            )
-            self._pool[w] = matches
+        self._queries = queries
+        self._pool: list[_RunMatches] | None = []
+        for w in (0, 1):
+            query = self.by_score[1 - w]
+            out = (self.effect, distance)  # the effect holds the matched mean outcome first
+            matches = _RunMatches(sorted_scores[w], outcomes[self.by_score[w]], sorted_scores[1 - w], out, query)
+            self.count[query] = matches.count
+            self._pool.append(matches)
+        self.kept = queries if distance is None else queries & (distance <= caliper)
+        self.count[~self.kept] = 0
+        np.subtract(self.effect, outcomes, out=self.effect)  # control: mean matched outcome - own
+        np.negative(self.effect, out=self.effect, where=t == 1)  # treated: own - mean matched outcome
 
-    def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per subject, the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept subjects q matched to it.
+    def pool_weights(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per subject, its weight in the matched sample and its factor in :func:`_abadie_imbens_variance`.
 
-        ``kept`` (shape (n,)) marks the query subjects that count (those of the estimand, within
-        the caliper).
+        With ``K_k`` and ``Q_k`` the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept queries q
+        matched to k: the weight ``K_k``, plus 1 when k is a kept query itself, and the factor
+        ``K_k^2 - Q_k``, plus ``2 K_k`` when k is a query. Once: the per-run matchers are released.
         """
-        w1 = np.zeros(kept.size)  # a pool arm without queries matched in it gets no weight
-        w2 = np.zeros(kept.size)
-        for w, matches in self._pool.items():
-            w1[self.by_score[w]], w2[self.by_score[w]] = matches.pool_weights(kept[self.by_score[1 - w]])
-        return w1, w2
+        if self._pool is None:
+            raise RuntimeError("TiedMatches.pool_weights was already called: its matchers are released")
+        n = self.kept.size
+        k_sum, k_sq = np.empty(n), np.empty(n)
+        for w, matches in enumerate(self._pool):
+            k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
+        self._pool = None
+        factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
+        twice = 2.0 * k_sum
+        twice *= self._queries
+        factor += twice
+        factor -= k_sq
+        del k_sq, twice
+        k_sum += self.kept
+        return k_sum, factor
 
     def within_arm_variance(self) -> NDArray[np.float64]:
         """sigma^2_k = mean over j of (Y_k - Y_j)^2 / 2, j the tied nearest other subjects of k's arm on the score.
@@ -271,8 +285,19 @@ class TiedMatches:
         out = np.full(self.count.size, np.nan)
         for arm in self.by_score:
             if arm.size >= 2:
-                out[arm] = _within_sorted_variance(self._scores[arm], self._outcomes[arm])
+                _within_sorted_variance(self._scores, self._outcomes, arm, out)
         return out
+
+
+def _arms_by_score(
+    scores: NDArray[np.float64], t: NDArray[np.int8]
+) -> tuple[NDArray[np.intp], list[NDArray[np.intp]], list[NDArray[np.float64]]]:
+    """The stable argsort of ``scores``, and each arm (control, treated) by score: its subjects and their scores."""
+    order, s = _argsort_ties_by_index(scores)
+    treated_sorted = t[order] == 1
+    # positions in the sorted sample of each arm: its subjects by score (ties by index)
+    positions = [np.flatnonzero(~treated_sorted), np.flatnonzero(treated_sorted)]
+    return order, [order[p] for p in positions], [s[p] for p in positions]
 
 
 class _RunMatches:
@@ -283,27 +308,46 @@ class _RunMatches:
     pool_scores : ndarray of shape (n_pool,), sorted, n_pool >= 1
     pool_outcomes : ndarray of shape (n_pool,)
     query_scores : ndarray of shape (n_query,), sorted
+    out : (ndarray, ndarray or None)
+        Written at ``at`` with each query's mean outcome of its tied nearest pool subjects and their
+        distance to it (the caller's per-subject arrays, None: no distances; the matcher keeps only
+        what :meth:`pool_weights` needs, in 32-bit integers and booleans).
+    at : ndarray of int, shape (n_query,)
+        The queries' positions in ``out``.
 
     Attributes
     ----------
-    mean_outcome, distance : ndarray of shape (n_query,)
-    count : ndarray of int, shape (n_query,)
+    count : ndarray of int32, shape (n_query,)
+        Per query, its number of tied nearest pool subjects.
     """
 
     def __init__(
-        self, pool_scores: NDArray[np.float64], pool_outcomes: NDArray[np.float64], query_scores: NDArray[np.float64]
+        self,
+        pool_scores: NDArray[np.float64],
+        pool_outcomes: NDArray[np.float64],
+        query_scores: NDArray[np.float64],
+        out: tuple[NDArray[np.float64], NDArray[np.float64] | None],
+        at: NDArray[np.intp],
     ) -> None:
         # runs 1..R between sentinel runs at -inf and +inf (size 0), so no query falls off either end
-        self._new_run, _, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+        self._new_run, starts, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+        del starts
         right = np.searchsorted(values, query_scores, side="left")  # values[right - 1] < q <= values[right]
-        self._left = right - 1
+        self._left = right.astype(np.int32)  # kept for pool_weights: 32 bits hold any run of fewer than 2^31
+        self._left -= 1
         d_left = query_scores - values[self._left]
         d_right = values[right] - query_scores
         self._use_left, self._use_right = d_left <= d_right, d_right <= d_left
-        self.count = run_size[self._left] * self._use_left + run_size[right] * self._use_right
-        total = run_sum[self._left] * self._use_left + run_sum[right] * self._use_right
-        self.mean_outcome = total / self.count
-        self.distance = np.minimum(d_left, d_right)
+        if out[1] is not None:
+            out[1][at] = np.minimum(d_left, d_right, out=d_left)
+        del d_left, d_right
+        run_size = run_size.astype(np.int32)
+        self.count = run_size[self._left] * self._use_left
+        self.count += run_size[right] * self._use_right
+        total = run_sum[self._left] * self._use_left
+        total += run_sum[right] * self._use_right
+        total /= self.count
+        out[0][at] = total
 
     def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
@@ -319,26 +363,85 @@ class _RunMatches:
         return w1[run_of], w2[run_of]
 
 
-def _within_sorted_variance(scores: NDArray[np.float64], outcomes: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:meth:`TiedMatches.within_arm_variance` of one arm, its ``scores`` sorted (two subjects or more)."""
-    ys = outcomes
+def _within_sorted_variance(
+    scores: NDArray[np.float64], outcomes: NDArray[np.float64], arm: NDArray[np.intp], out: NDArray[np.float64]
+) -> None:
+    """:meth:`TiedMatches.within_arm_variance` of one arm, written into ``out[arm]``.
+
+    ``arm`` holds the arm's subjects (two or more) by score. Per run of equal scores first
+    (:func:`_within_run_sums`), then per subject block by block of rows.
+    """
+    ys = outcomes[arm]
+    new_run, single, run_other, run_s1, run_s2 = _within_run_sums(scores[arm], ys)
+    before = 0  # runs before the block (they are numbered from 1; 0 and the last are the sentinels)
+    for rows in row_blocks(arm.size):
+        run = np.cumsum(new_run[rows])
+        run += before
+        before = run[-1]
+        y = ys[rows]
+        shared = ~single[run]
+        n_other = run_other[run]
+        sum1 = run_s1[run]
+        np.subtract(sum1, y, out=sum1, where=shared)  # the sum over j != k of (y_k - y_j)^2 has no j = k term
+        sum2 = run_s2[run]
+        square = y * y
+        np.subtract(sum2, square, out=sum2, where=shared)
+        value = n_other * y  # 0.5 (n_other y^2 - 2 y sum1 + sum2) / n_other
+        value *= y
+        np.multiply(2.0, y, out=square)
+        square *= sum1
+        value -= square
+        value += sum2
+        value /= n_other
+        value *= 0.5
+        out[arm[rows]] = value
+
+
+def _within_run_sums(
+    scores: NDArray[np.float64], ys: NDArray[np.float64]
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The neighbours within its arm of each run of equal sorted ``scores``, for :func:`_within_sorted_variance`.
+
+    Returns ``(new_run, single, n_other, sum1, sum2)``: whether each subject starts a run, and per
+    run whether it holds one subject, the number of a member's neighbours and the sum and sum of
+    squares of ``ys`` over them: its other members (the sums over all members: each subject takes
+    itself off) or, for a run of one, the nearest run(s) on either side (infinitely far past a
+    sentinel).
+    """
     new_run, starts, v, run_size, s1 = _sorted_runs(scores, ys)
-    run = np.cumsum(new_run)  # runs are numbered from 1 (0 and the last are the sentinels)
-    size = run_size.astype(np.float64)
-    s2 = np.zeros(size.size)
+    s2 = np.zeros(v.size)
     s2[1:-1] = np.add.reduceat(ys * ys, starts)
-    # a subject alone in its run: the nearest run(s) on either side (infinitely far past a sentinel)
+    use_l, use_r = _nearer_sides(v)
+    size = run_size.astype(np.float64)
+    del starts, v, run_size  # per-run arrays the sums below no longer need
+    single = size == 1.0
+    n_other = _nearest_or_own(size, size - 1.0, single, use_l, use_r)
+    _nearest_or_own(s1, s1, single, use_l, use_r)
+    _nearest_or_own(s2, s2, single, use_l, use_r)
+    return new_run, single, n_other, s1, s2
+
+
+def _nearer_sides(v: NDArray[np.float64]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Per inner run of the sorted run values ``v``, whether its left and its right neighbour is the nearer.
+
+    Both when equally near; ``v`` has a sentinel at each end.
+    """
     d_left, d_right = v[1:-1] - v[:-2], v[2:] - v[1:-1]
-    use_l, use_r = d_left <= d_right, d_right <= d_left
-    near_size, near_s1, near_s2 = (np.r_[0.0, a[:-2] * use_l + a[2:] * use_r, 0.0] for a in (size, s1, s2))
-    # otherwise the other members of its own run (the sum over j != k of (y_k - y_j)^2 has no j = k term)
-    own = size[run]
-    alone = own == 1.0
-    n_other = np.where(alone, near_size[run], own - 1.0)
-    sum1 = np.where(alone, near_s1[run], s1[run] - ys)
-    sum2 = np.where(alone, near_s2[run], s2[run] - ys * ys)
-    mean_sq = (n_other * ys * ys - 2.0 * ys * sum1 + sum2) / n_other
-    return 0.5 * mean_sq
+    return d_left <= d_right, d_right <= d_left
+
+
+def _nearest_or_own(
+    a: NDArray[np.float64],
+    own: NDArray[np.float64],
+    single: NDArray[np.bool_],
+    use_l: NDArray[np.bool_],
+    use_r: NDArray[np.bool_],
+) -> NDArray[np.float64]:
+    """Per run, ``own`` (overwritten), or for a run of one subject the sum of ``a`` over its nearest run(s)."""
+    near = a[:-2] * use_l
+    near += a[2:] * use_r
+    np.copyto(own[1:-1], near, where=single[1:-1])
+    return own
 
 
 def _sorted_runs(
@@ -380,19 +483,19 @@ def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp
     """
     n = scores.size
     shift = np.uint64(max(1, (n - 1).bit_length()))
-    bits = (scores + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0, which compares equal to it
-    negative = bits >> np.uint64(63)
-    key = bits ^ np.where(negative, np.uint64(0xFFFF_FFFF_FFFF_FFFF), np.uint64(1 << 63))  # same order as scores
+    key = _order_keys(scores)
     key >>= shift
     key <<= shift
     key |= np.arange(n, dtype=np.uint64)
     key.sort()
-    order = (key & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.intp)
+    key &= (np.uint64(1) << shift) - np.uint64(1)
+    order = key.view(np.intp)  # the indices (below 2**63), in place of the keys
     s = scores[order]
     descent = s[1:] < s[:-1]
     if descent.any():
-        key >>= shift
-        group = np.cumsum(np.r_[True, key[1:] != key[:-1]])
+        truncated = _order_keys(s)
+        truncated >>= shift  # the sorted keys' leading bits
+        group = np.cumsum(np.r_[True, truncated[1:] != truncated[:-1]])
         pos = np.flatnonzero(np.isin(group, group[1:][descent]))
         exact = np.lexsort((order[pos], s[pos], group[pos]))
         order[pos] = order[pos][exact]
@@ -400,14 +503,18 @@ def _argsort_ties_by_index(scores: NDArray[np.float64]) -> tuple[NDArray[np.intp
     return order, s
 
 
+def _order_keys(x: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """Each finite value's bit pattern as an unsigned integer of the same order (-0.0 as 0.0), in a new array."""
+    key = (x + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0, which compares equal to it
+    flip = key >> np.uint64(63)  # 1 for a negative value
+    np.negative(flip, out=flip)  # every bit set for a negative value (unsigned wrap-around), none otherwise
+    flip |= np.uint64(1 << 63)
+    key ^= flip
+    return key
+
+
 def _abadie_imbens_variance(
-    sigma2: NDArray[np.float64],
-    t: NDArray[np.int8],
-    k_sum: NDArray[np.float64],
-    k_sq: NDArray[np.float64],
-    diff: NDArray[np.float64],
-    estimate: float,
-    estimand: str,
+    sigma2: NDArray[np.float64], factor: NDArray[np.float64], diff: NDArray[np.float64], estimate: float
 ) -> float | None:
     """Abadie & Imbens (2006, Econometrica 74(1), Theorem 7) variance of matching with replacement.
 
@@ -419,15 +526,16 @@ def _abadie_imbens_variance(
         ATT: V = (1/N1^2) [sum_{T=1} (Y_k - Y^_k(0) - ATT)^2 + sum_{T=0} (K_k^2 - Q_k) sigma^2_k]
 
     With M matches for every query (``w = 1/M``) these are the paper's ``(K/M)^2 + ((2M-1)/M)(K/M)``
-    and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. The propensity is treated as
-    known here (:func:`_estimated_propensity_adjustment` corrects for its estimation). None when
-    an arm has a single subject.
+    and ``(K/M)^2 - K/M^2``; with M = 1, ``K^2 + K`` and ``K (K - 1)``. ``factor`` is
+    :meth:`TiedMatches.pool_weights`' ``K^2 - Q`` plus ``2 K`` for the queries: every subject for
+    the ATE, and for the ATT the treated, whose K and Q are 0 (no kept query matches them). The
+    propensity is treated as known here (:func:`_estimated_propensity_adjustment` corrects for its
+    estimation). None when an arm has a single subject.
     """
-    extra = k_sum**2 + 2.0 * k_sum - k_sq if estimand == "ate" else np.where(t == 0, k_sum**2 - k_sq, 0.0)
-    involved = extra > 1e-12
+    involved = factor > 1e-12
     if np.isnan(sigma2[involved]).any():
         return None
-    return float((np.sum((diff - estimate) ** 2) + extra[involved] @ sigma2[involved]) / diff.size**2)
+    return float((np.sum((diff - estimate) ** 2) + factor[involved] @ sigma2[involved]) / diff.size**2)
 
 
 COVARIANCE_NEIGHBOURS = 2  # L of the Abadie-Imbens (2016) covariance estimates (Stata's default nn(2))
@@ -440,7 +548,6 @@ def _estimated_propensity_adjustment(
     e: NDArray[np.float64],
     estimate: float,
     estimand: str,
-    effect: NDArray[np.float64],
     ties: TiedMatches,
 ) -> float:
     """The amount to subtract from the variance for matching on an estimated logistic propensity.
@@ -456,11 +563,11 @@ def _estimated_propensity_adjustment(
     so this returns ``c' I^{-1} c`` (ATE) or ``c' I^{-1} c - d' I^{-1} d`` (ATT). ``cov_w,k`` is
     the sample covariance of (x, Y) over the ``L = 2`` subjects of arm w nearest to k on e
     (k itself included when it is in arm w; whole runs of tied scores, so row order never
-    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``effect`` is every
-    subject's own ``Y^_k(1) - Y^_k(0)``, its mean matched outcome in the other arm
-    (:class:`TiedMatches`) standing for the missing one: the ATT needs the controls' too. ``ties`` is the
+    matters), as in the paper's section 4 and Stata's ``teffects psmatch``. ``ties`` is the
     matching on ``e``, whose sorted sample and arms the neighbourhoods are read off (they do not
-    depend on the order among equal scores).
+    depend on the order among equal scores), and whose ``effect`` is every subject's own
+    ``Y^_k(1) - Y^_k(0)``, its mean matched outcome in the other arm standing for the missing one:
+    the ATT needs the controls' too.
     """
     n = t.size
     D = logistic.design
@@ -471,100 +578,84 @@ def _estimated_propensity_adjustment(
     # c = sum_j D_j (y_j a_j - b_j) with a_j, b_j the sums over the queries k whose neighbourhood
     # holds j of g_k / (M_k - 1) and g_k (sum_N y) / (M_k (M_k - 1)): no per-query covariance is formed.
     pooled = np.zeros(n)  # y_j a_j - b_j per subject (j in its own arm's pool)
-    s = e[ties.order]  # the queries: every subject, by score
     for w, pool in enumerate(ties.by_score):
-        g = s * (1.0 - s)  # f_k, then g_w,k in place
-        if estimand == "ate":
-            g /= s if w == 1 else 1.0 - s
-        elif w == 0:
-            g *= s
-            g /= 1.0 - s
-        pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], s, g)
-    c = pooled @ D / (n if estimand == "ate" else n1)
+        pooled[pool] = _pooled_covariance_weights(e[pool], y[pool], e, ties.order, w, estimand)
+    c = D.tdot(pooled) / (n if estimand == "ate" else n1)
     information_inverse = logistic.information_inverse / n  # inverse of the whole-sample information
     if estimand == "ate":
         return float(c @ information_inverse @ c)
-    d = (e * (1.0 - e) * (effect - estimate)) @ D / n1
+    d = D.tdot(e * (1.0 - e) * (ties.effect - estimate)) / n1
     return float(c @ information_inverse @ c - d @ information_inverse @ d)
 
 
 def _pooled_covariance_weights(
     pool_scores: NDArray[np.float64],
     pool_outcomes: NDArray[np.float64],
-    query_scores: NDArray[np.float64],
-    g: NDArray[np.float64],
+    scores: NDArray[np.float64],
+    order: NDArray[np.intp],
+    arm: int,
+    estimand: str,
 ) -> NDArray[np.float64]:
     """``y_j a_j - b_j`` for the subjects j of one arm (:func:`_estimated_propensity_adjustment`).
 
-    ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's, ``query_scores`` every subject's
-    (sorted) and ``g`` the per-query weights in that order; the arm's neighbourhoods are released
-    on return.
+    ``pool_scores`` (sorted) and ``pool_outcomes`` are the arm's; the queries are every subject,
+    by score (``scores[order]``), taken block by block of rows. A query's neighbourhood is its at
+    least :data:`COVARIANCE_NEIGHBOURS` nearest pool subjects, runs of equal pool scores taken whole
+    (:func:`_expand_runs`), so it depends on the values only, never on the row order; it is a
+    contiguous range of the sorted runs, over which the query's ``sum_N y`` is summed and onto
+    which its weights ``a_k = g_k / (M_k - 1)`` and ``b_k = a_k (sum_N y) / M_k`` are spread (g of
+    :func:`_covariance_query_weights`). Sorted, a block's queries touch a short range of runs, so
+    no per-query array of the whole sample is formed.
     """
-    near = NearestRuns(pool_scores, query_scores, COVARIANCE_NEIGHBOURS)
-    a = g / (near.count - 1.0)
-    b = a * near.sums(pool_outcomes) / near.count
-    return pool_outcomes * near.spread(a) - near.spread(b)
+    new_run, starts, values, run_size, run_sum = _sorted_runs(pool_scores, pool_outcomes)
+    run_count = run_size.astype(np.float64)
+    del starts, run_size
+    spread_a, spread_b = np.zeros(values.size), np.zeros(values.size)
+    for rows in row_blocks(order.size):
+        q = scores[order[rows]]
+        lo, hi, count = _expand_runs(values, run_count, q, COVARIANCE_NEIGHBOURS)
+        a = _covariance_query_weights(q, arm, estimand)
+        a /= count - 1.0
+        # run lo + k of each neighbourhood (k = 0 .. width - 1), or none past its end
+        inside = [np.ones(q.size, dtype=bool)] + [lo + k < hi for k in range(1, int(np.max(hi - lo)))]
+        b = run_sum[lo]
+        for k, held in enumerate(inside[1:], start=1):
+            b += run_sum[np.where(held, lo + k, 0)]  # run 0 is the empty sentinel
+        b *= a
+        b /= count
+        base = lo[0]  # the queries are sorted, so are their first runs
+        span = slice(base, int(np.max(hi)))
+        for k, held in enumerate(inside):
+            local = np.where(held, lo + k, lo) - base
+            spread_a[span] += np.bincount(local, np.where(held, a, 0.0), minlength=span.stop - base)
+            spread_b[span] += np.bincount(local, np.where(held, b, 0.0), minlength=span.stop - base)
+    del values, run_count, run_sum
+    run_of = np.cumsum(new_run)  # runs are numbered from 1 (0 is the sentinel)
+    pooled = spread_a[run_of]
+    pooled *= pool_outcomes
+    pooled -= spread_b[run_of]
+    return pooled
 
 
-class NearestRuns:
-    """Per query, its at least ``size`` nearest pool subjects on a score, as a range of runs of equal pool scores.
-
-    Runs of equal pool scores are taken whole and the nearer run on either side is added first
-    (both when equally near) until the count reaches ``size``, so the neighbourhoods depend on the
-    values only, never on the row order. A neighbourhood is a contiguous range of the sorted runs,
-    at most ``size + 1`` of them (each run holds a subject): sums over it and the spreading of
-    per-query weights onto its members cost O(n) per run in range, with no (n x q) array.
-
-    Parameters
-    ----------
-    pool_scores : ndarray of shape (n_pool,), sorted
-    query_scores : ndarray of shape (n_query,), sorted (the binary searches and gathers then run
-        through memory in order)
-    size : int
-
-    Attributes
-    ----------
-    lo : ndarray of int, shape (n_query,)
-        The first of the consecutive sorted runs that form the query's neighbourhood, numbered
-        from 1 (runs 0 and ``R + 1`` are empty sentinels at -inf and +inf around the R runs).
-    count : ndarray of shape (n_query,)
-        Pool subjects in the neighbourhood (``size`` or more, fewer only when the pool is smaller).
-    """
-
-    def __init__(self, pool_scores: NDArray[np.float64], query_scores: NDArray[np.float64], size: int) -> None:
-        new_run, _, values, run_size, _ = _sorted_runs(pool_scores)
-        self._run_of = np.cumsum(new_run)
-        self._runs = values.size
-        run_count = run_size.astype(np.float64)
-        lo, hi = np.empty(query_scores.size, dtype=np.intp), np.empty(query_scores.size, dtype=np.intp)
-        self.count = np.empty(query_scores.size)
-        for rows in row_blocks(query_scores.size):
-            lo[rows], hi[rows], self.count[rows] = _expand_runs(values, run_count, query_scores[rows], size)
-        width = int(np.max(hi - lo, initial=0))
-        self.lo = lo
-        # per query, run lo + k of its neighbourhood, or the empty run 0 past its end (k = 1 .. width - 1)
-        self._further = [np.where(lo + k < hi, lo + k, 0) for k in range(1, width)]
-
-    def sums(self, pool_values: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per query, the sum of ``pool_values`` (one per pool subject, sorted) over its neighbourhood."""
-        run_sum = np.bincount(self._run_of, weights=pool_values, minlength=self._runs)
-        out = run_sum[self.lo]  # every neighbourhood holds a run
-        for runs in self._further:
-            out += run_sum[runs]
-        return out
-
-    def spread(self, query_weights: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per pool subject (sorted), the sum of ``query_weights`` over the queries whose neighbourhood holds it."""
-        per_run = np.bincount(self.lo, weights=query_weights, minlength=self._runs)
-        for runs in self._further:
-            per_run += np.bincount(runs, weights=query_weights, minlength=self._runs)
-        return per_run[self._run_of]
+def _covariance_query_weights(s: NDArray[np.float64], arm: int, estimand: str) -> NDArray[np.float64]:
+    """The weights ``g_w,k`` of ``cov_w,k`` in ``c`` (:func:`_estimated_propensity_adjustment`) for scores ``s``."""
+    g = s * (1.0 - s)  # f_k, then g_w,k in place
+    if estimand == "ate":
+        g /= s if arm == 1 else 1.0 - s
+    elif arm == 0:
+        g *= s
+        g /= 1.0 - s
+    return g
 
 
 def _expand_runs(
     values: NDArray[np.float64], run_count: NDArray[np.float64], q: NDArray[np.float64], size: int
 ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
-    """:class:`NearestRuns` for queries ``q`` among runs of scores ``values`` holding ``run_count`` subjects.
+    """Each query's neighbourhood among runs of scores ``values`` holding ``run_count`` subjects.
+
+    The neighbourhoods of :func:`_pooled_covariance_weights`: runs of equal pool scores are taken
+    whole and the nearer run on either side is added first (both when equally near) until the
+    count reaches ``size``.
 
     ``values`` starts with -inf and ends with +inf, two empty runs that are never taken (a query
     stops growing once both its next runs are sentinels). Returns (lo, hi, count): each query's

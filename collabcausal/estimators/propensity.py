@@ -18,14 +18,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import (
-    DESIGN_ORDER,
-    centred_gram,
-    centred_row_blocks,
-    column_means,
-    row_blocks,
-    weighted_gram,
-)
+from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
 from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
@@ -115,12 +108,8 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         scale = np.sqrt(np.diag(gram) / n)
         scale[scale == 0.0] = 1.0
         W = self._whitening(X, center, gram, scale) / scale[:, None]  # original (centred) scale -> whitened
-        # The design [1, (X - center) W] (without the 1 for no intercept), written block by block.
+        D = AffineDesign(X, center, W, self.fit_intercept)  # [1, (X - center) W], never formed
         first = int(self.fit_intercept)
-        D = np.empty((n, first + m), order=DESIGN_ORDER)
-        D[:, :first] = 1.0
-        for rows, block in centred_row_blocks(X, center):
-            D[rows, first:] = block @ W
         P = self.penalty * (W.T @ W) if self.penalty > 0.0 else None  # ||coef||^2 = gamma' W'W gamma
         theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol)
         gamma = theta[first:]
@@ -213,7 +202,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
 
 
 def _newton(
-    D: NDArray[np.float64],
+    D: AffineDesign,
     t: NDArray[np.float64],
     P: NDArray[np.float64] | None,
     intercept: bool,
@@ -239,12 +228,10 @@ def _newton(
         mean = (_softplus(eta) - t * eta).sum() / n
         return float(mean if Pfull is None else mean + 0.5 * th @ Pfull @ th / n)
 
-    eta = D @ theta
+    eta = D.dot(theta)
     f = loss(theta, eta)
     for it in range(1, int(max_iter) + 1):
-        p = expit(eta)
-        grad = D.T @ (p - t)
-        hess = weighted_gram(D, p * (1.0 - p))
+        grad, hess = _score_and_information(D, eta, t)
         if Pfull is not None:
             grad += Pfull @ theta
             hess += Pfull
@@ -262,7 +249,7 @@ def _newton(
             )
         if decrement / 2.0 <= tol:
             return theta + step, it
-        eta_step = D @ step
+        eta_step = D.dot(step)
         size = 1.0
         while True:
             candidate, eta_new = theta + size * step, eta + size * eta_step
@@ -282,13 +269,26 @@ def _newton(
     )
 
 
-def _fitted_to_own_arm(D: NDArray[np.float64], theta: NDArray[np.float64], t: NDArray[np.float64]) -> bool:
+def _score_and_information(
+    D: AffineDesign, eta: NDArray[np.float64], t: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``D' (p - t)`` and ``D' diag(p (1 - p)) D`` with ``p = expit(eta)``, in one pass over D's blocks."""
+    grad = np.zeros(D.shape[1])
+    hess = np.zeros((D.shape[1], D.shape[1]))
+    for rows, block in D.blocks():
+        p = expit(eta[rows])
+        grad += (p - t[rows]) @ block
+        hess += block.T @ (block * (p * (1.0 - p))[:, None])
+    return grad, hess
+
+
+def _fitted_to_own_arm(D: AffineDesign, theta: NDArray[np.float64], t: NDArray[np.float64]) -> bool:
     """Whether every subject's fitted propensity ``expit(D theta)`` is within ``_SEPARATION_TOL`` of its arm.
 
     Block by block of rows, stopping at the first block with a subject that is not (the usual
     case, so a fit that is not separated pays for one block only).
     """
-    return all(np.all(np.abs(expit(D[rows] @ theta) - t[rows]) < _SEPARATION_TOL) for rows in row_blocks(t.size))
+    return all(np.all(np.abs(expit(block @ theta) - t[rows]) < _SEPARATION_TOL) for rows, block in D.blocks())
 
 
 def _softplus(eta: NDArray[np.float64]) -> NDArray[np.float64]:

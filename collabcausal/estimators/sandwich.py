@@ -17,38 +17,32 @@ e.g. :class:`~collabcausal.estimators.propensity.LogisticPropensity`) and :class
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from functools import cached_property
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import DESIGN_ORDER, column_means, weighted_gram
+from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
 _NORMAL_EQUATIONS_MAX_COND = 1e8  # above this, an outcome regression is solved by SVD instead
 
 
-def standardized_design(X: NDArray[np.float64]) -> NDArray[np.float64]:
+def standardized_design(X: NDArray[np.float64]) -> AffineDesign:
     """``[1, (X - mean) / sd]``: the same column space as ``[1, X]``, well scaled.
 
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
-    representations are badly scaled). Built in place: the design is the only (n x (m + 1)) array.
-    Column-major (:data:`~collabcausal.estimators.blocks.DESIGN_ORDER`), as the products with it
-    prefer.
+    representations are badly scaled). Never formed (:class:`~collabcausal.estimators.blocks.AffineDesign`):
+    its products are taken from X.
     """
-    n, m = X.shape
-    design = np.empty((n, m + 1), order=DESIGN_ORDER)
-    design[:, 0] = 1.0
-    body = design[:, 1:]
-    np.subtract(X, column_means(X), out=body)
-    scale = np.sqrt(np.einsum("ij,ij->j", body, body) / n)
+    center = column_means(X)
+    scale = np.sqrt(np.diag(centred_gram(X, center)) / X.shape[0])
     scale[scale == 0.0] = 1.0
-    body /= scale
-    return design
+    return AffineDesign(X, center, scale)
 
 
 class LogisticNuisance:
@@ -63,8 +57,8 @@ class LogisticNuisance:
     ----------
     covariates : ndarray of shape (n, m)
         ``X`` as given (checked), to recognise an outcome regression on the same covariates.
-    design : ndarray of shape (n, m + 1)
-        The standardized design ``[1, X]`` (same column space, better scaled).
+    design : AffineDesign of shape (n, m + 1)
+        The standardized design ``[1, X]`` (same column space, better scaled; :func:`standardized_design`).
     information_inverse : ndarray of shape (m + 1, m + 1)
         ``H^{-1}`` on that design.
     t, e : ndarray of shape (n,)
@@ -89,8 +83,7 @@ class LogisticNuisance:
     def __init__(self, X: ArrayLike, t: NDArray[np.int8], e: NDArray[np.float64]) -> None:
         self.covariates = check_matrix(X, "X_propensity", n_rows=t.size)
         self.design = standardized_design(self.covariates)
-        self._residual = t - e
-        score = self.design.T @ self._residual / t.size
+        score = self.design.tdot(t - e) / t.size
         if np.max(np.abs(score)) > _SCORE_TOL:
             raise InputError(
                 f"the propensities are not the unpenalized logistic fit on X_propensity (mean score up to "
@@ -99,15 +92,17 @@ class LogisticNuisance:
                 "X_propensity=None to treat the propensity as known",
             )
         self.t, self.e = t, e
-        self.information_inverse = np.linalg.pinv(weighted_gram(self.design, e * (1.0 - e)) / t.size)
+        self.information_inverse = np.linalg.pinv(self.design.weighted_gram(e * (1.0 - e)) / t.size)
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_beta,k' J`` per subject (``IF_beta`` itself, n x (m + 1), is never formed)."""
-        return self._residual * (self.design @ (self.information_inverse @ J))
+        out = self.design.dot(self.information_inverse @ J)
+        out *= self.t - self.e  # the residual, formed when needed rather than kept
+        return out
 
     def jacobian(self, dg_deta: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dbeta`` from ``dg_k/deta_k`` (eta the linear predictor, logit of e)."""
-        return self.design.T @ dg_deta / dg_deta.size
+        return self.design.tdot(dg_deta) / dg_deta.size
 
 
 def logistic_nuisance(
@@ -145,7 +140,7 @@ class OlsNuisance:
 
     Parameters
     ----------
-    design : ndarray of shape (n, m + 1)
+    design : AffineDesign of shape (n, m + 1)
         :func:`standardized_design` of the covariates (both arms' regressions share it).
     y : ndarray of shape (n,)
     arm : ndarray of bool, shape (n,)
@@ -157,15 +152,15 @@ class OlsNuisance:
         Its predictions ``m(x_k)`` for every subject.
     """
 
-    def __init__(self, design: NDArray[np.float64], y: NDArray[np.float64], arm: NDArray[np.bool_]) -> None:
+    def __init__(self, design: AffineDesign, y: NDArray[np.float64], arm: NDArray[np.bool_]) -> None:
         self.design = design
-        gram = weighted_gram(design, arm.astype(np.float64))
+        gram = design.weighted_gram(arm.astype(np.float64))
         if np.linalg.cond(gram) < _NORMAL_EQUATIONS_MAX_COND:  # fast and accurate enough here
-            alpha = np.linalg.solve(gram, design.T @ np.where(arm, y, 0.0))
+            alpha = np.linalg.solve(gram, design.tdot(np.where(arm, y, 0.0)))
         else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
-            alpha = np.linalg.lstsq(design[arm], y[arm], rcond=None)[0]
-        self.fitted = design @ alpha
-        self._residual = np.where(arm, y - self.fitted, 0.0)
+            alpha = np.linalg.lstsq(design.take(arm), y[arm], rcond=None)[0]
+        self.fitted = design.dot(alpha)
+        self._y, self._arm = y, arm
         self._gram = gram
 
     @cached_property
@@ -176,30 +171,35 @@ class OlsNuisance:
 
     def influence_times(self, J: NDArray[np.float64]) -> NDArray[np.float64]:
         """``IF_alpha,k' J`` per subject (``IF_alpha`` itself is never formed)."""
-        return self._residual * (self.design @ (self._gram_inverse @ J))
+        out = self.design.dot(self._gram_inverse @ J)
+        out *= self._y - self.fitted  # the residual on the arm, formed when needed rather than kept
+        out[~self._arm] = 0.0
+        return out
 
     def jacobian(self, dg_dm: NDArray[np.float64]) -> NDArray[np.float64]:
         """``mean_k dg_k/dalpha`` from ``dg_k/dm_k`` (m_k the fitted outcome of subject k)."""
-        return self.design.T @ dg_dm / dg_dm.size
+        return self.design.tdot(dg_dm) / dg_dm.size
 
 
 def stacked_influence(
     g: NDArray[np.float64],
     dg_dtau: float,
-    nuisances: Sequence[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = (),
+    nuisances: Iterable[tuple[LogisticNuisance | OlsNuisance, NDArray[np.float64]]] = (),
 ) -> NDArray[np.float64]:
     """Influence function of tau, ``-(g + sum_j IF_j J_j') / mean(dg/dtau)`` (module docstring).
 
     Parameters
     ----------
     g : ndarray of shape (n,)
-        The estimating function of tau per subject, at the estimates.
+        The estimating function of tau per subject, at the estimates; overwritten (the influence
+        function is returned in it).
     dg_dtau : float
         ``mean_k dg_k/dtau`` (e.g. -1 for ``g = phi - tau``).
-    nuisances : sequence of (nuisance, dg_dindex)
+    nuisances : iterable of (nuisance, dg_dindex)
         Each estimated nuisance with the derivative of ``g_k`` with respect to its per-subject
         index (the logit ``eta_k`` of a :class:`LogisticNuisance`, the prediction ``m_k`` of an
-        :class:`OlsNuisance`). Empty: the nuisances are treated as known.
+        :class:`OlsNuisance`); a generator builds each derivative only when its term is added.
+        Empty: the nuisances are treated as known.
 
     Returns
     -------
@@ -207,7 +207,8 @@ def stacked_influence(
         With ``mean(IF) = 0`` up to rounding, ``tau_hat - tau ~ mean(IF)`` and
         ``se = sqrt(sum IF^2) / n``.
     """
-    total = np.array(g, dtype=np.float64)
     for nuisance, dg_dindex in nuisances:
-        total += nuisance.influence_times(nuisance.jacobian(dg_dindex))
-    return -total / dg_dtau
+        J = nuisance.jacobian(dg_dindex)
+        del dg_dindex  # released before the influence term is formed
+        g += nuisance.influence_times(J)
+    return np.divide(g, -dg_dtau, out=g)

@@ -103,15 +103,21 @@ def ipw(
         draw = np.where(is_t, 0.0, raw)
     means, influence = [], np.zeros(n)
     for arm, sign in ((is_t, 1.0), (~is_t, -1.0)):
-        r, dr = np.where(arm, raw, 0.0), np.where(arm, draw, 0.0)
-        if normalized:
-            d, dd = r, dr
-        else:
-            d, dd = (is_t.astype(np.float64) if estimand == "att" else np.ones(n)), np.zeros(n)
+        r = np.where(arm, raw, 0.0)
+        d = r if normalized else (is_t.astype(np.float64) if estimand == "att" else np.ones(n))
         mu = float(r @ y / d.sum())
-        g = r * y - mu * d
-        nuisances = () if logistic is None else ((logistic, dr * y - mu * dd),)
-        influence += sign * stacked_influence(g, -d.mean(), nuisances)
+        g = r * y
+        g -= mu * d
+        dg_dtau = -d.mean()
+        del r, d  # the arm's per-subject arrays, before the nuisance's are built
+        if logistic is None:
+            nuisances = ()
+        else:
+            nuisances = ((logistic, _index_derivative(np.where(arm, draw, 0.0), y, mu, normalized)),)
+        if sign > 0.0:
+            influence += stacked_influence(g, dg_dtau, nuisances)
+        else:
+            influence -= stacked_influence(g, dg_dtau, nuisances)
         means.append(mu)
     mu1, mu0 = means
     se = float(np.sqrt(influence @ influence) / n)
@@ -138,6 +144,20 @@ def ipw(
             "se_kind": "propensity known" if logistic is None else "propensity estimated",
         },
     )
+
+
+def _index_derivative(
+    dr: NDArray[np.float64], y: NDArray[np.float64], mu: float, normalized: bool
+) -> NDArray[np.float64]:
+    """``dg/deta`` of one arm's ``g = r y - mu d``: ``dr y - mu dd``, ``dd = dr`` (Hajek) or 0 (Horvitz-Thompson).
+
+    ``dr`` (the arm's derivatives of its raw weights) is overwritten.
+    """
+    out = dr * y
+    if normalized:
+        dr *= mu
+        out -= dr
+    return out
 
 
 def _weights(t: NDArray[np.int8], e: NDArray[np.float64], estimand: str, normalized: bool) -> NDArray[np.float64]:

@@ -3,7 +3,7 @@
 The reference forms every subject's neighbourhood (the whole runs of tied scores nearest to it,
 at least L = 2 subjects of the arm) and its sample covariance of (x, Y) by brute force, then the
 sums ``c`` and ``d`` of Abadie & Imbens (2016), Theorems 1 and 2; it shares no code with
-:mod:`collabcausal.estimators.matching` beyond the standardized design.
+:mod:`collabcausal.estimators.matching`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from scipy.special import expit
 
 from collabcausal.estimators import LogisticPropensity
 from collabcausal.estimators.matching import psm
-from collabcausal.estimators.sandwich import standardized_design
 
 
 def _neighbourhood(pool_scores: np.ndarray, score: float, size: int = 2) -> np.ndarray:
@@ -29,7 +28,7 @@ def _neighbourhood(pool_scores: np.ndarray, score: float, size: int = 2) -> np.n
 
 def _reference_adjustment(X: np.ndarray, t: np.ndarray, y: np.ndarray, e: np.ndarray, estimand: str) -> float:
     n = t.size
-    D = standardized_design(X)
+    D = np.column_stack([np.ones(n), (X - X.mean(axis=0)) / X.std(axis=0)])  # [1, X], standardized
     f = e * (1.0 - e)
     cov = {}
     for w in (0, 1):
