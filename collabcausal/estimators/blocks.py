@@ -97,12 +97,18 @@ class AffineDesign:
         self.X, self.center, self.W = X, center, W
         self._first = int(intercept)
         self.shape = (X.shape[0], self._first + (W.shape[1] if W.ndim == 2 else W.shape[0]))
+        self._single: NDArray[np.float64] | None = None
 
     def blocks(self) -> Iterator[tuple[slice, NDArray[np.float64]]]:
         """``(rows, design[rows])`` for blocks of :data:`GRAM_BLOCK` rows, each written into one reused buffer.
 
-        A block is valid until the next one is asked for: use it at once (a product, a sum).
+        A block is valid until the next one is asked for: use it at once (a product, a sum), and
+        never write into it. A design of one block (n <= :data:`GRAM_BLOCK`, at most 0.7 MB) is
+        formed at the first pass and kept: a Newton fit's every iteration reads the same rows.
         """
+        if self._single is not None:
+            yield slice(0, self.shape[0]), self._single
+            return
         buffer = np.empty((min(GRAM_BLOCK, self.shape[0]), self.shape[1]))
         buffer[:, : self._first] = 1.0
         for rows, centred in centred_row_blocks(self.X, self.center):
@@ -111,6 +117,9 @@ class AffineDesign:
                 np.matmul(centred, self.W, out=block[:, self._first :])
             else:
                 np.divide(centred, self.W, out=block[:, self._first :])
+            if rows.stop == self.shape[0] and rows.start == 0:
+                block.setflags(write=False)
+                self._single = block
             yield rows, block
 
     def dot(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
