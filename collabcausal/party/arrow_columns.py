@@ -17,7 +17,11 @@ __all__ = ["check_no_nulls", "float_column"]
 
 
 def float_column(column: pa.Array, name: str, where: str, start: int) -> NDArray[np.float64]:
-    """A numeric (or boolean, decimal) Arrow column as float64; NULLs and text are refused."""
+    """A numeric (or boolean, decimal) Arrow column as float64; NULLs and text are refused.
+
+    Integers beyond 2**53 round to the nearest float64, as numpy's ``astype`` rounds those of a
+    table built from a frame, so a table's values do not depend on the file format it was read from.
+    """
     check_no_nulls(column, name, where, start)
     kind = column.type
     numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_boolean)
@@ -26,7 +30,7 @@ def float_column(column: pa.Array, name: str, where: str, start: int) -> NDArray
             f"{where}: column {name!r} is not numeric (type {kind})",
             "encode it as numbers (e.g. one-hot, or a CASE expression in the query)",
         )
-    return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return column.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
 
 
 def check_no_nulls(column: pa.Array, name: str, where: str, start: int) -> None:

@@ -231,7 +231,7 @@ class ChunkedTable:
 
         try:
             return self._map_combine(run, combine)
-        except InputError:
+        except (InputError, OSError, pa.ArrowException):
             if self._stamps is None:  # the opening pass: its messages name the file, row and problem
                 raise
             raise self._changed() from None
@@ -345,6 +345,7 @@ def _list_blocks(directory: Path, names: list[str], where: str) -> tuple[Block, 
     files = sorted(p for p in directory.rglob("*.parquet") if p.is_file())
     if not files:
         raise InputError(f"{where}: no .parquet files in the directory", "write the table as Parquet files there")
+    _check_distinct(files, where)
     blocks, start = [], 0
     for path in files:
         try:
@@ -364,3 +365,16 @@ def _list_blocks(directory: Path, names: list[str], where: str) -> tuple[Block, 
     if not blocks:
         raise InputError(f"{where} has no rows", "point to a table with at least one subject per row")
     return tuple(blocks)
+
+
+def _check_distinct(files: Sequence[Path], where: str) -> None:
+    """Refuse two paths (symbolic or hard links) to one file: its rows would count as two subjects each."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in files:
+        info = path.stat()
+        first = seen.setdefault((info.st_dev, info.st_ino), path)
+        if first != path:
+            raise InputError(
+                f"{where}: {path} and {first} are the same file, so each of its rows would be read twice",
+                "remove the link: each subject's row must appear once in the directory",
+            )
