@@ -293,8 +293,13 @@ class ChunkedTable:
         names = [*covariates, *self._labels.values()]
         file = pq.ParquetFile(block.path, pre_buffer=False, buffer_size=1 << 20)
         where, start = f"{self.source} ({block.path.name})", block.start
+        missing = [c for c in names if c not in file.schema_arrow.names]
+        if missing:  # iter_batches would skip the column
+            raise InputError(f"{where}: unknown column {missing[0]!r}", "restart the party")
         for data in file.iter_batches(BATCH_ROWS, row_groups=[block.row_group], columns=names, use_threads=False):
             rows = slice(start, start + data.num_rows)
+            if rows.stop > block.stop:
+                raise InputError(f"{block.path} changed while the party was reading it", "restart the party")
             X = np.empty((data.num_rows, len(covariates)))
             for j, name in enumerate(covariates):
                 X[:, j] = float_column(data.column(name), name, where, start)

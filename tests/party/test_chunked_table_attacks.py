@@ -26,7 +26,7 @@ from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
-from collabcausal.party.chunked_table import ChunkedTable
+from collabcausal.party.chunked_table import ChunkedTable, _file_stamps
 from collabcausal.party.dp_effects import SCORES, STATISTICS
 
 COLUMNS = ["a", "b", "c"]
@@ -262,3 +262,22 @@ def test_a_symlinked_directory_loop_does_not_read_a_file_twice(tmp_path):
     pq.write_table(pa.Table.from_pandas(frame(300), preserve_index=False), tmp_path / "d" / "a.parquet")
     os.symlink(tmp_path / "d", tmp_path / "d" / "loop")
     assert ChunkedTable.open(tmp_path / "d", COLUMNS, treatment="t", outcome="y").n_subjects == 300
+
+
+def _longer(df: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([df, df.iloc[:100]], ignore_index=True)
+
+
+@pytest.mark.parametrize("rewrite", [lambda df: df.drop(columns="c"), _longer], ids=["column dropped", "rows added"])
+@pytest.mark.parametrize("request_", [effects(STATISTICS), REPRESENTATION], ids=["dp", "representation"])
+def test_a_change_the_stamps_miss_fails_with_the_one_message(pair, rewrite, request_):
+    """Attack: the last file rewritten without a column, or with a longer last row group, and its size and time
+    what the opening pass saw; Python's KeyError or a shape error must not leave the party (broke; fixed)."""
+    out_of_core = pair[0]
+    table = out_of_core.table
+    victim = table.blocks[-1].path
+    pq.write_table(pa.Table.from_pandas(rewrite(pq.read_table(victim).to_pandas()), preserve_index=False), victim,
+                   row_group_size=211)
+    table._stamps = _file_stamps(table.blocks)
+    with pytest.raises(InputError, match="changed since the party opened and validated it"):
+        out_of_core.handle(request_)
