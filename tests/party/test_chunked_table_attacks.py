@@ -224,7 +224,7 @@ def test_an_unreadable_file_with_unchanged_stamps_fails_with_the_one_message(pai
     file or the bytes) must not leave the party, after a charge or not (broke: an OSError went out; fixed)."""
     out_of_core = pair[0]
     victim = sorted(b.path for b in out_of_core.table.blocks)[1]
-    _rewrite_keeping_stamps(victim, lambda data: data.__setitem__(slice(-8, -4), b"\0\0\0\0"))
+    _rewrite_keeping_stamps(victim, lambda data: data.__setitem__(slice(4, 36), bytes(32)))  # a page header
     with pytest.raises(InputError, match="changed since the party opened and validated it") as info:
         out_of_core.handle(request_)
     assert victim.name not in str(info.value) and "thrift" not in str(info.value)
@@ -281,3 +281,22 @@ def test_a_change_the_stamps_miss_fails_with_the_one_message(pair, rewrite, requ
     table._stamps = _file_stamps(table.blocks)
     with pytest.raises(InputError, match="changed since the party opened and validated it"):
         out_of_core.handle(request_)
+
+
+def test_a_file_of_many_row_groups_has_its_footer_parsed_once(tmp_path, monkeypatch):
+    """Attack: one file of 500 row groups of 3 rows; every block's read parsed the file's footer again (all 500
+    row groups' metadata), so each request cost the square of the row groups (broke; fixed: read at opening)."""
+    (tmp_path / "d").mkdir()
+    pq.write_table(pa.Table.from_pandas(frame(1500), preserve_index=False), tmp_path / "d" / "a.parquet",
+                   row_group_size=3)
+    table = ChunkedTable.open(tmp_path / "d", COLUMNS, treatment="t", outcome="y")
+    opened = []
+    original = pq.ParquetFile
+
+    def spy(*args, metadata=None, **kwargs):
+        opened.append(metadata)
+        return original(*args, metadata=metadata, **kwargs)
+
+    monkeypatch.setattr(pq, "ParquetFile", spy)
+    assert table.reduce_rows(lambda rows, X, t, y: len(X), COLUMNS, int.__add__) == 1500
+    assert len(opened) == 500 and all(meta is table.blocks[0].metadata for meta in opened)
