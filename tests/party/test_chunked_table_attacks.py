@@ -199,7 +199,7 @@ def test_the_ledger_is_touched_only_from_the_requests_thread(pair):
     assert all(main for _, main in calls)
 
 
-def test_folds_by_batch_are_the_in_memory_folds(no_noise):
+def test_folds_by_batch_are_the_in_memory_folds():
     """Attack: fold labels of batches that straddle the secret shuffle's chunks differ from the whole table's (held)."""
     n, seed = 3 * FOLD_CHUNK + 77, 2**100 + 3
     whole = assign_folds(n, 5, seed)
@@ -272,7 +272,8 @@ def _longer(df: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("request_", [effects(STATISTICS), REPRESENTATION], ids=["dp", "representation"])
 def test_a_change_the_stamps_miss_fails_with_the_one_message(pair, rewrite, request_):
     """Attack: the last file rewritten without a column, or with a longer last row group, and its size and time
-    what the opening pass saw; Python's KeyError or a shape error must not leave the party (broke; fixed)."""
+    what the opening pass saw; a KeyError or a shape error must not leave the party (broke; fixed: the footer read
+    at opening locates the rows, and Arrow's errors become the one message)."""
     out_of_core = pair[0]
     table = out_of_core.table
     victim = table.blocks[-1].path
