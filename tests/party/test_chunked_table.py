@@ -11,25 +11,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from chunked_tables import COLUMNS, FM, MODEL, effects_request, ledger_party
 
 from collabcausal.errors import ConfigError, InputError, PolicyError
 from collabcausal.estimators.blocks import ColumnMoments
-from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.zcdp import zcdp_rho
-from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party import Party, PartyTable
+from collabcausal.party import PartyTable
 from collabcausal.party.chunked_table import ChunkedTable
 from collabcausal.party.config import load_party_config
 from collabcausal.party.dp_effects import SCORES, STATISTICS, parse_request, row_sums
 from collabcausal.party.sources import DataSource, read_table
 
-COLUMNS = ["a", "b", "c"]
-FM = FeatureMap(((-4.0, 4.0), (0.0, 10.0), (-4.0, 4.0)), (-5.0, 5.0), n_sites=1)
 RANGES = {"a": [-4.0, 4.0], "b": [0.0, 10.0], "c": [-4.0, 4.0]}
-KEY = bytes(range(32))
-MODEL = NuisanceModel(np.array([0.1, 0.2, -0.3, 0.1]), (np.array([0.0, 0.5, 0.1, 0.0]), np.array([1.0, 0.4, 0, 0.2])))
 
 
 def frame(n: int = 2400, seed: int = 5) -> pd.DataFrame:
@@ -60,20 +53,6 @@ def tables(tmp_path):
     return chunked, memory
 
 
-def _party(tmp_path, table, name: str = "p") -> Party:
-    ledger = PrivacyLedger(tmp_path / f"{name}.sqlite", epsilon=1e6, delta=1e-3)
-    return Party(name, table, ledger=ledger, anchor_key=KEY)
-
-
-def _effects(op: str, **extra) -> Message:
-    params = {"study": "s", "rho": zcdp_rho(1.0, 1e-6), "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(),
-              "site": 0, "n_folds": 3}
-    if op == SCORES:
-        params |= {"models": [MODEL.to_spec()] * 3, "estimators": ["aipw", "ipw"], "estimands": ["ate", "att"],
-                   "trim": 0.05}
-    return Message(op, params | extra)
-
-
 def test_blocks_follow_the_files_sorted_path_order_and_their_row_groups(tables):
     chunked, memory = tables
     assert chunked.n_subjects == memory.n_subjects == 2400
@@ -96,9 +75,9 @@ def test_the_moments_of_the_blocks_merge_into_the_tables(tables):
 def test_the_exact_dp_effects_sums_equal_the_in_memory_ones(tmp_path, tables, op):
     """The sums the noise is added to; the second file's single-arm blocks included. Folds: same secret."""
     chunked, memory = tables
-    out_of_core, in_memory = _party(tmp_path, chunked), _party(tmp_path, memory, "q")
+    out_of_core, in_memory = ledger_party(tmp_path, chunked), ledger_party(tmp_path, memory, "q")
     in_memory.ledger = out_of_core.ledger  # one fold secret
-    request = _effects(op)
+    request = effects_request(op)
     if op == STATISTICS:
         from collabcausal.estimators.dp.effects.release import party_statistics
 
@@ -121,8 +100,8 @@ def test_the_exact_dp_effects_sums_equal_the_in_memory_ones(tmp_path, tables, op
 
 @pytest.mark.parametrize("op", [STATISTICS, SCORES])
 def test_a_dp_effects_release_from_an_out_of_core_table_is_charged_and_calibrated(tmp_path, tables, op):
-    party = _party(tmp_path, tables[0])
-    reply = party.handle(_effects(op))
+    party = ledger_party(tmp_path, tables[0])
+    reply = party.handle(effects_request(op))
     assert reply.params["n_subjects"] == 2400 and np.isfinite(reply.arrays["values"]).all()
     assert len(party.ledger.history()) == 1
 
@@ -131,14 +110,14 @@ def test_the_representation_is_the_in_memory_one(tmp_path, tables):
     chunked, memory = tables
     request = Message("dc_representation", {"study": "s", "n_anchors": 60, "anchor_ranges": RANGES,
                                             "n_components": 2, "labels": True})
-    ours, theirs = _party(tmp_path, chunked).handle(request), _party(tmp_path, memory, "q").handle(request)
+    ours, theirs = ledger_party(tmp_path, chunked).handle(request), ledger_party(tmp_path, memory, "q").handle(request)
     for name in ("x_tilde", "a_tilde", "outcome"):
         np.testing.assert_allclose(ours.arrays[name], theirs.arrays[name], rtol=1e-9, atol=1e-11)
     np.testing.assert_array_equal(ours.arrays["treatment"], theirs.arrays["treatment"])
 
 
 def test_operations_that_need_the_rows_in_memory_and_resamples_are_refused(tmp_path, tables):
-    party = _party(tmp_path, tables[0])
+    party = ledger_party(tmp_path, tables[0])
     dp_mean = Message("dp_mean", {"column": "a", "epsilon": 1.0, "bounds": [-4, 4]})
     with pytest.raises(PolicyError, match="out of core, and dp_mean needs it in memory"):
         party.handle(dp_mean)
@@ -236,11 +215,11 @@ def test_workers_with_a_single_file_is_a_config_error(tmp_path):
 
 def test_a_file_changed_after_opening_fails_a_release_without_describing_the_rows(tmp_path, tables):
     """A hostile or careless rewrite between opening and a charged release: the error names no file, row or value."""
-    party = _party(tmp_path, tables[0])
+    party = ledger_party(tmp_path, tables[0])
     victim = sorted((tmp_path / "registry").rglob("*.parquet"))[1]
     damaged = pq.read_table(victim).to_pandas()
     damaged.loc[5, "b"] = np.inf
     pq.write_table(pa.Table.from_pandas(damaged, preserve_index=False), victim, row_group_size=300)
     with pytest.raises(InputError, match="changed since the party opened and validated it") as info:
-        party.handle(_effects(STATISTICS))
+        party.handle(effects_request(STATISTICS))
     assert "row" not in str(info.value) and victim.name not in str(info.value) and "inf" not in str(info.value)

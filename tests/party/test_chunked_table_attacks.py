@@ -17,21 +17,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from chunked_tables import COLUMNS, MODEL, effects_request, ledger_party
 
 from collabcausal.errors import CollabCausalError, InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.folds import FOLD_CHUNK, assign_folds, fold_labels
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party import Party, PartyTable
+from collabcausal.party import PartyTable
 from collabcausal.party.chunked_table import ChunkedTable, _file_stamps
 from collabcausal.party.dp_effects import SCORES, STATISTICS
 
-COLUMNS = ["a", "b", "c"]
-FM = FeatureMap(((-4.0, 4.0), (0.0, 10.0), (-4.0, 4.0)), (-5.0, 5.0), n_sites=1)
-MODEL = NuisanceModel(np.array([0.1, 0.2, -0.3, 0.1]), (np.array([0.0, 0.5, 0.1, 0.0]), np.array([1.0, 0.4, 0, 0.2])))
 REPRESENTATION = Message("dc_representation", {
     "study": "s", "n_anchors": 40, "anchor_ranges": {"a": [-4, 4], "b": [0, 10], "c": [-4, 4]}, "n_components": 2,
 })
@@ -73,21 +70,7 @@ def pair(tmp_path):
     chunked = ChunkedTable.open(tmp_path / "registry", COLUMNS, treatment="t", outcome="y", workers=2,
                                 source="registry")
     memory = PartyTable.from_frame(in_memory_rows(df), COLUMNS, treatment="t", outcome="y", source="registry")
-    return party(tmp_path, chunked, "ooc"), party(tmp_path, memory, "mem")
-
-
-def party(tmp_path, table, name: str) -> Party:
-    ledger = PrivacyLedger(tmp_path / f"{name}.sqlite", epsilon=1e6, delta=1e-3)
-    return Party(name, table, ledger=ledger, anchor_key=bytes(range(32)))
-
-
-def effects(op: str, **extra) -> Message:
-    params = {"study": "s", "rho": zcdp_rho(1.0, 1e-6), "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(),
-              "site": 0, "n_folds": 3}
-    if op == SCORES:
-        params |= {"models": [MODEL.to_spec()] * 3, "estimators": ["aipw", "ipw"], "estimands": ["ate", "att"],
-                   "trim": 0.05}
-    return Message(op, params | extra)
+    return ledger_party(tmp_path, chunked, "ooc"), ledger_party(tmp_path, memory, "mem")
 
 
 def charges(ledger: PrivacyLedger) -> list[tuple]:
@@ -104,13 +87,13 @@ def no_noise(monkeypatch):
 def test_a_release_has_the_in_memory_sigma_sensitivity_charge_and_sums(pair, no_noise, op):
     """Attack: a release whose calibration or charge differs from the in-memory party's on the same rows (held)."""
     out_of_core, in_memory = pair
-    ours, theirs = out_of_core.handle(effects(op)), in_memory.handle(effects(op))
+    ours, theirs = out_of_core.handle(effects_request(op)), in_memory.handle(effects_request(op))
     for key in ("sigma", "sensitivity", "rho", "delta", "n_subjects"):
         assert ours.params[key] == theirs.params[key]
     assert charges(out_of_core.ledger) == charges(in_memory.ledger)
     in_memory.ledger = out_of_core.ledger  # one fold secret, so the same folds
-    np.testing.assert_allclose(ours.arrays["values"], in_memory.handle(effects(op)).arrays["values"], rtol=1e-11,
-                               atol=1e-9)
+    theirs = in_memory.handle(effects_request(op)).arrays["values"]
+    np.testing.assert_allclose(ours.arrays["values"], theirs, rtol=1e-11, atol=1e-9)
 
 
 BAD_REQUESTS = [
@@ -132,7 +115,7 @@ def test_a_malformed_request_is_refused_before_the_charge_with_the_in_memory_mes
     errors = []
     for p in pair:
         with pytest.raises(CollabCausalError) as info:
-            p.handle(effects(op, **bad))
+            p.handle(effects_request(op, **bad))
         errors.append((type(info.value), str(info.value)))
         assert p.ledger.history() == []
     assert errors[0] == errors[1]
@@ -145,7 +128,7 @@ def test_scores_refusals_before_the_charge_match_too(pair):
         errors = []
         for p in pair:
             with pytest.raises(CollabCausalError) as info:
-                p.handle(effects(SCORES, **bad))
+                p.handle(effects_request(SCORES, **bad))
             errors.append(str(info.value))
             assert p.ledger.history() == []
         assert errors[0] == errors[1]
@@ -156,7 +139,7 @@ def test_repeated_columns_are_answered_as_in_memory(pair, no_noise):
     design = FeatureMap(((-4.0, 4.0), (-4.0, 4.0), (0.0, 10.0)), (-5.0, 5.0), n_sites=1).to_spec()
     out_of_core, in_memory = pair
     in_memory.ledger = out_of_core.ledger
-    request = effects(STATISTICS, columns=["a", "a", "b"], design=design)
+    request = effects_request(STATISTICS, columns=["a", "a", "b"], design=design)
     np.testing.assert_allclose(out_of_core.handle(request).arrays["values"],
                                in_memory.handle(request).arrays["values"], rtol=1e-11, atol=1e-9)
 
@@ -167,8 +150,8 @@ def test_one_or_two_workers_give_the_same_bits(tmp_path, no_noise):
     values = []
     for workers in (1, 2, 3):
         table = ChunkedTable.open(tmp_path / "d", COLUMNS, treatment="t", outcome="y", workers=workers)
-        p = party(tmp_path, table, "p")  # one ledger file: one fold secret
-        values.append([p.handle(effects(op)).arrays["values"] for op in (STATISTICS, SCORES)])
+        p = ledger_party(tmp_path, table, "p")  # one ledger file: one fold secret
+        values.append([p.handle(effects_request(op)).arrays["values"] for op in (STATISTICS, SCORES)])
         values[-1].append(p.handle(REPRESENTATION).arrays["x_tilde"])
     for other in values[1:]:
         for mine, theirs in zip(values[0], other, strict=True):
@@ -194,7 +177,7 @@ def test_the_ledger_is_touched_only_from_the_requests_thread(pair):
 
     ledger, out_of_core.ledger = out_of_core.ledger, Spy()
     for op in (STATISTICS, SCORES):
-        out_of_core.handle(effects(op))
+        out_of_core.handle(effects_request(op))
     assert {name for name, _ in calls} >= {"secret", "charge_zcdp"}
     assert all(main for _, main in calls)
 
@@ -218,7 +201,7 @@ def _rewrite_keeping_stamps(path, change) -> None:
     assert path.stat().st_size == info.st_size
 
 
-@pytest.mark.parametrize("request_", [effects(STATISTICS), effects(SCORES), REPRESENTATION])
+@pytest.mark.parametrize("request_", [effects_request(STATISTICS), effects_request(SCORES), REPRESENTATION])
 def test_an_unreadable_file_with_unchanged_stamps_fails_with_the_one_message(pair, request_):
     """Attack: a file damaged after opening but with the validated size and time; Arrow's own error (naming the
     file or the bytes) must not leave the party, after a charge or not (broke: an OSError went out; fixed)."""
@@ -269,7 +252,7 @@ def _longer(df: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("rewrite", [lambda df: df.drop(columns="c"), _longer], ids=["column dropped", "rows added"])
-@pytest.mark.parametrize("request_", [effects(STATISTICS), REPRESENTATION], ids=["dp", "representation"])
+@pytest.mark.parametrize("request_", [effects_request(STATISTICS), REPRESENTATION], ids=["dp", "representation"])
 def test_a_change_the_stamps_miss_fails_with_the_one_message(pair, rewrite, request_):
     """Attack: the last file rewritten without a column, or with a longer last row group, and its size and time
     what the opening pass saw; a KeyError or a shape error must not leave the party (broke; fixed: the footer read
