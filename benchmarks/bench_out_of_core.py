@@ -35,25 +35,19 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sources import COVARIATES, write_cohort
+from bench_sources import COVARIATES, measure, rss_bytes, write_cohort
 
 MODES = ("open", "moments, Dask", "moments, DuckDB", "moments, in memory",
          "dp_effects statistics, out of core", "dp_effects statistics, in memory")
 MEMORY_LIMIT_MIB = 512
 TIME_RATIO = 1.5
 WORKERS = 2
-
-
-def _rss_bytes() -> int:
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * resource.getpagesize()
 
 
 def child(mode: str, directory: Path) -> None:
@@ -106,7 +100,7 @@ def child(mode: str, directory: Path) -> None:
                                        "columns": COVARIATES, "design": fm.to_spec(), "site": 0, "n_folds": 5})
         return party.handle(request).arrays["values"]
 
-    before = _rss_bytes()
+    before = rss_bytes()
     start = time.perf_counter()
     summary: dict = {}
     if mode == "open":
@@ -127,15 +121,6 @@ def child(mode: str, directory: Path) -> None:
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"seconds": seconds, "peak": peak, "added": peak - before} | summary))
-
-
-def measure(mode: str, directory: Path) -> dict:
-    """Run :func:`child` in a fresh interpreter."""
-    done = subprocess.run([sys.executable, __file__, "--child", mode, str(directory)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{mode} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(done.stdout)
 
 
 def main() -> int:
@@ -162,7 +147,7 @@ def main() -> int:
         print(f"wrote {args.rows:,} rows x {len(COVARIATES) + 2} columns in {args.files} files: "
               f"{size / 2**20:,.0f} MiB in {time.perf_counter() - start:.1f} s")
         modes = [m for m in MODES if not (args.out_of_core_only and m.endswith("in memory"))]
-        results = {mode: measure(mode, directory) for mode in modes}
+        results = {mode: measure(mode, directory, __file__) for mode in modes}
     arrays = args.rows * (8 * len(COVARIATES) + 1 + 8)  # covariates float64, treatment int8, outcome float64
     print(f"the table in memory: {arrays / 2**20:,.0f} MiB; workers {WORKERS}")
     print(f"{'':36} {'seconds':>8} {'peak MiB':>9} {'added MiB':>10} {'added / table':>14}")

@@ -58,7 +58,7 @@ def write_cohort(path: Path, rows: int, seed: int = 0) -> None:
             writer.close()
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     pages = int(Path("/proc/self/statm").read_text().split()[1])
     return pages * resource.getpagesize()
 
@@ -71,7 +71,7 @@ def child(mode: str, path: Path) -> None:
     from collabcausal.party.sources import DataSource, read_table
     from collabcausal.party.table import PartyTable
 
-    before = _rss_bytes()
+    before = rss_bytes()
     start = time.perf_counter()
     if mode == "reader":
         table = read_table(DataSource(path=path), COVARIATES, treatment="T", outcome="Y")
@@ -87,13 +87,13 @@ def child(mode: str, path: Path) -> None:
     print(json.dumps({"seconds": seconds, "peak": peak, "added": peak - before, "size": size}))
 
 
-def measure(mode: str, path: Path) -> dict:
-    """Run :func:`child` in a fresh interpreter."""
+def measure(mode: str, path: Path, script: str = __file__) -> dict:
+    """Run ``script --child mode path`` (this script's :func:`child` by default) in a fresh interpreter."""
     done = subprocess.run(
-        [sys.executable, __file__, "--child", mode, str(path)], capture_output=True, text=True, check=False
+        [sys.executable, script, "--child", mode, str(path)], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise SystemExit(f"{mode} failed: {done.stderr.strip().splitlines()[-1]}")
+        raise SystemExit(f"{mode} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(done.stdout)
 
 

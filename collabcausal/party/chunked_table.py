@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,12 +44,13 @@ from collabcausal.estimators.validation import check_treatment
 from collabcausal.party.arrow_columns import float_column
 from collabcausal.party.table import (
     DEFAULT_MIN_SUBJECTS,
-    ConstantCovariateError,
     R,
     RowTask,
     check_declared,
     check_finite,
+    check_subject_count,
     column_index,
+    kept_covariates,
 )
 
 __all__ = ["ChunkedTable"]
@@ -76,11 +76,6 @@ class Block:
     start: int
     rows: int
     metadata: Any = field(compare=False, repr=False)
-
-    @property
-    def stop(self) -> int:
-        """One past the block's last row."""
-        return self.start + self.rows
 
 
 @dataclass(frozen=True)
@@ -190,11 +185,7 @@ class ChunkedTable:
         labels = {role: name for role, name in (("treatment", treatment), ("outcome", outcome)) if name is not None}
         blocks = _list_blocks(directory, [*covariates, *labels.values()], where)
         n = sum(b.rows for b in blocks)
-        if n < min_subjects:
-            raise InputError(
-                f"{where} has {n} subjects, fewer than the minimum {min_subjects}",
-                "add subjects or lower min_subjects in the configuration",
-            )
+        check_subject_count(n, min_subjects, where)
         stamps = _file_stamps(blocks)
         table = cls(tuple(covariates), labels, blocks, where, workers, np.zeros(2, dtype=np.int64))
         summary = table.reduce_rows(table._summary, covariates, _Summary.merge)
@@ -203,15 +194,8 @@ class ChunkedTable:
                 f"{where}: treatment column {treatment!r} has only one arm among {n} subjects",
                 "both treated and control subjects are needed to estimate an effect",
             )
-        constant = [c for c, lo, hi in zip(covariates, summary.low, summary.high, strict=True) if lo == hi]
-        names = tuple(covariates)
-        if constant:
-            if on_constant == "error":
-                raise ConstantCovariateError(where, constant[0])
-            warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=2)
-            names = tuple(c for c in covariates if c not in constant)
-            if not names:
-                raise InputError(f"{where}: every covariate is constant", "declare informative covariates")
+        keep = kept_covariates(covariates, summary.low, summary.high, on_constant, where, stacklevel=2)
+        names = tuple(covariates[i] for i in keep)
         arms = summary.arms if len(labels) == 2 else table.arm_counts
         return cls(names, labels, blocks, where, workers, arms, stamps)
 
@@ -316,8 +300,6 @@ class ChunkedTable:
                                             both_arms=False)
             yield rows, X, labels[0], labels[1]
             start = rows.stop
-        if start != block.stop:
-            raise InputError(f"{block.path} changed while the party was reading it", "restart the party")
 
     def _summary(self, rows: slice, X: NDArray[np.float64], t: NDArray[np.int8] | None, y: Any) -> _Summary:
         arms = np.bincount(t, minlength=2).astype(np.int64) if t is not None else np.zeros(2, dtype=np.int64)
@@ -368,8 +350,6 @@ def _list_blocks(directory: Path, names: list[str], where: str) -> tuple[Block, 
             if rows:
                 blocks.append(Block(path, i, start, rows, meta))
                 start += rows
-    if not blocks:
-        raise InputError(f"{where} has no rows", "point to a table with at least one subject per row")
     return tuple(blocks)
 
 

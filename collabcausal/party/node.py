@@ -19,7 +19,7 @@ import numpy as np
 from collabcausal.errors import CollabCausalError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party.chunked_table import ChunkedTable
-from collabcausal.party.operations import Operation, lookup
+from collabcausal.party.operations import Operation, lookup, registered
 from collabcausal.party.request_state import RequestState
 from collabcausal.party.table import PartyTable
 
@@ -130,8 +130,8 @@ class Party:
                 raise PolicyError(
                     f"party {self.name} reads its table {self.table.source} out of core, and {op.name} needs it in "
                     "memory",
-                    "ask for describe, dc_representation or dp_effects, or give the party a table that fits in "
-                    "memory (one file)",
+                    f"ask for {', '.join(n for n in registered() if lookup(n).runs_on(self.table))}, or give the "
+                    "party a table that fits in memory (one file)",
                 )
             if op.differentially_private and self.audit is not None:
                 last_charge = _last_charge(self.ledger)

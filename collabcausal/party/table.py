@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_treatment
+
+if TYPE_CHECKING:
+    from collabcausal.party.chunked_table import ChunkedTable
 
 DEFAULT_MIN_SUBJECTS = 10
 
@@ -182,28 +185,15 @@ class PartyTable:
         """
         where = source
         X = np.ascontiguousarray(covariates, dtype=np.float64)
-        n = X.shape[0]
-        if n == 0:
-            raise InputError(f"{where} has no rows", "point to a table with at least one subject per row")
-        if n < min_subjects:
-            raise InputError(
-                f"{where} has {n} subjects, fewer than the minimum {min_subjects}",
-                "add subjects or lower min_subjects in the configuration",
-            )
+        check_subject_count(X.shape[0], min_subjects, where)
         names = tuple(covariate_names)
         low, high = X.min(axis=0), X.max(axis=0)  # one pass each in C order; a NaN or inf shows in them
         for j in np.flatnonzero(~(np.isfinite(low) & np.isfinite(high))):
             check_finite(X[:, j], names[j], where)
         for name, values in (c for c in (treatment, outcome) if c is not None):
             check_finite(values, name, where)
-        constant = [c for c, lo, hi in zip(names, low, high, strict=True) if lo == hi]
-        if constant:
-            if on_constant == "error":
-                raise ConstantCovariateError(where, constant[0])
-            warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=3)
-            keep = [i for i, c in enumerate(names) if c not in constant]
-            if not keep:
-                raise InputError(f"{where}: every covariate is constant", "declare informative covariates")
+        keep = kept_covariates(names, low, high, on_constant, where, stacklevel=3)
+        if len(keep) < len(names):
             X, names = np.ascontiguousarray(X[:, keep]), tuple(names[i] for i in keep)
         t = y = None
         if treatment is not None and outcome is not None:
@@ -220,7 +210,43 @@ class PartyTable:
 
 
 
-def column_index(table: PartyTable | Any, name: str) -> int:
+def check_subject_count(n: int, min_subjects: int, where: str) -> None:
+    """Refuse a table of no rows, or of fewer than ``min_subjects``."""
+    if n == 0:
+        raise InputError(f"{where} has no rows", "point to a table with at least one subject per row")
+    if n < min_subjects:
+        raise InputError(
+            f"{where} has {n} subjects, fewer than the minimum {min_subjects}",
+            "add subjects or lower min_subjects in the configuration",
+        )
+
+
+def kept_covariates(
+    names: Sequence[str],
+    low: NDArray[np.float64],
+    high: NDArray[np.float64],
+    on_constant: Literal["error", "drop"],
+    where: str,
+    stacklevel: int,
+) -> list[int]:
+    """Positions of the covariates that are not constant (``low < high``, their range over the table).
+
+    A constant one is a :class:`ConstantCovariateError` (``on_constant="error"``) or dropped with a
+    warning (``stacklevel`` as :func:`warnings.warn` counts it from the caller of this function).
+    """
+    constant = [c for c, lo, hi in zip(names, low, high, strict=True) if lo == hi]
+    if not constant:
+        return list(range(len(names)))
+    if on_constant == "error":
+        raise ConstantCovariateError(where, constant[0])
+    warnings.warn(f"{where}: dropping constant covariates {constant}", stacklevel=stacklevel + 1)
+    keep = [i for i, c in enumerate(names) if c not in constant]
+    if not keep:
+        raise InputError(f"{where}: every covariate is constant", "declare informative covariates")
+    return keep
+
+
+def column_index(table: PartyTable | ChunkedTable, name: str) -> int:
     """Position of covariate ``name`` in ``table.covariate_names``; a one-line error naming the choices."""
     try:
         return table.covariate_names.index(name)
