@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -25,9 +25,6 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.validation import check_treatment
-
-if TYPE_CHECKING:
-    from collabcausal.party.chunked_table import ChunkedTable
 
 DEFAULT_MIN_SUBJECTS = 10
 
@@ -246,7 +243,14 @@ def kept_covariates(
     return keep
 
 
-def column_index(table: PartyTable | ChunkedTable, name: str) -> int:
+class NamedColumns(Protocol):
+    """A table's covariate names and source, as both tables (in memory or out of core) have them."""
+
+    covariate_names: tuple[str, ...]
+    source: str
+
+
+def column_index(table: NamedColumns, name: str) -> int:
     """Position of covariate ``name`` in ``table.covariate_names``; a one-line error naming the choices."""
     try:
         return table.covariate_names.index(name)
