@@ -88,16 +88,29 @@ def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> A
     """:func:`weighted_moments` of inputs already checked: ``X`` a finite float matrix, ``t`` its rows'
     arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
     """
-    n = X.shape[0]
-    A = np.empty((2, n))  # the weight of each subject in each arm: exactly w * (t == arm), t being 0 or 1
+    A = arm_weights(t, w)
+    return ArmMoments(A.sum(axis=1), np.einsum("ij,ij->i", A, A), *arm_sums(X, A))
+
+
+def arm_weights(t: NDArray, w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The weight of each subject in each arm, shape (2, n): exactly ``w * (t == arm)``, ``t`` being 0 or 1."""
+    A = np.empty((2, t.shape[0]))
     np.multiply(w, t, out=A[1])
     np.subtract(w, A[1], out=A[0])
+    return A
+
+
+def arm_sums(X: NDArray[np.float64], A: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``sum_wx`` and ``sum_wx2`` of :class:`ArmMoments`: ``A X`` and ``A X^2`` for the arm weights ``A`` (2 x n).
+
+    Block by block of rows, so ``X * X`` is never formed whole.
+    """
     sum_wx, sum_wx2 = np.zeros((2, X.shape[1])), np.zeros((2, X.shape[1]))
-    for rows in row_blocks(n):  # no (n x m) temporary for X * X
+    for rows in row_blocks(X.shape[0]):
         block = X[rows]
         sum_wx += A[:, rows] @ block
         sum_wx2 += A[:, rows] @ (block * block)
-    return ArmMoments(A.sum(axis=1), np.einsum("ij,ij->i", A, A), sum_wx, sum_wx2)
+    return sum_wx, sum_wx2
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:

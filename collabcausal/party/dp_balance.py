@@ -43,45 +43,54 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.balance import ArmMoments
-from collabcausal.estimators.balance import weighted_moments as moments_of
 from collabcausal.estimators.dp.calibration import max_subject_weight, moments_sensitivity, public_scale
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma, clip, gaussian
 from collabcausal.estimators.validation import check_bounds, check_delta, check_epsilon, check_treatment, check_vector
 from collabcausal.messages import Message
+from collabcausal.party.balance import table_moments
 from collabcausal.party.dp_queries import annotate_clipping, request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.representation import selected_rows
+from collabcausal.party.table import column_index
 
 OPERATION = "dp_weighted_moments"
 _FIX = "send columns=[...], bounds=[[lo, hi], ...] (one per column), epsilon and 0 < delta < 1/n"
 
 
 def standardised_moments(
-    columns: Sequence[NDArray[np.float64]],
+    table: Any,
+    columns: Sequence[str],
     bounds: Sequence[tuple[float, float]],
-    arms: NDArray[np.float64],
+    arms: NDArray,
     weights: NDArray[np.float64],
-    subjects: NDArray[np.int64],
+    rows: NDArray[np.int64] | None,
 ) -> tuple[ArmMoments, list[int]]:
-    """The exact moments of ``z = (clip(x, lo, hi) - c) / h`` (steps 1-2), before noise.
+    """The exact moments of ``z = (clip(x, lo, hi) - c) / h`` (steps 1-2) of the requested rows, before noise.
 
-    ``columns`` are the table's covariate columns, ``subjects`` the table row of each request row.
-    Returns the moments and how many entries of each column were clipped.
+    One pass over the party's table (:func:`~collabcausal.party.balance.table_moments`: in memory
+    or out of core), ``rows`` the table row of each request row (None: every row in order).
+    Returns the moments and how many entries of each column were clipped (over the whole table).
     """
-    clipped = [clip(values, *b) for values, b in zip(columns, bounds, strict=True)]
     scales = np.array([public_scale(b, "bounds") for b in bounds])
-    Z = (np.column_stack([values for values, _ in clipped])[subjects] - scales[:, 0]) / scales[:, 1]
-    return moments_of(Z, arms, weights), [k for _, k in clipped]
+
+    def standardise(X: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        clipped = [clip(X[:, j], *b) for j, b in enumerate(bounds)]
+        Z = (np.column_stack([values for values, _ in clipped]) - scales[:, 0]) / scales[:, 1]
+        return Z, np.array([k for _, k in clipped], dtype=np.int64)
+
+    moments, n_clipped = table_moments(table, columns, arms, weights, rows, standardise)
+    return moments, [int(k) for k in n_clipped]
 
 
-@operation(OPERATION, differentially_private=True)
+@operation(OPERATION, differentially_private=True, out_of_core=True)
 def dp_weighted_moments(party: Party, request: Message) -> Message:
     """(epsilon, delta)-DP weighted per-arm moments of the party's covariates (module docstring).
 
@@ -107,7 +116,8 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     names = [str(c) for c in names]
     bounds = [check_bounds(b, f"bounds of {c!r}") for c, b in zip(names, raw_bounds, strict=True)]
     scales = np.array([public_scale(b, f"bounds of {c!r}") for c, b in zip(names, bounds, strict=True)])
-    columns = [party.table.column(c) for c in names]
+    for name in names:
+        column_index(party.table, name)  # an unknown column is refused before the charge
     rows = selected_rows(party, request)
     subjects = np.arange(n) if rows is None else rows
     arms = check_treatment(request.array("arms"), "arms", n=subjects.size)
@@ -125,7 +135,7 @@ def dp_weighted_moments(party: Party, request: Message) -> Message:
     charge = require_ledger(party, OPERATION).charge(
         OPERATION, eps, delta, study=str(p.get("study", "")), details={"columns": names, "max_weight": max_weight}
     )
-    exact, n_clipped = standardised_moments(columns, bounds, arms, weights, subjects)
+    exact, n_clipped = standardised_moments(party.table, names, bounds, arms, weights, rows)
     annotate_clipping(party, charge, names, n_clipped)
     noisy = gaussian(np.stack([exact.sum_wx, exact.sum_wx2]), sensitivity, eps, delta)
     arrays: dict[str, NDArray[np.float64]] = {

@@ -92,10 +92,15 @@ class PartyTable:
         """``task(rows, X, t, y)`` on the whole table, ``X`` the named covariates in that order.
 
         The in-memory table is one block (``combine``, which merges two blocks' results, is not
-        called); :meth:`ChunkedTable.reduce_rows <collabcausal.party.chunked_table.ChunkedTable.reduce_rows>`
+        called), ``X`` the covariate matrix itself (read-only) when ``columns`` are all of them in
+        order; :meth:`ChunkedTable.reduce_rows <collabcausal.party.chunked_table.ChunkedTable.reduce_rows>`
         runs the same task on every block of rows and combines the results.
         """
-        X = np.column_stack([self.column(c) for c in columns])
+        if tuple(columns) == self.covariate_names:  # the covariates themselves, not a copy
+            X = self.covariates.view()
+            X.flags.writeable = False
+        else:
+            X = np.column_stack([self.column(c) for c in columns])
         return task(slice(0, self.n_subjects), X, self.treatment, self.outcome)
 
     @classmethod

@@ -116,6 +116,46 @@ def test_the_representation_is_the_in_memory_one(tmp_path, tables):
     np.testing.assert_array_equal(ours.arrays["treatment"], theirs.arrays["treatment"])
 
 
+def _moments_request(op: str, rows: np.ndarray | None, n: int, seed: int = 3) -> Message:
+    """Arms and weights for ``n`` request rows (``rows``: a resample, repeats included); DP on ``op`` dp_..."""
+    rng = np.random.default_rng(seed)
+    arrays = {"arms": (rng.random(n) < 0.4).astype(np.int8), "weights": rng.uniform(0.2, 3.0, n)}
+    if rows is not None:
+        arrays["rows"] = rows
+    params = {"study": "s"}
+    if op == "dp_weighted_moments":
+        params |= {"epsilon": 1.0, "delta": 1e-6, "columns": ["c", "a"], "bounds": [[-1.0, 1.0], [-4.0, 4.0]]}
+    return Message(op, params, arrays)
+
+
+@pytest.mark.parametrize("op", ["weighted_moments", "dp_weighted_moments"])
+@pytest.mark.parametrize("resample", [False, True])
+def test_balance_moments_are_the_in_memory_ones_whole_or_resampled(tmp_path, tables, monkeypatch, op, resample):
+    """One pass over the blocks, a resample's repeats weighted per row: the in-memory sums (DP: before the noise)."""
+    monkeypatch.setattr("collabcausal.party.dp_balance.gaussian", lambda values, sensitivity, eps, delta: values)
+    chunked, memory = tables
+    rows = np.random.default_rng(1).integers(0, 2400, 2400) if resample else None
+    request = _moments_request(op, rows, 2400)
+    out_of_core, in_memory = ledger_party(tmp_path, chunked), ledger_party(tmp_path, memory, "q")
+    ours, theirs = out_of_core.handle(request), in_memory.handle(request)
+    for name in ("sum_w", "sum_w2", "sum_wx", "sum_wx2"):
+        np.testing.assert_allclose(ours.arrays[name], theirs.arrays[name], rtol=1e-12)
+    assert ours.params == theirs.params
+    assert [(c.operation, c.details) for c in out_of_core.ledger.history()] == [
+        (c.operation, c.details) for c in in_memory.ledger.history()
+    ]
+    X = memory.covariates[:, [2, 0]] if op == "dp_weighted_moments" else memory.covariates
+    if op == "dp_weighted_moments":  # clipped to the bounds and standardised to [-1, 1]
+        X = np.clip(X, [-1.0, -4.0], [1.0, 4.0]) / [1.0, 4.0]
+    gathered = X if rows is None else X[rows]
+    arms, weights = request.arrays["arms"], request.arrays["weights"]
+    for arm in (0, 1):
+        w = weights * (arms == arm)
+        np.testing.assert_allclose(ours.arrays["sum_wx"][arm], w @ gathered, rtol=1e-12)
+        np.testing.assert_allclose(ours.arrays["sum_wx2"][arm], w @ gathered**2, rtol=1e-12)
+        assert ours.arrays["sum_w2"][arm] == pytest.approx(np.sum(w * w), rel=1e-14)
+
+
 def test_operations_that_need_the_rows_in_memory_and_resamples_are_refused(tmp_path, tables):
     party = ledger_party(tmp_path, tables[0])
     dp_mean = Message("dp_mean", {"column": "a", "epsilon": 1.0, "bounds": [-4, 4]})

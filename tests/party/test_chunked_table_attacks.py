@@ -121,6 +121,38 @@ def test_a_malformed_request_is_refused_before_the_charge_with_the_in_memory_mes
     assert errors[0] == errors[1]
 
 
+def _dp_moments(n: int = 1500, **extra) -> Message:
+    params = {"study": "s", "epsilon": 1.0, "delta": 1e-6, "columns": ["a", "b"], "bounds": [[-4, 4], [0, 10]]}
+    arrays = {"arms": (np.arange(n) % 2).astype(np.int8), "weights": np.ones(n)}
+    arrays |= {k: v for k, v in extra.items() if isinstance(v, np.ndarray)}
+    return Message("dp_weighted_moments", params | {k: v for k, v in extra.items() if k not in arrays}, arrays)
+
+
+@pytest.mark.parametrize("bad", [
+    {"delta": 1.0 / 1500}, {"columns": ["a", "zz"]}, {"columns": ["a", "t"]}, {"bounds": [[-4, 4]]},
+    {"weights": -np.ones(1500)}, {"rows": np.array([0, 1500])}, {"arms": np.full(1500, 2, np.int8)},
+])
+def test_dp_balance_refusals_before_the_charge_match(pair, bad):
+    """Attack: a dp_weighted_moments request refused in memory but charged out of core, or other words (held)."""
+    errors = []
+    for p in pair:
+        with pytest.raises(CollabCausalError) as info:
+            p.handle(_dp_moments(**bad))
+        errors.append((type(info.value), str(info.value)))
+        assert p.ledger.history() == []
+    assert errors[0] == errors[1]
+
+
+def test_a_resample_piling_weight_on_one_subject_gets_the_in_memory_noise(pair):
+    """Attack: rows repeating subject 0 to concentrate weight; read block by block, its total weight must still
+    set the sensitivity (held: the same sigma and sensitivity as in memory, 2 sqrt(m) x the total weight)."""
+    rows = np.r_[np.zeros(500, np.int64), np.arange(1000)]
+    replies = [p.handle(_dp_moments(rows=rows)) for p in pair]
+    assert replies[0].params == replies[1].params
+    assert replies[0].params["sensitivity"] == pytest.approx(2 * np.sqrt(2) * 501)
+    assert charges(pair[0].ledger) == charges(pair[1].ledger)
+
+
 def test_scores_refusals_before_the_charge_match_too(pair):
     """Attack: overflowing score ranges or nuisance coefficients, refused alike before any charge (held)."""
     huge = NuisanceModel(np.array([1e308, 1e308, 0, 0]), (np.zeros(4), np.zeros(4)))

@@ -52,9 +52,15 @@ def _request(weights=HOSTILE, *, epsilon: float = EPS, **params) -> Message:
     return Message(OPERATION, p, {"arms": ARMS.astype(np.int8), "weights": np.asarray(weights, dtype=np.float64)})
 
 
+def _moments(X: np.ndarray, bounds, arms, weights):
+    """The exact (pre-noise) moments of a table of the columns of ``X``, every row requested once."""
+    names = tuple("abcdefgh"[: X.shape[1]])
+    table = PartyTable.from_arrays(np.asarray(X, dtype=float), names, min_subjects=1)
+    return standardised_moments(table, names, bounds, arms, np.asarray(weights, dtype=float), None)[0]
+
+
 def _exact(frame: pd.DataFrame, weights=HOSTILE) -> np.ndarray:
-    columns = [frame["a"].to_numpy(float), frame["b"].to_numpy(float)]
-    moments, _ = standardised_moments(columns, [tuple(b) for b in BOUNDS], ARMS, np.asarray(weights), np.arange(N))
+    moments = _moments(frame[["a", "b"]].to_numpy(float), [tuple(b) for b in BOUNDS], ARMS, weights)
     return np.stack([moments.sum_wx, moments.sum_wx2])
 
 
@@ -112,8 +118,8 @@ def test_the_sensitivity_bounds_every_substitution_including_an_arm_flip():
         Y[k] = [rng.choice([lo, hi, rng.uniform(lo, hi)]) for lo, hi in bounds]
         if rng.random() < 0.5:
             flipped[k] = 1 - flipped[k]
-        a = standardised_moments(list(X.T), bounds, arms, weights, np.arange(n))[0]
-        b = standardised_moments(list(Y.T), bounds, flipped, weights, np.arange(n))[0]
+        a = _moments(X, bounds, arms, weights)
+        b = _moments(Y, bounds, flipped, weights)
         moved = math.hypot(np.linalg.norm(a.sum_wx - b.sum_wx), np.linalg.norm(a.sum_wx2 - b.sum_wx2))
         worst = max(worst, moved / moments_sensitivity(3, weights.max()))
     assert 0.5 < worst <= 1.0 + 1e-12
