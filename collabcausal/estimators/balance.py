@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import row_blocks
+from collabcausal.estimators.blocks import ROW_BLOCK, row_blocks
 from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector, check_weights
 
 if TYPE_CHECKING:
@@ -89,15 +89,19 @@ def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> A
     arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
     """
     n = X.shape[0]
-    A = np.empty((2, n))  # the weight of each subject in each arm: exactly w * (t == arm), t being 0 or 1
-    np.multiply(w, t, out=A[1])
-    np.subtract(w, A[1], out=A[0])
+    sum_w, sum_w2 = np.zeros(2), np.zeros(2)
     sum_wx, sum_wx2 = np.zeros((2, X.shape[1])), np.zeros((2, X.shape[1]))
-    for rows in row_blocks(n):  # no (n x m) temporary for X * X
+    buffer = np.empty((2, min(ROW_BLOCK, n)))
+    for rows in row_blocks(n):  # no temporary of n rows: neither X * X nor the arms' weights
+        A = buffer[:, : rows.stop - rows.start]  # the weight of each subject in each arm: exactly w * (t == arm)
+        np.multiply(w[rows], t[rows], out=A[1])
+        np.subtract(w[rows], A[1], out=A[0])
         block = X[rows]
-        sum_wx += A[:, rows] @ block
-        sum_wx2 += A[:, rows] @ (block * block)
-    return ArmMoments(A.sum(axis=1), np.einsum("ij,ij->i", A, A), sum_wx, sum_wx2)
+        sum_w += A.sum(axis=1)
+        sum_w2 += np.einsum("ij,ij->i", A, A)
+        sum_wx += A @ block
+        sum_wx2 += A @ (block * block)
+    return ArmMoments(sum_w, sum_w2, sum_wx, sum_wx2)
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:
