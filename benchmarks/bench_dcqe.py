@@ -3,7 +3,8 @@
 1. The full LaLonde 2x2 table (8 settings, PSM + IPW + AIPW, federated balance) with B bootstrap
    replicates; target (issue 24) < 12 s for B = 1000 on 2 cores. Peer: the same W-clb replicate written with
    scikit-learn parts (StandardScaler + PCA per party, LogisticRegression, NearestNeighbors).
-2. One W-clb run on n synthetic subjects (2x2 grid, 10 covariates, r = n anchor rows), beside its
+2. One W-clb run on n synthetic subjects (2x2 grid, 10 covariates, r = n anchor rows; the parties of
+   a round work concurrently, one thread per core, as a deployment's parties do), beside its
    peer, the centralized analysis (CA) of the same data (PSM + IPW + AIPW with analytic standard
    errors in both), each in its own process, timed (wall clock, the CPU time beside it: on a shared
    machine the gap shows the wait) and with its peak memory (Linux ``VmHWM``, from
@@ -26,6 +27,7 @@ import argparse
 import gc
 import itertools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -48,6 +50,10 @@ ROW_GROUPS = (2, 4, 8, 16)
 """Section [3]: row groups of the 2-column-group grid (4 to 32 parties)."""
 FLAT_SLACK = 1.25
 """Flat in the number of parties: the peak with the most parties at most FLAT_SLACK x the peak with the fewest."""
+PARTY_WORKERS = len(os.sched_getaffinity(0))
+"""Sections [2] and [3]: threads running W-clb's parties of one round concurrently, one per core, as a
+deployment's parties run (:class:`~collabcausal.protocol.inprocess.InProcessGrid`); each at most
+``--blas-threads`` BLAS threads."""
 
 
 def lalonde_table(n_boot: int, n_jobs: int) -> float:
@@ -183,7 +189,7 @@ def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int
     data = make_dcqe_synthetic(n, 0, n_covariates=10)
     part = partition_grid(data, row_groups, seed=0)
     if analysis == "w":
-        grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)))
+        grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)), workers=PARTY_WORKERS)
         plan = DCQEPlan(part.names(), data.covariate_ranges(), n_anchors=n, party_components=4, estimators=ESTIMATORS)
         del data
         held = _reset_peak()
@@ -222,7 +228,10 @@ def scale_figures(sizes: list[int], blas_threads: int | None) -> bool:
     """Section [2]: W-clb beside CA per number of subjects, then their growth; False on a missed target."""
     ok = True
     runs = {n: (scale_run(n, "w", blas_threads), scale_run(n, "ca", blas_threads)) for n in sorted(sizes)}
-    print(f"[2] BLAS threads: {'library default' if blas_threads is None else blas_threads}")
+    print(
+        f"[2] BLAS threads: {'library default' if blas_threads is None else blas_threads}; W-clb's parties of one "
+        f"round run concurrently on {PARTY_WORKERS} threads"
+    )
     for n, (w, ca) in runs.items():
         ratio = w["seconds"] / ca["seconds"]
         print(

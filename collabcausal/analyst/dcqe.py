@@ -315,8 +315,8 @@ def run_dcqe(
             }
             requests[party] = Message("dc_representation", params, arrays)
     kept, anchor = _representations(grid, plan, requests, described, rows, timeout)
-    t = np.concatenate([kept[h]["treatment"] for h in plan.label_holders]).astype(np.int8)
-    y = np.concatenate([kept[h]["outcome"] for h in plan.label_holders]).astype(np.float64)
+    t = np.concatenate([kept[h]["treatment"] for h in plan.label_holders]).astype(np.int8, copy=False)
+    y = np.concatenate([kept[h]["outcome"] for h in plan.label_holders]).astype(np.float64, copy=False)
     x_tilde = [[kept[p]["x_tilde"] for p in g] for g in plan.row_groups]
     del kept  # the label holders' arrays are copied into t and y
     representation = collaborative_representation(x_tilde, anchor, plan.n_components)

@@ -7,6 +7,7 @@ one formula (:func:`smd_from_moments`) serves every caller.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import row_blocks
+from collabcausal.estimators.blocks import ROW_BLOCK, row_blocks
 from collabcausal.estimators.validation import check_matrix, check_treatment, check_vector, check_weights
 
 if TYPE_CHECKING:
@@ -88,29 +89,33 @@ def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> A
     """:func:`weighted_moments` of inputs already checked: ``X`` a finite float matrix, ``t`` its rows'
     arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
     """
-    A = arm_weights(t, w)
-    return ArmMoments(A.sum(axis=1), np.einsum("ij,ij->i", A, A), *arm_sums(X, A))
+    buffer = np.empty((2, min(ROW_BLOCK, X.shape[0])))
+
+    def weights_of(rows: slice) -> NDArray[np.float64]:
+        A = buffer[:, : rows.stop - rows.start]  # the weight of each subject in each arm: exactly w * (t == arm)
+        np.multiply(w[rows], t[rows], out=A[1])
+        np.subtract(w[rows], A[1], out=A[0])
+        return A
+
+    return block_arm_moments(X, weights_of)
 
 
-def arm_weights(t: NDArray, w: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The weight of each subject in each arm, shape (2, n): exactly ``w * (t == arm)``, ``t`` being 0 or 1."""
-    A = np.empty((2, t.shape[0]))
-    np.multiply(w, t, out=A[1])
-    np.subtract(w, A[1], out=A[0])
-    return A
+def block_arm_moments(X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]]) -> ArmMoments:
+    """The :class:`ArmMoments` of the rows of ``X``, ``weights_of(rows)`` giving a block's arm weights (2 x rows).
 
-
-def arm_sums(X: NDArray[np.float64], A: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``sum_wx`` and ``sum_wx2`` of :class:`ArmMoments`: ``A X`` and ``A X^2`` for the arm weights ``A`` (2 x n).
-
-    Block by block of rows, so ``X * X`` is never formed whole.
+    Block by block of rows, the sums accumulated over the blocks: no temporary of n rows, neither
+    ``X * X`` nor the arms' weights.
     """
+    sum_w, sum_w2 = np.zeros(2), np.zeros(2)
     sum_wx, sum_wx2 = np.zeros((2, X.shape[1])), np.zeros((2, X.shape[1]))
     for rows in row_blocks(X.shape[0]):
+        A = weights_of(rows)
         block = X[rows]
-        sum_wx += A[:, rows] @ block
-        sum_wx2 += A[:, rows] @ (block * block)
-    return sum_wx, sum_wx2
+        sum_w += A.sum(axis=1)
+        sum_w2 += np.einsum("ij,ij->i", A, A)
+        sum_wx += A @ block
+        sum_wx2 += A @ (block * block)
+    return ArmMoments(sum_w, sum_w2, sum_wx, sum_wx2)
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:

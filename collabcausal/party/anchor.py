@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import row_blocks
+from collabcausal.estimators.blocks import ROW_BLOCK, row_blocks
 from collabcausal.estimators.validation import check_bounds
 from collabcausal.party.secret_keys import new_key_file, read_key_file
 
@@ -77,11 +77,8 @@ def anchor_columns(
     -------
     ndarray of shape (n_anchors, len(columns)), or (rows.stop - rows.start, len(columns))
     """
-    blocks = anchor_blocks(key, study, columns, ranges, n_anchors, purpose=purpose, rows=rows)
-    out = np.empty((int(n_anchors) if rows is None else rows.stop - rows.start, len(columns)))
-    for part, block in zip(row_blocks(out.shape[0]), blocks, strict=True):
-        out[part] = block
-    return out
+    streams, bounds, n_rows = _anchor_streams(key, study, columns, ranges, n_anchors, purpose, rows)
+    return _draw_uniform(streams, bounds, np.empty((n_rows, len(columns))))
 
 
 def anchor_blocks(
@@ -103,6 +100,23 @@ def anchor_blocks(
     per value), so a block asked for alone has the numbers it has in the whole anchor. Everything
     is checked before the first block is asked for.
     """
+    streams, bounds, n_rows = _anchor_streams(key, study, columns, ranges, n_anchors, purpose, rows)
+    return (_draw_uniform(streams, bounds, np.empty((b.stop - b.start, len(columns)))) for b in row_blocks(n_rows))
+
+
+def _anchor_streams(
+    key: bytes,
+    study: str,
+    columns: Sequence[str],
+    ranges: Mapping[str, Sequence[float]],
+    n_anchors: int,
+    purpose: str,
+    rows: slice | None,
+) -> tuple[list[np.random.Generator], list[tuple[float, float]], int]:
+    """Each column's keyed stream advanced to the first row asked for, its checked range, and the rows asked for.
+
+    Parameters as in :func:`anchor_columns`; every argument is checked here.
+    """
     if int(n_anchors) < 1:
         raise InputError(f"n_anchors must be at least 1, got {n_anchors}", "use e.g. the number of subjects")
     start, stop = (0, int(n_anchors)) if rows is None else (rows.start, rows.stop)
@@ -119,18 +133,27 @@ def anchor_blocks(
     streams = [keyed_stream(key, f"{purpose}/{study}/{name}") for name in columns]
     for stream in streams:
         stream.bit_generator.advance(start)
-    return _uniform_blocks(streams, bounds, stop - start)
+    return streams, bounds, stop - start
 
 
-def _uniform_blocks(
-    streams: Sequence[np.random.Generator], bounds: Sequence[tuple[float, float]], n_rows: int
-) -> Iterator[NDArray[np.float64]]:
-    """Blocks of rows whose column k is uniform on ``bounds[k]``, drawn from ``streams[k]``."""
-    for rows in row_blocks(n_rows):
-        block = np.empty((rows.stop - rows.start, len(streams)))
+def _draw_uniform(
+    streams: Sequence[np.random.Generator], bounds: Sequence[tuple[float, float]], out: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Fill ``out``'s column k with the next draws of ``streams[k]``, uniform on ``bounds[k]``; return ``out``.
+
+    The numbers of ``Generator.uniform(lo, hi)``, ``lo + (hi - lo) U`` rounded as it rounds them
+    (one 64-bit draw per value), drawn block by block of :data:`~collabcausal.estimators.blocks.ROW_BLOCK`
+    rows into one reused buffer: no array allocated per column and block.
+    """
+    buffer = np.empty(min(ROW_BLOCK, out.shape[0]))
+    for rows in row_blocks(out.shape[0]):
+        draws = buffer[: rows.stop - rows.start]
         for k, (stream, (lo, hi)) in enumerate(zip(streams, bounds, strict=True)):
-            block[:, k] = stream.uniform(lo, hi, block.shape[0])
-        yield block
+            stream.random(out=draws)
+            draws *= hi - lo
+            draws += lo
+            out[rows, k] = draws
+    return out
 
 
 def keyed_stream(key: bytes, label: str) -> np.random.Generator:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.estimators.balance import ArmMoments, arm_sums, arm_weights
+from collabcausal.estimators.balance import ArmMoments, arm_moments, block_arm_moments
 from collabcausal.estimators.validation import check_treatment, check_weights
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -39,24 +39,34 @@ def table_moments(
 
     Request row ``r`` is table row ``rows[r]`` (all rows in order when ``rows`` is None) with arm
     ``arms[r]`` and weight ``weights[r]``. Each table row is read once, in place, in memory or out of
-    core (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`), entering each arm's sums with
-    the total weight of the request rows that repeat it (a resample's repeats add up).
-    ``sum_w`` and ``sum_w2`` are functions of the request alone (``sum_w2`` over its rows, as a
-    resample repeats them). With ``standardise`` the moments are those of ``standardise(X)``, whose
-    per-column counts are summed over the table and returned (zeros without it).
+    core (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`); a resample's table rows enter
+    each arm's sums with the total weight of the request rows that repeat them, and its ``sum_w``
+    and ``sum_w2`` are the request's (``sum_w2`` over its rows, as the resample repeats them). With
+    ``standardise`` the moments are those of ``standardise(X)``, whose per-column counts are summed
+    over the table and returned (zeros without it).
     """
-    A = arm_weights(arms, weights)
-    per_row = A if rows is None else np.stack([np.bincount(rows, a, minlength=table.n_subjects) for a in A])
+    if rows is None:
+        def moments(block: slice, Z: NDArray[np.float64]) -> ArmMoments:
+            return arm_moments(Z, arms[block], weights[block])
+    else:
+        treated = weights * arms
+        by_arm = np.stack([weights - treated, treated])  # each request row's weight in each arm
+        per_row = np.stack([np.bincount(rows, a, minlength=table.n_subjects) for a in by_arm])
 
-    def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[NDArray, NDArray, NDArray]:
+        def moments(block: slice, Z: NDArray[np.float64]) -> ArmMoments:
+            return block_arm_moments(Z, lambda r: per_row[:, block][:, r])
+
+    def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[ArmMoments, NDArray[np.int64]]:
         Z, counts = (X, np.zeros(X.shape[1], np.int64)) if standardise is None else standardise(X)
-        return (*arm_sums(Z, per_row[:, block]), counts)
+        return moments(block, Z), counts
 
-    sum_wx, sum_wx2, counts = table.reduce_rows(task, columns, _add_each)
-    return ArmMoments(A.sum(axis=1), np.einsum("ij,ij->i", A, A), sum_wx, sum_wx2), counts
+    total, counts = table.reduce_rows(task, columns, _add_each)
+    if rows is not None:
+        total = ArmMoments(by_arm.sum(axis=1), np.einsum("ij,ij->i", by_arm, by_arm), total.sum_wx, total.sum_wx2)
+    return total, counts
 
 
-def _add_each(a: tuple[NDArray, ...], b: tuple[NDArray, ...]) -> tuple[NDArray, ...]:
+def _add_each(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(x + y for x, y in zip(a, b, strict=True))
 
 

@@ -22,6 +22,7 @@ Operations (paper 003, Algorithm 2 lines 2-6; DESIGN.md "DC-QE" steps 1-3):
 from __future__ import annotations
 
 import hashlib
+import threading
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -239,6 +240,9 @@ def _anchor_image(
 _ANCHORS: dict[tuple[str, ...], tuple[tuple[object, ...], NDArray[np.float64]]] = {}
 """The anchor block kept for each set of columns: the request it answers and its values (:func:`_anchor`)."""
 
+_ANCHOR_LOCKS: dict[tuple[str, ...], threading.Lock] = {}
+"""One lock per set of columns, held while its anchor block is looked up or built (:func:`_anchor`)."""
+
 
 def _anchor(
     key: bytes,
@@ -255,13 +259,16 @@ def _anchor(
     of columns is kept: a party (whose columns are its table's) holds one, so an analyst varying
     ``n_anchors``, the block or the study cannot pin several blocks of up to 8 MB in the party's
     memory (issue 10); the parties of one simulation process keep theirs side by side instead of
-    rebuilding them in turn, and the parties of one column group share each block.
+    rebuilding them in turn, and the parties of one column group share each block (asked
+    concurrently, :class:`~collabcausal.protocol.inprocess.InProcessGrid` with ``workers``, they
+    wait for the one building it rather than build it again).
     """
     request = (key, study, ranges, n_anchors, start, stop)
-    kept = _ANCHORS.get(columns)
-    if kept is None or kept[0] != request:
-        by_name = {name: (lo, hi) for name, lo, hi in ranges}
-        out = anchor_columns(key, study, columns, by_name, n_anchors, rows=slice(start, stop))
-        out.setflags(write=False)
-        kept = _ANCHORS[columns] = (request, out)
+    with _ANCHOR_LOCKS.setdefault(columns, threading.Lock()):
+        kept = _ANCHORS.get(columns)
+        if kept is None or kept[0] != request:
+            by_name = {name: (lo, hi) for name, lo, hi in ranges}
+            out = anchor_columns(key, study, columns, by_name, n_anchors, rows=slice(start, stop))
+            out.setflags(write=False)
+            kept = _ANCHORS[columns] = (request, out)
     return kept[1]

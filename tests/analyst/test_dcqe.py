@@ -82,7 +82,8 @@ def test_a_study_whose_parties_read_their_tables_out_of_core_gives_the_in_memory
         columns = dict(zip(table.covariate_names, table.covariates.T, strict=True))
         labels = {"treat": table.treatment, "re78": table.outcome} if table.has_labels else {}
         pq.write_table(pa.table(columns | labels), folder / "part-0.parquet", row_group_size=500)
-        party.table = ChunkedTable.open(folder, table.covariate_names, **dict(zip(("treatment", "outcome"), labels)))
+        names = {"treatment": "treat", "outcome": "re78"} if labels else {}
+        party.table = ChunkedTable.open(folder, table.covariate_names, **names)
     got = run_dcqe(InProcessGrid(parties), plan)
     assert all(len(p.table.blocks) == 3 for p in parties)  # 1,337 or 1,338 rows in row groups of 500
     for name in plan.estimators:
@@ -193,3 +194,25 @@ def test_anchor_images_in_blocks_give_the_numbers_of_one_request_and_are_held_on
     np.testing.assert_allclose(blocked.representation.X_hat, whole.representation.X_hat, rtol=1e-9, atol=1e-12)
     for name, estimate in whole.effects.estimates.items():
         np.testing.assert_allclose(blocked.effects.estimates[name].estimate, estimate.estimate, rtol=1e-10)
+
+
+def test_parties_asked_concurrently_give_the_numbers_of_parties_asked_in_turn() -> None:
+    """``workers`` changes when the parties work, not what they compute: the same numbers, bit for bit."""
+    data = make_dcqe_synthetic(20_000, 5, n_covariates=10)
+    part = partition_grid(data, 2, seed=5)
+    plan = DCQEPlan(
+        part.names(), data.covariate_ranges(), n_anchors=30_000, party_components=4, anchor_block_values=20 * 4_000
+    )
+    results = [
+        run_dcqe(InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(5)), workers=w), plan)
+        for w in (1, 4)
+    ]
+    in_turn, concurrent = results
+    np.testing.assert_array_equal(concurrent.representation.X_hat, in_turn.representation.X_hat)
+    for name, estimate in in_turn.effects.estimates.items():
+        assert (concurrent.effects.estimates[name].estimate, concurrent.effects.estimates[name].se) == (
+            estimate.estimate,
+            estimate.se,
+        )
+    for name, smd_values in in_turn.smd.items():
+        np.testing.assert_array_equal(concurrent.smd[name], smd_values)

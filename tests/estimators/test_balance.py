@@ -9,6 +9,7 @@ from collabcausal.estimators.balance import (
     smd_from_moments,
     weighted_moments,
 )
+from collabcausal.estimators.blocks import ROW_BLOCK
 from collabcausal.estimators.matching import psm
 from collabcausal.estimators.weighting import ipw_weights
 
@@ -43,6 +44,18 @@ def test_moments_of_row_groups_add_up_to_the_pooled_moments():
     w = rng.random(60)
     parts = weighted_moments(Xr[:10], t[:10], w[:10]) + weighted_moments(Xr[10:], t[10:], w[10:])
     np.testing.assert_allclose(smd_from_moments(parts), smd(Xr, t, w), rtol=1e-12)
+
+
+def test_moments_summed_block_by_block_equal_the_sums_over_all_rows_to_rounding():
+    rng = np.random.default_rng(1)
+    n = 3 * ROW_BLOCK + 17
+    Xr, t, w = rng.normal(2.0, 1.0, size=(n, 3)), rng.integers(0, 2, n), rng.random(n)
+    m = weighted_moments(Xr, t, w)
+    arms = np.stack([w * (t == 0), w * (t == 1)])
+    np.testing.assert_allclose(m.sum_w, arms.sum(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(m.sum_w2, (arms**2).sum(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(m.sum_wx, arms @ Xr, rtol=1e-13)
+    np.testing.assert_allclose(m.sum_wx2, arms @ Xr**2, rtol=1e-13)
 
 
 def test_masmd_is_the_largest_absolute_smd():

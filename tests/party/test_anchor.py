@@ -8,7 +8,7 @@ import pytest
 from collabcausal.anchor_key import anchor_fingerprint, simulation_anchor_key
 from collabcausal.errors import ConfigError, InputError
 from collabcausal.estimators.blocks import ROW_BLOCK
-from collabcausal.party.anchor import anchor_blocks, anchor_columns, new_anchor_key, read_anchor_key
+from collabcausal.party.anchor import anchor_blocks, anchor_columns, keyed_stream, new_anchor_key, read_anchor_key
 from collabcausal.randomness import child_rng
 
 RANGES = {"age": (18.0, 80.0), "bmi": (15.0, 40.0), "sbp": (90.0, 200.0)}
@@ -39,6 +39,13 @@ def test_columns_are_uniform_on_their_ranges() -> None:
     a = anchor_columns(KEY, "s", ["age", "bmi"], RANGES, 20000)
     assert a[:, 0].min() >= 18 and a[:, 0].max() <= 80
     assert abs(a[:, 1].mean() - 27.5) < 0.2  # sd of the mean 0.05: 4 sd
+
+
+def test_each_column_is_generator_uniform_of_its_keyed_stream() -> None:
+    n = ROW_BLOCK + 5
+    a = anchor_columns(KEY, "s", ["age", "sbp"], RANGES, n)
+    for k, name in enumerate(("age", "sbp")):
+        np.testing.assert_array_equal(a[:, k], keyed_stream(KEY, f"anchor/s/{name}").uniform(*RANGES[name], n))
 
 
 def test_other_key_or_study_gives_other_anchor() -> None:
