@@ -3,8 +3,8 @@
 1. The full LaLonde 2x2 table (8 settings, PSM + IPW + AIPW, federated balance) with B bootstrap
    replicates; target (issue 24) < 12 s for B = 1000 on 2 cores. Peer: the same W-clb replicate written with
    scikit-learn parts (StandardScaler + PCA per party, LogisticRegression, NearestNeighbors).
-2. One W-clb run on n synthetic subjects (2x2 grid, 10 covariates, r = n anchor rows; the parties of
-   a round work concurrently, one thread per core, as a deployment's parties do), beside its
+2. One W-clb run on n synthetic subjects (2x2 grid, 10 covariates, r = n anchor rows; with
+   ``--party-workers`` the parties of a round work concurrently, as a deployment's do), beside its
    peer, the centralized analysis (CA) of the same data (PSM + IPW + AIPW with analytic standard
    errors in both), each in its own process, timed (wall clock, the CPU time beside it: on a shared
    machine the gap shows the wait) and with its peak memory (Linux ``VmHWM``, from
@@ -27,7 +27,6 @@ import argparse
 import gc
 import itertools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -50,10 +49,6 @@ ROW_GROUPS = (2, 4, 8, 16)
 """Section [3]: row groups of the 2-column-group grid (4 to 32 parties)."""
 FLAT_SLACK = 1.25
 """Flat in the number of parties: the peak with the most parties at most FLAT_SLACK x the peak with the fewest."""
-PARTY_WORKERS = len(os.sched_getaffinity(0))
-"""Sections [2] and [3]: threads running W-clb's parties of one round concurrently, one per core, as a
-deployment's parties run (:class:`~collabcausal.protocol.inprocess.InProcessGrid`); each at most
-``--blas-threads`` BLAS threads."""
 
 
 def lalonde_table(n_boot: int, n_jobs: int) -> float:
@@ -167,7 +162,7 @@ def _reset_peak() -> float:
     return _memory_gb("VmRSS")
 
 
-def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int = 2) -> None:
+def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int = 2, party_workers: int = 1) -> None:
     """One analysis of ``n`` synthetic subjects in a child process, its time and peak memory measured alone.
 
     ``analysis`` is ``"w"`` (the W-clb study over an in-process grid) or ``"ca"`` (the centralized
@@ -175,7 +170,8 @@ def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int
     extracted (CA) and dropped before the measurement starts, so the peak covers what the analysis
     holds: the parties' tables or the centralized arrays, and everything the analysis allocates.
     ``blas_threads`` caps the BLAS threads (None: the library's default, one per core);
-    ``row_groups`` x 2 column groups are the parties.
+    ``row_groups`` x 2 column groups are the parties, of which ``party_workers`` work at once
+    (:class:`~collabcausal.protocol.inprocess.InProcessGrid`; 1: one at a time).
     """
     from threadpoolctl import threadpool_limits
 
@@ -189,7 +185,7 @@ def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int
     data = make_dcqe_synthetic(n, 0, n_covariates=10)
     part = partition_grid(data, row_groups, seed=0)
     if analysis == "w":
-        grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)), workers=PARTY_WORKERS)
+        grid = InProcessGrid(build_parties(data, part, anchor_key=simulation_anchor_key(0)), workers=party_workers)
         plan = DCQEPlan(part.names(), data.covariate_ranges(), n_anchors=n, party_components=4, estimators=ESTIMATORS)
         del data
         held = _reset_peak()
@@ -214,23 +210,29 @@ def scale_child(n: int, analysis: str, blas_threads: int | None, row_groups: int
     )
 
 
-def scale_run(n: int, analysis: str, blas_threads: int | None, row_groups: int = 2) -> dict[str, float]:
+def scale_run(
+    n: int, analysis: str, blas_threads: int | None, row_groups: int = 2, party_workers: int = 1
+) -> dict[str, float]:
     """:func:`scale_child` in a fresh interpreter; its JSON line."""
     threads = [] if blas_threads is None else ["--blas-threads", str(blas_threads)]
+    options = ["--row-groups", str(row_groups), "--party-workers", str(party_workers), *threads]
     child = subprocess.run(
-        [sys.executable, __file__, "--child", str(n), analysis, "--row-groups", str(row_groups), *threads],
+        [sys.executable, __file__, "--child", str(n), analysis, *options],
         capture_output=True, text=True, check=True,
     )
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
-def scale_figures(sizes: list[int], blas_threads: int | None) -> bool:
+def scale_figures(sizes: list[int], blas_threads: int | None, party_workers: int) -> bool:
     """Section [2]: W-clb beside CA per number of subjects, then their growth; False on a missed target."""
     ok = True
-    runs = {n: (scale_run(n, "w", blas_threads), scale_run(n, "ca", blas_threads)) for n in sorted(sizes)}
+    runs = {
+        n: (scale_run(n, "w", blas_threads, party_workers=party_workers), scale_run(n, "ca", blas_threads))
+        for n in sorted(sizes)
+    }
     print(
-        f"[2] BLAS threads: {'library default' if blas_threads is None else blas_threads}; W-clb's parties of one "
-        f"round run concurrently on {PARTY_WORKERS} threads"
+        f"[2] BLAS threads: {'library default' if blas_threads is None else blas_threads}; W-clb's parties of a "
+        f"round: {'one at a time' if party_workers == 1 else f'{party_workers} at once'}"
     )
     for n, (w, ca) in runs.items():
         ratio = w["seconds"] / ca["seconds"]
@@ -272,9 +274,9 @@ def scale_figures(sizes: list[int], blas_threads: int | None) -> bool:
     return ok
 
 
-def parties_figures(n: int, blas_threads: int | None) -> bool:
+def parties_figures(n: int, blas_threads: int | None, party_workers: int) -> bool:
     """Section [3]: W-clb's time and peak memory for 4 to 32 parties on the same ``n`` subjects."""
-    runs = {r: scale_run(n, "w", blas_threads, r) for r in ROW_GROUPS}
+    runs = {r: scale_run(n, "w", blas_threads, r, party_workers) for r in ROW_GROUPS}
     for r, w in runs.items():
         print(f"[3] {n:,} subjects, {2 * r} parties ({r} row groups x 2 column groups): W-clb {w['seconds']:.2f} s "
               f"(CPU {w['cpu_seconds']:.2f} s), peak {w['peak_gb']:.2f} GB ({w['held_gb']:.2f} GB held at the start), "
@@ -302,11 +304,17 @@ def main() -> int:
         type=int,
         help="cap the BLAS threads of section [2] (default: one per core); 1 steadies it on a shared machine",
     )
+    parser.add_argument(
+        "--party-workers",
+        type=int,
+        default=1,
+        help="W-clb's parties of a round working at once, in threads (sections [2] and [3]; default 1: one at a time)",
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--row-groups", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        scale_child(int(args.child[0]), args.child[1], args.blas_threads, args.row_groups)
+        scale_child(int(args.child[0]), args.child[1], args.blas_threads, args.row_groups, args.party_workers)
         return 0
     if args.quick:
         args.bootstrap, args.subjects = 50, [100_000]
@@ -314,9 +322,9 @@ def main() -> int:
     if args.part in ("all", "table"):
         ok &= table_figures(args.bootstrap, args.jobs)
     if args.part in ("all", "scale"):
-        ok &= scale_figures(args.subjects, args.blas_threads)
+        ok &= scale_figures(args.subjects, args.blas_threads, args.party_workers)
     if args.part in ("all", "parties"):
-        ok &= parties_figures(min(args.subjects), args.blas_threads)
+        ok &= parties_figures(min(args.subjects), args.blas_threads, args.party_workers)
     return 0 if ok else 1
 
 

@@ -49,7 +49,6 @@ import numpy as np
 from collabcausal.anchor_key import FINGERPRINT_HEX
 from collabcausal.errors import ProtocolError, StudyFailedError
 from collabcausal.estimators.balance import ArmMoments
-from collabcausal.estimators.validation import all_finite
 from collabcausal.messages import Message
 
 _HEX = "0123456789abcdef"
@@ -112,7 +111,7 @@ def check_representation(
     for name, (array, shape) in expected.items():
         if array.shape != shape or array.dtype.kind not in "biuf":
             raise _refused(party, f"{name} has shape {array.shape} and dtype {array.dtype}, expected {shape} numbers")
-        if not all_finite(array):
+        if not np.all(np.isfinite(array)):
             raise _refused(party, f"{name} holds NaN or infinite values")
     if first and labels and not ((expected["treatment"][0] == 0) | (expected["treatment"][0] == 1)).all():
         raise _refused(party, "treatment holds values other than 0 and 1")

@@ -26,21 +26,6 @@ Estimand = Literal["ate", "att"]
 ESTIMANDS: tuple[str, ...] = ("ate", "att")
 
 
-def all_finite(arr: NDArray) -> bool:
-    """True when no value of the numeric array ``arr`` is NaN or infinite.
-
-    The sum of the values is finite unless one of them is NaN or infinite or finite values overflow
-    it; only then are the values looked at one by one. A sum reads the array once and allocates
-    nothing, where ``np.isfinite(arr).all()`` writes a boolean copy of it first: a tenth of the
-    time on a block in the cache, half on 10^7 rows.
-    """
-    if arr.dtype.kind not in "fc":
-        return True
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = arr.sum()
-    return bool(np.isfinite(total) or np.isfinite(arr).all())
-
-
 def check_matrix(X: ArrayLike, name: str = "X", *, n_rows: int | None = None) -> NDArray[np.float64]:
     """A finite 2-D float array (a 1-D input becomes one column)."""
     arr = np.asarray(X, dtype=np.float64)
@@ -53,7 +38,7 @@ def check_matrix(X: ArrayLike, name: str = "X", *, n_rows: int | None = None) ->
             f"{name} has {arr.shape[0]} rows but {n_rows} were expected",
             "pass arrays with one row per subject, in the same order",
         )
-    if not all_finite(arr):
+    if not np.isfinite(arr).all():
         raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
     return arr
 
@@ -109,7 +94,7 @@ def check_features(estimator: BaseEstimator, X: ArrayLike, *, reset: bool) -> ND
 def check_vector(y: ArrayLike, name: str = "y", *, n: int | None = None) -> NDArray[np.float64]:
     """A finite 1-D float array of length ``n`` (when given)."""
     arr = _one_per_subject(np.asarray(y, dtype=np.float64), name, n)
-    if not all_finite(arr):
+    if not np.isfinite(arr).all():
         raise InputError(f"{name} contains NaN or infinite values", "impute or drop them first")
     return arr
 
