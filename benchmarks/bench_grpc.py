@@ -2,8 +2,11 @@
 
 1. Array throughput on loopback: an 80 MB float64 array sent to a party process and echoed back
    over mutual TLS (bytes moved both ways / wall time, best of ``--repeats + 1``), printed beside
-   the machine's memory-copy rate of the same bytes in the same run (``np.copyto``, both ways), the
-   ceiling of any transport. Target: >= 600 MB/s.
+   two yardsticks measured in the same run: the same bytes over bare gRPC on the same mutual TLS
+   (messages of :data:`CHUNK_BYTES` built once, sent by one process and taken back from the other:
+   gRPC's and TLS's own cost, without collabcausal's framing, checks and copies into arrays), and
+   the machine's memory-copy rate of the same bytes (``np.copyto``, both ways), the ceiling of any
+   transport. Target: >= 600 MB/s.
 2. A 1,000,000-subject 2x2 DC-QE study (synthetic data, paper 003 Experiment I generator, PSM and
    IPW, r = 1,000,000 anchor rows): ``run_dcqe`` over a :class:`GrpcGrid` whose four parties are OS
    processes on loopback with mutual TLS (process start and joining excluded), and over an
@@ -25,8 +28,12 @@ import argparse
 import multiprocessing
 import tempfile
 import time
+from collections.abc import Iterator
+from concurrent import futures
+from multiprocessing.queues import Queue
 from pathlib import Path
 
+import grpc
 import numpy as np
 
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
@@ -36,16 +43,18 @@ from collabcausal.party import Party, PartyTable
 from collabcausal.party.config import load_party_config
 from collabcausal.party.operations import operation
 from collabcausal.protocol import certs
+from collabcausal.protocol.arrays import CHUNK_BYTES
 from collabcausal.protocol.client import PartyClient
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.protocol.launcher import local_grpc_grid, write_party_files
-from collabcausal.protocol.server import GrpcGrid
-from collabcausal.protocol.tls import TlsFiles
+from collabcausal.protocol.server import GrpcGrid, grpc_options
+from collabcausal.protocol.tls import TlsFiles, channel_credentials, server_credentials
 from collabcausal.simulations.datasets import make_dcqe_synthetic
 from collabcausal.simulations.partition import build_parties, partition_grid
 
 TARGET_MB_S = 600.0
 TARGET_RATIO = 1.0  # gRPC time / in-process time
+BARE_SERVICE = "/collabcausal.bench.Bare/"
 
 
 @operation("bench_echo", private_data=False)
@@ -84,19 +93,28 @@ def study(n_subjects: int, repeats: int) -> dict[str, float]:
     return {name: min(t) for name, t in times.items()}
 
 
+def _study_files(folder: str, name: str) -> TlsFiles:
+    """The study CA, ``name``'s certificate and key in ``folder``."""
+    return TlsFiles(*(Path(folder) / f for f in ("ca.pem", f"{name}.pem", f"{name}.key")))
+
+
+def _issue_certificates(folder: str) -> None:
+    """A study CA in ``folder``, with the certificates of the analyst (a server) and of party ``echo``."""
+    certs.init_ca(folder)
+    certs.issue(folder, "analyst", server=True)
+    certs.issue(folder, "echo")
+
+
 def _party_process(address: str, folder: str) -> None:
     party = Party("echo", PartyTable.from_frame(__import__("pandas").DataFrame({"x": np.arange(20.0)}), ["x"]))
-    files = TlsFiles(Path(folder) / "ca.pem", Path(folder) / "echo.pem", Path(folder) / "echo.key")
-    PartyClient(party, address, tls=files, poll_seconds=1.0).run()
+    PartyClient(party, address, tls=_study_files(folder, "echo"), poll_seconds=1.0).run()
 
 
 def throughput(megabytes: int, repeats: int) -> float:
     """Best-of-``repeats`` MB/s of an echo round trip of a ``megabytes`` MB array (mutual TLS)."""
     with tempfile.TemporaryDirectory() as folder:
-        certs.init_ca(folder)
-        certs.issue(folder, "analyst", server=True)
-        certs.issue(folder, "echo")
-        grid = GrpcGrid(["echo"], tls=TlsFiles(*(Path(folder) / f for f in ("ca.pem", "analyst.pem", "analyst.key"))))
+        _issue_certificates(folder)
+        grid = GrpcGrid(["echo"], tls=_study_files(folder, "analyst"))
         child = multiprocessing.get_context("spawn").Process(target=_party_process, args=(grid.address, folder))
         child.start()
         try:
@@ -112,6 +130,65 @@ def throughput(megabytes: int, repeats: int) -> float:
             grid.finish(linger=10)
             child.join(30)
     return 2 * array.nbytes / best / 1e6
+
+
+def _bare_messages(megabytes: int) -> list[bytes]:
+    """``megabytes`` MB as messages of :data:`CHUNK_BYTES` (the last one shorter), built once."""
+    nbytes = megabytes * 1_000_000
+    full, rest = divmod(nbytes, CHUNK_BYTES)
+    return [bytes(CHUNK_BYTES)] * full + ([bytes(rest)] if rest else [])
+
+
+def _bare_server(folder: str, ports: Queue, megabytes: int) -> None:
+    """Serve ``Down`` (a stream of :func:`_bare_messages`) and ``Up`` (a stream taken and dropped) until killed."""
+    messages = _bare_messages(megabytes)
+
+    def down(request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        yield from messages
+
+    def up(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+        return str(sum(len(message) for message in requests)).encode()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=grpc_options())
+    handlers = {
+        "Down": grpc.unary_stream_rpc_method_handler(down),
+        "Up": grpc.stream_unary_rpc_method_handler(up),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(BARE_SERVICE.strip("/"), handlers),))
+    ports.put(server.add_secure_port("127.0.0.1:0", server_credentials(_study_files(folder, "analyst"))))
+    server.start()
+    server.wait_for_termination()
+
+
+def bare_throughput(megabytes: int, repeats: int) -> float:
+    """Best-of-``repeats`` MB/s of the echo's bytes over bare gRPC on the same mutual TLS (see the module docstring).
+
+    A server process streams ``megabytes`` MB to this process, which streams them back, so each
+    process sends and receives once per round trip, as the analyst and the party do in the echo.
+    """
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as folder:
+        _issue_certificates(folder)
+        ports = context.Queue()
+        child = context.Process(target=_bare_server, args=(folder, ports, megabytes))
+        child.start()
+        try:
+            address = f"127.0.0.1:{ports.get(timeout=120)}"
+            credentials = channel_credentials(_study_files(folder, "echo"))
+            with grpc.secure_channel(address, credentials, options=grpc_options()) as channel:
+                down, up = channel.unary_stream(BARE_SERVICE + "Down"), channel.stream_unary(BARE_SERVICE + "Up")
+                messages = _bare_messages(megabytes)
+                best = float("inf")
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    received = sum(len(message) for message in down(b"", timeout=300))
+                    sent = int(up(iter(messages), timeout=300))
+                    best = min(best, time.perf_counter() - start)
+            assert received == sent == megabytes * 1_000_000
+        finally:
+            child.kill()
+            child.join(30)
+    return 2 * sent / best / 1e6
 
 
 def copy_rate(megabytes: int, repeats: int) -> float:
@@ -137,7 +214,8 @@ def main() -> int:
     echo_met = mb_s >= TARGET_MB_S
     print(
         f"array echo {args.megabytes} MB over mutual TLS: {mb_s:.0f} MB/s (target >= {TARGET_MB_S:.0f}: "
-        f"{'met' if echo_met else 'MISSED'}); memory copy of the same bytes: "
+        f"{'met' if echo_met else 'MISSED'}); the same bytes over bare gRPC on the same TLS: "
+        f"{bare_throughput(args.megabytes, args.repeats + 1):.0f} MB/s; memory copy of the same bytes: "
         f"{copy_rate(args.megabytes, args.repeats + 1):.0f} MB/s"
     )
     times = study(args.subjects, args.repeats)
