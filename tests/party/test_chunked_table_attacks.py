@@ -316,3 +316,36 @@ def test_a_file_of_many_row_groups_has_its_footer_parsed_once(tmp_path, monkeypa
     monkeypatch.setattr(pq, "ParquetFile", spy)
     assert table.reduce_rows(lambda rows, X, t, y: len(X), COLUMNS, int.__add__) == 1500
     assert len(opened) == 500 and all(meta is table.blocks[0].metadata for meta in opened)
+
+
+def test_differencing_exact_balance_moments_is_refused_out_of_core_as_in_memory(tmp_path):
+    """Attack: two exact weighted_moments requests differing in one subject (all rows, then all but subject 7), and
+    the same through two resamples, against a policed out-of-core party: refused before the second reply as in memory
+    (held), the first reply the in-memory one."""
+    from collabcausal.errors import PolicyError
+    from collabcausal.party import Party
+    from collabcausal.party.policy import PartyPolicy
+
+    df = frame(600)
+    write_uneven(tmp_path / "registry", df)
+    tables = [
+        ChunkedTable.open(tmp_path / "registry", COLUMNS, workers=2, source="registry"),
+        PartyTable.from_frame(in_memory_rows(df), COLUMNS, source="registry"),
+    ]
+    arms = (np.arange(600) % 2).astype(np.int8)
+    without = np.ones(600)
+    without[7] = 0.0
+    rows = np.arange(600)
+    for attack in ({}, {"rows": rows}):
+        replies, refusals = [], []
+        for table in tables:
+            party = Party("h", table, policy=PartyPolicy(("weighted_moments",), COLUMNS, min_subjects=10))
+            ask = [Message("weighted_moments", {"study": "s"}, {"arms": arms, "weights": w, **attack})
+                   for w in (np.ones(600), without)]
+            replies.append(party.handle(ask[0]))
+            with pytest.raises(PolicyError, match="below its min_subjects of 10") as info:
+                party.handle(ask[1])
+            refusals.append(str(info.value))
+        assert refusals[0] == refusals[1]
+        for name in ("sum_w", "sum_w2", "sum_wx", "sum_wx2"):
+            np.testing.assert_allclose(replies[0].arrays[name], replies[1].arrays[name], rtol=1e-12)
