@@ -90,14 +90,18 @@ def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> A
     arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
     """
     buffer = np.empty((2, min(ROW_BLOCK, X.shape[0])))
+    return block_arm_moments(X, lambda rows: arm_weights(w[rows], t[rows], buffer[:, : rows.stop - rows.start]))
 
-    def weights_of(rows: slice) -> NDArray[np.float64]:
-        A = buffer[:, : rows.stop - rows.start]  # the weight of each subject in each arm: exactly w * (t == arm)
-        np.multiply(w[rows], t[rows], out=A[1])
-        np.subtract(w[rows], A[1], out=A[0])
-        return A
 
-    return block_arm_moments(X, weights_of)
+def arm_weights(w: NDArray[np.float64], t: NDArray, out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """The weight of each subject in each arm, shape (2, n): exactly ``w * (t == arm)``, ``t`` being 0 or 1.
+
+    Written into ``out`` when given (a reused buffer), else into a new array.
+    """
+    out = np.empty((2, t.shape[0])) if out is None else out
+    np.multiply(w, t, out=out[1])
+    np.subtract(w, out[1], out=out[0])
+    return out
 
 
 def block_arm_moments(X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]]) -> ArmMoments:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.estimators.balance import ArmMoments, arm_moments, block_arm_moments
+from collabcausal.estimators.balance import ArmMoments, arm_moments, arm_weights, block_arm_moments
 from collabcausal.estimators.validation import check_treatment, check_weights
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -49,8 +49,7 @@ def table_moments(
         def moments(block: slice, Z: NDArray[np.float64]) -> ArmMoments:
             return arm_moments(Z, arms[block], weights[block])
     else:
-        treated = weights * arms
-        by_arm = np.stack([weights - treated, treated])  # each request row's weight in each arm
+        by_arm = arm_weights(weights, arms)  # each request row's weight in each arm
         per_row = np.stack([np.bincount(rows, a, minlength=table.n_subjects) for a in by_arm])
 
         def moments(block: slice, Z: NDArray[np.float64]) -> ArmMoments:
