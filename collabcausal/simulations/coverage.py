@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from functools import cache, partial
 
 import numpy as np
-from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from scipy.special import expit
 from threadpoolctl import threadpool_limits
 
 from collabcausal.analyst.effects import ESTIMATORS, estimate_effects
 from collabcausal.errors import CollabCausalError, InputError
+from collabcausal.estimators.bootstrap import run_replicates
 from collabcausal.estimators.intervals import INTERVALS, interval_estimate
 from collabcausal.randomness import child_rng
 
@@ -127,10 +127,7 @@ def run_coverage(
     """
     jobs = [(dgp, n, r) for dgp in dgps for n in sizes for r in range(n_rep)]
     work = partial(_replicate_single_threaded, seed=seed, n_boot=n_boot, intervals=tuple(intervals))
-    if n_jobs == 1:
-        results = [work(*job) for job in jobs]
-    else:
-        results = Parallel(n_jobs=n_jobs, backend="loky", batch_size=8)(delayed(work)(*job) for job in jobs)
+    results = run_replicates(lambda i: work(*jobs[i]), len(jobs), n_jobs=n_jobs, desc="coverage replications")
     records = [rec for chunk in results for rec in chunk]
     rows = []
     for dgp in dgps:

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError, NumericalError
+from collabcausal.estimators import bootstrap
 from collabcausal.estimators.bootstrap import gap, run_replicates, stratified_resample, summarize
 from collabcausal.randomness import child_rng
 
@@ -74,6 +75,22 @@ def test_run_replicates_returns_results_in_order_whatever_n_jobs(capsys):
     assert run_replicates(_replicate, 6, n_jobs=2) == serial
     run_replicates(_replicate, 3, progress=True, desc="psm boot")
     assert "psm boot" in capsys.readouterr().err
+
+
+def test_run_replicates_spawned_workers_get_closures_by_cloudpickle(monkeypatch):
+    """Where workers cannot be forked (macOS, Windows) they are spawned: a closure still reaches them."""
+    monkeypatch.setattr(bootstrap, "START_METHOD", "spawn")
+    offset = 7
+    assert run_replicates(lambda b: b + offset, 5, n_jobs=2) == [7, 8, 9, 10, 11]
+
+
+def test_run_replicates_raises_a_failed_replicates_error():
+    with pytest.raises(ZeroDivisionError):
+        run_replicates(_fails_at_three, 400, n_jobs=2)
+
+
+def _fails_at_three(b: int) -> float:
+    return 1.0 / (b - 3)
 
 
 def test_run_replicates_rejects_bad_counts():
