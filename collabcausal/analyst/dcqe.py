@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import logit
 from tqdm.auto import tqdm
 
 from collabcausal.analyst.balance import DPBalanceSpec, FederatedSMD, federated_smd
@@ -268,6 +269,7 @@ def run_dcqe(
     unweighted_smd: bool = True,
     balance: bool = True,
     described: Mapping[str, Message] | None = None,
+    start_logit: NDArray[np.float64] | None = None,
 ) -> DCQEResult:
     """Run the DC-QE pipeline once.
 
@@ -291,6 +293,10 @@ def run_dcqe(
     described : mapping of str to Message, optional
         The parties' :func:`describe_parties` replies; asked for when not given. Every reply is
         checked against them (:mod:`collabcausal.analyst.replies`).
+    start_logit : ndarray, optional
+        A guess of the propensity logits of the (resampled) subjects, stacked over row groups:
+        inside a bootstrap, the full-sample fit's (:func:`resampled_logits`). Newton starts there
+        (half the iterations on LaLonde's replicates); the fit is the same to its tolerance.
 
     With ``plan.dp_balance`` every balance request is ``dp_weighted_moments`` (bounds from
     ``plan.anchor_ranges``, checked before any request is sent); otherwise ``weighted_moments``.
@@ -322,7 +328,13 @@ def run_dcqe(
     representation = collaborative_representation(x_tilde, anchor, plan.n_components)
     del x_tilde  # X~ (n rows) is not kept past X^
     effects = estimate_effects(
-        representation.X_hat, t, y, estimand=plan.estimand, estimators=plan.estimators, analytic_se=analytic_se
+        representation.X_hat,
+        t,
+        y,
+        estimand=plan.estimand,
+        estimators=plan.estimators,
+        analytic_se=analytic_se,
+        start_logit=start_logit,
     )
     group_rows = [block.shape[0] for block in representation.blocks] if rows is None else rows
     samples = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
@@ -395,6 +407,7 @@ def bootstrap_dcqe(
     n_boot: int,
     *,
     described: Mapping[str, Message],
+    full_propensity: NDArray[np.float64] | None = None,
     timeout: float | None = None,
     progress: bool = False,
 ) -> dict[str, NDArray[np.float64]]:
@@ -404,7 +417,9 @@ def bootstrap_dcqe(
     b)`` (paper 003, section 5), exactly as ``collabcausal simulate`` does, so a study and its
     simulation print the same numbers. A replicate whose estimators fail numerically (e.g. an
     empty arm) is NaN, counted as failed by :func:`~collabcausal.estimators.intervals.interval_estimate`;
-    a party's refusal or a protocol failure ends the study.
+    a party's refusal or a protocol failure ends the study. With ``full_propensity`` (the
+    full-sample run's, stacked over row groups) each replicate's propensity fit starts from its
+    subjects' full-sample logits (:func:`resampled_logits`), as the simulation's do.
 
     Returns
     -------
@@ -419,6 +434,7 @@ def bootstrap_dcqe(
                 grid,
                 plan,
                 rows,
+                start_logit=None if full_propensity is None else resampled_logits(full_propensity, rows),
                 timeout=timeout,
                 analytic_se=False,
                 unweighted_smd=False,
@@ -430,3 +446,21 @@ def bootstrap_dcqe(
         for name, estimate in result.effects.estimates.items():
             out[name][b] = estimate.estimate
     return out
+
+
+def resampled_logits(propensity: NDArray[np.float64], rows: Sequence[NDArray[np.int64]]) -> NDArray[np.float64]:
+    """The logits of a full-sample propensity at a resample's subjects, stacked over row groups.
+
+    ``propensity`` is the full-sample fit's, stacked over the row groups in order; ``rows[i]``
+    holds the positions drawn in row group i (a stratified resample keeps each group's size). The
+    result, aligned with the resample's rows, is where a replicate's propensity fit starts
+    (``start_logit`` of :func:`run_dcqe`).
+    """
+    sizes = [len(r) for r in rows]
+    if sum(sizes) != propensity.shape[0]:
+        raise InputError(
+            f"the full-sample propensity has {propensity.shape[0]} subjects, the resample's row groups {sum(sizes)}",
+            "pass the propensity of the full-sample run of the same row groups",
+        )
+    groups = np.split(logit(propensity), np.cumsum(sizes)[:-1])
+    return np.concatenate([g[r] for g, r in zip(groups, rows, strict=True)])

@@ -63,6 +63,7 @@ def estimate_effects(
     estimators: Sequence[str] = ESTIMATORS,
     clip: tuple[float, float] | None = None,
     analytic_se: bool = True,
+    start_logit: NDArray[np.float64] | None = None,
 ) -> EffectBundle:
     """Fit the propensity model on ``features`` and run the requested estimators.
 
@@ -82,8 +83,13 @@ def estimate_effects(
         (PSM: Abadie-Imbens 2006 with the 2016 correction; IPW and AIPW: the stacked sandwich).
         False (inside a bootstrap, where they go unused) skips PSM's and AIPW's and leaves IPW's
         with the propensity treated as known. With ``clip`` the propensity is treated as known.
+    start_logit : ndarray (n,), optional
+        A guess of the propensity logits (a bootstrap resample's full-sample logits,
+        :func:`~collabcausal.analyst.dcqe.resampled_logits`) for Newton to start from: fewer
+        iterations, the same fit (:meth:`LogisticPropensity.fit`).
     """
-    e = LogisticPropensity(clip=clip).fit(features, treatment).predict_propensity(features)
+    model = LogisticPropensity(clip=clip).fit(features, treatment, start_logit=start_logit)
+    e = model.predict_propensity(features)
     # one propensity nuisance (design, information) serves every estimator's standard error
     X_e = LogisticNuisance(features, check_treatment(treatment), e) if analytic_se and clip is None else None
     run = {

@@ -35,7 +35,13 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
     described = describe_parties(grid, plan, timeout=config.task_timeout)
     result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
     replicates = bootstrap_dcqe(
-        grid, plan, config.n_boot, described=described, timeout=config.task_timeout, progress=progress
+        grid,
+        plan,
+        config.n_boot,
+        described=described,
+        full_propensity=result.effects.propensity,
+        timeout=config.task_timeout,
+        progress=progress,
     )
     estimates = {
         name: {

@@ -19,7 +19,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
 from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
-from collabcausal.estimators.validation import check_binary_labels, check_bounds, check_features, check_is_fitted
+from collabcausal.estimators.validation import (
+    check_binary_labels,
+    check_bounds,
+    check_features,
+    check_is_fitted,
+    check_vector,
+)
 
 _RANK_TOL = 1e-10  # relative singular-value cut below which columns count as collinear
 _GRAM_TOL = 1e-12  # eigenvalue ratio of the Gram matrix above which its whitening is accurate
@@ -93,15 +99,23 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
 
-    def fit(self, X: ArrayLike, y: ArrayLike) -> LogisticPropensity:
+    def fit(self, X: ArrayLike, y: ArrayLike, *, start_logit: ArrayLike | None = None) -> LogisticPropensity:
         """Fit the model on covariates ``X`` (n x m) and the treatment ``y``; returns self.
 
         ``y`` holds two labels (the treatment coded 0/1, or any two values as in scikit-learn);
         the larger one, ``classes_[1]``, is the treated arm whose probability is the propensity.
+
+        ``start_logit`` (n,), optional, is a guess of the fitted logits, such as those of the
+        full-sample fit for the subjects of a bootstrap resample: Newton starts from its
+        least-squares projection onto the design (``D' start / n``: the whitened design has
+        ``D'D = n I``) when that has a lower loss than the usual start (the intercept at the
+        observed log-odds). The optimum is the same to the tolerance; on LaLonde's bootstrap
+        replicates the iterations halve (8-9 to 4, issue 24).
         """
         self._check_params()
         X = check_features(self, X, reset=True)
         self.classes_, t = check_binary_labels(y, "y", n=X.shape[0])
+        start = None if start_logit is None else check_vector(start_logit, "start_logit", n=X.shape[0])
         n, m = X.shape
         center = column_means(X) if self.fit_intercept else np.zeros(m)
         gram = centred_gram(X, center)
@@ -111,7 +125,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         D = AffineDesign(X, center, W, self.fit_intercept)  # [1, (X - center) W], never formed
         first = int(self.fit_intercept)
         P = self.penalty * (W.T @ W) if self.penalty > 0.0 else None  # ||coef||^2 = gamma' W'W gamma
-        theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol)
+        theta, n_iter = _newton(D, t, P, self.fit_intercept, self.max_iter, self.tol, start)
         gamma = theta[first:]
         b0 = theta[0] if self.fit_intercept else 0.0
         # Complete separation: the MLE does not exist and every subject is fitted to its own arm.
@@ -208,11 +222,14 @@ def _newton(
     intercept: bool,
     max_iter: int,
     tol: float,
+    start_logit: NDArray[np.float64] | None = None,
 ) -> tuple[NDArray[np.float64], int]:
     """Damped Newton on the mean penalized log-loss over the design D (its first column 1 with an intercept).
 
     ``P`` is the penalty matrix of the coefficients after the intercept (None: unpenalized, whose
-    terms are then skipped rather than added as zeros). Returns (theta, iterations) or raises.
+    terms are then skipped rather than added as zeros). Starts from the intercept at the observed
+    log-odds, or from the projection ``D' start_logit / n`` when its loss is lower. Returns
+    (theta, iterations) or raises.
     """
     n, k = D.shape
     Pfull = None
@@ -230,6 +247,12 @@ def _newton(
 
     eta = D.dot(theta)
     f = loss(theta, eta)
+    if start_logit is not None:
+        guess = D.tdot(start_logit) / n
+        eta_guess = D.dot(guess)
+        f_guess = loss(guess, eta_guess)
+        if f_guess < f:
+            theta, eta, f = guess, eta_guess, f_guess
     for it in range(1, int(max_iter) + 1):
         grad, hess = _score_and_information(D, eta, t)
         if Pfull is not None:

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
+from collabcausal.analyst.dcqe import DCQEPlan, resampled_logits, run_dcqe
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, estimate_effects
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.study_defaults import (
@@ -236,8 +236,13 @@ def run_experiment(
         diagnostics: dict[str, BalanceDiagnostics] = {}
         estimates: dict[tuple[str, str], EffectEstimate] = {}
         point = _replicate(config, grid, -1, diagnostics, estimates)
+        full = {name: d.propensity for name, d in diagnostics.items()}
         in_process = isinstance(grid, InProcessGrid)
-        fn = partial(_replicate_in_process, config, parties) if in_process else partial(_replicate, config, grid)
+        fn = (
+            partial(_replicate_in_process, config, parties, full)
+            if in_process
+            else partial(_replicate, config, grid, full_propensity=full)
+        )
         n_jobs = config.n_jobs if in_process else 1
         # Replicates are small linear-algebra problems: multithreaded BLAS only adds overhead
         # there (up to 40x on 2 busy cores); parallelism comes from n_jobs worker processes.
@@ -249,8 +254,10 @@ def run_experiment(
     return ExperimentResult(config, point, replicates, diagnostics, estimates, failures)
 
 
-def _replicate_in_process(config: ExperimentConfig, parties: list[Party], b: int) -> dict:
-    return _replicate(config, InProcessGrid(parties), b)
+def _replicate_in_process(
+    config: ExperimentConfig, parties: list[Party], full_propensity: Mapping[str, NDArray[np.float64]], b: int
+) -> dict:
+    return _replicate(config, InProcessGrid(parties), b, full_propensity=full_propensity)
 
 
 def _replicate(
@@ -259,10 +266,15 @@ def _replicate(
     b: int,
     diagnostics: dict[str, BalanceDiagnostics] | None = None,
     estimates: dict[tuple[str, str], EffectEstimate] | None = None,
+    *,
+    full_propensity: Mapping[str, NDArray[np.float64]] | None = None,
 ) -> dict[tuple[str, str], dict[str, float]]:
     """All settings on replicate ``b`` (``b = -1``: the full sample).
 
-    Fills ``diagnostics`` and ``estimates`` (the full-sample EffectEstimates) when given.
+    Fills ``diagnostics`` and ``estimates`` (the full-sample EffectEstimates) when given. With
+    ``full_propensity`` (each setting's full-sample propensity, by name) every propensity fit of a
+    replicate starts from its subjects' full-sample logits, as ``analyst serve``'s bootstrap does
+    (:func:`~collabcausal.analyst.dcqe.resampled_logits`).
     """
     grid = SharedReplies(grid)
     part, data = config.partition, config.dataset
@@ -273,10 +285,18 @@ def _replicate(
     subjects = [part.row_groups[i][rows[i]] for i in range(len(sizes))]
     X_all, t_all, y_all = data.arrays
     everyone = list(range(len(sizes)))
+
+    def start(setting: str | None, groups: list[int]) -> NDArray[np.float64] | None:
+        if full_propensity is None or setting not in full_propensity:
+            return None
+        return resampled_logits(full_propensity[setting], [rows[i] for i in groups])
+
+    central = next((s.name for s in config.settings if s.kind == "central"), None)
     try:
         _check_arms(t_all, subjects, everyone)
+        all_rows, covariates = np.concatenate(subjects), list(data.covariates)
         ca: EffectBundle | None = _raw_effects(
-            config, X_all, t_all, y_all, np.concatenate(subjects), list(data.covariates), b < 0
+            config, X_all, t_all, y_all, all_rows, covariates, b < 0, start(central, everyone)
         )
     except CollabCausalError:
         if b < 0:
@@ -308,7 +328,12 @@ def _replicate(
                     balance_parties=[names[i] for i in groups],
                 )
                 result = run_dcqe(
-                    grid, plan, [rows[i] for i in groups], analytic_se=b < 0, unweighted_smd=diagnostics is not None
+                    grid,
+                    plan,
+                    [rows[i] for i in groups],
+                    analytic_se=b < 0,
+                    unweighted_smd=diagnostics is not None,
+                    start_logit=start(setting.name, groups),
                 )
                 bundle, masmd = result.effects, {k: result.masmd(k) for k in config.estimators}
                 if diagnostics is not None:
@@ -322,7 +347,7 @@ def _replicate(
             else:
                 cols = balance_cols if setting.kind == "central" else _columns_of(config, setting.parties[0])
                 bundle = (
-                    _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0)
+                    _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0, start(setting.name, groups))
                     if setting.kind != "central" or ca is None
                     else ca
                 )
@@ -417,11 +442,24 @@ def _columns_of(config: ExperimentConfig, party: str) -> list[str]:
 
 
 def _raw_effects(
-    config: ExperimentConfig, X: NDArray, t: NDArray, y: NDArray, idx: NDArray, columns: list[str], analytic_se: bool
+    config: ExperimentConfig,
+    X: NDArray,
+    t: NDArray,
+    y: NDArray,
+    idx: NDArray,
+    columns: list[str],
+    analytic_se: bool,
+    start_logit: NDArray[np.float64] | None,
 ) -> EffectBundle:
     cols = [config.dataset.covariates.index(c) for c in columns]
     return estimate_effects(
-        X[idx][:, cols], t[idx], y[idx], estimand=config.estimand, estimators=config.estimators, analytic_se=analytic_se
+        X[idx][:, cols],
+        t[idx],
+        y[idx],
+        estimand=config.estimand,
+        estimators=config.estimators,
+        analytic_se=analytic_se,
+        start_logit=start_logit,
     )
 
 

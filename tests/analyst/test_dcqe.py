@@ -216,3 +216,15 @@ def test_parties_asked_concurrently_give_the_numbers_of_parties_asked_in_turn() 
         )
     for name, smd_values in in_turn.smd.items():
         np.testing.assert_array_equal(concurrent.smd[name], smd_values)
+
+
+def test_resampled_logits_are_the_full_sample_logits_of_each_row_groups_drawn_subjects():
+    from scipy.special import logit
+
+    from collabcausal.analyst.dcqe import resampled_logits
+
+    e = np.array([0.1, 0.2, 0.3, 0.4, 0.5])  # row groups of 2 and 3 subjects, stacked
+    rows = [np.array([1, 1]), np.array([2, 0, 0])]
+    np.testing.assert_array_equal(resampled_logits(e, rows), logit(np.array([0.2, 0.2, 0.5, 0.3, 0.3])))
+    with pytest.raises(InputError, match="full-sample propensity has 5 subjects, the resample's row groups 4"):
+        resampled_logits(e, [np.array([0, 1]), np.array([0, 1])])

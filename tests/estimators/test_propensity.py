@@ -148,3 +148,32 @@ def test_propensity_stays_inside_the_open_interval_where_the_logit_underflows():
     assert np.abs(model.decision_function(far)).min() > 745
     e = model.predict_propensity(far)
     assert 0.0 < e[0] < 1e-300 and 1 - 1e-15 < e[1] < 1.0
+
+
+def test_a_start_logit_near_the_optimum_gives_the_same_fit_in_fewer_iterations(data):
+    """A bootstrap replicate starts from the full-sample logits of its subjects (issue 24)."""
+    X, t = data
+    full = LogisticPropensity().fit(X, t)
+    rows = np.random.default_rng(1).integers(0, X.shape[0], X.shape[0])
+    cold = LogisticPropensity().fit(X[rows], t[rows])
+    warm = LogisticPropensity().fit(X[rows], t[rows], start_logit=full.decision_function(X[rows]))
+    assert warm.n_iter_ < cold.n_iter_
+    np.testing.assert_allclose(warm.coef_, cold.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(warm.predict_propensity(X), cold.predict_propensity(X), rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [-50.0, 1e6])
+def test_a_poor_start_logit_is_not_taken_and_the_fit_is_unchanged(data, scale):
+    X, t = data
+    cold = LogisticPropensity().fit(X, t)
+    wild = LogisticPropensity().fit(X, t, start_logit=scale * cold.decision_function(X))
+    assert wild.n_iter_ == cold.n_iter_
+    np.testing.assert_array_equal(wild.coef_, cold.coef_)
+
+
+def test_a_start_logit_of_the_wrong_length_or_not_finite_is_refused(data):
+    X, t = data
+    with pytest.raises(InputError, match="start_logit has 3 entries"):
+        LogisticPropensity().fit(X, t, start_logit=np.zeros(3))
+    with pytest.raises(InputError, match="start_logit contains NaN"):
+        LogisticPropensity().fit(X, t, start_logit=np.full(X.shape[0], np.nan))
