@@ -119,9 +119,10 @@ def summarize(replicates: ArrayLike, benchmark: float | None = None, alpha: floa
     )
 
 
-CHUNKS_PER_WORKER = 16
-"""Parallel replicates go to each worker in about this many contiguous chunks, which still even out
-workers slowed unequally (a shared machine)."""
+CHUNKS_PER_WORKER = 64
+"""Parallel replicates go to each worker in about this many contiguous chunks. A chunk costs one small
+message each way (the worker holds ``fn`` from its start), and small chunks even out workers slowed
+unequally (a shared machine) and leave at most one short chunk running alone at the end."""
 
 START_METHOD = "fork" if sys.platform == "linux" else "spawn"
 """How :func:`run_replicates` starts its workers: forked on Linux; spawned elsewhere (macOS's system
