@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,15 @@ def test_an_arena_returns_only_when_its_last_view_is_gone():
     del other, again
 
 
+def test_an_arena_held_in_a_reference_cycle_returns_when_the_cycle_is_collected():
+    pool = BufferPool()
+    cycle: list = [pool.take(N)]
+    cycle.append(cycle)
+    del cycle
+    gc.collect()
+    assert pool.free_bytes == N
+
+
 def test_an_arena_serves_buffers_above_half_its_size_only():
     pool = BufferPool()
     address = pool.take(3 * N).ctypes.data
@@ -49,11 +60,15 @@ def test_an_arena_serves_buffers_above_half_its_size_only():
     del small, larger
 
 
-def test_arenas_beyond_the_retained_bytes_are_freed():
+def test_beyond_the_retained_bytes_the_arenas_given_back_longest_ago_are_freed():
     pool = BufferPool(retained_bytes=3 * N)
-    buffers = [pool.take(2 * N), pool.take(2 * N)]
-    del buffers
+    older, newer = pool.take(2 * N), pool.take(2 * N)
+    address = newer.ctypes.data
+    del older, newer
     assert pool.free_bytes == 2 * N
+    assert pool.take(2 * N).ctypes.data == address
+    pool.take(4 * N)
+    assert pool.free_bytes == 2 * N  # the 4N arena, above the limit, is not kept
 
 
 def _message(seed: int) -> Message:
