@@ -4,13 +4,13 @@
 declared size. A fresh buffer of tens of megabytes is new memory from the kernel (glibc maps it
 afresh each time unless its mmap threshold, which adapts only up to 32 MiB, is raised by hand for
 the whole process), which the kernel zeroes at the first write to each page and takes back when
-the array is freed. A buffer of at least
-:data:`POOLED_BYTES` therefore comes from a process-wide pool of arenas: the array is a view of
-an arena held by a lease, and when the last array or view on it is gone Python frees the lease,
-which gives the arena back to the pool (up to :data:`RETAINED_BYTES` in all; beyond that the
-arenas given back longest ago are freed). ``read_message`` returns arrays only once every
-declared byte arrived, so a reused arena is entirely overwritten before anyone sees it: no byte of
-an earlier message shows in a later one, and memory any array still refers to is never handed out.
+the array is freed. A buffer of at least :data:`POOLED_BYTES` therefore comes from a
+process-wide pool of arenas: the array is a view of an arena held by a lease, and when the last
+array or view on it is gone Python frees the lease, which gives the arena back to the pool (up to
+:data:`RETAINED_BYTES` in all; beyond that the arenas given back longest ago are freed).
+``read_message`` returns arrays only once every declared byte arrived, so a reused arena is
+entirely overwritten before anyone sees it: no byte of an earlier message shows in a later one,
+and memory any array still refers to is never handed out.
 """
 
 from __future__ import annotations
