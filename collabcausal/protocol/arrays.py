@@ -31,6 +31,7 @@ import numpy as np
 
 from collabcausal.errors import CollabCausalError, ProtocolError
 from collabcausal.messages import Message, nesting
+from collabcausal.protocol.buffers import RECEIVE_BUFFERS
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.wire import ChunkView, encode_chunk
 
@@ -179,7 +180,7 @@ def read_message(
     params = _params(header)
     if check_header is not None:
         check_header(header)
-    buffers = [np.empty(nbytes, dtype=np.uint8) for _, _, _, nbytes in specs]
+    buffers = [RECEIVE_BUFFERS.take(nbytes) for _, _, _, nbytes in specs]
     views = [memoryview(buffer) for buffer in buffers]
     filled = [0] * len(specs)
     current = 0
