@@ -125,9 +125,15 @@ def check_treatment(
     t: ArrayLike, name: str = "treatment", *, n: int | None = None, both_arms: bool = True
 ) -> NDArray[np.int8]:
     """A binary treatment vector coded 0/1 with both arms present (``both_arms=False``: a block of
-    a table's rows, which may hold one arm)."""
-    arr = check_vector(t, name, n=n)
-    bad = (arr != 0.0) & (arr != 1.0)
+    a table's rows, which may hold one arm). Integer and boolean input is checked as it is (no
+    float copy: a treatment is checked by every estimator it reaches)."""
+    raw = np.asarray(t)
+    if raw.dtype.kind in "biu":
+        arr = _one_per_subject(raw, name, n)
+        bad = arr > 1 if raw.dtype.kind != "i" else (arr < 0) | (arr > 1)
+    else:
+        arr = check_vector(raw, name, n=n)
+        bad = (arr != 0.0) & (arr != 1.0)
     if bad.any():
         seen = np.unique(arr[bad])[:5]
         raise InputError(
