@@ -255,13 +255,9 @@ def test_psm_influence_is_the_linear_representation_with_matches_fixed():
         assert est.diagnostics["influence"].mean() == pytest.approx(0.0, abs=1e-10)
 
 
-@pytest.mark.parametrize("key_sort_from", [0, 4096])
-def test_the_packed_key_sort_is_the_stable_argsort(monkeypatch, key_sort_from):
-    """Both ways to the order: packed keys (forced for every size with 0) and numpy's argsort below 4096."""
-    from collabcausal.estimators import matching
+def test_the_packed_key_sort_is_the_stable_argsort():
     from collabcausal.estimators.matching import _argsort_ties_by_index
 
-    monkeypatch.setattr(matching, "_KEY_SORT_FROM", key_sort_from)
     rng = np.random.default_rng(12)
     cases = [
         rng.random(5000),
