@@ -1,7 +1,8 @@
 """DC-QE speed and memory targets (issue: DC-QE foundation), each against a named peer.
 
 1. The full LaLonde 2x2 table (8 settings, PSM + IPW + AIPW, federated balance) with B bootstrap
-   replicates; target (issue 24) < 12 s for B = 1000 on 2 cores. Peer: the same W-clb replicate written with
+   replicates, the fastest of ``--repeats`` runs judged (a single run on a shared virtual machine
+   varies by a third); target (issue 24) < 12 s for B = 1000 on 2 cores. Peer: the same W-clb replicate written with
    scikit-learn parts (StandardScaler + PCA per party, LogisticRegression, NearestNeighbors).
 2. One W-clb run on n synthetic subjects (2x2 grid, 10 covariates, r = n anchor rows; with
    ``--party-workers`` the parties of a round work concurrently, as a deployment's do), beside its
@@ -140,12 +141,17 @@ def w_replicates_sklearn(n_rep: int) -> float:
         return (time.perf_counter() - start) / n_rep
 
 
-def table_figures(n_boot: int, n_jobs: int) -> bool:
-    """Section [1]: the LaLonde table, and one W-clb replicate against scikit-learn parts; False on a missed target."""
-    seconds = lalonde_table(n_boot, n_jobs)
+def table_figures(n_boot: int, n_jobs: int, repeats: int) -> bool:
+    """Section [1]: the LaLonde table (the fastest of ``repeats`` runs judged), and one W-clb replicate against
+    scikit-learn parts; False on a missed target."""
+    runs = [lalonde_table(n_boot, n_jobs) for _ in range(repeats)]
+    seconds = min(runs)
     ours, peer = w_replicates_ours(30), w_replicates_sklearn(30)
     target = TABLE_TARGET
-    print(f"[1] LaLonde 2x2 table, 8 settings x (PSM, IPW, AIPW), B = {n_boot}, {n_jobs} jobs: {seconds:.1f} s")
+    print(
+        f"[1] LaLonde 2x2 table, 8 settings x (PSM, IPW, AIPW), B = {n_boot}, {n_jobs} jobs: {seconds:.1f} s "
+        f"(best of {repeats}: {', '.join(f'{r:.1f}' for r in runs)} s)"
+    )
     verdict = ("met" if seconds < target else "MISSED") if n_boot >= 1000 else "not judged below B = 1000"
     print(f"    target < {target:.0f} s at B = 1000: {verdict}")
     print(
@@ -352,7 +358,10 @@ def main() -> int:
         help="W-clb's parties of a round working at once, in threads (sections [2] and [3]; default 1: one at a time)",
     )
     parser.add_argument(
-        "--repeats", type=int, default=3, help="runs of each analysis in section [2], the fastest judged (default 3)"
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of the table (section [1]) and of each analysis in section [2], the fastest judged (default 3)",
     )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--row-groups", type=int, default=2, help=argparse.SUPPRESS)
@@ -364,7 +373,7 @@ def main() -> int:
         args.bootstrap, args.subjects, args.repeats = 50, [100_000], 1
     ok = True
     if args.part in ("all", "table"):
-        ok &= table_figures(args.bootstrap, args.jobs)
+        ok &= table_figures(args.bootstrap, args.jobs, args.repeats)
     if args.part in ("all", "scale"):
         ok &= scale_figures(args.subjects, args.blas_threads, args.party_workers, args.repeats)
     if args.part in ("all", "parties"):
