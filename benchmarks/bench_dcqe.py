@@ -74,6 +74,7 @@ def lalonde_table(n_boot: int, n_jobs: int) -> float:
 
 
 def w_replicates_ours(n_rep: int) -> float:
+    from scipy.special import logit
     from threadpoolctl import threadpool_limits
 
     from collabcausal.anchor_key import simulation_anchor_key
@@ -90,10 +91,10 @@ def w_replicates_ours(n_rep: int) -> float:
     with threadpool_limits(1):
         diagnostics: dict = {}
         _replicate(config, grid, -1, diagnostics)
-        full = {name: d.propensity for name, d in diagnostics.items()}  # replicates start from these, as in the table
+        full = {name: logit(d.propensity) for name, d in diagnostics.items()}  # replicates start there, as in the table
         start = time.perf_counter()
         for b in range(n_rep):
-            _replicate(config, grid, b, full_propensity=full)
+            _replicate(config, grid, b, full_logits=full)
         return (time.perf_counter() - start) / n_rep
 
 

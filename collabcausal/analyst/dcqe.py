@@ -427,6 +427,7 @@ def bootstrap_dcqe(
     """
     sizes = [int(described[group[0]].params["n_subjects"]) for group in plan.row_groups]
     out = {name: np.full(int(n_boot), np.nan) for name in plan.estimators}
+    full_logits = None if full_propensity is None else logit(full_propensity)  # once, for every replicate
     for b in tqdm(range(int(n_boot)), desc="bootstrap", disable=not progress, file=sys.stderr):
         rows = stratified_resample(sizes, child_rng(plan.seed, "bootstrap", b))
         try:
@@ -434,7 +435,7 @@ def bootstrap_dcqe(
                 grid,
                 plan,
                 rows,
-                start_logit=None if full_propensity is None else resampled_logits(full_propensity, rows),
+                start_logit=None if full_logits is None else resampled_logits(full_logits, rows),
                 timeout=timeout,
                 analytic_se=False,
                 unweighted_smd=False,
@@ -448,19 +449,19 @@ def bootstrap_dcqe(
     return out
 
 
-def resampled_logits(propensity: NDArray[np.float64], rows: Sequence[NDArray[np.int64]]) -> NDArray[np.float64]:
-    """The logits of a full-sample propensity at a resample's subjects, stacked over row groups.
+def resampled_logits(full_logits: NDArray[np.float64], rows: Sequence[NDArray[np.int64]]) -> NDArray[np.float64]:
+    """The full-sample propensity logits at a resample's subjects, stacked over row groups.
 
-    ``propensity`` is the full-sample fit's, stacked over the row groups in order; ``rows[i]``
-    holds the positions drawn in row group i (a stratified resample keeps each group's size). The
-    result, aligned with the resample's rows, is where a replicate's propensity fit starts
-    (``start_logit`` of :func:`run_dcqe`).
+    ``full_logits`` are the full-sample fit's logits, stacked over the row groups in order;
+    ``rows[i]`` holds the positions drawn in row group i (a stratified resample keeps each group's
+    size). The result, aligned with the resample's rows, is where a replicate's propensity fit
+    starts (``start_logit`` of :func:`run_dcqe`).
     """
     sizes = [len(r) for r in rows]
-    if sum(sizes) != propensity.shape[0]:
+    if sum(sizes) != full_logits.shape[0]:
         raise InputError(
-            f"the full-sample propensity has {propensity.shape[0]} subjects, the resample's row groups {sum(sizes)}",
-            "pass the propensity of the full-sample run of the same row groups",
+            f"the full-sample logits cover {full_logits.shape[0]} subjects, the resample's row groups {sum(sizes)}",
+            "pass the logits of the full-sample run of the same row groups",
         )
-    groups = np.split(logit(propensity), np.cumsum(sizes)[:-1])
+    groups = np.split(full_logits, np.cumsum(sizes)[:-1])
     return np.concatenate([g[r] for g, r in zip(groups, rows, strict=True)])

@@ -23,6 +23,7 @@ from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import logit
 from threadpoolctl import threadpool_limits
 
 from collabcausal.analyst.dcqe import DCQEPlan, resampled_logits, run_dcqe
@@ -236,12 +237,12 @@ def run_experiment(
         diagnostics: dict[str, BalanceDiagnostics] = {}
         estimates: dict[tuple[str, str], EffectEstimate] = {}
         point = _replicate(config, grid, -1, diagnostics, estimates)
-        full = {name: d.propensity for name, d in diagnostics.items()}
+        full = {name: logit(d.propensity) for name, d in diagnostics.items()}  # once, for every replicate
         in_process = isinstance(grid, InProcessGrid)
         fn = (
             partial(_replicate_in_process, config, parties, full)
             if in_process
-            else partial(_replicate, config, grid, full_propensity=full)
+            else partial(_replicate, config, grid, full_logits=full)
         )
         n_jobs = config.n_jobs if in_process else 1
         # Replicates are small linear-algebra problems: multithreaded BLAS only adds overhead
@@ -255,9 +256,9 @@ def run_experiment(
 
 
 def _replicate_in_process(
-    config: ExperimentConfig, parties: list[Party], full_propensity: Mapping[str, NDArray[np.float64]], b: int
+    config: ExperimentConfig, parties: list[Party], full_logits: Mapping[str, NDArray[np.float64]], b: int
 ) -> dict:
-    return _replicate(config, InProcessGrid(parties), b, full_propensity=full_propensity)
+    return _replicate(config, InProcessGrid(parties), b, full_logits=full_logits)
 
 
 def _replicate(
@@ -267,13 +268,13 @@ def _replicate(
     diagnostics: dict[str, BalanceDiagnostics] | None = None,
     estimates: dict[tuple[str, str], EffectEstimate] | None = None,
     *,
-    full_propensity: Mapping[str, NDArray[np.float64]] | None = None,
+    full_logits: Mapping[str, NDArray[np.float64]] | None = None,
 ) -> dict[tuple[str, str], dict[str, float]]:
     """All settings on replicate ``b`` (``b = -1``: the full sample).
 
     Fills ``diagnostics`` and ``estimates`` (the full-sample EffectEstimates) when given. With
-    ``full_propensity`` (each setting's full-sample propensity, by name) every propensity fit of a
-    replicate starts from its subjects' full-sample logits, as ``analyst serve``'s bootstrap does
+    ``full_logits`` (each setting's full-sample propensity logits, by name) every propensity fit of
+    a replicate starts from its subjects' full-sample logits, as ``analyst serve``'s bootstrap does
     (:func:`~collabcausal.analyst.dcqe.resampled_logits`).
     """
     grid = SharedReplies(grid)
@@ -287,9 +288,9 @@ def _replicate(
     everyone = list(range(len(sizes)))
 
     def start(setting: str | None, groups: list[int]) -> NDArray[np.float64] | None:
-        if full_propensity is None or setting not in full_propensity:
+        if full_logits is None or setting not in full_logits:
             return None
-        return resampled_logits(full_propensity[setting], [rows[i] for i in groups])
+        return resampled_logits(full_logits[setting], [rows[i] for i in groups])
 
     central = next((s.name for s in config.settings if s.kind == "central"), None)
     try:

@@ -225,6 +225,6 @@ def test_resampled_logits_are_the_full_sample_logits_of_each_row_groups_drawn_su
 
     e = np.array([0.1, 0.2, 0.3, 0.4, 0.5])  # row groups of 2 and 3 subjects, stacked
     rows = [np.array([1, 1]), np.array([2, 0, 0])]
-    np.testing.assert_array_equal(resampled_logits(e, rows), logit(np.array([0.2, 0.2, 0.5, 0.3, 0.3])))
-    with pytest.raises(InputError, match="full-sample propensity has 5 subjects, the resample's row groups 4"):
-        resampled_logits(e, [np.array([0, 1]), np.array([0, 1])])
+    np.testing.assert_array_equal(resampled_logits(logit(e), rows), logit(np.array([0.2, 0.2, 0.5, 0.3, 0.3])))
+    with pytest.raises(InputError, match="full-sample logits cover 5 subjects, the resample's row groups 4"):
+        resampled_logits(logit(e), [np.array([0, 1]), np.array([0, 1])])

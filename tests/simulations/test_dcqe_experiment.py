@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import logit
 
 from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.protocol.inprocess import InProcessGrid
@@ -35,10 +36,10 @@ def test_a_replicate_started_from_the_full_sample_propensities_fits_the_same_mod
     grid = InProcessGrid(build_parties(cfg.dataset, cfg.partition, anchor_key=simulation_anchor_key(cfg.seed)))
     diagnostics: dict = {}
     _replicate(cfg, grid, -1, diagnostics)
-    full = {name: d.propensity for name, d in diagnostics.items()}
+    full = {name: logit(d.propensity) for name, d in diagnostics.items()}
     assert set(full) == {s.name for s in cfg.settings}
     for b in range(3):
-        cold, warm = _replicate(cfg, grid, b), _replicate(cfg, grid, b, full_propensity=full)
+        cold, warm = _replicate(cfg, grid, b), _replicate(cfg, grid, b, full_logits=full)
         for setting in full:
             key = (setting, "ipw")
             assert warm[key]["estimate"] == pytest.approx(cold[key]["estimate"], rel=1e-7, abs=1e-9), key
