@@ -136,7 +136,22 @@ def federated_smd(
     study: str = "study",
     timeout: float | None = None,
 ) -> FederatedSMD:
-    """SMD per covariate of every listed party, from federated weighted moments.
+    """SMD per covariate of every listed party: :func:`federated_smds` of one sample."""
+    return federated_smds(grid, parties, rows, treatment, [weights], dp=dp, study=study, timeout=timeout)[0]
+
+
+def federated_smds(
+    grid: Grid,
+    parties: Sequence[Sequence[str]],
+    rows: Sequence[NDArray[np.int64] | int],
+    treatment: NDArray[np.int8],
+    samples: Sequence[NDArray[np.float64]],
+    *,
+    dp: DPBalance | None = None,
+    study: str = "study",
+    timeout: float | None = None,
+) -> list[FederatedSMD]:
+    """SMD per covariate of every listed party in each weighted sample, from federated weighted moments.
 
     Parameters
     ----------
@@ -147,8 +162,13 @@ def federated_smd(
         Subject positions per row group (a bootstrap resample), or the row group's subject count:
         all its subjects in table order, asked for without a ``rows`` array (the party reads its
         table in place instead of gathering a copy of it).
-    treatment, weights : ndarray (n,)
+    treatment : ndarray (n,)
         Stacked over row groups in the order of ``rows``.
+    samples : sequence of ndarray (n,)
+        The weights of each sample (e.g. PSM's matched sample, IPW's weighted one), stacked over
+        row groups like ``treatment``. Exact moments of all of them are asked for in one round, a
+        (k, rows) ``weights`` array per party (each sample counts as one request of the party's
+        differencing history); DP moments in one round per sample, each charged.
     dp : DPBalance, optional
         Ask for ``dp_weighted_moments`` (:mod:`collabcausal.party.dp_balance`): each party's sums
         ``sum_wx`` and ``sum_wx2`` carry ``N(0, sigma^2)`` noise (sigma in its reply); the moments
@@ -156,33 +176,77 @@ def federated_smd(
         their public bounds, ``(clip(x) - mid) / half`` (SMD does not change under a positive
         affine map), so the bounds must be the same for every row group.
     """
+    if not samples:
+        return []
+    batches = [[w] for w in samples] if dp is not None else [samples]  # DP: one charged release per sample
+    return [
+        smd
+        for batch in batches
+        for smd in _moments_round(grid, parties, rows, treatment, batch, dp=dp, study=study, timeout=timeout)
+    ]
+
+
+def _moments_round(
+    grid: Grid,
+    parties: Sequence[Sequence[str]],
+    rows: Sequence[NDArray[np.int64] | int],
+    treatment: NDArray[np.int8],
+    samples: Sequence[NDArray[np.float64]],
+    *,
+    dp: DPBalance | None,
+    study: str,
+    timeout: float | None,
+) -> list[FederatedSMD]:
+    """One round of :func:`federated_smds`: every party asked once for the moments of ``samples`` (one, with DP)."""
     operation = "weighted_moments" if dp is None else "dp_weighted_moments"
     whole = [isinstance(r, (int, np.integer)) for r in rows]
     bounds = np.cumsum([0] + [int(r) if w else len(r) for r, w in zip(rows, whole, strict=True)])
+    stacked = len(samples) > 1
+    weights = np.stack(samples) if stacked else samples[0]
     messages = {}
     for i, group in enumerate(parties):
         sl = slice(bounds[i], bounds[i + 1])
-        arrays = {"arms": treatment[sl], "weights": weights[sl]}
+        arrays = {"arms": treatment[sl], "weights": weights[..., sl]}
         if not whole[i]:
             arrays["rows"] = np.asarray(rows[i], dtype=np.int64)
         for party in group:
             params = {"study": study} | ({} if dp is None else dp.params(party))
             messages[party] = Message(operation, params, arrays)
     replies = grid.send_and_receive(messages, timeout=timeout)
-    per_group = [_side_by_side([check_moments(p, replies[p]) for p in group]) for group in parties]
-    for group, moments in zip(parties[1:], per_group[1:], strict=True):
-        if moments.sum_wx.shape != per_group[0].sum_wx.shape:
-            raise StudyFailedError(
-                f"parties {', '.join(group)} sent moments of {moments.sum_wx.shape[1]} covariates, the first row "
-                f"group {per_group[0].sum_wx.shape[1]}",
-                "give every row group the same column layout (balance_parties)",
-            )
+    checked = {p: check_moments(p, replies[p], len(samples) if stacked else None) for g in parties for p in g}
     names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
-    total = per_group[0]
-    for moments in per_group[1:]:
-        total = total + moments
-    if dp is None:
-        return FederatedSMD(names, smd_from_moments(total))
+    out = []
+    for s in range(len(samples)):
+        per_group = [_side_by_side([checked[p][s] for p in group]) for group in parties]
+        for group, moments in zip(parties[1:], per_group[1:], strict=True):
+            if moments.sum_wx.shape != per_group[0].sum_wx.shape:
+                raise StudyFailedError(
+                    f"parties {', '.join(group)} sent moments of {moments.sum_wx.shape[1]} covariates, the first row "
+                    f"group {per_group[0].sum_wx.shape[1]}",
+                    "give every row group the same column layout (balance_parties)",
+                )
+        total = per_group[0]
+        for moments in per_group[1:]:
+            total = total + moments
+        if dp is None:
+            out.append(FederatedSMD(names, smd_from_moments(total)))
+        else:
+            out.append(_dp_smd(dp, parties, replies, total, weights, bounds, rows, whole, names))
+    return out
+
+
+def _dp_smd(
+    dp: DPBalance,
+    parties: Sequence[Sequence[str]],
+    replies: Mapping[str, Message],
+    total: ArmMoments,
+    weights: NDArray[np.float64],
+    bounds: NDArray[np.int64],
+    rows: Sequence[NDArray[np.int64] | int],
+    whole: Sequence[bool],
+    names: tuple[str, ...],
+) -> FederatedSMD:
+    """The :class:`FederatedSMD` of one sample's noisy moments, each party's sigma checked against its request's."""
     subjects = [np.arange(bounds[i + 1] - bounds[i]) if whole[i] else rows[i] for i in range(len(rows))]
     variance = sum(
         np.concatenate([

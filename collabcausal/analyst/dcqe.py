@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from scipy.special import logit
 from tqdm.auto import tqdm
 
-from collabcausal.analyst.balance import DPBalanceSpec, FederatedSMD, federated_smd
+from collabcausal.analyst.balance import DPBalanceSpec, FederatedSMD, federated_smds
 from collabcausal.analyst.collaboration import AnchorGram, CollaborativeRepresentation, collaborative_representation
 from collabcausal.analyst.effects import (
     BALANCED_ESTIMATORS,
@@ -340,11 +340,14 @@ def run_dcqe(
     samples = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
     if unweighted_smd:
         samples[None] = np.ones(t.shape[0])
-    diagnosed: dict[str | None, FederatedSMD] = {
-        name: federated_smd(grid, plan.balance_parties, group_rows, t, w, dp=dp, study=plan.study, timeout=timeout)
-        for name, w in samples.items()
-        if w is not None
-    }
+    samples = {name: w for name, w in samples.items() if w is not None}
+    diagnosed: dict[str | None, FederatedSMD] = dict(zip(
+        samples,
+        federated_smds(
+            grid, plan.balance_parties, group_rows, t, list(samples.values()), dp=dp, study=plan.study, timeout=timeout
+        ),
+        strict=True,
+    ))
     before = diagnosed.pop(None, None)
     names = next((d.covariates for d in (*diagnosed.values(), before) if d is not None), ())
     return DCQEResult(

@@ -17,7 +17,8 @@ For ``dc_representation`` (paper 003, Algorithm 2, step 2) of party j in row gro
 
 A ``weighted_moments`` reply (paper 003, eqs. 42-44) needs a list of covariate names (m of them)
 and finite :class:`~collabcausal.estimators.balance.ArmMoments` arrays: ``sum_w`` and ``sum_w2``
-of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m).
+of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m); the reply to k stacked
+samples of weights has each of them with a leading axis of k.
 
 A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names, a boolean
 ``has_labels`` and an ``anchor_fingerprint`` that is absent, null or
@@ -117,8 +118,11 @@ def check_representation(
         raise _refused(party, "treatment holds values other than 0 and 1")
 
 
-def check_moments(party: str, reply: Message) -> ArmMoments:
+def check_moments(party: str, reply: Message, samples: int | None = None) -> list[ArmMoments]:
     """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless shaped as documented above.
+
+    ``samples`` None: the reply to 1-D weights (one sample, arrays unstacked); k: the reply to k
+    stacked samples, each array with a leading axis of k. Returns one :class:`ArmMoments` per sample.
 
     Raises
     ------
@@ -128,17 +132,19 @@ def check_moments(party: str, reply: Message) -> ArmMoments:
     covariates = reply.params.get("covariates")
     if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
         raise _refused(party, "covariates is not a list of names", "weighted_moments")
-    shapes = {"sum_w": (2,), "sum_w2": (2,), "sum_wx": (2, len(covariates)), "sum_wx2": (2, len(covariates))}
+    lead = () if samples is None else (samples,)
+    m = len(covariates)
+    shapes = {"sum_w": (*lead, 2), "sum_w2": (*lead, 2), "sum_wx": (*lead, 2, m), "sum_wx2": (*lead, 2, m)}
     arrays = {}
     for name, shape in shapes.items():
         array = reply.arrays.get(name)
         if array is None or array.shape != shape or array.dtype.kind not in "iuf":
             got = "nothing" if array is None else f"shape {array.shape} and dtype {array.dtype}"
             raise _refused(party, f"{name} has {got}, expected {shape} numbers", "weighted_moments")
-        if not np.all(np.isfinite(array)) or (array.ndim == 1 and np.any(array < 0)):
+        if not np.isfinite(array).all() or (array.ndim == len(lead) + 1 and (array < 0).any()):
             raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
-        arrays[name] = np.asarray(array, dtype=np.float64)
-    return ArmMoments(**arrays)
+        arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead):])
+    return [ArmMoments(*(arrays[name][s] for name in shapes)) for s in range(samples or 1)]
 
 
 def check_description(party: str, reply: Message) -> None:

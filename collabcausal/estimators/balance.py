@@ -90,28 +90,36 @@ def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> A
     arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
     """
     buffer = np.empty((2, min(ROW_BLOCK, X.shape[0])))
-    return block_arm_moments(X, lambda rows: arm_weights(w[rows], t[rows], buffer[:, : rows.stop - rows.start]))
+    return block_arm_moments(X, lambda rows: arm_weights(w[rows], t[rows], buffer[:, : rows.stop - rows.start]))[0]
 
 
 def arm_weights(w: NDArray[np.float64], t: NDArray, out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
-    """The weight of each subject in each arm, shape (2, n): exactly ``w * (t == arm)``, ``t`` being 0 or 1.
+    """The weight of each subject in each arm: exactly ``w * (t == arm)``, ``t`` being 0 or 1.
 
-    Written into ``out`` when given (a reused buffer), else into a new array.
+    ``w`` of shape (n,) gives shape (2, n) (control, treated); ``w`` of shape (k, n), k samples'
+    weights of the same subjects, gives shape (2k, n): rows ``2s`` and ``2s + 1`` are sample s's
+    control and treated weights (the layout :func:`block_arm_moments` reads). Written into ``out``
+    when given (a reused buffer), else into a new array.
     """
-    out = np.empty((2, t.shape[0])) if out is None else out
-    np.multiply(w, t, out=out[1])
-    np.subtract(w, out[1], out=out[0])
+    stacked = w if w.ndim == 2 else w[None, :]
+    out = np.empty((2 * stacked.shape[0], t.shape[0])) if out is None else out
+    np.multiply(stacked, t, out=out[1::2])
+    np.subtract(stacked, out[1::2], out=out[0::2])
     return out
 
 
-def block_arm_moments(X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]]) -> ArmMoments:
-    """The :class:`ArmMoments` of the rows of ``X``, ``weights_of(rows)`` giving a block's arm weights (2 x rows).
+def block_arm_moments(
+    X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]], samples: int = 1
+) -> list[ArmMoments]:
+    """The :class:`ArmMoments` of the rows of ``X`` for each of ``samples`` weightings, ``weights_of(rows)``
+    giving a block's arm weights (2 samples x rows, in the layout of :func:`arm_weights`).
 
     Block by block of rows, the sums accumulated over the blocks: no temporary of n rows, neither
-    ``X * X`` nor the arms' weights.
+    ``X * X`` nor the arms' weights. The samples share each block's products (one matrix product
+    for all of them).
     """
-    sum_w, sum_w2 = np.zeros(2), np.zeros(2)
-    sum_wx, sum_wx2 = np.zeros((2, X.shape[1])), np.zeros((2, X.shape[1]))
+    sum_w, sum_w2 = np.zeros(2 * samples), np.zeros(2 * samples)
+    sum_wx, sum_wx2 = np.zeros((2 * samples, X.shape[1])), np.zeros((2 * samples, X.shape[1]))
     for rows in row_blocks(X.shape[0]):
         A = weights_of(rows)
         block = X[rows]
@@ -119,7 +127,10 @@ def block_arm_moments(X: NDArray[np.float64], weights_of: Callable[[slice], NDAr
         sum_w2 += np.einsum("ij,ij->i", A, A)
         sum_wx += A @ block
         sum_wx2 += A @ (block * block)
-    return ArmMoments(sum_w, sum_w2, sum_wx, sum_wx2)
+    return [
+        ArmMoments(sum_w[i : i + 2], sum_w2[i : i + 2], sum_wx[i : i + 2], sum_wx2[i : i + 2])
+        for i in range(0, 2 * samples, 2)
+    ]
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.estimators.balance import ArmMoments, arm_moments, arm_weights, block_arm_moments
+from collabcausal.errors import InputError
+from collabcausal.estimators.balance import ArmMoments, arm_weights, block_arm_moments
 from collabcausal.estimators.validation import check_treatment, check_weights
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -34,35 +35,43 @@ def table_moments(
     weights: NDArray[np.float64],
     rows: NDArray[np.int64] | None,
     standardise: Standardise | None = None,
-) -> tuple[ArmMoments, NDArray[np.int64]]:
-    """The :class:`ArmMoments` of the requested rows' covariates ``columns``, in one pass over the table.
+) -> tuple[list[ArmMoments], NDArray[np.int64]]:
+    """The :class:`ArmMoments` of the requested rows' covariates ``columns`` under each of k weightings, in one
+    pass over the table.
 
     Request row ``r`` is table row ``rows[r]`` (all rows in order when ``rows`` is None) with arm
-    ``arms[r]`` and weight ``weights[r]``. Each table row is read once, in place, in memory or out of
-    core (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`); a resample's table rows enter
-    each arm's sums with the total weight of the request rows that repeat them, and its ``sum_w``
-    and ``sum_w2`` are the request's (``sum_w2`` over its rows, as the resample repeats them). With
-    ``standardise`` the moments are those of ``standardise(X)``, whose per-column counts are summed
-    over the table and returned (zeros without it).
+    ``arms[r]`` and weight ``weights[s, r]`` in sample ``s`` (``weights`` of shape (k, rows)). Each
+    table row is read once, in place, in memory or out of core
+    (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`), and each block's products serve the
+    k samples at once; a resample's table rows enter each arm's sums with the total weight of the
+    request rows that repeat them, and its ``sum_w`` and ``sum_w2`` are the request's (``sum_w2``
+    over its rows, as the resample repeats them). With ``standardise`` the moments are those of
+    ``standardise(X)``, whose per-column counts are summed over the table and returned (zeros
+    without it).
     """
+    samples = weights.shape[0]
     if rows is None:
-        def moments(block: slice, Z: NDArray[np.float64]) -> ArmMoments:
-            return arm_moments(Z, arms[block], weights[block])
+        def weights_of(block: slice) -> Callable[[slice], NDArray[np.float64]]:
+            return lambda r: arm_weights(weights[:, block][:, r], arms[block][r])
     else:
-        by_arm = arm_weights(weights, arms)  # each request row's weight in each arm
+        by_arm = arm_weights(weights, arms)  # each request row's weight in each arm of each sample
         per_row = np.stack([np.bincount(rows, a, minlength=table.n_subjects) for a in by_arm])
 
-        def moments(block: slice, Z: NDArray[np.float64]) -> ArmMoments:
-            return block_arm_moments(Z, lambda r: per_row[:, block][:, r])
+        def weights_of(block: slice) -> Callable[[slice], NDArray[np.float64]]:
+            return lambda r: per_row[:, block][:, r]
 
-    def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[ArmMoments, NDArray[np.int64]]:
+    def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[Any, ...]:
         Z, counts = (X, np.zeros(X.shape[1], np.int64)) if standardise is None else standardise(X)
-        return moments(block, Z), counts
+        return *block_arm_moments(Z, weights_of(block), samples), counts
 
-    total, counts = table.reduce_rows(task, columns, _add_each)
+    *totals, counts = table.reduce_rows(task, columns, _add_each)
     if rows is not None:
-        total = ArmMoments(by_arm.sum(axis=1), np.einsum("ij,ij->i", by_arm, by_arm), total.sum_wx, total.sum_wx2)
-    return total, counts
+        sum_w, sum_w2 = by_arm.sum(axis=1), np.einsum("ij,ij->i", by_arm, by_arm)
+        totals = [
+            ArmMoments(sum_w[2 * s : 2 * s + 2], sum_w2[2 * s : 2 * s + 2], m.sum_wx, m.sum_wx2)
+            for s, m in enumerate(totals)
+        ]
+    return totals, counts
 
 
 def _add_each(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -71,16 +80,41 @@ def _add_each(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
 
 @operation("weighted_moments", exact_rows=True, out_of_core=True)
 def weighted_moments(party: Party, request: Message) -> Message:
-    """Weighted per-arm sufficient statistics of the party's covariates.
+    """Weighted per-arm sufficient statistics of the party's covariates, for one or several weightings.
 
-    Request arrays: ``arms`` (0/1 per row), ``weights`` (>= 0 per row), optional ``rows``.
-    Reply arrays: the fields of :class:`collabcausal.estimators.balance.ArmMoments`.
-    Reply params: ``covariates`` (names, in column order).
+    Request arrays: ``arms`` (0/1 per row), ``weights`` (>= 0 per row, or of shape (k, rows): k
+    samples of the same rows, e.g. a study's matched and weighted samples, read in one pass),
+    optional ``rows``. Reply arrays: the fields of
+    :class:`collabcausal.estimators.balance.ArmMoments`, each with a leading axis of the k samples
+    when ``weights`` is 2-D. Reply params: ``covariates`` (names, in column order). Each sample
+    counts as one request of the party's differencing history (:mod:`collabcausal.party.policy`).
     """
     rows = selected_rows(party, request)
     n = party.table.n_subjects if rows is None else rows.size
     arms = check_treatment(request.array("arms"), "arms", n=n)
-    weights = check_weights(request.array("weights"), "weights", n=n)
-    moments, _ = table_moments(party.table, party.table.covariate_names, arms, weights, rows)
-    arrays = {name: np.asarray(value) for name, value in vars(moments).items()}  # the dataclass's fields
+    weights = request.array("weights")
+    stacked = weights.ndim == 2
+    samples = sample_weights(weights, n) if stacked else check_weights(weights, "weights", n=n)[None, :]
+    moments, _ = table_moments(party.table, party.table.covariate_names, arms, samples, rows)
+    fields = [vars(m) for m in moments]  # the dataclass's fields, per sample
+    arrays = {name: np.stack([f[name] for f in fields]) if stacked else fields[0][name] for name in fields[0]}
     return Message("weighted_moments", {"covariates": list(party.table.covariate_names)}, arrays)
+
+
+def sample_weights(weights: NDArray, n: int) -> NDArray[np.float64]:
+    """A request's 2-D ``weights``, k samples of ``n`` rows: finite, non-negative, shaped (k, n), k >= 1.
+
+    Raises
+    ------
+    InputError
+        Naming the shape or the values, and the fix.
+    """
+    if weights.ndim != 2 or weights.shape[0] < 1 or weights.shape[1] != n or weights.dtype.kind not in "biuf":
+        raise InputError(
+            f"weights has shape {weights.shape} and dtype {weights.dtype}, expected (k, {n}) numbers",
+            "send one weight per requested row, one row of weights per sample",
+        )
+    samples = weights.astype(np.float64, copy=False)
+    if not np.isfinite(samples).all() or (samples < 0.0).any():
+        raise InputError("weights must be finite and >= 0", "send valid weights")
+    return samples

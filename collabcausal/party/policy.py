@@ -170,47 +170,57 @@ class PartyPolicy:
             self._check_weighted(who, op, party, request)
 
     def _check_weighted(self, who: str, op: Operation, party: Party, request: Message) -> None:
-        """Every arm must describe ``min_subjects`` distinct subjects of non-negligible weight.
+        """Every arm of every sample must describe ``min_subjects`` distinct subjects of non-negligible weight.
 
-        ``arms`` and ``weights`` must be 1-D with one value per requested row (a (n, 1) array is
-        refused, not flattened). Weights are summed per subject (``rows`` may repeat a subject), and
-        a subject counts only if its total weight is at least ``min_weight_ratio`` times the arm's
-        largest: weight 1 on one subject and 1e-300 on the others describes one subject. An exact
-        reply is then checked against the party's differencing history of its study, persisted in
-        its request state (:mod:`collabcausal.party.request_state`).
+        ``arms`` must be 1-D with one value per requested row (a (n, 1) array is refused, not
+        flattened); so must ``weights``, except that an exact ``weighted_moments`` request may stack
+        k samples of the same rows as a (k, rows) array. Weights are summed per subject (``rows``
+        may repeat a subject), and a subject counts only if its total weight is at least
+        ``min_weight_ratio`` times the arm's largest: weight 1 on one subject and 1e-300 on the
+        others describes one subject. Each sample of an exact reply is then checked against the
+        party's differencing history of its study, persisted in its request state
+        (:mod:`collabcausal.party.request_state`), in order, as if sent one request after another:
+        the later samples against the earlier ones too, and the request is refused (nothing
+        admitted) when any sample is.
         """
         n_subjects = party.table.n_subjects
         arrays = request.arrays
         rows = np.asarray(arrays["rows"]) if "rows" in arrays else None
         expected = n_subjects if rows is None else rows.size
         arms, weights = (np.asarray(arrays.get(k, np.empty(0))) for k in ("arms", "weights"))
-        for name, values in (("arms", arms), ("weights", weights)):
-            if values.ndim != 1 or values.shape[0] != expected or not np.issubdtype(values.dtype, np.number):
+        stackable = not op.differentially_private and weights.ndim == 2
+        for name, values, ndim in (("arms", arms, 1), ("weights", weights, 2 if stackable else 1)):
+            shaped = values.ndim == ndim and values.shape[-1] == expected and (ndim == 1 or values.shape[0] >= 1)
+            if not shaped or not np.issubdtype(values.dtype, np.number):
                 raise PolicyError(
                     f"{who} refuses {op.name!r}: {name} has shape {values.shape} and dtype {values.dtype}, "
-                    f"not one number per requested row ({expected},)",
-                    "send 1-D arms and weights, one per row",
+                    f"not one number per requested row ({expected},)" + (" per sample" if ndim == 2 else ""),
+                    "send 1-D arms and weights, one per row"
+                    + ("" if op.differentially_private else " (weights may stack k samples: shape (k, rows))"),
                 )
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise PolicyError(f"{who} refuses {op.name!r}: weights must be finite and >= 0", "send valid weights")
         subject = np.arange(expected) if rows is None else rows.astype(np.int64, copy=False)
         valid = (subject >= 0) & (subject < n_subjects)
-        totals = []
-        for arm in (0, 1):
-            mask = valid & (arms == arm)
-            total = np.bincount(subject[mask], weights=weights[mask], minlength=n_subjects)
-            largest = float(total.max()) if total.size else 0.0
-            count = 0 if largest <= 0 else int(np.count_nonzero(total >= self.min_weight_ratio * largest))
-            what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"
-            self._check_subjects(who, op, count, what)
-            totals.append(total)
+        samples = []
+        for sample in weights if stackable else weights[None, :]:
+            totals = []
+            for arm in (0, 1):
+                mask = valid & (arms == arm)
+                total = np.bincount(subject[mask], weights=sample[mask], minlength=n_subjects)
+                largest = float(total.max()) if total.size else 0.0
+                count = 0 if largest <= 0 else int(np.count_nonzero(total >= self.min_weight_ratio * largest))
+                what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"
+                self._check_subjects(who, op, count, what)
+                totals.append(total)
+            samples.append((totals[0], totals[1]))
         if op.differentially_private:
             return  # a DP release is charged to the ledger: composition, not the history, bounds differencing
         with party.requests.weighted_history(party.study, self.limits.max_moment_requests) as history:
-            history.admit(
-                who, op.name, (totals[0], totals[1]),
-                min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio,
-            )
+            for totals in samples:
+                history.admit(
+                    who, op.name, totals, min_subjects=self.min_subjects, min_weight_ratio=self.min_weight_ratio
+                )
 
     def _check_align(self, who: str, party: Party) -> None:
         """``align`` re-orders the party's rows: refused once a weighted request was answered.

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from scipy.special import logit
 from threadpoolctl import threadpool_limits
 
-from collabcausal.analyst.dcqe import DCQEPlan, resampled_logits, run_dcqe
+from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, resampled_logits, run_dcqe
 from collabcausal.analyst.effects import ESTIMATORS, EffectBundle, estimate_effects
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.study_defaults import (
@@ -236,13 +236,14 @@ def run_experiment(
     with context as grid:
         diagnostics: dict[str, BalanceDiagnostics] = {}
         estimates: dict[tuple[str, str], EffectEstimate] = {}
-        point = _replicate(config, grid, -1, diagnostics, estimates)
+        described: dict[str, dict[str, Message]] = {}
+        point = _replicate(config, grid, -1, diagnostics, estimates, described=described)
         full = {name: logit(d.propensity) for name, d in diagnostics.items()}  # once, for every replicate
         in_process = isinstance(grid, InProcessGrid)
         fn = (
-            partial(_replicate_in_process, config, parties, full)
+            partial(_replicate_in_process, config, parties, full, described)
             if in_process
-            else partial(_replicate, config, grid, full_logits=full)
+            else partial(_replicate, config, grid, full_logits=full, described=described)
         )
         n_jobs = config.n_jobs if in_process else 1
         # Replicates are small linear-algebra problems: multithreaded BLAS only adds overhead
@@ -256,9 +257,13 @@ def run_experiment(
 
 
 def _replicate_in_process(
-    config: ExperimentConfig, parties: list[Party], full_logits: Mapping[str, NDArray[np.float64]], b: int
+    config: ExperimentConfig,
+    parties: list[Party],
+    full_logits: Mapping[str, NDArray[np.float64]],
+    described: dict[str, dict[str, Message]],
+    b: int,
 ) -> dict:
-    return _replicate(config, InProcessGrid(parties), b, full_logits=full_logits)
+    return _replicate(config, InProcessGrid(parties), b, full_logits=full_logits, described=described)
 
 
 def _replicate(
@@ -269,14 +274,19 @@ def _replicate(
     estimates: dict[tuple[str, str], EffectEstimate] | None = None,
     *,
     full_logits: Mapping[str, NDArray[np.float64]] | None = None,
+    described: dict[str, dict[str, Message]] | None = None,
 ) -> dict[tuple[str, str], dict[str, float]]:
     """All settings on replicate ``b`` (``b = -1``: the full sample).
 
     Fills ``diagnostics`` and ``estimates`` (the full-sample EffectEstimates) when given. With
     ``full_logits`` (each setting's full-sample propensity logits, by name) every propensity fit of
     a replicate starts from its subjects' full-sample logits, as ``analyst serve``'s bootstrap does
-    (:func:`~collabcausal.analyst.dcqe.resampled_logits`).
+    (:func:`~collabcausal.analyst.dcqe.resampled_logits`). ``described`` holds each collaboration's
+    checked ``describe`` replies by setting name: a setting missing from it is described (and
+    added), one in it is not asked again. The replies do not depend on the resample, so the full
+    sample's serve every replicate, as ``analyst serve``'s bootstrap reuses its study's.
     """
+    described = {} if described is None else described
     grid = SharedReplies(grid)
     part, data = config.partition, config.dataset
     sizes = [len(r) for r in part.row_groups]
@@ -328,10 +338,13 @@ def _replicate(
                     study=config.study,
                     balance_parties=[names[i] for i in groups],
                 )
+                if setting.name not in described:
+                    described[setting.name] = describe_parties(grid, plan)
                 result = run_dcqe(
                     grid,
                     plan,
                     [rows[i] for i in groups],
+                    described=described[setting.name],
                     analytic_se=b < 0,
                     unweighted_smd=diagnostics is not None,
                     start_logit=start(setting.name, groups),
