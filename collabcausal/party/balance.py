@@ -101,18 +101,28 @@ def weighted_moments(party: Party, request: Message) -> Message:
     return Message("weighted_moments", {"covariates": list(party.table.covariate_names)}, arrays)
 
 
+MAX_SAMPLES = 16
+"""Samples of weights one ``weighted_moments`` request may stack: a study asks for at most four (PSM,
+IPW, AIPW, unweighted); the party's per-row sums take 2 x samples x its subjects floats."""
+
+
 def sample_weights(weights: NDArray, n: int) -> NDArray[np.float64]:
-    """A request's 2-D ``weights``, k samples of ``n`` rows: finite, non-negative, shaped (k, n), k >= 1.
+    """A request's 2-D ``weights``, k samples of ``n`` rows: finite, non-negative, shaped (k, n), 1 <= k <= MAX_SAMPLES.
 
     Raises
     ------
     InputError
         Naming the shape or the values, and the fix.
     """
-    if weights.ndim != 2 or weights.shape[0] < 1 or weights.shape[1] != n or weights.dtype.kind not in "biuf":
+    if weights.ndim != 2 or weights.shape[1] != n or weights.dtype.kind not in "biuf":
         raise InputError(
             f"weights has shape {weights.shape} and dtype {weights.dtype}, expected (k, {n}) numbers",
             "send one weight per requested row, one row of weights per sample",
+        )
+    if not 1 <= weights.shape[0] <= MAX_SAMPLES:
+        raise InputError(
+            f"weights stacks {weights.shape[0]} samples, not 1 to {MAX_SAMPLES}",
+            f"send at most {MAX_SAMPLES} samples per request",
         )
     samples = weights.astype(np.float64, copy=False)
     if not np.isfinite(samples).all() or (samples < 0.0).any():

@@ -25,7 +25,10 @@ the number of subjects with |r_k| >= ``min_weight_ratio`` x max|r| is between 1 
    requests and the new one (:func:`isolated_subjects`): some combination of the replies is then
    that subject's row, however many requests it takes and however the decoy weights are spread.
 
-A request whose weights equal an earlier one's (r = 0) reveals nothing new and is answered. At
+A request whose weights equal an earlier one's (r = 0) reveals nothing new and is answered. A
+request stacking k samples of weights is k requests here, admitted in order (the policy refuses it
+whole when one sample is refused: :meth:`PartyPolicy._check_weighted
+<collabcausal.party.policy.PartyPolicy._check_weighted>`). At
 most ``max_moment_requests`` weighted requests are answered per (dataset, study), which also bounds
 the history kept (n x 2 floats each); the history is persisted in the party's state
 (:mod:`collabcausal.party.request_state`), so a restart does not reset it.

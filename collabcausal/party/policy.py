@@ -49,6 +49,7 @@ import numpy as np
 
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message
+from collabcausal.party.balance import MAX_SAMPLES
 from collabcausal.party.operations import Operation, release_kinds
 from collabcausal.party.representation import continues_representation
 from collabcausal.party.request_limits import RequestLimits
@@ -190,13 +191,16 @@ class PartyPolicy:
         arms, weights = (np.asarray(arrays.get(k, np.empty(0))) for k in ("arms", "weights"))
         stackable = not op.differentially_private and weights.ndim == 2
         for name, values, ndim in (("arms", arms, 1), ("weights", weights, 2 if stackable else 1)):
-            shaped = values.ndim == ndim and values.shape[-1] == expected and (ndim == 1 or values.shape[0] >= 1)
+            shaped = values.ndim == ndim and values.shape[-1] == expected
+            if ndim == 2:
+                shaped = shaped and 1 <= values.shape[0] <= MAX_SAMPLES
             if not shaped or not np.issubdtype(values.dtype, np.number):
+                expected_shape = f"({expected},)" if ndim == 1 else f"(k, {expected}) with 1 <= k <= {MAX_SAMPLES}"
                 raise PolicyError(
                     f"{who} refuses {op.name!r}: {name} has shape {values.shape} and dtype {values.dtype}, "
-                    f"not one number per requested row ({expected},)" + (" per sample" if ndim == 2 else ""),
+                    f"not one number per requested row {expected_shape}",
                     "send 1-D arms and weights, one per row"
-                    + ("" if op.differentially_private else " (weights may stack k samples: shape (k, rows))"),
+                    + ("" if op.differentially_private else f" (weights may stack up to {MAX_SAMPLES} samples)"),
                 )
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise PolicyError(f"{who} refuses {op.name!r}: weights must be finite and >= 0", "send valid weights")

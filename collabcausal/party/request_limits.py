@@ -20,8 +20,9 @@ key                         default     what it bounds
                                         use at most 4)
 ``max_list_length``         10000       items in any one list or mapping of the params (sums,
                                         quantiles, partition centers, ...)
-``max_moment_requests``     32          ``weighted_moments`` requests answered per study,
-                                        persisted (:mod:`collabcausal.party.differencing`)
+``max_moment_requests``     32          ``weighted_moments`` samples answered per study (a
+                                        request stacking k counts k), persisted
+                                        (:mod:`collabcausal.party.differencing`)
 ==========================  ==========  =========================================================
 
 The anchor rows (``min_anchors``/``max_anchors``) and the components of a representation

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collabcausal.analyst.balance import DPBalance, federated_smd
+from collabcausal.analyst.balance import DPBalance, federated_smd, federated_smds
 from collabcausal.errors import StudyFailedError
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -140,3 +140,27 @@ def test_a_study_with_dp_balance_refuses_a_delta_above_one_over_n_before_any_req
     with pytest.raises(InputError, match="covariate 'd' of party 'p2' has no public range"):
         run_dcqe(Recording(parties), plan(narrow, 1e-6))
     assert set(asked) == {"describe"}  # refused after describe, before any representation or moment
+
+
+def test_several_samples_take_one_round_exact_and_one_charged_round_each_with_dp(tmp_path, monkeypatch):
+    grid, t, weights = _grid(tmp_path)
+    samples = [weights, np.ones(N), weights[::-1].copy()]
+    rounds: list[dict[str, Message]] = []
+    send = grid.send_and_receive
+
+    def recording(messages, timeout=None):
+        rounds.append(messages)
+        return send(messages, timeout=timeout)
+
+    halves = [np.arange(N // 2), np.arange(N // 2, N)]
+    alone = [federated_smd(grid, [["p1"], ["p2"]], halves, t, w).smd for w in samples]
+    monkeypatch.setattr(grid, "send_and_receive", recording)
+    together = federated_smds(grid, [["p1"], ["p2"]], halves, t, samples)
+    assert len(rounds) == 1 and rounds[0]["p1"].array("weights").shape == (3, N // 2)
+    for one, many in zip(alone, together, strict=True):
+        np.testing.assert_allclose(many.smd, one, rtol=1e-12)
+    rounds.clear()
+    noisy = federated_smds(grid, [["p1", "p2"]], [N], t, samples[:2], dp=_dp(1e6))
+    assert [m["p1"].array("weights").shape for m in rounds] == [(N,), (N,)]  # each release charged on its own
+    assert len(noisy) == 2 and all((s.noise_sd > 0).all() for s in noisy)
+    assert federated_smds(grid, [["p1", "p2"]], [N], t, []) == []

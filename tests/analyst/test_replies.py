@@ -95,6 +95,12 @@ MOMENT_TAMPERINGS = {
     "no sum_wx2": (lambda r: dataclasses.replace(r, arrays={k: v for k, v in r.arrays.items() if k != "sum_wx2"}),
                    "sum_wx2 has nothing"),
     "covariates not a list": (lambda r: Message(r.operation, {"covariates": 3}, r.arrays), "covariates is not a"),
+    # the study asks for two samples at once (IPW's and the unweighted one): each is checked
+    "a sample short": (lambda r: _with(r, **{k: v[:1] for k, v in r.arrays.items()}), r"sum_w has shape \(1, 2\)"),
+    "negative sum_w of the second sample": (
+        lambda r: _with(r, sum_w=r.array("sum_w") * np.array([[1.0, 1.0], [1.0, -1.0]])),
+        "sum_w holds NaN, infinite or negative",
+    ),
 }
 
 

@@ -156,6 +156,33 @@ def test_balance_moments_are_the_in_memory_ones_whole_or_resampled(tmp_path, tab
         assert ours.arrays["sum_w2"][arm] == pytest.approx(np.sum(w * w), rel=1e-14)
 
 
+@pytest.mark.parametrize("resample", [False, True])
+def test_stacked_samples_are_answered_as_the_requests_of_each_in_memory_and_out_of_core(tmp_path, tables, resample):
+    """(k, rows) weights: one pass, each sample's moments those of its own request (stacked on a leading axis)."""
+    rows = np.random.default_rng(2).integers(0, 2400, 2400) if resample else None
+    requests = [_moments_request("weighted_moments", rows, 2400, seed) for seed in (3, 4, 5)]
+    arms = requests[0].arrays["arms"]
+    requests = [Message(r.operation, r.params, {**r.arrays, "arms": arms}) for r in requests]  # one arm per row
+    weights = np.stack([r.arrays["weights"] for r in requests])
+    stacked = Message("weighted_moments", {"study": "s"}, {**requests[0].arrays, "weights": weights})
+    for table, name in zip(tables, "pq", strict=True):
+        party = ledger_party(tmp_path, table, name)
+        reply = party.handle(stacked)
+        for k, request in enumerate(requests):
+            alone = party.handle(request)
+            for name in ("sum_w", "sum_w2", "sum_wx", "sum_wx2"):
+                np.testing.assert_allclose(reply.arrays[name][k], alone.arrays[name], rtol=1e-12)
+
+
+def test_a_dp_moments_request_refuses_stacked_samples_before_any_charge(tmp_path, tables):
+    request = _moments_request("dp_weighted_moments", None, 2400)
+    weights = np.stack([request.arrays["weights"]] * 2)
+    party = ledger_party(tmp_path, tables[1])
+    with pytest.raises(InputError, match=r"weights must be one-dimensional, got shape \(2, 2400\)"):
+        party.handle(Message(request.operation, request.params, {**request.arrays, "weights": weights}))
+    assert party.ledger.history() == []
+
+
 def test_operations_that_need_the_rows_in_memory_and_resamples_are_refused(tmp_path, tables):
     party = ledger_party(tmp_path, tables[0])
     dp_mean = Message("dp_mean", {"column": "a", "epsilon": 1.0, "bounds": [-4, 4]})

@@ -32,7 +32,8 @@ def _party(*, policy: bool = True, max_moment_requests: int = 32) -> Party:
 
 
 def _ask(party: Party, weights, arms=None, rows=None) -> Message:
-    arrays = {"arms": ARMS[: len(weights)] if arms is None else arms, "weights": np.asarray(weights, float)}
+    weights = np.asarray(weights, float)
+    arrays = {"arms": ARMS[: weights.shape[-1]] if arms is None else arms, "weights": weights}
     if rows is not None:
         arrays = {**arrays, "rows": rows}
     return party.handle(Message("weighted_moments", {"study": "s"}, arrays))
@@ -177,3 +178,31 @@ def test_isolated_subjects_skips_unweighed_rows_without_changing_the_answer():
     expected = np.flatnonzero(1.0 - leverage <= 1e-4)
     np.testing.assert_array_equal(isolated_subjects(requests, 1e-2), expected)
     np.testing.assert_array_equal(expected, [K])
+
+
+def test_samples_stacked_in_one_request_are_checked_against_each_other_and_nothing_is_admitted_on_refusal():
+    """k samples in one (k, rows) request are admitted in order, as k requests: w and w - e_K together are refused."""
+    party = _party()
+    _refused(party, np.stack([np.ones(N), _without_k()]))
+    assert party.requests.weighted_count(party.study) == 0  # the first sample was not kept either
+    before = _ask(party, np.ones(N))  # nor answered: the same weights alone still are
+    assert before.array("sum_w").shape == (2,)
+    _refused(party, np.stack([_without_k() * 2.0, np.ones(N)]))  # the later sample against the history too
+    assert party.requests.weighted_count(party.study) == 1
+
+
+def test_stacked_samples_count_one_request_each_against_the_cap():
+    party = _party(max_moment_requests=3)
+    rng = np.random.default_rng(5)
+    samples = np.stack([np.ones(N), rng.uniform(0.5, 1.5, N)])
+    reply = _ask(party, samples)
+    assert reply.array("sum_wx").shape == (2, 2, 2)  # (samples, arms, covariates)
+    with pytest.raises(PolicyError, match="answered 3 'weighted_moments' requests, its max_moment_requests"):
+        _ask(party, np.stack([np.ones(N), np.ones(N)]))  # the first sample is the third: the second goes over
+    assert party.requests.weighted_count(party.study) == 2
+
+
+@pytest.mark.parametrize("shape", [(0, N), (2, N - 1), (2, N, 1), (17, N)])  # 17: over MAX_SAMPLES
+def test_malformed_stacked_weights_are_refused_naming_the_shape(shape):
+    with pytest.raises(PolicyError, match=rf"weights has shape \({shape[0]}, {shape[1]}"):
+        _ask(_party(), np.ones(shape), arms=ARMS)

@@ -71,7 +71,7 @@ def test_weights_shaped_n_by_1_are_refused_not_flattened():
     party = _party(PartyPolicy(OPS, ["a", "b"], min_subjects=5))
     weights = np.zeros((40, 1))
     weights[0] = 1.0
-    with pytest.raises(PolicyError, match=r"weights has shape \(40, 1\).*not one number per requested row \(40,\)"):
+    with pytest.raises(PolicyError, match=r"weights has shape \(40, 1\).*not one number per requested row \(k, 40\)"):
         party.handle(_moments(np.arange(40) % 2, weights))
     with pytest.raises(PolicyError, match=re.escape("arms has shape (40, 1)")):
         party.handle(_moments((np.arange(40) % 2)[:, None], np.ones(40)))

@@ -104,12 +104,19 @@ def test_a_replicate_asks_each_party_once_per_distinct_representation() -> None:
 
     dataset = load_lalonde()
     part = partition_grid(dataset, 2, seed=0)
-    config = ExperimentConfig(dataset, part, parse_settings(DEFAULT_2X2, part), estimators=("psm",), n_boot=1,
+    config = ExperimentConfig(dataset, part, parse_settings(DEFAULT_2X2, part), estimators=("psm", "ipw"), n_boot=1,
                               party_components=3)
     grid = CountingGrid(build_parties(dataset, part, anchor_key=simulation_anchor_key(0)))
-    _replicate(config, grid, 0)
+    described: dict = {}
+    _replicate(config, grid, -1, described=described)
+    assert all(count == 1 for (_, operation), count in grid.asked.items() if operation == "describe")
+    grid.asked.clear()
+    _replicate(config, grid, 0, described=described)
     # L, T and W ask p11 (and B, L and W p21) the same; p12's and p22's requests as label holders (R) differ
     # from theirs beside p11 and p21 (T, B and W)
     asked = {name: count for (name, operation), count in grid.asked.items() if operation == "dc_representation"}
     assert asked == {"p11": 1, "p21": 1, "p12": 2, "p22": 2}
-    assert all(count == 1 for (_, operation), count in grid.asked.items() if operation == "describe")
+    # the full sample's describe replies serve the replicate; each collaboration's balance samples go in one round
+    assert {operation for _, operation in grid.asked} == {"dc_representation", "weighted_moments"}
+    # L, R, T and W hold row group 1, whose parties' covariates each diagnoses: one round each for both samples
+    assert grid.asked[("p11", "weighted_moments")] == 4
