@@ -129,7 +129,7 @@ def psm(
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
     is_t = t == 1
     is_query = is_t if estimand == "att" else np.ones(n, dtype=bool)
-    ties = TiedMatches(e, y, t, is_query, caliper)
+    ties = TiedMatches(e, y, t, is_query, caliper, every_effect=compute_se)
     kept = ties.kept
     if not kept.any():
         raise InputError(
@@ -208,6 +208,11 @@ class TiedMatches:
         The subjects whose matches count (those of the estimand).
     caliper : float or None, default None
         Queries without a match this close are not kept.
+    every_effect : bool, default True
+        Match every subject, queries or not (the ATT's Abadie-Imbens 2016 correction needs the
+        controls' ``effect`` too). False: an arm without a query is not matched (the ATT's controls
+        in a bootstrap replicate: half the work of its sorted searches); its subjects' ``effect`` is
+        NaN, and the weights are the same.
 
     Attributes
     ----------
@@ -217,7 +222,7 @@ class TiedMatches:
         The control and the treated subjects (indices into the sample), by score, ties by index.
     effect : ndarray of shape (n,)
         Per subject, ``Y^(1) - Y^(0)``: its own outcome against the mean outcome of its tied nearest
-        subjects in the other arm.
+        subjects in the other arm (NaN for an arm left unmatched, ``every_effect=False``).
     kept : ndarray of bool, shape (n,)
         The queries with a match within the caliper (all queries without one).
     count : ndarray of int, shape (n,)
@@ -232,6 +237,7 @@ class TiedMatches:
         t: NDArray[np.int8],
         queries: NDArray[np.bool_],
         caliper: float | None = None,
+        every_effect: bool = True,
     ) -> None:
         n = scores.size
         self.order, self.by_score, sorted_scores = _arms_by_score(scores, t)
@@ -240,9 +246,14 @@ class TiedMatches:
         self.count = np.empty(n, dtype=np.intp)
         self._scores, self._outcomes = scores, outcomes  # references, for within_arm_variance
         self._queries = queries
-        self._pool: list[_RunMatches] | None = []
+        self._pool: list[_RunMatches | None] | None = []
         for w in (0, 1):
             query = self.by_score[1 - w]
+            if not every_effect and not queries[query].any():  # nothing of this arm's matches is used
+                self.effect[query] = np.nan
+                self.count[query] = 0
+                self._pool.append(None)
+                continue
             out = (self.effect, distance)  # the effect holds the matched mean outcome first
             matches = _RunMatches(sorted_scores[w], outcomes[self.by_score[w]], sorted_scores[1 - w], out, query)
             self.count[query] = matches.count
@@ -262,9 +273,10 @@ class TiedMatches:
         if self._pool is None:
             raise RuntimeError("TiedMatches.pool_weights was already called: its matchers are released")
         n = self.kept.size
-        k_sum, k_sq = np.empty(n), np.empty(n)
+        k_sum, k_sq = np.zeros(n), np.zeros(n)  # a pool no kept query was matched in weighs 0
         for w, matches in enumerate(self._pool):
-            k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
+            if matches is not None:
+                k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
         self._pool = None
         factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
         twice = 2.0 * k_sum

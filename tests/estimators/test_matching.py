@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.matching import nearest_neighbor_match, psm
+from collabcausal.estimators import matching
+from collabcausal.estimators.matching import _RunMatches, nearest_neighbor_match, psm
 
 # Hand-computed example: treated 0 (e .3) -> control 2 (e .2); treated 1 (e .6) -> control 4 (e .65);
 # control 2 -> treated 0; controls 3 (e .5) and 4 (e .65) -> treated 1.
@@ -105,14 +106,20 @@ def test_estimate_and_se_do_not_depend_on_row_order_with_many_ties(estimand):
         np.testing.assert_allclose(shuffled.diagnostics["match_weights"], first.diagnostics["match_weights"][p])
 
 
-def test_att_without_its_se_matches_the_treated_only_to_the_same_estimate_and_weights():
+@pytest.mark.parametrize("caliper", [None, 0.05])
+def test_att_without_its_se_matches_the_treated_only_to_the_same_estimate_and_weights(caliper, monkeypatch):
     # compute_se=False matches no control (an ATT needs none without its SE): nothing else changes
     rng = np.random.default_rng(11)
-    e = rng.choice(np.linspace(0.1, 0.9, 9), 300)
-    t = rng.binomial(1, e)
-    y = 2.0 * t + 5.0 * e + rng.normal(size=300)
-    full, bare = psm(y, t, e, "att"), psm(y, t, e, "att", compute_se=False)
+    e = np.r_[rng.choice(np.linspace(0.1, 0.9, 9), 300), 0.99]  # the last treated has no control within 0.05
+    t = np.r_[rng.binomial(1, e[:-1]), 1]
+    y = 2.0 * t + 5.0 * e + rng.normal(size=301)
+    full = psm(y, t, e, "att", caliper=caliper)
+    searched = []
+    monkeypatch.setattr(matching, "_RunMatches", lambda *a: searched.append(a[2].size) or _RunMatches(*a))
+    bare = psm(y, t, e, "att", caliper=caliper, compute_se=False)
+    assert searched == [np.count_nonzero(t)]  # the treated were searched among the controls, nothing else
     assert bare.estimate == full.estimate and bare.se is None
+    assert bare.diagnostics["n_unmatched"] == full.diagnostics["n_unmatched"] == (caliper is not None)
     for key in ("match_weights", "n_matches", "influence"):
         np.testing.assert_array_equal(bare.diagnostics[key], full.diagnostics[key])
 
