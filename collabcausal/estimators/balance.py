@@ -37,7 +37,9 @@ class ArmMoments:
     sum_wx2 : ndarray of shape (2, m)
         Sum of w * x^2 per arm and covariate.
 
-    Moments of disjoint sets of subjects combine with ``+``.
+    Moments of disjoint sets of subjects combine with ``+``. The moments of k samples (weightings
+    of the same subjects) computed together stack their arms: fields of shape (2k,) and (2k, m),
+    sample s in rows 2s (control) and 2s + 1 (treated); :meth:`samples` splits them.
     """
 
     sum_w: NDArray[np.float64]
@@ -59,6 +61,13 @@ class ArmMoments:
             self.sum_wx + other.sum_wx,
             self.sum_wx2 + other.sum_wx2,
         )
+
+    def samples(self) -> list[ArmMoments]:
+        """The moments of each of the k samples stacked in these (views, in sample order)."""
+        return [
+            ArmMoments(self.sum_w[i : i + 2], self.sum_w2[i : i + 2], self.sum_wx[i : i + 2], self.sum_wx2[i : i + 2])
+            for i in range(0, self.sum_w.shape[0], 2)
+        ]
 
 
 SMD_THRESHOLD = 0.1
@@ -90,7 +99,7 @@ def arm_moments(X: NDArray[np.float64], t: NDArray, w: NDArray[np.float64]) -> A
     arms (0/1) and ``w`` their finite non-negative weights (a party's own validated table, say).
     """
     buffer = np.empty((2, min(ROW_BLOCK, X.shape[0])))
-    return block_arm_moments(X, lambda rows: arm_weights(w[rows], t[rows], buffer[:, : rows.stop - rows.start]))[0]
+    return block_arm_moments(X, lambda rows: arm_weights(w[rows], t[rows], buffer[:, : rows.stop - rows.start]))
 
 
 def arm_weights(w: NDArray[np.float64], t: NDArray, out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
@@ -110,8 +119,8 @@ def arm_weights(w: NDArray[np.float64], t: NDArray, out: NDArray[np.float64] | N
 
 def block_arm_moments(
     X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]], samples: int = 1
-) -> list[ArmMoments]:
-    """The :class:`ArmMoments` of the rows of ``X`` for each of ``samples`` weightings, ``weights_of(rows)``
+) -> ArmMoments:
+    """The :class:`ArmMoments` of the rows of ``X`` under ``samples`` weightings, stacked, ``weights_of(rows)``
     giving a block's arm weights (2 samples x rows, in the layout of :func:`arm_weights`).
 
     Block by block of rows, the sums accumulated over the blocks: no temporary of n rows, neither
@@ -127,10 +136,7 @@ def block_arm_moments(
         sum_w2 += np.einsum("ij,ij->i", A, A)
         sum_wx += A @ block
         sum_wx2 += A @ (block * block)
-    return [
-        ArmMoments(sum_w[i : i + 2], sum_w2[i : i + 2], sum_wx[i : i + 2], sum_wx2[i : i + 2])
-        for i in range(0, 2 * samples, 2)
-    ]
+    return ArmMoments(sum_w, sum_w2, sum_wx, sum_wx2)
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:

@@ -35,9 +35,9 @@ def table_moments(
     weights: NDArray[np.float64],
     rows: NDArray[np.int64] | None,
     standardise: Standardise | None = None,
-) -> tuple[list[ArmMoments], NDArray[np.int64]]:
-    """The :class:`ArmMoments` of the requested rows' covariates ``columns`` under each of k weightings, in one
-    pass over the table.
+) -> tuple[ArmMoments, NDArray[np.int64]]:
+    """The :class:`ArmMoments` of the requested rows' covariates ``columns`` under each of k weightings
+    (stacked: :meth:`ArmMoments.samples`), in one pass over the table.
 
     Request row ``r`` is table row ``rows[r]`` (all rows in order when ``rows`` is None) with arm
     ``arms[r]`` and weight ``weights[s, r]`` in sample ``s`` (``weights`` of shape (k, rows)). Each
@@ -55,23 +55,21 @@ def table_moments(
             return lambda r: arm_weights(weights[:, block][:, r], arms[block][r])
     else:
         by_arm = arm_weights(weights, arms)  # each request row's weight in each arm of each sample
-        per_row = np.stack([np.bincount(rows, a, minlength=table.n_subjects) for a in by_arm])
+        n = table.n_subjects  # one bincount for all: row j of by_arm counts at j n + table row
+        at = (rows + n * np.arange(by_arm.shape[0])[:, None]).ravel()
+        per_row = np.bincount(at, by_arm.ravel(), minlength=by_arm.shape[0] * n).reshape(by_arm.shape[0], n)
 
         def weights_of(block: slice) -> Callable[[slice], NDArray[np.float64]]:
             return lambda r: per_row[:, block][:, r]
 
-    def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[Any, ...]:
+    def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[ArmMoments, NDArray[np.int64]]:
         Z, counts = (X, np.zeros(X.shape[1], np.int64)) if standardise is None else standardise(X)
-        return *block_arm_moments(Z, weights_of(block), samples), counts
+        return block_arm_moments(Z, weights_of(block), samples), counts
 
-    *totals, counts = table.reduce_rows(task, columns, _add_each)
+    total, counts = table.reduce_rows(task, columns, _add_each)
     if rows is not None:
-        sum_w, sum_w2 = by_arm.sum(axis=1), np.einsum("ij,ij->i", by_arm, by_arm)
-        totals = [
-            ArmMoments(sum_w[2 * s : 2 * s + 2], sum_w2[2 * s : 2 * s + 2], m.sum_wx, m.sum_wx2)
-            for s, m in enumerate(totals)
-        ]
-    return totals, counts
+        total = ArmMoments(by_arm.sum(axis=1), np.einsum("ij,ij->i", by_arm, by_arm), total.sum_wx, total.sum_wx2)
+    return total, counts
 
 
 def _add_each(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -96,8 +94,8 @@ def weighted_moments(party: Party, request: Message) -> Message:
     stacked = weights.ndim == 2
     samples = sample_weights(weights, n) if stacked else check_weights(weights, "weights", n=n)[None, :]
     moments, _ = table_moments(party.table, party.table.covariate_names, arms, samples, rows)
-    fields = [vars(m) for m in moments]  # the dataclass's fields, per sample
-    arrays = {name: np.stack([f[name] for f in fields]) if stacked else fields[0][name] for name in fields[0]}
+    fields = vars(moments)  # the dataclass's fields, (2k, ...): (k, 2, ...) in the reply to stacked weights
+    arrays = {name: v.reshape(-1, 2, *v.shape[1:]) if stacked else v for name, v in fields.items()}
     return Message("weighted_moments", {"covariates": list(party.table.covariate_names)}, arrays)
 
 

@@ -86,7 +86,7 @@ def standardised_moments(
         Z = (np.column_stack([values for values, _ in clipped]) - scales[:, 0]) / scales[:, 1]
         return Z, np.array([k for _, k in clipped], dtype=np.int64)
 
-    (moments,), n_clipped = table_moments(table, columns, arms, weights[None, :], rows, standardise)
+    moments, n_clipped = table_moments(table, columns, arms, weights[None, :], rows, standardise)
     return moments, [int(k) for k in n_clipped]
 
 

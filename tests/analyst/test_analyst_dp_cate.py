@@ -34,7 +34,11 @@ def test_functional_release_on_x_hat_estimates_the_constant_effect_and_charges_t
                                   ledger=ledger, seed=0)
     assert ledger.spent()[0] == pytest.approx(20.0)
     values = f(np.zeros((5, 6)))
-    assert np.all(np.abs(values - 1.0) < 1.0)  # true effect 1 everywhere; noise sd 0.3 at eps = 20
+    # g_D(0) + r U(0): the seeded non-private fit near the true effect 1, and the OpenDP noise (unseeded,
+    # U(0) ~ N(0, 1)) within 4.5 sd (false-failure rate 7e-6); r is about 0.3 at eps = 20
+    centre = values - f.noise_scale * f.path.values_[0]
+    assert np.all(np.abs(centre - 1.0) < 0.5) and f.noise_scale < 0.5
+    assert abs(f.path.values_[0]) < 4.5
     again = f(np.zeros((1, 6)))
     assert again[0] == pytest.approx(values[0], rel=1e-12)
     assert ledger.spent()[0] == pytest.approx(20.0)
