@@ -44,27 +44,28 @@ def table_moments(
     table row is read once, in place, in memory or out of core
     (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`), and each block's products serve the
     k samples at once; a resample's table rows enter each arm's sums with the total weight of the
-    request rows that repeat them, and its ``sum_w`` and ``sum_w2`` are the request's (``sum_w2``
+    request rows that repeat them (2k sums per distinct row asked for, one count per table row:
+    the memory does not grow with k times the table), and its ``sum_w`` and ``sum_w2`` are the request's (``sum_w2``
     over its rows, as the resample repeats them). With ``standardise`` the moments are those of
     ``standardise(X)``, whose per-column counts are summed over the table and returned (zeros
     without it).
     """
     samples = weights.shape[0]
-    if rows is None:
-        def weights_of(block: slice) -> Callable[[slice], NDArray[np.float64]]:
-            return lambda r: arm_weights(weights[:, block][:, r], arms[block][r])
-    else:
+    if rows is not None:
         by_arm = arm_weights(weights, arms)  # each request row's weight in each arm of each sample
-        n = table.n_subjects  # one bincount for all: row j of by_arm counts at j n + table row
-        at = (rows + n * np.arange(by_arm.shape[0])[:, None]).ravel()
-        per_row = np.bincount(at, by_arm.ravel(), minlength=by_arm.shape[0] * n).reshape(by_arm.shape[0], n)
-
-        def weights_of(block: slice) -> Callable[[slice], NDArray[np.float64]]:
-            return lambda r: per_row[:, block][:, r]
+        weighed = np.flatnonzero(np.bincount(rows, minlength=table.n_subjects))  # the table rows asked for
+        # per weighed table row, its total weight in each arm of each sample (one bincount for all):
+        # 2k x (distinct rows asked for) numbers, whatever the table's size
+        at = (np.searchsorted(weighed, rows) + weighed.size * np.arange(by_arm.shape[0])[:, None]).ravel()
+        per_row = np.bincount(at, by_arm.ravel(), minlength=by_arm.shape[0] * weighed.size)
+        per_row = per_row.reshape(by_arm.shape[0], weighed.size)
 
     def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[ArmMoments, NDArray[np.int64]]:
         Z, counts = (X, np.zeros(X.shape[1], np.int64)) if standardise is None else standardise(X)
-        return block_arm_moments(Z, weights_of(block), samples), counts
+        if rows is None:
+            return block_arm_moments(Z, lambda r: arm_weights(weights[:, block][:, r], arms[block][r]), samples), counts
+        lo, hi = np.searchsorted(weighed, (block.start, block.stop))  # the block's rows asked for
+        return block_arm_moments(Z[weighed[lo:hi] - block.start], lambda r: per_row[:, lo:hi][:, r], samples), counts
 
     total, counts = table.reduce_rows(task, columns, _add_each)
     if rows is not None:
