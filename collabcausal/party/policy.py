@@ -183,9 +183,9 @@ class PartyPolicy:
         flattened), coded 0/1; so must ``weights``, except that an exact ``weighted_moments`` request
         may stack k samples of the same rows as a (k, rows) array; both real numbers of at most 8
         bytes (no complex, no long double), all of it checked before the history admits anything
-        (a request the operation would refuse must leave no trace in it). Weights are summed per subject (``rows``
-        may repeat a subject), and a subject counts only if its total weight is at least
-        ``min_weight_ratio`` times the arm's largest: weight 1 on one subject and 1e-300 on the
+        (a request the operation would refuse must leave no trace in it). Weights are summed per
+        subject (``rows`` may repeat a subject), and a subject counts only if its total weight is at
+        least ``min_weight_ratio`` times the arm's largest: weight 1 on one subject and 1e-300 on the
         others describes one subject. Each sample of an exact reply is then checked against the
         party's differencing history of its study, persisted in its request state
         (:mod:`collabcausal.party.request_state`), in order, as if sent one request after another:
