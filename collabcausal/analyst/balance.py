@@ -213,7 +213,11 @@ def _moments_round(
             params = {"study": study} | ({} if dp is None else dp.params(party))
             messages[party] = Message(operation, params, arrays)
     replies = grid.send_and_receive(messages, timeout=timeout)
-    checked = {p: check_moments(p, replies[p], len(samples) if stacked else None) for g in parties for p in g}
+    checked = {
+        p: check_moments(p, replies[p], messages[p].array("arms"), messages[p].array("weights"))
+        for g in parties
+        for p in g
+    }
     names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
     out = []
     for s in range(len(samples)):

@@ -18,7 +18,10 @@ For ``dc_representation`` (paper 003, Algorithm 2, step 2) of party j in row gro
 A ``weighted_moments`` reply (paper 003, eqs. 42-44) needs a list of covariate names (m of them)
 and finite :class:`~collabcausal.estimators.balance.ArmMoments` arrays: ``sum_w`` and ``sum_w2``
 of shape (2,), non-negative, ``sum_wx`` and ``sum_wx2`` of shape (2, m); the reply to k stacked
-samples of weights has each of them with a leading axis of k.
+samples of weights has each of them with a leading axis of k. ``sum_w`` and ``sum_w2`` are the
+sums of the weights the analyst sent (and of their squares) per arm, to a relative 1e-9: a reply
+to another request, or with its samples swapped, is refused (a party can still misstate
+``sum_wx`` and ``sum_wx2``, which only it can compute).
 
 A ``describe`` reply needs an integer ``n_subjects``, a list of covariate names, a boolean
 ``has_labels`` and an ``anchor_fingerprint`` that is absent, null or
@@ -46,10 +49,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from collabcausal.anchor_key import FINGERPRINT_HEX
 from collabcausal.errors import ProtocolError, StudyFailedError
-from collabcausal.estimators.balance import ArmMoments
+from collabcausal.estimators.balance import ArmMoments, arm_weights
 from collabcausal.messages import Message
 
 _HEX = "0123456789abcdef"
@@ -118,11 +122,11 @@ def check_representation(
         raise _refused(party, "treatment holds values other than 0 and 1")
 
 
-def check_moments(party: str, reply: Message, samples: int | None = None) -> list[ArmMoments]:
-    """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless shaped as documented above.
+def check_moments(party: str, reply: Message, arms: NDArray, weights: NDArray[np.float64]) -> list[ArmMoments]:
+    """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless as documented above.
 
-    ``samples`` None: the reply to 1-D weights (one sample, arrays unstacked); k: the reply to k
-    stacked samples, each array with a leading axis of k. Returns one :class:`ArmMoments` per sample.
+    ``arms`` and ``weights`` are the request's: 1-D weights (one sample) ask for unstacked arrays,
+    (k, rows) weights for arrays with a leading axis of k. Returns one :class:`ArmMoments` per sample.
 
     Raises
     ------
@@ -132,6 +136,7 @@ def check_moments(party: str, reply: Message, samples: int | None = None) -> lis
     covariates = reply.params.get("covariates")
     if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
         raise _refused(party, "covariates is not a list of names", "weighted_moments")
+    samples = weights.shape[0] if weights.ndim == 2 else None
     lead = () if samples is None else (samples,)
     m = len(covariates)
     shapes = {"sum_w": (*lead, 2), "sum_w2": (*lead, 2), "sum_wx": (*lead, 2, m), "sum_wx2": (*lead, 2, m)}
@@ -144,6 +149,13 @@ def check_moments(party: str, reply: Message, samples: int | None = None) -> lis
         if not np.isfinite(array).all() or (array.ndim == len(lead) + 1 and (array < 0).any()):
             raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
         arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead):])
+    by_arm = arm_weights(weights, arms)  # rows 2s, 2s + 1: sample s's control and treated weights
+    for name, asked in (("sum_w", by_arm.sum(axis=1)), ("sum_w2", np.einsum("ij,ij->i", by_arm, by_arm))):
+        if not np.allclose(arrays[name].ravel(), asked, rtol=1e-9, atol=0.0):
+            raise _refused(
+                party, f"{name} is not the sum of the weights it was sent (samples swapped, or another request's)",
+                "weighted_moments",
+            )
     return [ArmMoments(*(arrays[name][s] for name in shapes)) for s in range(samples or 1)]
 
 

@@ -159,9 +159,15 @@ class PartyPolicy:
             raise PolicyError(f"{who} has no privacy budget for {op.name!r}", "configure [privacy] in party.toml")
         self._check_subjects(who, op, party.table.n_subjects, "the rows of its table")
         if "rows" in request.arrays:
-            self._check_subjects(
-                who, op, _distinct(request.arrays["rows"], party.table.n_subjects), "the requested rows"
-            )
+            rows = np.asarray(request.arrays["rows"])
+            n = party.table.n_subjects
+            if rows.ndim != 1 or rows.dtype.kind not in "iu" or (rows.size and (rows.min() < 0 or rows.max() >= n)):
+                raise PolicyError(
+                    f"{who} refuses {op.name!r}: rows (shape {rows.shape}, dtype {rows.dtype}) are not 1-D positions "
+                    f"of its {n} subjects",
+                    "send subject positions as a 1-D int64 array, after aligning subjects",
+                )
+            self._check_subjects(who, op, _distinct(rows, n), "the requested rows")
         if op.name in ("dc_representation", "dp_representation"):
             self._check_reduction(who, len(party.table.covariate_names), request, private=op.differentially_private)
             if not continues_representation(request):
@@ -174,10 +180,12 @@ class PartyPolicy:
         """Every arm of every sample must describe ``min_subjects`` distinct subjects of non-negligible weight.
 
         ``arms`` must be 1-D with one value per requested row (a (n, 1) array is refused, not
-        flattened); so must ``weights``, except that an exact ``weighted_moments`` request may stack
-        k samples of the same rows as a (k, rows) array. Weights are summed per subject (``rows``
-        may repeat a subject), and a subject counts only if its total weight is at least
-        ``min_weight_ratio`` times the arm's largest: weight 1 on one subject and 1e-300 on the
+        flattened), coded 0/1; so must ``weights``, except that an exact ``weighted_moments`` request
+        may stack k samples of the same rows as a (k, rows) array; both real numbers of at most 8
+        bytes (no complex, no long double), all of it checked before the history admits anything
+        (a request the operation would refuse must leave no trace in it). Weights are summed per
+        subject (``rows`` may repeat a subject), and a subject counts only if its total weight is at
+        least ``min_weight_ratio`` times the arm's largest: weight 1 on one subject and 1e-300 on the
         others describes one subject. Each sample of an exact reply is then checked against the
         party's differencing history of its study, persisted in its request state
         (:mod:`collabcausal.party.request_state`), in order, as if sent one request after another:
@@ -194,7 +202,7 @@ class PartyPolicy:
             shaped = values.ndim == ndim and values.shape[-1] == expected
             if ndim == 2:
                 shaped = shaped and 1 <= values.shape[0] <= MAX_SAMPLES
-            if not shaped or not np.issubdtype(values.dtype, np.number):
+            if not shaped or values.dtype.kind not in "iuf" or values.dtype.itemsize > 8:  # numpy's float64 at most
                 expected_shape = f"({expected},)" if ndim == 1 else f"(k, {expected}) with 1 <= k <= {MAX_SAMPLES}"
                 raise PolicyError(
                     f"{who} refuses {op.name!r}: {name} has shape {values.shape} and dtype {values.dtype}, "
@@ -204,13 +212,14 @@ class PartyPolicy:
                 )
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise PolicyError(f"{who} refuses {op.name!r}: weights must be finite and >= 0", "send valid weights")
+        if not ((arms == 0) | (arms == 1)).all():  # refused here, before the history admits it, not by the operation
+            raise PolicyError(f"{who} refuses {op.name!r}: arms must be coded 0/1", "send 0 (control) or 1 (treated)")
         subject = np.arange(expected) if rows is None else rows.astype(np.int64, copy=False)
-        valid = (subject >= 0) & (subject < n_subjects)
         samples = []
         for sample in weights if stackable else weights[None, :]:
             totals = []
             for arm in (0, 1):
-                mask = valid & (arms == arm)
+                mask = arms == arm
                 total = np.bincount(subject[mask], weights=sample[mask], minlength=n_subjects)
                 largest = float(total.max()) if total.size else 0.0
                 count = 0 if largest <= 0 else int(np.count_nonzero(total >= self.min_weight_ratio * largest))
@@ -321,10 +330,7 @@ def effective_guarantee(
 
 
 def _distinct(rows: np.ndarray, n: int) -> int:
-    """Number of distinct valid positions in ``rows`` (O(n), unlike sorting)."""
-    rows = np.asarray(rows)
-    if not np.issubdtype(rows.dtype, np.integer):
-        return 0
+    """Number of distinct positions in ``rows``, 1-D positions in [0, n) (O(n), unlike sorting)."""
     seen = np.zeros(n, dtype=bool)
-    seen[rows[(rows >= 0) & (rows < n)]] = True
+    seen[rows] = True
     return int(np.count_nonzero(seen))
