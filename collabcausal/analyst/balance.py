@@ -178,65 +178,50 @@ def federated_smds(
     """
     if not samples:
         return []
-    batches = [[w] for w in samples] if dp is not None else [samples]  # DP: one charged release per sample
-    return [
-        smd
-        for batch in batches
-        for smd in _moments_round(grid, parties, rows, treatment, batch, dp=dp, study=study, timeout=timeout)
-    ]
-
-
-def _moments_round(
-    grid: Grid,
-    parties: Sequence[Sequence[str]],
-    rows: Sequence[NDArray[np.int64] | int],
-    treatment: NDArray[np.int8],
-    samples: Sequence[NDArray[np.float64]],
-    *,
-    dp: DPBalance | None,
-    study: str,
-    timeout: float | None,
-) -> list[FederatedSMD]:
-    """One round of :func:`federated_smds`: every party asked once for the moments of ``samples`` (one, with DP)."""
     operation = "weighted_moments" if dp is None else "dp_weighted_moments"
     whole = [isinstance(r, (int, np.integer)) for r in rows]
     bounds = np.cumsum([0] + [int(r) if w else len(r) for r, w in zip(rows, whole, strict=True)])
-    stacked = len(samples) > 1
-    weights = np.stack(samples) if stacked else samples[0]
-    messages = {}
-    for i, group in enumerate(parties):
-        sl = slice(bounds[i], bounds[i + 1])
-        arrays = {"arms": treatment[sl], "weights": weights[..., sl]}
-        if not whole[i]:
-            arrays["rows"] = np.asarray(rows[i], dtype=np.int64)
-        for party in group:
-            params = {"study": study} | ({} if dp is None else dp.params(party))
-            messages[party] = Message(operation, params, arrays)
-    replies = grid.send_and_receive(messages, timeout=timeout)
-    checked = {
-        p: check_moments(p, replies[p], messages[p].array("arms"), messages[p].array("weights"))
-        for g in parties
-        for p in g
-    }
-    names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
-    out = []
-    for s in range(len(samples)):
-        per_group = [_side_by_side([checked[p][s] for p in group]) for group in parties]
-        for group, moments in zip(parties[1:], per_group[1:], strict=True):
-            if moments.sum_wx.shape != per_group[0].sum_wx.shape:
+
+    def ask(batch: Sequence[NDArray[np.float64]]) -> list[FederatedSMD]:  # one round: every party asked once
+        stacked = len(batch) > 1
+        weights = np.stack(batch) if stacked else batch[0]
+        messages = {}
+        for i, group in enumerate(parties):
+            sl = slice(bounds[i], bounds[i + 1])
+            arrays = {"arms": treatment[sl], "weights": weights[..., sl]}
+            if not whole[i]:
+                arrays["rows"] = np.asarray(rows[i], dtype=np.int64)
+            for party in group:
+                params = {"study": study} | ({} if dp is None else dp.params(party))
+                messages[party] = Message(operation, params, arrays)
+        replies = grid.send_and_receive(messages, timeout=timeout)
+        checked = {
+            p: check_moments(p, replies[p], messages[p].array("arms"), messages[p].array("weights"))
+            for g in parties
+            for p in g
+        }
+        names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
+        widths = [sum(checked[p][0].sum_wx.shape[1] for p in group) for group in parties]
+        for group, width in zip(parties[1:], widths[1:], strict=True):
+            if width != widths[0]:
                 raise StudyFailedError(
-                    f"parties {', '.join(group)} sent moments of {moments.sum_wx.shape[1]} covariates, the first row "
-                    f"group {per_group[0].sum_wx.shape[1]}",
+                    f"parties {', '.join(group)} sent moments of {width} covariates, the first row group {widths[0]}",
                     "give every row group the same column layout (balance_parties)",
                 )
-        total = per_group[0]
-        for moments in per_group[1:]:
-            total = total + moments
-        if dp is None:
-            out.append(FederatedSMD(names, smd_from_moments(total)))
-        else:
-            out.append(_dp_smd(dp, parties, replies, total, weights, bounds, rows, whole, names))
-    return out
+        out = []
+        for s in range(len(batch)):
+            per_group = [_side_by_side([checked[p][s] for p in group]) for group in parties]
+            total = per_group[0]
+            for moments in per_group[1:]:
+                total = total + moments
+            if dp is None:
+                out.append(FederatedSMD(names, smd_from_moments(total)))
+            else:
+                out.append(_dp_smd(dp, parties, replies, total, weights, bounds, rows, whole, names))
+        return out
+
+    batches = [[w] for w in samples] if dp is not None else [samples]  # DP: one charged release per sample
+    return [smd for batch in batches for smd in ask(batch)]
 
 
 def _dp_smd(
