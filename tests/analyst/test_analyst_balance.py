@@ -23,7 +23,7 @@ N = 1000
 BOUNDS = {"a": (-3.0, 3.0), "b": (0.0, 10.0), "c": (-3.0, 3.0), "d": (0.0, 1.0)}
 
 
-def _grid(tmp_path):
+def _grid(tmp_path, *extra: Party):
     rng = np.random.default_rng(1)
     # Inside the public bounds: the DP moments are those of the clipped covariates.
     frame = pd.DataFrame({"a": np.clip(rng.normal(size=N), -3, 3), "b": rng.uniform(0, 10, N),
@@ -34,7 +34,7 @@ def _grid(tmp_path):
         parties.append(Party(name, PartyTable.from_frame(frame, cols), ledger=ledger))
     t = (rng.random(N) < 0.4).astype(np.int8)
     weights = rng.uniform(0.5, 2.0, N)
-    return InProcessGrid(parties), t, weights
+    return InProcessGrid([*parties, *extra]), t, weights
 
 
 def _dp(epsilon):
@@ -164,3 +164,11 @@ def test_several_samples_take_one_round_exact_and_one_charged_round_each_with_dp
     assert [m["p1"].array("weights").shape for m in rounds] == [(N,), (N,)]  # each release charged on its own
     assert len(noisy) == 2 and all((s.noise_sd > 0).all() for s in noisy)
     assert federated_smds(grid, [["p1", "p2"]], [N], t, []) == []
+
+
+def test_row_groups_whose_parties_send_different_column_counts_fail_the_study(tmp_path):
+    narrow = Party("p3", PartyTable.from_frame(pd.DataFrame({"c": np.linspace(0, 1, N)}), ["c"]))
+    grid, t, weights = _grid(tmp_path, narrow)
+    halves = [np.arange(N // 2), np.arange(N // 2, N)]
+    with pytest.raises(StudyFailedError, match="parties p3 sent moments of 1 covariates, the first row group 2"):
+        federated_smds(grid, [["p1"], ["p3"]], halves, t, [weights, np.ones(N)])
