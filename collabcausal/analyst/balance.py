@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.analyst.grid import Grid
-from collabcausal.analyst.replies import check_moments
+from collabcausal.analyst.replies import check_moments, weight_sums
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.balance import ArmMoments, smd_from_moments, smd_noise_sd
 from collabcausal.estimators.dp.mechanisms import analytic_gaussian_sigma
@@ -185,21 +185,18 @@ def federated_smds(
     def ask(batch: Sequence[NDArray[np.float64]]) -> list[FederatedSMD]:  # one round: every party asked once
         stacked = len(batch) > 1
         weights = np.stack(batch) if stacked else batch[0]
-        messages = {}
+        messages, sent = {}, {}
         for i, group in enumerate(parties):
             sl = slice(bounds[i], bounds[i + 1])
             arrays = {"arms": treatment[sl], "weights": weights[..., sl]}
             if not whole[i]:
                 arrays["rows"] = np.asarray(rows[i], dtype=np.int64)
+            sums = weight_sums(arrays["arms"], arrays["weights"])  # what each reply's sum_w, sum_w2 must be
             for party in group:
                 params = {"study": study} | ({} if dp is None else dp.params(party))
-                messages[party] = Message(operation, params, arrays)
+                messages[party], sent[party] = Message(operation, params, arrays), sums
         replies = grid.send_and_receive(messages, timeout=timeout)
-        checked = {
-            p: check_moments(p, replies[p], messages[p].array("arms"), messages[p].array("weights"))
-            for g in parties
-            for p in g
-        }
+        checked = {p: check_moments(p, replies[p], sent[p]) for g in parties for p in g}
         names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
         widths = [sum(checked[p][0].sum_wx.shape[1] for p in group) for group in parties]
         for group, width in zip(parties[1:], widths[1:], strict=True):

@@ -122,11 +122,23 @@ def check_representation(
         raise _refused(party, "treatment holds values other than 0 and 1")
 
 
-def check_moments(party: str, reply: Message, arms: NDArray, weights: NDArray[np.float64]) -> list[ArmMoments]:
+def weight_sums(arms: NDArray, weights: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per sample and arm, the sums of the weights a ``weighted_moments`` request sends and of their squares.
+
+    Shaped as the reply's ``sum_w`` and ``sum_w2``: (2,) for 1-D ``weights``, (k, 2) for k stacked samples.
+    """
+    by_arm = arm_weights(weights, arms)  # rows 2s, 2s + 1: sample s's control and treated weights
+    shape = (*weights.shape[:-1], 2)
+    return by_arm.sum(axis=1).reshape(shape), np.einsum("ij,ij->i", by_arm, by_arm).reshape(shape)
+
+
+def check_moments(
+    party: str, reply: Message, sent: tuple[NDArray[np.float64], NDArray[np.float64]]
+) -> list[ArmMoments]:
     """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless as documented above.
 
-    ``arms`` and ``weights`` are the request's: 1-D weights (one sample) ask for unstacked arrays,
-    (k, rows) weights for arrays with a leading axis of k. Returns one :class:`ArmMoments` per sample.
+    ``sent`` is :func:`weight_sums` of the request: its shape says whether the reply is one sample
+    (unstacked arrays) or k (a leading axis of k). Returns one :class:`ArmMoments` per sample.
 
     Raises
     ------
@@ -136,8 +148,7 @@ def check_moments(party: str, reply: Message, arms: NDArray, weights: NDArray[np
     covariates = reply.params.get("covariates")
     if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
         raise _refused(party, "covariates is not a list of names", "weighted_moments")
-    samples = weights.shape[0] if weights.ndim == 2 else None
-    lead = () if samples is None else (samples,)
+    lead = sent[0].shape[:-1]
     m = len(covariates)
     shapes = {"sum_w": (*lead, 2), "sum_w2": (*lead, 2), "sum_wx": (*lead, 2, m), "sum_wx2": (*lead, 2, m)}
     arrays = {}
@@ -148,15 +159,14 @@ def check_moments(party: str, reply: Message, arms: NDArray, weights: NDArray[np
             raise _refused(party, f"{name} has {got}, expected {shape} numbers", "weighted_moments")
         if not np.isfinite(array).all() or (array.ndim == len(lead) + 1 and (array < 0).any()):
             raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
-        arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead):])
-    by_arm = arm_weights(weights, arms)  # rows 2s, 2s + 1: sample s's control and treated weights
-    for name, asked in (("sum_w", by_arm.sum(axis=1)), ("sum_w2", np.einsum("ij,ij->i", by_arm, by_arm))):
-        if not np.allclose(arrays[name].ravel(), asked, rtol=1e-9, atol=0.0):
+        arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead) :])
+    for name, asked in zip(("sum_w", "sum_w2"), sent, strict=True):
+        if not (np.abs(arrays[name] - asked.reshape(-1, 2)) <= 1e-9 * np.abs(asked.reshape(-1, 2))).all():
             raise _refused(
                 party, f"{name} is not the sum of the weights it was sent (samples swapped, or another request's)",
                 "weighted_moments",
             )
-    return [ArmMoments(*(arrays[name][s] for name in shapes)) for s in range(samples or 1)]
+    return [ArmMoments(*(arrays[name][s] for name in shapes)) for s in range(arrays["sum_w"].shape[0])]
 
 
 def check_description(party: str, reply: Message) -> None:
