@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, NumericalError
 from collabcausal.estimators.blocks import GRAM_BLOCK, column_means, row_blocks
+from collabcausal.estimators.small_systems import solve
 
 RANK_RTOL = 1e-7  # singular values from a Gram matrix are accurate to ~1e-8 relative
 
@@ -205,7 +206,7 @@ def collaborative_representation(
                 f"lower m~ (party_components in study.toml, simulate --party-components) or use more {ANCHORS_OPTION}",
             )
         # Least squares min ||U1 - A~_i G|| through its normal equations (A~_i has full rank).
-        maps.append(np.linalg.solve(gram_i, gram[cols] @ to_u1))
+        maps.append(solve(gram_i, gram[cols] @ to_u1))
     bounds = np.cumsum([0] + [xs[0].shape[0] for xs in x_parts])
     X_hat = np.empty((bounds[-1], k))
     for i, (xs, cs) in enumerate(zip(x_parts, centres, strict=True)):

@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
 from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
+from collabcausal.estimators.small_systems import solve
 from collabcausal.estimators.validation import (
     check_binary_labels,
     check_bounds,
@@ -261,7 +262,7 @@ def _newton(
         grad /= n
         hess /= n
         try:
-            step = -np.linalg.solve(hess, grad)
+            step = -solve(hess, grad)
         except np.linalg.LinAlgError:
             step = -np.linalg.lstsq(hess, grad, rcond=None)[0]
         decrement = float(-grad @ step)
