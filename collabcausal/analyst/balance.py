@@ -145,7 +145,7 @@ def federated_smds(
     parties: Sequence[Sequence[str]],
     rows: Sequence[NDArray[np.int64] | int],
     treatment: NDArray[np.int8],
-    samples: Sequence[NDArray[np.float64]],
+    samples: Sequence[NDArray[np.float64]] | NDArray[np.float64],
     *,
     dp: DPBalance | None = None,
     study: str = "study",
@@ -164,11 +164,12 @@ def federated_smds(
         table in place instead of gathering a copy of it).
     treatment : ndarray (n,)
         Stacked over row groups in the order of ``rows``.
-    samples : sequence of ndarray (n,)
+    samples : sequence of ndarray (n,), or ndarray (k, n)
         The weights of each sample (e.g. PSM's matched sample, IPW's weighted one), stacked over
-        row groups like ``treatment``. Exact moments of all of them are asked for in one round, a
-        (k, rows) ``weights`` array per party (each sample counts as one request of the party's
-        differencing history); DP moments in one round per sample, each charged.
+        row groups like ``treatment`` (a (k, n) array is sent as it is, without a stacked copy).
+        Exact moments of all of them are asked for in one round, a (k, rows) ``weights`` array per
+        party (each sample counts as one request of the party's differencing history); DP moments
+        in one round per sample, each charged.
     dp : DPBalance, optional
         Ask for ``dp_weighted_moments`` (:mod:`collabcausal.party.dp_balance`): each party's sums
         ``sum_wx`` and ``sum_wx2`` carry ``N(0, sigma^2)`` noise (sigma in its reply); the moments
@@ -176,15 +177,15 @@ def federated_smds(
         their public bounds, ``(clip(x) - mid) / half`` (SMD does not change under a positive
         affine map), so the bounds must be the same for every row group.
     """
-    if not samples:
+    if not len(samples):
         return []
     operation = "weighted_moments" if dp is None else "dp_weighted_moments"
     whole = [isinstance(r, (int, np.integer)) for r in rows]
     bounds = np.cumsum([0] + [int(r) if w else len(r) for r, w in zip(rows, whole, strict=True)])
 
-    def ask(batch: Sequence[NDArray[np.float64]]) -> list[FederatedSMD]:  # one round: every party asked once
+    def ask(batch: Sequence[NDArray[np.float64]] | NDArray[np.float64]) -> list[FederatedSMD]:  # one round
         stacked = len(batch) > 1
-        weights = np.stack(batch) if stacked else batch[0]
+        weights = (batch if isinstance(batch, np.ndarray) else np.stack(batch)) if stacked else batch[0]
         messages, sent = {}, {}
         for i, group in enumerate(parties):
             sl = slice(bounds[i], bounds[i + 1])

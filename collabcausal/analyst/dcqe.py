@@ -337,17 +337,13 @@ def run_dcqe(
         start_logit=start_logit,
     )
     group_rows = [block.shape[0] for block in representation.blocks] if rows is None else rows
-    samples = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
-    if unweighted_smd:
-        samples[None] = np.ones(t.shape[0])
-    samples = {name: w for name, w in samples.items() if w is not None}
-    diagnosed: dict[str | None, FederatedSMD] = dict(zip(
-        samples,
-        federated_smds(
-            grid, plan.balance_parties, group_rows, t, list(samples.values()), dp=dp, study=plan.study, timeout=timeout
-        ),
-        strict=True,
-    ))
+    sampled = [name for name in (plan.estimators if balance else ()) if effects.balance_weights(name) is not None]
+    sampled += [None] if unweighted_smd else []  # None: the unweighted sample
+    samples = np.empty((len(sampled), t.shape[0]))  # written in place: the request's (k, n) weights, no stacked copy
+    for row, name in zip(samples, sampled, strict=True):
+        row[:] = 1.0 if name is None else effects.balance_weights(name)
+    smds = federated_smds(grid, plan.balance_parties, group_rows, t, samples, dp=dp, study=plan.study, timeout=timeout)
+    diagnosed: dict[str | None, FederatedSMD] = dict(zip(sampled, smds, strict=True))
     before = diagnosed.pop(None, None)
     names = next((d.covariates for d in (*diagnosed.values(), before) if d is not None), ())
     return DCQEResult(

@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from collabcausal.anchor_key import FINGERPRINT_HEX
 from collabcausal.errors import ProtocolError, StudyFailedError
-from collabcausal.estimators.balance import ArmMoments, arm_weights
+from collabcausal.estimators.balance import ArmMoments, arm_weights, block_arm_moments
 from collabcausal.messages import Message
 
 _HEX = "0123456789abcdef"
@@ -127,9 +127,11 @@ def weight_sums(arms: NDArray, weights: NDArray[np.float64]) -> tuple[NDArray[np
 
     Shaped as the reply's ``sum_w`` and ``sum_w2``: (2,) for 1-D ``weights``, (k, 2) for k stacked samples.
     """
-    by_arm = arm_weights(weights, arms)  # rows 2s, 2s + 1: sample s's control and treated weights
+    stacked = weights if weights.ndim == 2 else weights[None, :]
+    # the weight sums of block_arm_moments over no covariates: block by block, no 2k x n temporary
+    sums = block_arm_moments(np.empty((arms.shape[0], 0)), lambda r: arm_weights(stacked[:, r], arms[r]), len(stacked))
     shape = (*weights.shape[:-1], 2)
-    return by_arm.sum(axis=1).reshape(shape), np.einsum("ij,ij->i", by_arm, by_arm).reshape(shape)
+    return sums.sum_w.reshape(shape), sums.sum_w2.reshape(shape)
 
 
 def check_moments(

@@ -8,11 +8,14 @@ covariate, 4 covariates: 1.0e-13 per run. The other tests check sigmas, shapes a
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from collabcausal.analyst.balance import DPBalance, federated_smd, federated_smds
+from collabcausal.analyst.replies import weight_sums
 from collabcausal.errors import StudyFailedError
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -172,3 +175,30 @@ def test_row_groups_whose_parties_send_different_column_counts_fail_the_study(tm
     halves = [np.arange(N // 2), np.arange(N // 2, N)]
     with pytest.raises(StudyFailedError, match="parties p3 sent moments of 1 covariates, the first row group 2"):
         federated_smds(grid, [["p1"], ["p3"]], halves, t, [weights, np.ones(N)])
+
+
+def test_the_weight_sums_a_reply_is_checked_against_take_no_temporary_of_the_samples_size():
+    """At 10^7 subjects and 3 samples, the sums taken as one (6, n) array added 0.48 GB to the study's peak."""
+    rng = np.random.default_rng(2)
+    n = 1_000_000
+    arms, weights = (rng.random(n) < 0.3).astype(np.int8), rng.uniform(0.0, 2.0, (3, n))
+    tracemalloc.start()
+    try:
+        sum_w, sum_w2 = weight_sums(arms, weights)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20  # blocks of 65,536 rows; the samples are 24 MB
+    treated = arms == 1
+    np.testing.assert_allclose(sum_w[:, 1], weights[:, treated].sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(sum_w2[:, 0], (weights[:, ~treated] ** 2).sum(axis=1), rtol=1e-12)
+
+
+def test_a_k_by_n_array_of_samples_is_sent_without_a_stacked_copy(tmp_path, monkeypatch):
+    grid, t, weights = _grid(tmp_path)
+    samples = np.stack([weights, np.ones(N)])
+    sent: list[dict[str, Message]] = []
+    send = grid.send_and_receive
+    monkeypatch.setattr(grid, "send_and_receive", lambda m, timeout=None: sent.append(m) or send(m, timeout=timeout))
+    federated_smds(grid, [["p1", "p2"]], [N], t, samples)
+    assert np.shares_memory(sent[0]["p1"].array("weights"), samples)
