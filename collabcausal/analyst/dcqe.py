@@ -337,11 +337,12 @@ def run_dcqe(
         start_logit=start_logit,
     )
     group_rows = [block.shape[0] for block in representation.blocks] if rows is None else rows
-    sampled = [name for name in (plan.estimators if balance else ()) if effects.balance_weights(name) is not None]
+    weighted = {name: effects.balance_weights(name) for name in (plan.estimators if balance else ())}
+    sampled: list[str | None] = [name for name, w in weighted.items() if w is not None]
     sampled += [None] if unweighted_smd else []  # None: the unweighted sample
     samples = np.empty((len(sampled), t.shape[0]))  # written in place: the request's (k, n) weights, no stacked copy
     for row, name in zip(samples, sampled, strict=True):
-        row[:] = 1.0 if name is None else effects.balance_weights(name)
+        row[:] = 1.0 if name is None else weighted[name]
     smds = federated_smds(grid, plan.balance_parties, group_rows, t, samples, dp=dp, study=plan.study, timeout=timeout)
     diagnosed: dict[str | None, FederatedSMD] = dict(zip(sampled, smds, strict=True))
     before = diagnosed.pop(None, None)

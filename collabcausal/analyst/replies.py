@@ -161,14 +161,14 @@ def check_moments(
             raise _refused(party, f"{name} has {got}, expected {shape} numbers", "weighted_moments")
         if not np.isfinite(array).all() or (array.ndim == len(lead) + 1 and (array < 0).any()):
             raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
-        arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead) :])
+        arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead) + 1 :])  # the arms stacked
     for name, asked in zip(("sum_w", "sum_w2"), sent, strict=True):
-        if not (np.abs(arrays[name] - asked.reshape(-1, 2)) <= 1e-9 * np.abs(asked.reshape(-1, 2))).all():
+        if not (np.abs(arrays[name] - asked.ravel()) <= 1e-9 * np.abs(asked.ravel())).all():
             raise _refused(
                 party, f"{name} is not the sum of the weights it was sent (samples swapped, or another request's)",
                 "weighted_moments",
             )
-    return [ArmMoments(*(arrays[name][s] for name in shapes)) for s in range(arrays["sum_w"].shape[0])]
+    return ArmMoments(**arrays).samples()
 
 
 def check_description(party: str, reply: Message) -> None:

@@ -45,10 +45,10 @@ def table_moments(
     (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`), and each block's products serve the
     k samples at once; a resample's table rows enter each arm's sums with the total weight of the
     request rows that repeat them (2k sums per distinct row asked for, one count per table row:
-    the memory does not grow with k times the table), and its ``sum_w`` and ``sum_w2`` are the request's (``sum_w2``
-    over its rows, as the resample repeats them). With ``standardise`` the moments are those of
-    ``standardise(X)``, whose per-column counts are summed over the table and returned (zeros
-    without it).
+    the memory does not grow with k times the table), and its ``sum_w`` and ``sum_w2`` are the
+    request's (``sum_w2`` over its rows, as the resample repeats them). With ``standardise`` the
+    moments are those of ``standardise(X)``, whose per-column counts are summed over the table and
+    returned (zeros without it).
     """
     samples = weights.shape[0]
     if rows is not None:
@@ -102,7 +102,7 @@ def weighted_moments(party: Party, request: Message) -> Message:
 
 MAX_SAMPLES = 16
 """Samples of weights one ``weighted_moments`` request may stack: a study asks for at most four (PSM,
-IPW, AIPW, unweighted); the party's per-row sums take 2 x samples x its subjects floats."""
+IPW, AIPW, unweighted); a resample's per-row sums take 2 x samples floats per distinct row asked for."""
 
 
 def sample_weights(weights: NDArray, n: int) -> NDArray[np.float64]:
