@@ -19,7 +19,7 @@ from collabcausal.estimators.matching import psm
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.sandwich import LogisticNuisance
-from collabcausal.estimators.validation import check_treatment
+from collabcausal.estimators.validation import check_treatment, check_vector
 from collabcausal.estimators.weighting import ipw
 
 ESTIMATORS: tuple[str, ...] = ("psm", "ipw", "aipw")
@@ -88,15 +88,19 @@ def estimate_effects(
         :func:`~collabcausal.analyst.dcqe.resampled_logits`) for Newton to start from: fewer
         iterations, the same fit (:meth:`LogisticPropensity.fit`).
     """
-    model = LogisticPropensity(clip=clip).fit(features, treatment, start_logit=start_logit)
-    e = model.predict_propensity(features)
+    # the inputs are checked once here, and the estimators told so (check_input=False)
+    t = check_treatment(treatment)
+    model = LogisticPropensity(clip=clip).fit(features, t, start_logit=start_logit)
+    X = np.asarray(features, dtype=np.float64)  # checked by fit: finite, real, 2-D, one row per subject
+    y = check_vector(outcome, "y", n=t.size)
+    e = model.predict_propensity(X)
     # one propensity nuisance (design, information) serves every estimator's standard error
-    X_e = LogisticNuisance(features, check_treatment(treatment), e) if analytic_se and clip is None else None
+    X_e = LogisticNuisance(X, t, e) if analytic_se and clip is None else None
     run = {
-        "psm": lambda: psm(outcome, treatment, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e),
-        "ipw": lambda: ipw(outcome, treatment, e, estimand=estimand, normalized=True, X_propensity=X_e),
+        "psm": lambda: psm(y, t, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e, check_input=False),
+        "ipw": lambda: ipw(y, t, e, estimand=estimand, normalized=True, X_propensity=X_e, check_input=False),
         "aipw": lambda: aipw(
-            outcome, treatment, e, features, estimand=estimand, X_propensity=X_e, compute_se=analytic_se
+            y, t, e, X, estimand=estimand, X_propensity=X_e, compute_se=analytic_se, check_input=False
         ),
     }
     return EffectBundle(e, {name: run[name]() for name in check_estimators(estimators)})

@@ -41,6 +41,7 @@ def aipw(
     alpha: float = 0.05,
     X_propensity: ArrayLike | LogisticNuisance | None = None,
     compute_se: bool = True,
+    check_input: bool = True,
 ) -> EffectEstimate:
     """Doubly robust (AIPW) estimate of the ATE or ATT.
 
@@ -85,6 +86,9 @@ def aipw(
     compute_se : bool, default True
         Compute the standard error and the influence values (False skips the stacked sandwich,
         e.g. inside a bootstrap loop, where only the estimate is used: ``se`` is None).
+    check_input : bool, default True
+        Check ``y``, ``t``, ``e`` and ``X``; False takes them as checked already (``X`` a finite
+        float64 matrix of one row per subject; :func:`~collabcausal.estimators.matching.psm`).
 
     Returns
     -------
@@ -94,11 +98,12 @@ def aipw(
         influence function per subject) and ``se_kind`` (which nuisances were stacked).
     """
     estimand = check_estimand(estimand)
-    t = check_treatment(t)
+    if check_input:
+        t = check_treatment(t)
+        y = check_vector(y, "y", n=t.size)
+        e = check_propensity(e, "propensity", n=t.size)
+        X = check_matrix(X, "X", n_rows=t.size)
     n = t.size
-    y = check_vector(y, "y", n=n)
-    e = check_propensity(e, "propensity", n=n)
-    X = check_matrix(X, "X", n_rows=n)
     is_t = t == 1
     logistic = None if X_propensity is None or not compute_se else logistic_nuisance(X_propensity, t, e)
     if outcome_model is not None:

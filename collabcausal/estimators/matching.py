@@ -71,6 +71,7 @@ def psm(
     compute_se: bool = True,
     alpha: float = 0.05,
     X_propensity: ArrayLike | LogisticNuisance | None = None,
+    check_input: bool = True,
 ) -> EffectEstimate:
     """Propensity-score matching estimate of the ATE or ATT (paper 003; DESIGN.md "Estimators").
 
@@ -101,6 +102,12 @@ def psm(
         SE carries the Abadie–Imbens (2016) correction for the estimated propensity
         (:func:`_estimated_propensity_adjustment`). Or their
         :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one propensity.
+    check_input : bool, default True
+        Check ``y``, ``t`` and ``e``. False (as in scikit-learn) takes them as checked already: a
+        float64 ``y``, ``t`` as :func:`~collabcausal.estimators.validation.check_treatment` returns
+        it and ``e`` as :func:`~collabcausal.estimators.validation.check_propensity` does, of one
+        length (:func:`~collabcausal.analyst.effects.estimate_effects` checks them once for its
+        three estimators).
 
     Returns
     -------
@@ -121,10 +128,11 @@ def psm(
         for matching estimators, Abadie & Imbens 2008).
     """
     estimand = check_estimand(estimand)
-    t = check_treatment(t)
+    if check_input:
+        t = check_treatment(t)
+        y = check_vector(y, "y", n=t.size)
+        e = check_propensity(e, "propensity", n=t.size)
     n = t.size
-    y = check_vector(y, "y", n=n)
-    e = check_propensity(e, "propensity", n=n)
     if caliper is not None and not (np.isfinite(caliper) and caliper > 0.0):
         raise InputError(f"caliper must be a finite number > 0, got {caliper!r}", "pass e.g. caliper=0.05 or None")
     is_t = t == 1

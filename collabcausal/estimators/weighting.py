@@ -49,6 +49,7 @@ def ipw(
     *,
     alpha: float = 0.05,
     X_propensity: ArrayLike | LogisticNuisance | None = None,
+    check_input: bool = True,
 ) -> EffectEstimate:
     """IPW estimate of the ATE or ATT: the difference of weighted arm means.
 
@@ -77,6 +78,9 @@ def ipw(
         Covariates the propensity was fitted on by ``LogisticPropensity()`` (unpenalized, with an
         intercept, unclipped); checked through the score equations. Or their
         :class:`~collabcausal.estimators.sandwich.LogisticNuisance`, shared by the estimators on one propensity.
+    check_input : bool, default True
+        Check ``y``, ``t`` and ``e``; False takes them as checked already
+        (:func:`~collabcausal.estimators.matching.psm`).
 
     Returns
     -------
@@ -88,10 +92,11 @@ def ipw(
         (``"propensity estimated"`` or ``"propensity known"``).
     """
     estimand = check_estimand(estimand)
-    t = check_treatment(t)
+    if check_input:
+        t = check_treatment(t)
+        y = check_vector(y, "y", n=t.size)
+        e = check_propensity(e, "propensity", n=t.size)
     n = t.size
-    y = check_vector(y, "y", n=n)
-    e = check_propensity(e, "propensity", n=n)
     logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
     raw = _weights(t, e, estimand, normalized=False)
     w = _normalize(raw.copy(), t) if normalized else raw
