@@ -12,6 +12,8 @@ converges in a handful of iterations whatever the scale of the input, and it rai
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
@@ -262,21 +264,21 @@ def _newton(
         grad /= n
         hess /= n
         try:
-            step = -solve(hess, grad)
+            descent = solve(hess, grad)  # minus the Newton step
         except np.linalg.LinAlgError:
-            step = -np.linalg.lstsq(hess, grad, rcond=None)[0]
-        decrement = float(-grad @ step)
-        if not np.isfinite(decrement):
+            descent = np.linalg.lstsq(hess, grad, rcond=None)[0]
+        decrement = float(grad @ descent)
+        if not math.isfinite(decrement):
             raise NumericalError(
                 "the logistic-regression Newton step is not finite",
                 "check the covariates for extreme values or separation, or set penalty > 0",
             )
         if decrement / 2.0 <= tol:
-            return theta + step, it
-        eta_step = D.dot(step)
+            return theta - descent, it
+        eta_descent = D.dot(descent)
         size = 1.0
+        candidate, eta_new = theta - descent, eta - eta_descent  # the full step, the one usually taken
         while True:
-            candidate, eta_new = theta + size * step, eta + size * eta_step
             f_new = loss(candidate, eta_new)
             if f_new <= f - 0.25 * size * decrement:
                 break
@@ -286,6 +288,7 @@ def _newton(
                     "the logistic-regression line search failed (no decrease along the Newton step)",
                     "check the covariates for extreme values, or drop one that separates the arms",
                 )
+            candidate, eta_new = theta - size * descent, eta - size * eta_descent
         theta, eta, f = candidate, eta_new, f_new
     raise NumericalError(
         f"the logistic regression did not converge in {max_iter} Newton iterations",
@@ -297,12 +300,17 @@ def _score_and_information(
     D: AffineDesign, eta: NDArray[np.float64], t: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``D' (p - t)`` and ``D' diag(p (1 - p)) D`` with ``p = expit(eta)``, in one pass over D's blocks."""
-    grad = np.zeros(D.shape[1])
-    hess = np.zeros((D.shape[1], D.shape[1]))
+    grad = hess = None
     for rows, block in D.blocks():
         p = expit(eta[rows])
-        grad += (p - t[rows]) @ block
-        hess += block.T @ (block * (p * (1.0 - p))[:, None])
+        block_grad = (p - t[rows]) @ block
+        p *= 1.0 - p  # the weights p (1 - p)
+        block_hess = block.T @ (block * p[:, None])
+        if grad is None:  # the first (for n <= GRAM_BLOCK the only) block: no sums of zeros
+            grad, hess = block_grad, block_hess
+        else:
+            grad += block_grad
+            hess += block_hess
     return grad, hess
 
 
