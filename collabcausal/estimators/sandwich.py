@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
-from collabcausal.estimators.small_systems import solve
+from collabcausal.estimators.small_systems import eigvalsh, solve
 from collabcausal.estimators.validation import check_matrix
 
 _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logistic MLE
@@ -156,7 +156,8 @@ class OlsNuisance:
     def __init__(self, design: AffineDesign, y: NDArray[np.float64], arm: NDArray[np.bool_]) -> None:
         self.design = design
         gram = design.weighted_gram(arm.astype(np.float64))
-        if np.linalg.cond(gram) < _NORMAL_EQUATIONS_MAX_COND:  # fast and accurate enough here
+        lam = eigvalsh(gram)  # ascending: G is symmetric positive semi-definite, its condition number lam[-1] / lam[0]
+        if lam[-1] < _NORMAL_EQUATIONS_MAX_COND * lam[0]:  # fast and accurate enough here
             alpha = solve(gram, design.tdot(np.where(arm, y, 0.0)))
         else:  # ill-conditioned or collinear: minimum-norm least squares, like LinearRegression
             alpha = np.linalg.lstsq(design.take(arm), y[arm], rcond=None)[0]

@@ -1,8 +1,9 @@
-"""Small dense linear systems solved many times per bootstrap replicate.
+"""Small dense linear systems solved, and their conditioning checked, many times per bootstrap replicate.
 
 A replicate of the LaLonde 2x2 table solves about 50 systems of 5 to 9 unknowns (Newton steps,
 outcome regressions, the collaborative maps); ``numpy.linalg.solve`` spends three quarters of its
-time at that size on per-call wrapping around the LAPACK routine it calls.
+time at that size on per-call wrapping around the LAPACK routine it calls, and ``numpy.linalg.cond``
+likewise (the outcome regressions' conditioning, from the eigenvalues of their Gram matrices).
 """
 
 from __future__ import annotations
@@ -29,3 +30,22 @@ def solve(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]
     if info > 0:
         raise np.linalg.LinAlgError("Singular matrix")
     return x
+
+
+
+def eigvalsh(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``numpy.linalg.eigvalsh(a)``, ascending: the same LAPACK routine (``dsyevd``, lower triangle), called directly.
+
+    Parameters
+    ----------
+    a : ndarray of shape (k, k), symmetric
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        The algorithm did not converge, as ``numpy.linalg.eigvalsh`` raises.
+    """
+    w, _, info = lapack.dsyevd(a, compute_v=0, lower=1)
+    if info > 0:
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+    return w
