@@ -81,7 +81,8 @@ def estimate_effects(
     analytic_se : bool
         Compute the analytic standard errors with the propensity's estimation accounted for
         (PSM: Abadie-Imbens 2006 with the 2016 correction; IPW and AIPW: the stacked sandwich).
-        False (inside a bootstrap, where they go unused) skips PSM's and AIPW's and leaves IPW's
+        False (inside a bootstrap, where they go unused) skips PSM's and AIPW's (and their
+        influence values, :mod:`~collabcausal.estimators.intervals`' BCa input) and leaves IPW's
         with the propensity treated as known. With ``clip`` the propensity is treated as known.
     start_logit : ndarray (n,), optional
         A guess of the propensity logits (a bootstrap resample's full-sample logits,

@@ -93,7 +93,8 @@ def psm(
         Maximum |e_k - e_match| on the propensity scale; subjects without a match that close are
         dropped from the estimate (counted in ``diagnostics["n_unmatched"]``). None: no caliper.
     compute_se : bool, default True
-        Compute the Abadie–Imbens standard error (False skips it, e.g. inside a bootstrap loop).
+        Compute the Abadie–Imbens standard error and the influence values (False skips them, e.g.
+        inside a bootstrap loop).
     alpha : float, default 0.05
         Level of the normal interval.
     X_propensity : array-like of shape (n, m) or LogisticNuisance, optional
@@ -122,7 +123,7 @@ def psm(
         matches; ATE, 1 + ``K_k``; 0 for dropped subjects), ``n_matches`` (per query subject, the
         number of tied nearest matches, 0 when dropped or not a query), ``n_tied_queries``
         (queries with more than one nearest match), ``n_unmatched``, ``n_matched_controls`` and
-        ``n_matched_treated``; ``influence``: the linear representation
+        ``n_matched_treated``; with ``compute_se``, ``influence``: the linear representation
         ``estimate = sum_k a_k y_k`` with the matches held fixed, as ``n a_k (y_k - mean of k's
         arm)`` centred to mean 0 (used only for the BCa acceleration; the bootstrap is not valid
         for matching estimators, Abadie & Imbens 2008).
@@ -144,7 +145,7 @@ def psm(
             f"no subject has a match within the caliper {caliper:g}",
             "widen the caliper or check the overlap of the propensity scores",
         )
-    weights, factor = ties.pool_weights()
+    weights, factor = ties.pool_weights(variance=compute_se)
     diff = ties.effect if kept.all() else ties.effect[kept]
     estimate = float(diff.mean())
     se, se_kind = None, "not computed"
@@ -161,17 +162,20 @@ def psm(
     lo, hi = (None, None) if se is None else wald_interval(estimate, se, alpha)
     n_kept = diff.size
     del diff
-    # estimate = coef @ y with coef = +-weights / N; influence n coef (y - mean of the arm), centred
-    influence = np.where(is_t, 1.0, -1.0)
-    influence *= weights
-    influence /= n_kept
-    influence *= n
-    centred = np.where(is_t, y[is_t].mean(), y[~is_t].mean())
-    np.subtract(y, centred, out=centred)
-    influence *= centred
-    influence -= influence.mean()
     per_subject = ties.count
     n_treated = int(np.count_nonzero(is_t))
+    diagnostics = {
+        "match_weights": weights,
+        "n_matches": per_subject,
+        "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
+        "n_unmatched": int(np.count_nonzero(is_query) - n_kept),
+        "n_matched_treated": int(np.count_nonzero(weights[is_t])),
+        "n_matched_controls": int(np.count_nonzero(weights[~is_t])),
+        "caliper": caliper,
+        "se_kind": se_kind,
+    }
+    if compute_se:
+        diagnostics["influence"] = _linear_influence(y, is_t, weights, n_kept)
     return EffectEstimate(
         estimate=estimate,
         se=se,
@@ -181,18 +185,24 @@ def psm(
         method="psm",
         n_treated=n_treated,
         n_control=n - n_treated,
-        diagnostics={
-            "match_weights": weights,
-            "n_matches": per_subject,
-            "n_tied_queries": int(np.count_nonzero(per_subject > 1)),
-            "n_unmatched": int(np.count_nonzero(is_query) - n_kept),
-            "n_matched_treated": int(np.count_nonzero(weights[is_t])),
-            "n_matched_controls": int(np.count_nonzero(weights[~is_t])),
-            "caliper": caliper,
-            "influence": influence,
-            "se_kind": se_kind,
-        },
+        diagnostics=diagnostics,
     )
+
+
+def _linear_influence(
+    y: NDArray[np.float64], is_t: NDArray[np.bool_], weights: NDArray[np.float64], n_kept: int
+) -> NDArray[np.float64]:
+    """PSM's influence values: ``estimate = sum_k a_k y_k`` with ``a = +-weights / n_kept`` (matches held
+    fixed), as ``n a_k (y_k - mean of k's arm)`` centred to mean 0 (:func:`psm`'s ``diagnostics``)."""
+    influence = np.where(is_t, 1.0, -1.0)
+    influence *= weights
+    influence /= n_kept
+    influence *= y.size
+    centred = np.where(is_t, y[is_t].mean(), y[~is_t].mean())
+    np.subtract(y, centred, out=centred)
+    influence *= centred
+    influence -= influence.mean()
+    return influence
 
 
 class TiedMatches:
@@ -271,27 +281,34 @@ class TiedMatches:
         np.subtract(self.effect, outcomes, out=self.effect)  # control: mean matched outcome - own
         np.negative(self.effect, out=self.effect, where=t == 1)  # treated: own - mean matched outcome
 
-    def pool_weights(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def pool_weights(self, variance: bool = True) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
         """Per subject, its weight in the matched sample and its factor in :func:`_abadie_imbens_variance`.
 
         With ``K_k`` and ``Q_k`` the sums of ``1 / M_q`` and of ``1 / M_q^2`` over the kept queries q
         matched to k: the weight ``K_k``, plus 1 when k is a kept query itself, and the factor
-        ``K_k^2 - Q_k``, plus ``2 K_k`` when k is a query. Once: the per-run matchers are released.
+        ``K_k^2 - Q_k``, plus ``2 K_k`` when k is a query (None with ``variance=False``: neither Q
+        nor the factor is formed). Once: the per-run matchers are released.
         """
         if self._pool is None:
             raise RuntimeError("TiedMatches.pool_weights was already called: its matchers are released")
         n = self.kept.size
-        k_sum, k_sq = np.zeros(n), np.zeros(n)  # a pool no kept query was matched in weighs 0
+        k_sum = np.zeros(n)  # a pool no kept query was matched in weighs 0
+        k_sq = np.zeros(n) if variance else None
         for w, matches in enumerate(self._pool):
             if matches is not None:
-                k_sum[self.by_score[w]], k_sq[self.by_score[w]] = matches.pool_weights(self.kept[self.by_score[1 - w]])
+                pool = self.by_score[w]
+                k_sum[pool], sq = matches.pool_weights(self.kept[self.by_score[1 - w]], variance)
+                if k_sq is not None:
+                    k_sq[pool] = sq
         self._pool = None
-        factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
-        twice = 2.0 * k_sum
-        twice *= self._queries
-        factor += twice
-        factor -= k_sq
-        del k_sq, twice
+        factor = None
+        if k_sq is not None:
+            factor = k_sum**2  # K^2 + 2 K (queries) - Q, in place
+            twice = 2.0 * k_sum
+            twice *= self._queries
+            factor += twice
+            factor -= k_sq
+            del k_sq, twice
         k_sum += self.kept
         return k_sum, factor
 
@@ -369,18 +386,21 @@ class _RunMatches:
         total /= self.count
         out[0][at] = total
 
-    def pool_weights(self, kept: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and of ``1 / M_q^2``."""
+    def pool_weights(
+        self, kept: NDArray[np.bool_], squares: bool = True
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+        """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and (``squares``) of ``1 / M_q^2``."""
         runs = np.count_nonzero(self._new_run) + 2
         inv = kept / self.count
-        inv_sq = inv / self.count
+        inv_sq = inv / self.count if squares else None
         w1 = np.zeros(runs)
-        w2 = np.zeros(runs)
+        w2 = np.zeros(runs) if squares else None
         for run, use in ((self._left, self._use_left), (self._left + 1, self._use_right)):
             w1 += np.bincount(run, inv * use, minlength=runs)
-            w2 += np.bincount(run, inv_sq * use, minlength=runs)
+            if squares:
+                w2 += np.bincount(run, inv_sq * use, minlength=runs)
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
-        return w1[run_of], w2[run_of]
+        return w1[run_of], (w2[run_of] if squares else None)
 
 
 def _within_sorted_variance(
