@@ -37,7 +37,7 @@ def ipw_weights(t: ArrayLike, e: ArrayLike, estimand: str = "ate", normalized: b
     estimand = check_estimand(estimand)
     t = check_treatment(t)
     e = check_propensity(e, "propensity", n=t.size)
-    return _weights(t, e, estimand, normalized)
+    return _weights(t == 1, e, estimand, normalized)
 
 
 def ipw(
@@ -98,16 +98,16 @@ def ipw(
         e = check_propensity(e, "propensity", n=t.size)
     n = t.size
     logistic = None if X_propensity is None else logistic_nuisance(X_propensity, t, e)
-    raw = _weights(t, e, estimand, normalized=False)
-    w = _normalize(raw.copy(), t) if normalized else raw
     is_t = t == 1
-    # d raw weight / d logit(e): ATE 1/e -> -(1-e)/e, 1/(1-e) -> e/(1-e); ATT e/(1-e) -> itself
-    if estimand == "ate":
+    raw = _weights(is_t, e, estimand, normalized=False)
+    w = _normalize(raw.copy(), is_t) if normalized else raw
+    draw = None  # d raw weight / d logit(e), with the propensity estimated only
+    if logistic is not None and estimand == "ate":  # 1/e -> -(1-e)/e, 1/(1-e) -> e/(1-e)
         draw = np.where(is_t, -(1.0 - e) / e, e / (1.0 - e))
-    else:
+    elif logistic is not None:  # ATT: e/(1-e) -> itself
         draw = np.where(is_t, 0.0, raw)
-    means, influence = [], np.zeros(n)
-    for arm, sign in ((is_t, 1.0), (~is_t, -1.0)):
+    means, influence = [], None
+    for arm in (is_t, ~is_t):
         r = np.where(arm, raw, 0.0)
         d = r if normalized else (is_t.astype(np.float64) if estimand == "att" else np.ones(n))
         mu = float(r @ y / d.sum())
@@ -115,14 +115,14 @@ def ipw(
         g -= mu * d
         dg_dtau = -d.mean()
         del r, d  # the arm's per-subject arrays, before the nuisance's are built
-        if logistic is None:
-            nuisances = ()
+        nuisances = []
+        if draw is not None:
+            nuisances.append((logistic, _index_derivative(np.where(arm, draw, 0.0), y, mu, normalized)))
+        arm_influence = stacked_influence(g, dg_dtau, nuisances)
+        if influence is None:  # the treated arm's mean enters with +, the controls' with -
+            influence = arm_influence
         else:
-            nuisances = ((logistic, _index_derivative(np.where(arm, draw, 0.0), y, mu, normalized)),)
-        if sign > 0.0:
-            influence += stacked_influence(g, dg_dtau, nuisances)
-        else:
-            influence -= stacked_influence(g, dg_dtau, nuisances)
+            influence -= arm_influence
         means.append(mu)
     mu1, mu0 = means
     se = float(np.sqrt(influence @ influence) / n)
@@ -165,19 +165,20 @@ def _index_derivative(
     return out
 
 
-def _weights(t: NDArray[np.int8], e: NDArray[np.float64], estimand: str, normalized: bool) -> NDArray[np.float64]:
-    is_t = t == 1
+def _weights(
+    is_t: NDArray[np.bool_], e: NDArray[np.float64], estimand: str, normalized: bool
+) -> NDArray[np.float64]:
     if estimand == "ate":
         w = np.where(is_t, 1.0 / e, 1.0 / (1.0 - e))
     else:
         w = np.where(is_t, 1.0, e / (1.0 - e))
-    return _normalize(w, t) if normalized else w
+    return _normalize(w, is_t) if normalized else w
 
 
-def _normalize(w: NDArray[np.float64], t: NDArray[np.int8]) -> NDArray[np.float64]:
-    """Rescale the weights ``w`` in place to mean 1 in each arm (Hajek); returns ``w``."""
-    is_t = t == 1
+def _normalize(w: NDArray[np.float64], is_t: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """Rescale the weights ``w`` in place to mean 1 in each arm (Hajek; ``is_t`` marks the treated); returns ``w``."""
     n1 = np.count_nonzero(is_t)
     w[is_t] *= n1 / w[is_t].sum()
-    w[~is_t] *= (t.size - n1) / w[~is_t].sum()
+    is_c = ~is_t
+    w[is_c] *= (is_t.size - n1) / w[is_c].sum()
     return w
