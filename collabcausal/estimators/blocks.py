@@ -38,11 +38,10 @@ def column_means(X: NDArray[np.float64]) -> NDArray[np.float64]:
     adds a few columns at a time; the sums differ by rounding only.
     """
     ones = np.ones(min(GRAM_BLOCK, X.shape[0]))
-    out = np.zeros(X.shape[1])
-    for rows in row_blocks(X.shape[0], GRAM_BLOCK):
-        block = X[rows]
-        out += ones[: block.shape[0]] @ block
-    return out / X.shape[0]
+    sums = (ones[: rows.stop - rows.start] @ X[rows] for rows in row_blocks(X.shape[0], GRAM_BLOCK))
+    out = _block_sum(sums, X.shape[1])
+    out /= X.shape[0]
+    return out
 
 
 def centred_row_blocks(
@@ -61,9 +60,17 @@ def centred_row_blocks(
 
 def centred_gram(X: NDArray[np.float64], center: NDArray[np.float64]) -> NDArray[np.float64]:
     """``(X - center)' (X - center)``, accumulated block by block (no centred copy of X)."""
-    out = np.zeros((X.shape[1], X.shape[1]))
-    for _, block in centred_row_blocks(X, center):
-        out += block.T @ block
+    return _block_sum((block.T @ block for _, block in centred_row_blocks(X, center)), (X.shape[1], X.shape[1]))
+
+
+def _block_sum(products: Iterator[NDArray[np.float64]], shape: int | tuple[int, int]) -> NDArray[np.float64]:
+    """The sum of the per-block ``products`` (new arrays), added into the first: one block (n <= :data:`GRAM_BLOCK`)
+    is returned as it is, with no sum into zeros (zeros of ``shape`` when there is no block)."""
+    out = next(products, None)
+    if out is None:
+        return np.zeros(shape)
+    for product in products:
+        out += product
     return out
 
 
@@ -138,8 +145,15 @@ class AffineDesign:
         """``design.T @ r``, shape (k + 1,): ``sum(r)`` and ``W' (X' r - center sum(r))``, as in :meth:`dot`."""
         total = r.sum()
         moment = r @ self.X - self.center * total
-        body = self._body(moment) if self.W.ndim == 1 else self.W.T @ moment
-        return np.r_[total, body] if self._first else body
+        if not self._first:
+            return self._body(moment) if self.W.ndim == 1 else self.W.T @ moment
+        out = np.empty(self.shape[1])
+        out[0] = total
+        if self.W.ndim == 1:
+            np.divide(moment, self.W, out=out[1:])
+        else:
+            np.matmul(self.W.T, moment, out=out[1:])
+        return out
 
     def _body(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
         """``W v`` (or ``v / W`` for per-column divisors): a vector over the design's body columns mapped to X's."""
@@ -147,10 +161,7 @@ class AffineDesign:
 
     def weighted_gram(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
         """``sum_k w_k d_k d_k'`` over the rows d_k of the design."""
-        out = np.zeros((self.shape[1], self.shape[1]))
-        for rows, block in self.blocks():
-            out += block.T @ (block * w[rows, None])
-        return out
+        return _block_sum((block.T @ (block * w[rows, None]) for rows, block in self.blocks()), (self.shape[1],) * 2)
 
     def take(self, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
         """The rows of the design where ``mask`` is True, formed (a subset for a dense solver)."""
