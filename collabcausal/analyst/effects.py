@@ -19,7 +19,7 @@ from collabcausal.estimators.matching import psm
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.estimators.results import EffectEstimate
 from collabcausal.estimators.sandwich import LogisticNuisance
-from collabcausal.estimators.validation import check_treatment, check_vector
+from collabcausal.estimators.validation import check_features, check_treatment, check_vector
 from collabcausal.estimators.weighting import ipw
 
 ESTIMATORS: tuple[str, ...] = ("psm", "ipw", "aipw")
@@ -90,11 +90,12 @@ def estimate_effects(
         iterations, the same fit (:meth:`LogisticPropensity.fit`).
     """
     # the inputs are checked once here, and the estimators told so (check_input=False)
-    t = check_treatment(treatment)
-    model = LogisticPropensity(clip=clip).fit(features, t, start_logit=start_logit)
-    X = np.asarray(features, dtype=np.float64)  # checked by fit: finite, real, 2-D, one row per subject
+    model = LogisticPropensity(clip=clip)
+    X = check_features(model, features, reset=True)  # the checks and bookkeeping of the model's fit
+    t = check_treatment(treatment, n=X.shape[0])
     y = check_vector(outcome, "y", n=t.size)
-    e = model.predict_propensity(X)
+    start = None if start_logit is None else check_vector(start_logit, "start_logit", n=t.size)
+    e = model.fit(X, t, start_logit=start, check_input=False).predict_propensity(X, check_input=False)
     # one propensity nuisance (design, information) serves every estimator's standard error
     X_e = LogisticNuisance(X, t, e) if analytic_se and clip is None else None
     run = {

@@ -102,7 +102,9 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
 
-    def fit(self, X: ArrayLike, y: ArrayLike, *, start_logit: ArrayLike | None = None) -> LogisticPropensity:
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, *, start_logit: ArrayLike | None = None, check_input: bool = True
+    ) -> LogisticPropensity:
         """Fit the model on covariates ``X`` (n x m) and the treatment ``y``; returns self.
 
         ``y`` holds two labels (the treatment coded 0/1, or any two values as in scikit-learn);
@@ -114,11 +116,22 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         ``D'D = n I``) when that has a lower loss than the usual start (the intercept at the
         observed log-odds). The optimum is the same to the tolerance; on LaLonde's bootstrap
         replicates the iterations halve (8-9 to 4, issue 24).
+
+        ``check_input=False`` (as scikit-learn's trees take it) skips the checks of ``X``, ``y`` and
+        ``start_logit`` for a caller that made them: ``X`` a finite float64 matrix (as
+        :func:`~collabcausal.estimators.validation.check_features` returns it, column names then
+        recorded by that call), ``y`` a treatment as
+        :func:`~collabcausal.estimators.validation.check_treatment` returns it (0/1, both arms) and
+        ``start_logit`` a finite float64 vector of one entry per row.
         """
         self._check_params()
-        X = check_features(self, X, reset=True)
-        self.classes_, t = check_binary_labels(y, "y", n=X.shape[0])
-        start = None if start_logit is None else check_vector(start_logit, "start_logit", n=X.shape[0])
+        if check_input:
+            X = check_features(self, X, reset=True)
+            self.classes_, t = check_binary_labels(y, "y", n=X.shape[0])
+            start = None if start_logit is None else check_vector(start_logit, "start_logit", n=X.shape[0])
+        else:
+            self.n_features_in_ = X.shape[1]
+            self.classes_, t, start = np.array([0, 1], dtype=y.dtype), y.astype(np.float64), start_logit
         n, m = X.shape
         center = column_means(X) if self.fit_intercept else np.zeros(m)
         gram = centred_gram(X, center)
@@ -146,14 +159,20 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         self.converged_ = True
         return self
 
-    def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
-        """The linear predictor (logit of the propensity) ``intercept_ + X coef_``."""
-        check_is_fitted(self, "coef_", "fit(X, t)")
-        X = check_features(self, X, reset=False)
+    def decision_function(self, X: ArrayLike, check_input: bool = True) -> NDArray[np.float64]:
+        """The linear predictor (logit of the propensity) ``intercept_ + X coef_``.
+
+        ``check_input=False`` skips the checks of the fit and of ``X`` (the fitted model's finite
+        float64 covariates, as :meth:`fit` takes them with ``check_input=False``).
+        """
+        if check_input:
+            check_is_fitted(self, "coef_", "fit(X, t)")
+            X = check_features(self, X, reset=False)
         return self.intercept_ + X @ self.coef_
 
-    def predict_propensity(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Propensity scores P(T = 1 | x), shape (n,), clipped to ``clip`` when given.
+    def predict_propensity(self, X: ArrayLike, check_input: bool = True) -> NDArray[np.float64]:
+        """Propensity scores P(T = 1 | x), shape (n,), clipped to ``clip`` when given
+        (``check_input`` as in :meth:`decision_function`).
 
         Always strictly inside (0, 1): under quasi-complete separation the logit of the separated
         subjects diverges (LaLonde's B-clb bootstrap resamples reach -4480), and expit rounds it to
@@ -161,7 +180,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         smallest positive double (or the largest below 1), the limit the fit tends to: their
         weight in every estimator is then negligible, as in the limit.
         """
-        e = expit(self.decision_function(X))
+        e = expit(self.decision_function(X, check_input))
         lo, hi = _OPEN_INTERVAL if self.clip is None else self.clip
         return np.clip(e, lo, hi, out=e)
 

@@ -177,3 +177,14 @@ def test_a_start_logit_of_the_wrong_length_or_not_finite_is_refused(data):
         LogisticPropensity().fit(X, t, start_logit=np.zeros(3))
     with pytest.raises(InputError, match="start_logit contains NaN"):
         LogisticPropensity().fit(X, t, start_logit=np.full(X.shape[0], np.nan))
+
+
+def test_a_fit_without_its_checks_is_the_checked_fit_on_checked_input(data):
+    X, t = data
+    start = 0.3 + X @ np.array([0.7, -0.4, 0.2, 0.1])
+    checked = LogisticPropensity().fit(X, t, start_logit=start)
+    bare = LogisticPropensity().fit(X.astype(np.float64), t.astype(np.int8), start_logit=start, check_input=False)
+    np.testing.assert_array_equal(bare.coef_, checked.coef_)
+    assert bare.intercept_ == checked.intercept_ and bare.n_features_in_ == 4
+    np.testing.assert_array_equal(bare.classes_, checked.classes_)
+    np.testing.assert_array_equal(bare.predict_propensity(X, check_input=False), checked.predict_propensity(X))

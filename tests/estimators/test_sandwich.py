@@ -207,3 +207,16 @@ def test_a_logistic_nuisance_of_other_propensities_is_refused():
     shared = LogisticNuisance(X[:, :1], t, other)
     with pytest.raises(InputError, match="another treatment or other propensities"):
         ipw(y, t, e, X_propensity=shared)
+
+
+def test_the_estimators_without_their_checks_give_the_checked_estimates():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 3))
+    t = (rng.random(400) < 1.0 / (1.0 + np.exp(-X[:, 0]))).astype(np.int8)
+    y = X @ np.array([1.0, 0.5, -0.5]) + 2.0 * t + rng.normal(size=400)
+    e = LogisticPropensity().fit(X, t).predict_propensity(X)
+    for estimand in ("ate", "att"):
+        for estimator, args in ((psm, (y, t, e)), (ipw, (y, t, e)), (aipw, (y, t, e, X))):
+            checked = estimator(*args, estimand=estimand, X_propensity=X)
+            bare = estimator(*args, estimand=estimand, X_propensity=X, check_input=False)
+            assert (bare.estimate, bare.se) == (checked.estimate, checked.se)
