@@ -267,7 +267,7 @@ def _newton(
         mean = (_softplus(eta) - t * eta).sum() / n
         return float(mean if Pfull is None else mean + 0.5 * th @ Pfull @ th / n)
 
-    eta = D.dot(theta)
+    eta = np.full(n, theta[0])  # D theta for theta = (intercept or 0, 0, ..., 0), as D.dot gives it exactly
     f = loss(theta, eta)
     if start_logit is not None:
         guess = D.tdot(start_logit) / n
