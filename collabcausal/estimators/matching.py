@@ -503,7 +503,8 @@ def _sorted_runs(
     values[0], values[-1] = -np.inf, np.inf
     values[1:-1] = scores[starts]
     size = np.zeros(runs, dtype=np.intp)
-    size[1:-1] = np.diff(np.r_[starts, scores.size])
+    np.subtract(starts[1:], starts[:-1], out=size[1:-2])  # each run to the next one's start, the last to the end
+    size[-2] = scores.size - starts[-1]
     if outcomes is None:
         return new_run, starts, values, size, None
     outcome_sum = np.zeros(runs)
