@@ -124,7 +124,7 @@ def aipw(
         m1, ols1 = _fit_arm(outcome_model, X, y, is_t, "treated", design)
         g = m1 - m0
         g += _residual_terms(y, m1, m0, e, is_t)  # phi, then g = phi - ATE in place
-        estimate = float(g.mean())
+        estimate = float(g.sum() / n)
         g -= estimate
         dg_dtau = -1.0
         outcome_terms = [
@@ -137,7 +137,7 @@ def aipw(
         g = np.where(is_t, 1.0, -odds()) * (y - m0)  # a, then g = a - ATT t in place
         estimate = float(g.sum() / is_t.sum())
         g -= estimate * is_t
-        dg_dtau = -float(is_t.mean())
+        dg_dtau = -np.count_nonzero(is_t) / n
         outcome_terms = [
             (ols0, lambda: np.where(is_t, -1.0, odds())),
             (logistic, lambda: np.where(is_t, 0.0, -odds() * (y - m0))),

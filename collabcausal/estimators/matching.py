@@ -147,7 +147,7 @@ def psm(
         )
     weights, factor = ties.pool_weights(variance=compute_se)
     diff = ties.effect if kept.all() else ties.effect[kept]
-    estimate = float(diff.mean())
+    estimate = float(diff.sum() / diff.size)
     se, se_kind = None, "not computed"
     if compute_se:
         var = _abadie_imbens_variance(ties.within_arm_variance(), factor, diff, estimate)

@@ -260,7 +260,7 @@ def _newton(
         Pfull[k - P.shape[0] :, k - P.shape[0] :] = P
     theta = np.zeros(k)
     if intercept:
-        p1 = t.mean()
+        p1 = t.sum() / n
         theta[0] = np.log(p1 / (1.0 - p1))
 
     def loss(th: NDArray[np.float64], eta: NDArray[np.float64]) -> float:

@@ -113,7 +113,7 @@ def ipw(
         mu = float(r @ y / d.sum())
         g = r * y
         g -= mu * d
-        dg_dtau = -d.mean()
+        dg_dtau = -(d.sum() / n)
         del r, d  # the arm's per-subject arrays, before the nuisance's are built
         nuisances = []
         if draw is not None:
@@ -178,7 +178,5 @@ def _weights(
 def _normalize(w: NDArray[np.float64], is_t: NDArray[np.bool_]) -> NDArray[np.float64]:
     """Rescale the weights ``w`` in place to mean 1 in each arm (Hajek; ``is_t`` marks the treated); returns ``w``."""
     n1 = np.count_nonzero(is_t)
-    w[is_t] *= n1 / w[is_t].sum()
-    is_c = ~is_t
-    w[is_c] *= (is_t.size - n1) / w[is_c].sum()
+    w *= np.where(is_t, n1 / w[is_t].sum(), (is_t.size - n1) / w[~is_t].sum())
     return w
