@@ -391,16 +391,19 @@ class _RunMatches:
     ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
         """Per pool subject (sorted), the sums over kept queries of ``1 / M_q`` and (``squares``) of ``1 / M_q^2``."""
         runs = np.count_nonzero(self._new_run) + 2
-        inv = kept / self.count
-        inv_sq = inv / self.count if squares else None
-        w1 = np.zeros(runs)
-        w2 = np.zeros(runs) if squares else None
-        for run, use in ((self._left, self._use_left), (self._left + 1, self._use_right)):
-            w1 += np.bincount(run, inv * use, minlength=runs)
-            if squares:
-                w2 += np.bincount(run, inv_sq * use, minlength=runs)
         run_of = np.cumsum(self._new_run)  # runs are numbered from 1 (0 is the sentinel)
-        return w1[run_of], (w2[run_of] if squares else None)
+        inv = kept / self.count
+        sums = [self._per_run(inv, runs)[run_of]]
+        if squares:
+            inv /= self.count
+            sums.append(self._per_run(inv, runs)[run_of])
+        return sums[0], (sums[1] if squares else None)
+
+    def _per_run(self, value: NDArray[np.float64], runs: int) -> NDArray[np.float64]:
+        """Per pool run, the sum of ``value`` over the queries matched to it (the nearer run on each side)."""
+        out = np.bincount(self._left, value * self._use_left, minlength=runs)
+        out += np.bincount(self._left + 1, value * self._use_right, minlength=runs)
+        return out
 
 
 def _within_sorted_variance(
