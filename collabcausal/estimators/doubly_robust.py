@@ -111,6 +111,7 @@ def aipw(
         X = check_matrix(X, "X", n_rows=t.size)
     n = t.size
     is_t = t == 1
+    n1 = int(np.count_nonzero(is_t))
     logistic = None if X_propensity is None or not compute_se else logistic_nuisance(X_propensity, t, e)
     if outcome_model is not None:
         design = None
@@ -143,9 +144,9 @@ def aipw(
         diagnostics["mu1_hat"] = m1
     else:
         g = np.where(is_t, 1.0, -odds()) * (y - m0)  # a, then g = a - ATT t in place
-        estimate = float(g.sum() / is_t.sum())
+        estimate = float(g.sum() / n1)
         g -= estimate * is_t
-        dg_dtau = -np.count_nonzero(is_t) / n
+        dg_dtau = -n1 / n
         outcome_terms = [
             (ols0, lambda: np.where(is_t, -1.0, odds())),
             (logistic, lambda: np.where(is_t, 0.0, -odds() * (y - m0))),
@@ -153,7 +154,7 @@ def aipw(
     if not compute_se:
         diagnostics["se_kind"] = "not computed"
         return EffectEstimate(
-            estimate, None, None, None, estimand, "aipw", int(is_t.sum()), int(n - is_t.sum()), diagnostics=diagnostics
+            estimate, None, None, None, estimand, "aipw", n1, n - n1, diagnostics=diagnostics
         )
     # each derivative is built when its term is added (stacked_influence), not all at once
     terms = ((nuisance, dg()) for nuisance, dg in outcome_terms if nuisance is not None)
@@ -174,8 +175,8 @@ def aipw(
         ci_high=hi,
         estimand=estimand,
         method="aipw",
-        n_treated=int(is_t.sum()),
-        n_control=int(n - is_t.sum()),
+        n_treated=n1,
+        n_control=n - n1,
         diagnostics=diagnostics,
     )
 

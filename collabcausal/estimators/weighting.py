@@ -130,6 +130,7 @@ def ipw(
     lo, hi = wald_interval(estimate, se, alpha)
     w1 = np.where(is_t, w, 0.0)
     w0 = w - w1
+    n1 = int(np.count_nonzero(is_t))
     return EffectEstimate(
         estimate=estimate,
         se=se,
@@ -137,8 +138,8 @@ def ipw(
         ci_high=hi,
         estimand=estimand,
         method="ipw-hajek" if normalized else "ipw-ht",
-        n_treated=int(is_t.sum()),
-        n_control=int(n - is_t.sum()),
+        n_treated=n1,
+        n_control=n - n1,
         diagnostics={
             "weights": w,
             "mean_treated": mu1,
