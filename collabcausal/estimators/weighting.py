@@ -110,10 +110,11 @@ def ipw(
     for arm in (is_t, ~is_t):
         r = np.where(arm, raw, 0.0)
         d = r if normalized else (is_t.astype(np.float64) if estimand == "att" else np.ones(n))
-        mu = float(r @ y / d.sum())
+        total = d.sum()  # the arm mean's denominator
+        mu = float(r @ y / total)
         g = r * y
         g -= mu * d
-        dg_dtau = -(d.sum() / n)
+        dg_dtau = -(total / n)
         del r, d  # the arm's per-subject arrays, before the nuisance's are built
         nuisances = []
         if draw is not None:
