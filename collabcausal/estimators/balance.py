@@ -118,25 +118,28 @@ def arm_weights(w: NDArray[np.float64], t: NDArray, out: NDArray[np.float64] | N
 
 
 def block_arm_moments(
-    X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]], samples: int = 1
+    X: NDArray[np.float64],
+    weights_of: Callable[[slice], NDArray[np.float64]],
+    samples: int = 1,
+    rows: NDArray[np.int64] | None = None,
 ) -> ArmMoments:
-    """The :class:`ArmMoments` of the rows of ``X`` under ``samples`` weightings, stacked, ``weights_of(rows)``
+    """The :class:`ArmMoments` of the rows of ``X`` under ``samples`` weightings, stacked, ``weights_of(block)``
     giving a block's arm weights (2 samples x rows, in the layout of :func:`arm_weights`).
 
-    Block by block of rows, the sums accumulated over the blocks: no temporary of n rows, neither
-    ``X * X`` nor the arms' weights. The samples share each block's products (one matrix product
-    for all of them).
+    ``rows`` (optional) are the rows of ``X`` weighed, in order (a repeated row counts once per
+    repeat), gathered a block at a time; all rows of ``X`` in order by default. Block by block of
+    rows, the sums accumulated over the blocks: no temporary of n rows, neither ``X * X`` nor the
+    arms' weights. The samples share each block's products (one matrix product for all of them).
     """
-    sum_w, sum_w2 = np.zeros(2 * samples), np.zeros(2 * samples)
-    sum_wx, sum_wx2 = np.zeros((2 * samples, X.shape[1])), np.zeros((2 * samples, X.shape[1]))
-    for rows in row_blocks(X.shape[0]):
-        A = weights_of(rows)
-        block = X[rows]
-        sum_w += A.sum(axis=1)
-        sum_w2 += np.einsum("ij,ij->i", A, A)
-        sum_wx += A @ block
-        sum_wx2 += A @ (block * block)
-    return ArmMoments(sum_w, sum_w2, sum_wx, sum_wx2)
+    total = None
+    for block in row_blocks(X.shape[0] if rows is None else rows.shape[0]):
+        A = weights_of(block)
+        Z = X[block] if rows is None else X[rows[block]]
+        part = ArmMoments(A.sum(axis=1), np.vecdot(A, A), A @ Z, A @ (Z * Z))
+        total = part if total is None else total + part
+    if total is None:  # no rows
+        return ArmMoments(np.zeros(2 * samples), np.zeros(2 * samples), *np.zeros((2, 2 * samples, X.shape[1])))
+    return total
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:
