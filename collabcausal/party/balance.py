@@ -37,7 +37,7 @@ def table_moments(
     standardise: Standardise | None = None,
 ) -> tuple[ArmMoments, NDArray[np.int64]]:
     """The :class:`ArmMoments` of the requested rows' covariates ``columns`` under each of k weightings
-    (stacked: :meth:`ArmMoments.samples`), in one pass over the table.
+    (stacked: :class:`ArmMoments`), in one pass over the table.
 
     Request row ``r`` is table row ``rows[r]`` (all rows in order when ``rows`` is None) with arm
     ``arms[r]`` and weight ``weights[s, r]`` in sample ``s`` (``weights`` of shape (k, rows)). Each
