@@ -107,7 +107,8 @@ def weighted_moments(party: Party, request: Message) -> Message:
 
 MAX_SAMPLES = 16
 """Samples of weights one ``weighted_moments`` request may stack: a study asks for at most four (PSM,
-IPW, AIPW, unweighted); a resample's per-row sums take 2 x samples floats per distinct row asked for."""
+IPW, AIPW, unweighted); a resample's per-row sums out of core take 2 x samples floats per distinct row
+asked for (in memory its rows are gathered a block at a time: 2 x samples floats per row of a block)."""
 
 
 def sample_weights(weights: NDArray, n: int) -> NDArray[np.float64]:
