@@ -199,24 +199,20 @@ def federated_smds(
         replies = grid.send_and_receive(messages, timeout=timeout)
         checked = {p: check_moments(p, replies[p], sent[p]) for g in parties for p in g}
         names = tuple(f"{p}:{c}" for p in parties[0] for c in replies[p].params["covariates"])
-        widths = [sum(checked[p][0].sum_wx.shape[1] for p in group) for group in parties]
+        widths = [sum(checked[p].sum_wx.shape[-1] for p in group) for group in parties]
         for group, width in zip(parties[1:], widths[1:], strict=True):
             if width != widths[0]:
                 raise StudyFailedError(
                     f"parties {', '.join(group)} sent moments of {width} covariates, the first row group {widths[0]}",
                     "give every row group the same column layout (balance_parties)",
                 )
-        out = []
-        for s in range(len(batch)):
-            per_group = [_side_by_side([checked[p][s] for p in group]) for group in parties]
-            total = per_group[0]
-            for moments in per_group[1:]:
-                total = total + moments
-            if dp is None:
-                out.append(FederatedSMD(names, smd_from_moments(total)))
-            else:
-                out.append(_dp_smd(dp, parties, replies, total, weights, bounds, rows, whole, names))
-        return out
+        total = _side_by_side([checked[p] for p in parties[0]])  # every sample at once: a leading axis of them
+        for group in parties[1:]:
+            total = total + _side_by_side([checked[p] for p in group])
+        if dp is not None:  # one sample
+            return [_dp_smd(dp, parties, replies, total, weights, bounds, rows, whole, names)]
+        smd = smd_from_moments(total)
+        return [FederatedSMD(names, s) for s in (smd if stacked else [smd])]
 
     batches = [[w] for w in samples] if dp is not None else [samples]  # DP: one charged release per sample
     return [smd for batch in batches for smd in ask(batch)]
@@ -284,6 +280,8 @@ def _side_by_side(parts: Sequence[ArmMoments]) -> ArmMoments:
 
     The weight sums are the same for every party of the row (same subjects, arms and weights).
     """
+    if len(parts) == 1:
+        return parts[0]
     first = parts[0]
     return ArmMoments(
         first.sum_w,

@@ -134,18 +134,17 @@ def weight_sums(arms: NDArray, weights: NDArray[np.float64]) -> tuple[NDArray[np
     return sums.sum_w.reshape(shape), sums.sum_w2.reshape(shape)
 
 
-def check_moments(
-    party: str, reply: Message, sent: tuple[NDArray[np.float64], NDArray[np.float64]]
-) -> list[ArmMoments]:
+def check_moments(party: str, reply: Message, sent: tuple[NDArray[np.float64], NDArray[np.float64]]) -> ArmMoments:
     """The :class:`ArmMoments` of a ``weighted_moments`` reply, refused unless as documented above.
 
     ``sent`` is :func:`weight_sums` of the request: its shape says whether the reply is one sample
-    (unstacked arrays) or k (a leading axis of k). Returns one :class:`ArmMoments` per sample.
+    (unstacked arrays) or k (a leading axis of k, kept in the moments returned:
+    :func:`~collabcausal.estimators.balance.smd_from_moments` reads them so).
 
     Raises
     ------
     StudyFailedError
-        Naming the party and the array.
+        Naming the party and the array (the first problem, in the order of the fields).
     """
     covariates = reply.params.get("covariates")
     if not isinstance(covariates, list) or not all(isinstance(c, str) for c in covariates):
@@ -153,22 +152,40 @@ def check_moments(
     lead = sent[0].shape[:-1]
     m = len(covariates)
     shapes = {"sum_w": (*lead, 2), "sum_w2": (*lead, 2), "sum_wx": (*lead, 2, m), "sum_wx2": (*lead, 2, m)}
-    arrays = {}
+    arrays = {name: reply.arrays.get(name) for name in shapes}
+    shaped = all(a is not None and a.shape == shapes[name] and a.dtype.kind in "iuf" for name, a in arrays.items())
+    # each sum_w, sum_w2 within 1e-9 of the non-negative sum sent: finite and non-negative too
+    if not (
+        shaped
+        and np.isfinite(arrays["sum_wx"]).all()
+        and np.isfinite(arrays["sum_wx2"]).all()
+        and _unmatched(arrays, sent) is None
+    ):
+        raise _refused(party, _moments_problem(arrays, shapes, sent, len(lead)), "weighted_moments")
+    return ArmMoments(**{name: np.asarray(a, dtype=np.float64) for name, a in arrays.items()})
+
+
+def _unmatched(arrays: Mapping[str, Any], sent: Sequence[NDArray[np.float64]]) -> str | None:
+    """The first of ``sum_w``, ``sum_w2`` not within a relative 1e-9 of the (non-negative) sums sent, or None."""
+    for name, asked in zip(("sum_w", "sum_w2"), sent, strict=True):
+        if not (np.abs(arrays[name] - asked) <= 1e-9 * asked).all():
+            return name
+    return None
+
+
+def _moments_problem(
+    arrays: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]], sent: Sequence[NDArray[np.float64]], lead: int
+) -> str:
+    """The first problem of a refused ``weighted_moments`` reply (:func:`check_moments`), for its message."""
     for name, shape in shapes.items():
-        array = reply.arrays.get(name)
+        array = arrays[name]
         if array is None or array.shape != shape or array.dtype.kind not in "iuf":
             got = "nothing" if array is None else f"shape {array.shape} and dtype {array.dtype}"
-            raise _refused(party, f"{name} has {got}, expected {shape} numbers", "weighted_moments")
-        if not np.isfinite(array).all() or (array.ndim == len(lead) + 1 and (array < 0).any()):
-            raise _refused(party, f"{name} holds NaN, infinite or negative sums", "weighted_moments")
-        arrays[name] = np.asarray(array, dtype=np.float64).reshape(-1, *shape[len(lead) + 1 :])  # the arms stacked
-    for name, asked in zip(("sum_w", "sum_w2"), sent, strict=True):
-        if not (np.abs(arrays[name] - asked.ravel()) <= 1e-9 * np.abs(asked.ravel())).all():
-            raise _refused(
-                party, f"{name} is not the sum of the weights it was sent (samples swapped, or another request's)",
-                "weighted_moments",
-            )
-    return ArmMoments(**arrays).samples()
+            return f"{name} has {got}, expected {shape} numbers"
+        if not np.isfinite(array).all() or (array.ndim == lead + 1 and (array < 0).any()):
+            return f"{name} holds NaN, infinite or negative sums"
+    unmatched = _unmatched(arrays, sent)
+    return f"{unmatched} is not the sum of the weights it was sent (samples swapped, or another request's)"
 
 
 def check_description(party: str, reply: Message) -> None:

@@ -39,7 +39,9 @@ class ArmMoments:
 
     Moments of disjoint sets of subjects combine with ``+``. The moments of k samples (weightings
     of the same subjects) computed together stack their arms: fields of shape (2k,) and (2k, m),
-    sample s in rows 2s (control) and 2s + 1 (treated); :meth:`samples` splits them.
+    sample s in rows 2s (control) and 2s + 1 (treated); reshaped to a leading axis of samples,
+    (k, 2) and (k, 2, m) (a stacked ``weighted_moments`` reply), :func:`smd_from_moments` reads
+    all k samples at once.
     """
 
     sum_w: NDArray[np.float64]
@@ -52,7 +54,7 @@ class ArmMoments:
             return NotImplemented
         if other.sum_wx.shape != self.sum_wx.shape:
             raise InputError(
-                f"cannot add moments of {self.sum_wx.shape[1]} and {other.sum_wx.shape[1]} covariates",
+                f"cannot add moments of {self.sum_wx.shape[-1]} and {other.sum_wx.shape[-1]} covariates",
                 "combine moments of the same covariates, in the same order",
             )
         return ArmMoments(
@@ -61,13 +63,6 @@ class ArmMoments:
             self.sum_wx + other.sum_wx,
             self.sum_wx2 + other.sum_wx2,
         )
-
-    def samples(self) -> list[ArmMoments]:
-        """The moments of each of the k samples stacked in these (views, in sample order)."""
-        return [
-            ArmMoments(self.sum_w[i : i + 2], self.sum_w2[i : i + 2], self.sum_wx[i : i + 2], self.sum_wx2[i : i + 2])
-            for i in range(0, self.sum_w.shape[0], 2)
-        ]
 
 
 SMD_THRESHOLD = 0.1
@@ -118,25 +113,28 @@ def arm_weights(w: NDArray[np.float64], t: NDArray, out: NDArray[np.float64] | N
 
 
 def block_arm_moments(
-    X: NDArray[np.float64], weights_of: Callable[[slice], NDArray[np.float64]], samples: int = 1
+    X: NDArray[np.float64],
+    weights_of: Callable[[slice], NDArray[np.float64]],
+    samples: int = 1,
+    rows: NDArray[np.int64] | None = None,
 ) -> ArmMoments:
-    """The :class:`ArmMoments` of the rows of ``X`` under ``samples`` weightings, stacked, ``weights_of(rows)``
+    """The :class:`ArmMoments` of the rows of ``X`` under ``samples`` weightings, stacked, ``weights_of(block)``
     giving a block's arm weights (2 samples x rows, in the layout of :func:`arm_weights`).
 
-    Block by block of rows, the sums accumulated over the blocks: no temporary of n rows, neither
-    ``X * X`` nor the arms' weights. The samples share each block's products (one matrix product
-    for all of them).
+    ``rows`` (optional) are the rows of ``X`` weighed, in order (a repeated row counts once per
+    repeat), gathered a block at a time; all rows of ``X`` in order by default. Block by block of
+    rows, the sums accumulated over the blocks: no temporary of n rows, neither ``X * X`` nor the
+    arms' weights. The samples share each block's products (one matrix product for all of them).
     """
-    sum_w, sum_w2 = np.zeros(2 * samples), np.zeros(2 * samples)
-    sum_wx, sum_wx2 = np.zeros((2 * samples, X.shape[1])), np.zeros((2 * samples, X.shape[1]))
-    for rows in row_blocks(X.shape[0]):
-        A = weights_of(rows)
-        block = X[rows]
-        sum_w += A.sum(axis=1)
-        sum_w2 += np.einsum("ij,ij->i", A, A)
-        sum_wx += A @ block
-        sum_wx2 += A @ (block * block)
-    return ArmMoments(sum_w, sum_w2, sum_wx, sum_wx2)
+    total = None
+    for block in row_blocks(X.shape[0] if rows is None else rows.shape[0]):
+        A = weights_of(block)
+        Z = X[block] if rows is None else X.take(rows[block], axis=0)  # a twentieth of X[rows]'s time (numpy 2.4)
+        part = ArmMoments(A.sum(axis=1), np.vecdot(A, A), A @ Z, A @ (Z * Z))
+        total = part if total is None else total + part
+    if total is None:  # no rows
+        return ArmMoments(np.zeros(2 * samples), np.zeros(2 * samples), *np.zeros((2, 2 * samples, X.shape[1])))
+    return total
 
 
 def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float64]:
@@ -155,24 +153,30 @@ def smd_from_moments(m: ArmMoments, *, noisy: bool = False) -> NDArray[np.float6
     sum_w <= 0`` is the noise's doing, not a constant covariate: a difference of noisy sums goes
     negative when the noise exceeds the arm's spread (heavy matching weights make the noise large),
     and flooring it at 0 gave pooled sd 0 and SMD +/-inf. The SMD is then undefined: NaN.
+
+    Moments with a leading axis of k samples (fields (k, 2) and (k, 2, m)) give the (k, m) SMDs of
+    every sample in one pass.
     """
-    if ((m.sum_w**2 - m.sum_w2) <= 0.0).any():
-        arm = "treated" if (m.sum_w[1] ** 2 - m.sum_w2[1]) <= 0.0 else "control"
+    sw, sw2 = m.sum_w[..., None], m.sum_w2[..., None]  # the arms on axis -2, as in sum_wx
+    definite = sw**2 - sw2
+    undefined = definite[..., 0] <= 0.0  # per (sample and) arm
+    if undefined.any():
+        first = undefined.reshape(-1, 2)[undefined.reshape(-1, 2).any(axis=1)][0]  # the first such sample's arms
+        arm = "treated" if first[1] else "control"
         raise NumericalError(
             f"the {arm} arm has fewer than two subjects with positive weight: its variance is undefined",
             "check the weights or the matching (at least two distinct subjects are needed per arm)",
         )
-    sw = m.sum_w[:, None]
     mean = m.sum_wx / sw
     spread = m.sum_wx2 - m.sum_wx * mean
-    var = np.maximum(spread, 0.0) * (sw / (sw**2 - m.sum_w2[:, None]))
-    diff = mean[1] - mean[0]
-    pooled = np.sqrt((var[1] + var[0]) / 2.0)
+    var = np.maximum(spread, 0.0) * (sw / definite)
+    diff = mean[..., 1, :] - mean[..., 0, :]
+    pooled = np.sqrt((var[..., 1, :] + var[..., 0, :]) / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(pooled > 0.0, diff / np.where(pooled > 0.0, pooled, 1.0), np.sign(diff) * np.inf)
     out[(pooled == 0.0) & (diff == 0.0)] = 0.0
     if noisy:
-        out[(spread <= 0.0).any(axis=0)] = np.nan
+        out[(spread <= 0.0).any(axis=-2)] = np.nan
     return out
 
 

@@ -37,21 +37,23 @@ def table_moments(
     standardise: Standardise | None = None,
 ) -> tuple[ArmMoments, NDArray[np.int64]]:
     """The :class:`ArmMoments` of the requested rows' covariates ``columns`` under each of k weightings
-    (stacked: :meth:`ArmMoments.samples`), in one pass over the table.
+    (stacked: :class:`ArmMoments`), in one pass over the table.
 
     Request row ``r`` is table row ``rows[r]`` (all rows in order when ``rows`` is None) with arm
     ``arms[r]`` and weight ``weights[s, r]`` in sample ``s`` (``weights`` of shape (k, rows)). Each
     table row is read once, in place, in memory or out of core
     (:meth:`~collabcausal.party.table.PartyTable.reduce_rows`), and each block's products serve the
-    k samples at once; a resample's table rows enter each arm's sums with the total weight of the
-    request rows that repeat them (2k sums per distinct row asked for, one count per table row:
-    the memory does not grow with k times the table), and its ``sum_w`` and ``sum_w2`` are the
-    request's (``sum_w2`` over its rows, as the resample repeats them). With ``standardise`` the
-    moments are those of ``standardise(X)``, whose per-column counts are summed over the table and
+    k samples at once. A resample of a table in memory gathers its rows a block of request rows at
+    a time; out of core, its table rows enter each arm's sums with the total weight of the request
+    rows that repeat them (2k sums per distinct row asked for, one count per table row: the memory
+    does not grow with k times the table), and its ``sum_w`` and ``sum_w2`` are the request's
+    (``sum_w2`` over its rows, as the resample repeats them). With ``standardise`` the moments are
+    those of ``standardise(X)``, whose per-column counts are summed over the table and
     returned (zeros without it).
     """
     samples = weights.shape[0]
-    if rows is not None:
+    by_row = rows is not None and not table.in_memory  # out of core: each block's rows asked for, summed per row
+    if by_row:
         by_arm = arm_weights(weights, arms)  # each request row's weight in each arm of each sample
         weighed = np.flatnonzero(np.bincount(rows, minlength=table.n_subjects))  # the table rows asked for
         # per weighed table row, its total weight in each arm of each sample (one bincount for all):
@@ -62,14 +64,17 @@ def table_moments(
 
     def task(block: slice, X: NDArray[np.float64], t: Any, y: Any) -> tuple[ArmMoments, NDArray[np.int64]]:
         Z, counts = (X, np.zeros(X.shape[1], np.int64)) if standardise is None else standardise(X)
-        if rows is None:
-            return block_arm_moments(Z, lambda r: arm_weights(weights[:, block][:, r], arms[block][r]), samples), counts
-        lo, hi = np.searchsorted(weighed, (block.start, block.stop))  # the block's rows asked for
-        return block_arm_moments(Z[weighed[lo:hi] - block.start], lambda r: per_row[:, lo:hi][:, r], samples), counts
+        if by_row:
+            lo, hi = np.searchsorted(weighed, (block.start, block.stop))  # the block's rows asked for
+            asked = weighed[lo:hi] - block.start
+            return block_arm_moments(Z, lambda r: per_row[:, lo:hi][:, r], samples, asked), counts
+        # the request's rows in order: the block's own (rows None), or gathered from the whole table in memory
+        w, a = (weights, arms) if rows is not None else (weights[:, block], arms[block])
+        return block_arm_moments(Z, lambda r: arm_weights(w[:, r], a[r]), samples, rows), counts
 
     total, counts = table.reduce_rows(task, columns, _add_each)
-    if rows is not None:
-        total = ArmMoments(by_arm.sum(axis=1), np.einsum("ij,ij->i", by_arm, by_arm), total.sum_wx, total.sum_wx2)
+    if by_row:
+        total = ArmMoments(by_arm.sum(axis=1), np.vecdot(by_arm, by_arm), total.sum_wx, total.sum_wx2)
     return total, counts
 
 
@@ -102,7 +107,8 @@ def weighted_moments(party: Party, request: Message) -> Message:
 
 MAX_SAMPLES = 16
 """Samples of weights one ``weighted_moments`` request may stack: a study asks for at most four (PSM,
-IPW, AIPW, unweighted); a resample's per-row sums take 2 x samples floats per distinct row asked for."""
+IPW, AIPW, unweighted); a resample's per-row sums out of core take 2 x samples floats per distinct row
+asked for (in memory its rows are gathered a block at a time: 2 x samples floats per row of a block)."""
 
 
 def sample_weights(weights: NDArray, n: int) -> NDArray[np.float64]:
@@ -124,6 +130,6 @@ def sample_weights(weights: NDArray, n: int) -> NDArray[np.float64]:
             f"send at most {MAX_SAMPLES} samples per request",
         )
     samples = weights.astype(np.float64, copy=False)
-    if not np.isfinite(samples).all() or (samples < 0.0).any():
+    if samples.size and not (samples.min() >= 0.0 and samples.max() < np.inf):  # NaN fails both; no temporaries
         raise InputError("weights must be finite and >= 0", "send valid weights")
     return samples

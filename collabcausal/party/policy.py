@@ -212,15 +212,16 @@ class PartyPolicy:
                 )
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise PolicyError(f"{who} refuses {op.name!r}: weights must be finite and >= 0", "send valid weights")
-        if not ((arms == 0) | (arms == 1)).all():  # refused here, before the history admits it, not by the operation
+        masks = [arms == arm for arm in (0, 1)]
+        if not (masks[0] | masks[1]).all():  # refused here, before the history admits it, not by the operation
             raise PolicyError(f"{who} refuses {op.name!r}: arms must be coded 0/1", "send 0 (control) or 1 (treated)")
         subject = np.arange(expected) if rows is None else rows.astype(np.int64, copy=False)
+        in_arm = [subject[mask] for mask in masks]  # each arm's subjects, the same in every sample
         samples = []
         for sample in weights if stackable else weights[None, :]:
             totals = []
             for arm in (0, 1):
-                mask = arms == arm
-                total = np.bincount(subject[mask], weights=sample[mask], minlength=n_subjects)
+                total = np.bincount(in_arm[arm], weights=sample[masks[arm]], minlength=n_subjects)
                 largest = float(total.max()) if total.size else 0.0
                 count = 0 if largest <= 0 else int(np.count_nonzero(total >= self.min_weight_ratio * largest))
                 what = f"arm {arm} of the weights (distinct subjects of non-negligible weight)"

@@ -3,6 +3,9 @@ import pytest
 
 from collabcausal.errors import InputError, NumericalError
 from collabcausal.estimators.balance import (
+    ArmMoments,
+    arm_weights,
+    block_arm_moments,
     masmd,
     propensity_inconsistency,
     smd,
@@ -44,6 +47,35 @@ def test_moments_of_row_groups_add_up_to_the_pooled_moments():
     w = rng.random(60)
     parts = weighted_moments(Xr[:10], t[:10], w[:10]) + weighted_moments(Xr[10:], t[10:], w[10:])
     np.testing.assert_allclose(smd_from_moments(parts), smd(Xr, t, w), rtol=1e-12)
+
+
+def test_smd_from_moments_with_a_leading_axis_of_samples_gives_each_samples_smd():
+    rng = np.random.default_rng(2)
+    Xr, t, w = rng.normal(size=(50, 3)), rng.integers(0, 2, 50), rng.random((4, 50))
+    each = [weighted_moments(Xr, t, w[s]) for s in range(4)]
+    stacked = ArmMoments(*(np.stack([vars(m)[f] for m in each]) for f in ("sum_w", "sum_w2", "sum_wx", "sum_wx2")))
+    np.testing.assert_array_equal(smd_from_moments(stacked), np.stack([smd_from_moments(m) for m in each]))
+    # the first sample with an arm of fewer than two weighed subjects names that arm
+    w[2, t == 1] = 0.0
+    w[2, np.flatnonzero(t == 1)[0]] = 1.0
+    w[3, t == 0] = 0.0
+    parts = [weighted_moments(Xr, t, w[s]) for s in range(4)]
+    stacked = ArmMoments(*(np.stack([vars(m)[f] for m in parts]) for f in ("sum_w", "sum_w2", "sum_wx", "sum_wx2")))
+    with pytest.raises(NumericalError, match="the treated arm has fewer than two subjects"):
+        smd_from_moments(stacked)
+
+
+def test_block_arm_moments_of_rows_gathered_equal_those_of_the_rows_copied_with_repeats():
+    rng = np.random.default_rng(3)
+    n = ROW_BLOCK + 40
+    Xr, rows = rng.normal(size=(300, 2)), rng.integers(0, 300, n)
+    t, w = rng.integers(0, 2, n), rng.random((2, n))
+    gathered = block_arm_moments(Xr, lambda r: arm_weights(w[:, r], t[r]), 2, rows)
+    copied = block_arm_moments(Xr[rows], lambda r: arm_weights(w[:, r], t[r]), 2)
+    for field in ("sum_w", "sum_w2", "sum_wx", "sum_wx2"):
+        np.testing.assert_array_equal(getattr(gathered, field), getattr(copied, field))
+    empty = block_arm_moments(Xr, lambda r: arm_weights(w[:, r], t[r]), 2, rows[:0])
+    assert empty.sum_wx.shape == (4, 2) and not empty.sum_wx.any() and not empty.sum_w.any()
 
 
 def test_moments_summed_block_by_block_equal_the_sums_over_all_rows_to_rounding():
