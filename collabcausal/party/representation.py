@@ -219,7 +219,7 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
     if "rows" not in request.arrays:
         return None
     rows = np.asarray(request.arrays["rows"])
-    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+    if rows.ndim != 1 or rows.dtype.kind not in "iu":
         raise ProtocolError("'rows' must be a 1-D integer array", "send subject positions as int64")
     if rows.size and (rows.min() < 0 or rows.max() >= party.table.n_subjects):
         raise ProtocolError(
