@@ -119,7 +119,7 @@ class AnchorGram:
 
     def centres(self) -> list[list[NDArray[np.float64]]]:
         """The column means of A~_ij over the anchor rows added, per row group and party."""
-        offsets = itertools.pairwise(np.cumsum([0] + [w for ws in self.widths for w in ws]))
+        offsets = itertools.pairwise(itertools.accumulate((w for ws in self.widths for w in ws), initial=0))
         sums = [self._sums[lo:hi] for lo, hi in offsets]
         means = iter([shift + total / self.rows for shift, total in zip(self._shifts, sums, strict=True)])
         return [[next(means) for _ in ws] for ws in self.widths]
@@ -194,7 +194,7 @@ def collaborative_representation(
         )
     to_u1 = V[:, :k] / s[:k]  # U1 = A~ to_u1
     maps = []
-    offsets = np.cumsum([0, *widths])
+    offsets = list(itertools.accumulate(widths, initial=0))
     for i in range(len(widths)):
         cols = slice(offsets[i], offsets[i + 1])
         gram_i = gram[cols, cols]
@@ -207,7 +207,7 @@ def collaborative_representation(
             )
         # Least squares min ||U1 - A~_i G|| through its normal equations (A~_i has full rank).
         maps.append(solve(gram_i, gram[cols] @ to_u1))
-    bounds = np.cumsum([0] + [xs[0].shape[0] for xs in x_parts])
+    bounds = list(itertools.accumulate((xs[0].shape[0] for xs in x_parts), initial=0))
     X_hat = np.empty((bounds[-1], k))
     for i, (xs, cs) in enumerate(zip(x_parts, centres, strict=True)):
         buffer = np.empty((widths[i], min(GRAM_BLOCK, xs[0].shape[0])))
@@ -263,6 +263,5 @@ def _centred_gram(
 
 def _gram_eig(gram: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Singular values (descending) and right singular vectors of A from its Gram matrix A^T A."""
-    lam, V = np.linalg.eigh(gram)
-    order = np.argsort(lam)[::-1]
-    return np.sqrt(np.clip(lam[order], 0.0, None)), V[:, order]
+    lam, V = np.linalg.eigh(gram)  # ascending
+    return np.sqrt(np.clip(lam[::-1], 0.0, None)), V[:, ::-1]

@@ -10,6 +10,7 @@ resampled ``rows``.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -463,5 +464,5 @@ def resampled_logits(full_logits: NDArray[np.float64], rows: Sequence[NDArray[np
             f"the full-sample logits cover {full_logits.shape[0]} subjects, the resample's row groups {sum(sizes)}",
             "pass the logits of the full-sample run of the same row groups",
         )
-    groups = np.split(full_logits, np.cumsum(sizes)[:-1])
-    return np.concatenate([g[r] for g, r in zip(groups, rows, strict=True)])
+    starts = itertools.accumulate(sizes[:-1], initial=0)
+    return np.concatenate([full_logits[lo : lo + len(r)][r] for lo, r in zip(starts, rows, strict=True)])

@@ -116,7 +116,7 @@ def check_representation(
     for name, (array, shape) in expected.items():
         if array.shape != shape or array.dtype.kind not in "biuf":
             raise _refused(party, f"{name} has shape {array.shape} and dtype {array.dtype}, expected {shape} numbers")
-        if not np.all(np.isfinite(array)):
+        if array.dtype.kind == "f" and not np.isfinite(array).all():  # an integer array is finite
             raise _refused(party, f"{name} holds NaN or infinite values")
     if first and labels and not ((expected["treatment"][0] == 0) | (expected["treatment"][0] == 1)).all():
         raise _refused(party, "treatment holds values other than 0 and 1")

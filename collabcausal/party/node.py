@@ -211,10 +211,14 @@ def _charges_after(ledger: Any, last: int | None) -> list[Any]:
     return [] if ledger is None or last is None else ledger.history(after=last)
 
 
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, default=str)
+"""The canonical JSON of :func:`request_fingerprint` (``json.dumps`` with sorted keys), built once."""
+
+
 def request_fingerprint(request: Message) -> str:
     """SHA-256 of a request's operation, parameters (but its ``request_id``) and arrays."""
     params = {k: v for k, v in request.params.items() if k != "request_id"}
-    digest = hashlib.sha256(json.dumps([request.operation, params], sort_keys=True, default=str).encode())
+    digest = hashlib.sha256(_CANONICAL_JSON.encode([request.operation, params]).encode())
     for name in sorted(request.arrays):
         array = np.ascontiguousarray(request.arrays[name])
         digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())

@@ -53,9 +53,8 @@ class StandardizedPCA:
         self.mean_ = moments.mean
         scale = np.sqrt(np.diag(gram) / n)
         self.scale_ = np.where(scale > 0, scale, 1.0)
-        eigval, eigvec = np.linalg.eigh(gram / np.outer(self.scale_, self.scale_) / (n - 1))
-        order = np.argsort(eigval)[::-1]
-        eigval, eigvec = np.clip(eigval[order], 0.0, None), eigvec[:, order]
+        eigval, eigvec = np.linalg.eigh(gram / np.outer(self.scale_, self.scale_) / (n - 1))  # ascending
+        eigval, eigvec = np.clip(eigval[::-1], 0.0, None), eigvec[:, ::-1]
         total = eigval.sum()
         ratio = eigval / total if total > 0 else np.zeros_like(eigval)
         k = self._n_kept(ratio, gram.shape[0])

@@ -17,6 +17,12 @@ Operations (paper 003, Algorithm 2 lines 2-6; DESIGN.md "DC-QE" steps 1-3):
     fit (the party keeps its latest one) and returns that block of A~_ij only. A later block
     reveals nothing the whole image would not, and it is not a new fit, so it is not counted
     against ``max_representation_requests`` (:func:`continues_representation`).
+
+    The fit depends on neither ``anchor_rows`` nor ``labels``: a request from row 0 that differs
+    from the latest fit's only in them (the settings of a simulation ask a party with and without
+    its labels for the same resample) projects with that fit instead of refitting it. It is still
+    a request from row 0, counted and audited as any, and its reply is the one a new fit would
+    give: X~_ij and A~_ij of the same deterministic fit, the labels only when it asks for them.
 """
 
 from __future__ import annotations
@@ -100,20 +106,19 @@ def dc_representation(party: Party, request: Message) -> Message:
             f"anchor_rows [{start}, {stop}] is not a block of the {n_anchors} anchor rows",
             "ask for 0 <= start < stop <= n_anchors",
         )
-    same_request = {k: v for k, v in p.items() if k != "anchor_rows"}
-    fit = request_fingerprint(Message(request.operation, same_request, request.arrays))
+    same_fit = {k: v for k, v in p.items() if k not in _NOT_FITTED}
+    fit = request_fingerprint(Message(request.operation, same_fit, request.arrays))
+    fitted, reducer = _FITTED.get(party, (None, None))
     arrays = {}
     if start == 0:
-        reducer = _fit(party, request, n_components, arrays)
+        reducer = _represent(party, request, n_components, None if fitted != fit else reducer, arrays)
         _FITTED[party] = (fit, reducer)
-    else:
-        fitted, reducer = _FITTED.get(party, (None, None))
-        if fitted != fit:
-            raise ProtocolError(
-                f"dc_representation asks for anchor rows from {start}, but party {party.name!r} holds no reducer "
-                "fitted by the same request",
-                "ask for the block from anchor row 0 first, with the same request",
-            )
+    elif fitted != fit:
+        raise ProtocolError(
+            f"dc_representation asks for anchor rows from {start}, but party {party.name!r} holds no reducer "
+            "fitted by the same request",
+            "ask for the block from anchor row 0 first, with the same request",
+        )
     columns = party.table.covariate_names
     bounds = tuple((c, *map(float, ranges[c])) for c in columns if c in ranges)
     arrays["a_tilde"] = _anchor_image(
@@ -123,20 +128,31 @@ def dc_representation(party: Party, request: Message) -> Message:
 
 
 _FITTED: weakref.WeakKeyDictionary[Party, tuple[str, Any]] = weakref.WeakKeyDictionary()
-"""Each party's latest fitted reducer, with the fingerprint of the request (but ``anchor_rows``) that fitted it."""
+"""Each party's latest fitted reducer, with the fingerprint of the request (but :data:`_NOT_FITTED`) that fitted it."""
+
+_NOT_FITTED = frozenset({"anchor_rows", "labels"})
+"""The ``dc_representation`` params that do not enter the reducer's fit (what is released, not from what)."""
 
 
-def _fit(party: Party, request: Message, n_components: int | float, arrays: dict[str, NDArray[Any]]) -> Any:
-    """Fit the party's reducer on the requested rows; put X~ (and the labels if asked) into ``arrays``."""
+def _represent(
+    party: Party, request: Message, n_components: int | float, reducer: Any, arrays: dict[str, NDArray[Any]]
+) -> Any:
+    """Put X~ of the requested rows (and the labels if asked) into ``arrays``; return the reducer that made it.
+
+    ``reducer`` is the party's fit of these rows and ``n_components`` (kept from a request that
+    differed only in :data:`_NOT_FITTED`), or None: a new one is fitted on the rows.
+    """
     rows = selected_rows(party, request)
-    columns = party.table.covariate_names
-    if isinstance(n_components, int):
-        n_components = min(n_components, len(columns))
-    reducer = (party.reducer_factory or StandardizedPCA)(n_components)
+    fit = reducer is None
+    if fit:
+        if isinstance(n_components, int):
+            n_components = min(n_components, len(party.table.covariate_names))
+        reducer = (party.reducer_factory or StandardizedPCA)(n_components)
     if party.table.in_memory:
-        x_tilde = reducer.fit_transform(party.table.covariates if rows is None else party.table.covariates[rows])
+        X = party.table.covariates if rows is None else party.table.covariates[rows]
+        x_tilde = reducer.fit_transform(X) if fit else reducer.transform(X)
     else:
-        x_tilde = _reduce_out_of_core(party, reducer, rows)
+        x_tilde = _reduce_out_of_core(party, reducer, rows, fit=fit)
     arrays["x_tilde"] = np.asarray(x_tilde, dtype=np.float64)
     if request.params.get("labels", False):
         if not party.table.has_labels:
@@ -177,20 +193,24 @@ def continues_representation(request: Message) -> bool:
     return block is not None and block[0] != 0
 
 
-def _reduce_out_of_core(party: Party, reducer: Any, rows: NDArray[np.int64] | None) -> NDArray[np.float64]:
-    """Fit the reducer on the merged moments of the table's blocks, then project the blocks (two passes)."""
+def _reduce_out_of_core(
+    party: Party, reducer: Any, rows: NDArray[np.int64] | None, *, fit: bool
+) -> NDArray[np.float64]:
+    """With ``fit``, fit the reducer on the merged moments of the table's blocks; project the blocks (two passes)."""
     if rows is not None:
         raise PolicyError(
             f"party {party.name} reads its table out of core, so it does not answer a resample (rows)",
             "run the study without party-side resamples, or give the party a table that fits in memory (one file)",
         )
-    if not hasattr(reducer, "fit_moments"):
+    if fit and not hasattr(reducer, "fit_moments"):
         raise PolicyError(
             f"party {party.name}'s reducer {type(reducer).__name__} cannot be fitted out of core (no fit_moments)",
             "use the default StandardizedPCA for an out-of-core table",
         )
     names = party.table.covariate_names
-    reducer.fit_moments(party.table.reduce_rows(lambda _, X, t, y: ColumnMoments.of(X), names, ColumnMoments.merge))
+    if fit:
+        merged = party.table.reduce_rows(lambda _, X, t, y: ColumnMoments.of(X), names, ColumnMoments.merge)
+        reducer.fit_moments(merged)
     return party.table.project_rows(reducer.transform, names, reducer.n_components_)
 
 
@@ -199,7 +219,7 @@ def selected_rows(party: Party, request: Message) -> NDArray[np.int64] | None:
     if "rows" not in request.arrays:
         return None
     rows = np.asarray(request.arrays["rows"])
-    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+    if rows.ndim != 1 or rows.dtype.kind not in "iu":
         raise ProtocolError("'rows' must be a 1-D integer array", "send subject positions as int64")
     if rows.size and (rows.min() < 0 or rows.max() >= party.table.n_subjects):
         raise ProtocolError(

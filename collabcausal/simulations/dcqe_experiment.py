@@ -295,7 +295,8 @@ def _replicate(
     )
     subjects = [part.row_groups[i][rows[i]] for i in range(len(sizes))]
     X_all, t_all, y_all = data.arrays
-    everyone = list(range(len(sizes)))
+    everyone, covariates, names = list(range(len(sizes))), list(data.covariates), part.names()
+    drawn = _arms_drawn(t_all, subjects)
 
     def start(setting: str | None, groups: list[int]) -> NDArray[np.float64] | None:
         if full_logits is None or setting not in full_logits:
@@ -304,10 +305,9 @@ def _replicate(
 
     central = next((s.name for s in config.settings if s.kind == "central"), None)
     try:
-        _check_arms(t_all, subjects, everyone)
-        all_rows, covariates = np.concatenate(subjects), list(data.covariates)
+        _check_arms(drawn, everyone)
         ca: EffectBundle | None = _raw_effects(
-            config, X_all, t_all, y_all, all_rows, covariates, b < 0, start(central, everyone)
+            config, X_all, t_all, y_all, np.concatenate(subjects), covariates, b < 0, start(central, everyone)
         )
     except CollabCausalError:
         if b < 0:
@@ -318,24 +318,23 @@ def _replicate(
             strict=True)
     )
     out: dict[tuple[str, str], dict[str, float | str]] = {}
-    names = part.names()
+    n_anchors, study = config.n_anchors or data.n_subjects, config.study
     for setting in config.settings:
         groups = [i for i, row in enumerate(names) if any(p in setting.parties for p in row)]
         idx = np.concatenate([subjects[i] for i in groups])
-        balance_cols = list(data.covariates)
         try:
-            _check_arms(t_all, subjects, groups)
+            _check_arms(drawn, groups)
             if setting.kind == "collaboration":
                 plan = DCQEPlan(
                     row_groups=[[p for p in names[i] if p in setting.parties] for i in groups],
                     anchor_ranges=config.anchor_ranges,
-                    n_anchors=config.n_anchors or data.n_subjects,
+                    n_anchors=n_anchors,
                     party_components=config.party_components,
                     n_components=setting.n_components,
                     seed=config.seed,
                     estimand=config.estimand,
                     estimators=config.estimators,
-                    study=config.study,
+                    study=study,
                     balance_parties=[names[i] for i in groups],
                 )
                 if setting.name not in described:
@@ -359,18 +358,18 @@ def _replicate(
                         result.treatment,
                     )
             else:
-                cols = balance_cols if setting.kind == "central" else _columns_of(config, setting.parties[0])
+                cols = covariates if setting.kind == "central" else _columns_of(config, setting.parties[0])
                 bundle = (
                     _raw_effects(config, X_all, t_all, y_all, idx, cols, b < 0, start(setting.name, groups))
                     if setting.kind != "central" or ca is None
                     else ca
                 )
-                X_balance = X_all[idx][:, [data.covariates.index(c) for c in balance_cols]]
+                X_balance = X_all[idx]  # every covariate, in the data set's order
                 weighted = _local_smd(bundle, X_balance, t_all[idx])
                 masmd = {k: None if v is None else float(np.max(np.abs(v))) for k, v in weighted.items()}
                 if diagnostics is not None:
                     diagnostics[setting.name] = BalanceDiagnostics(
-                        tuple(balance_cols),
+                        tuple(covariates),
                         smd(X_balance, t_all[idx]),
                         {k: v for k, v in weighted.items() if v is not None},
                         bundle.propensity,
@@ -432,15 +431,20 @@ class SharedReplies(Grid):
         return {name: replies[name] if name in replies else self._replies[keys[name]] for name in requests}
 
 
-def _check_arms(t: NDArray, subjects: list[NDArray], groups: list[int]) -> None:
+def _arms_drawn(t: NDArray, subjects: list[NDArray]) -> list[tuple[bool, bool]]:
+    """Per row group of a resample (its ``subjects``): whether it draws a treated and a control subject."""
+    return [(bool(np.any(arms == 1)), bool(np.any(arms == 0))) for arms in (t[s] for s in subjects)]
+
+
+def _check_arms(drawn: list[tuple[bool, bool]], groups: list[int]) -> None:
     """Refuse a resample whose row groups ``groups`` together draw no subject of an arm, naming it.
 
-    A resample is a legal data set, but one without a treated (or a control) subject has no effect
-    to estimate: the replicate fails with this reason rather than with an estimator's error.
+    ``drawn`` is the resample's :func:`_arms_drawn`. A resample is a legal data set, but one without
+    a treated (or a control) subject has no effect to estimate: the replicate fails with this reason
+    rather than with an estimator's error.
     """
-    arms = t[np.concatenate([subjects[i] for i in groups])]
-    for arm, name in ((1, "treated"), (0, "control")):
-        if not np.any(arms == arm):
+    for arm, name in enumerate(("treated", "control")):
+        if not any(drawn[i][arm] for i in groups):
             where = ", ".join(str(i + 1) for i in groups)
             raise InputError(
                 f"the resample draws no {name} subject in row group{'s' if len(groups) > 1 else ''} {where}",

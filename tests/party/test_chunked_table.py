@@ -107,13 +107,19 @@ def test_a_dp_effects_release_from_an_out_of_core_table_is_charged_and_calibrate
 
 
 def test_the_representation_is_the_in_memory_one(tmp_path, tables):
+    """Also without the labels: that request projects with the out-of-core fit of the first."""
     chunked, memory = tables
     request = Message("dc_representation", {"study": "s", "n_anchors": 60, "anchor_ranges": RANGES,
                                             "n_components": 2, "labels": True})
-    ours, theirs = ledger_party(tmp_path, chunked).handle(request), ledger_party(tmp_path, memory, "q").handle(request)
+    party = ledger_party(tmp_path, chunked)
+    ours, theirs = party.handle(request), ledger_party(tmp_path, memory, "q").handle(request)
     for name in ("x_tilde", "a_tilde", "outcome"):
         np.testing.assert_allclose(ours.arrays[name], theirs.arrays[name], rtol=1e-9, atol=1e-11)
     np.testing.assert_array_equal(ours.arrays["treatment"], theirs.arrays["treatment"])
+    unlabelled = party.handle(Message("dc_representation", {**request.params, "labels": False}))
+    assert set(unlabelled.arrays) == {"x_tilde", "a_tilde"}
+    for name in ("x_tilde", "a_tilde"):
+        np.testing.assert_array_equal(unlabelled.arrays[name], ours.arrays[name])
 
 
 def _moments_request(op: str, rows: np.ndarray | None, n: int, seed: int = 3) -> Message:

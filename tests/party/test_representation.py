@@ -81,6 +81,27 @@ def test_anchor_blocks_of_one_request_make_up_its_whole_image() -> None:
     np.testing.assert_array_equal(blocks, whole.arrays["a_tilde"])
 
 
+def test_a_request_differing_only_in_labels_reuses_the_fit_and_releases_labels_only_when_asked() -> None:
+    """The settings of a simulation ask one party with and without its labels for the same resample."""
+    fitted = []
+
+    def counting(k: int | float) -> StandardizedPCA:
+        fitted.append(k)
+        return StandardizedPCA(k)
+
+    p, fresh = party(), party()
+    p.reducer_factory = counting
+    rows = {"rows": np.array([0, 0, 3, 7, 9, 9, 9, 20, 31, 49, 12, 13])}
+    with_labels = p.handle(request(arrays=rows))
+    without = p.handle(request(labels=False, arrays=rows))
+    assert set(without.arrays) == {"x_tilde", "a_tilde"} and len(fitted) == 1
+    for reply in (without, p.handle(request(labels=True, arrays=rows)), fresh.handle(request(arrays=rows))):
+        for name in reply.arrays:
+            np.testing.assert_array_equal(reply.arrays[name], with_labels.arrays[name])
+    p.handle(request(labels=False, n_components=1, arrays=rows))
+    assert fitted == [2, 1]
+
+
 @pytest.mark.parametrize(
     "changed",
     [{}, {"n_components": 1}, {"arrays": {"rows": np.arange(10)}}, {"study": "t"}],
