@@ -14,12 +14,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import ColumnMoments
 from collabcausal.estimators.doubly_robust import aipw
 from collabcausal.estimators.matching import psm
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.estimators.results import EffectEstimate
-from collabcausal.estimators.sandwich import LogisticNuisance, standardized_design
+from collabcausal.estimators.sandwich import LogisticNuisance
 from collabcausal.estimators.validation import check_features, check_treatment, check_vector
 from collabcausal.estimators.weighting import ipw
 
@@ -91,33 +90,19 @@ def estimate_effects(
         iterations, the same fit (:meth:`LogisticPropensity.fit`).
     """
     # the inputs are checked once here, and the estimators told so (check_input=False)
-    names = check_estimators(estimators)
     model = LogisticPropensity(clip=clip)
     X = check_features(model, features, reset=True)  # the checks and bookkeeping of the model's fit
     t = check_treatment(treatment, n=X.shape[0])
     y = check_vector(outcome, "y", n=t.size)
     start = None if start_logit is None else check_vector(start_logit, "start_logit", n=t.size)
-    moments = ColumnMoments.of(X)  # X's means and Gram matrix serve the propensity fit and the outcome regressions
-    model.fit(X, t, start_logit=start, check_input=False, moments=moments)
-    e = model.predict_propensity(X, check_input=False)
+    e = model.fit(X, t, start_logit=start, check_input=False).predict_propensity(X, check_input=False)
     # one propensity nuisance (design, information) serves every estimator's standard error
     X_e = LogisticNuisance(X, t, e) if analytic_se and clip is None else None
-    design = None  # the outcome regressions' design
-    if "aipw" in names:
-        design = X_e.design if X_e is not None else standardized_design(X, moments)
     run = {
         "psm": lambda: psm(y, t, e, estimand=estimand, compute_se=analytic_se, X_propensity=X_e, check_input=False),
         "ipw": lambda: ipw(y, t, e, estimand=estimand, normalized=True, X_propensity=X_e, check_input=False),
         "aipw": lambda: aipw(
-            y,
-            t,
-            e,
-            X,
-            estimand=estimand,
-            X_propensity=X_e,
-            compute_se=analytic_se,
-            check_input=False,
-            outcome_design=design,
+            y, t, e, X, estimand=estimand, X_propensity=X_e, compute_se=analytic_se, check_input=False
         ),
     }
-    return EffectBundle(e, {name: run[name]() for name in names})
+    return EffectBundle(e, {name: run[name]() for name in check_estimators(estimators)})

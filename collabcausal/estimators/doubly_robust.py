@@ -42,7 +42,6 @@ def aipw(
     X_propensity: ArrayLike | LogisticNuisance | None = None,
     compute_se: bool = True,
     check_input: bool = True,
-    outcome_design: AffineDesign | None = None,
 ) -> EffectEstimate:
     """Doubly robust (AIPW) estimate of the ATE or ATT.
 
@@ -90,11 +89,6 @@ def aipw(
     check_input : bool, default True
         Check ``y``, ``t``, ``e`` and ``X``; False takes them as checked already (``X`` a finite
         float64 matrix of one row per subject; :func:`~collabcausal.estimators.matching.psm`).
-    outcome_design : AffineDesign, optional
-        :func:`~collabcausal.estimators.sandwich.standardized_design` of ``X`` when the caller has
-        it (:func:`~collabcausal.analyst.effects.estimate_effects` builds it from the moments its
-        propensity fit used), for the linear outcome regressions; None: taken from the
-        ``X_propensity`` nuisance when it is on ``X``, or built here.
 
     Returns
     -------
@@ -115,8 +109,6 @@ def aipw(
     logistic = None if X_propensity is None or not compute_se else logistic_nuisance(X_propensity, t, e)
     if outcome_model is not None:
         design = None
-    elif outcome_design is not None:
-        design = outcome_design
     elif logistic is not None and logistic.covariates is X:  # the propensity's design serves
         design = logistic.design
     else:

@@ -20,7 +20,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from collabcausal.errors import InputError, NumericalError
-from collabcausal.estimators.blocks import AffineDesign, ColumnMoments, centred_gram
+from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
 from collabcausal.estimators.small_systems import solve
 from collabcausal.estimators.validation import (
     check_binary_labels,
@@ -103,13 +103,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         self.tol = tol
 
     def fit(
-        self,
-        X: ArrayLike,
-        y: ArrayLike,
-        *,
-        start_logit: ArrayLike | None = None,
-        check_input: bool = True,
-        moments: ColumnMoments | None = None,
+        self, X: ArrayLike, y: ArrayLike, *, start_logit: ArrayLike | None = None, check_input: bool = True
     ) -> LogisticPropensity:
         """Fit the model on covariates ``X`` (n x m) and the treatment ``y``; returns self.
 
@@ -128,9 +122,7 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
         :func:`~collabcausal.estimators.validation.check_features` returns it, column names then
         recorded by that call), ``y`` a treatment as
         :func:`~collabcausal.estimators.validation.check_treatment` returns it (0/1, both arms) and
-        ``start_logit`` a finite float64 vector of one entry per row. ``moments``, optional, are
-        ``ColumnMoments.of(X)`` when the caller has them (:func:`~collabcausal.analyst.effects.estimate_effects`
-        shares them with its outcome regressions' design); they are used with an intercept only.
+        ``start_logit`` a finite float64 vector of one entry per row.
         """
         self._check_params()
         if check_input:
@@ -141,12 +133,8 @@ class LogisticPropensity(ClassifierMixin, BaseEstimator):
             self.n_features_in_ = X.shape[1]
             self.classes_, t, start = np.array([0, 1], dtype=y.dtype), y.astype(np.float64), start_logit
         n, m = X.shape
-        if self.fit_intercept:
-            moments = ColumnMoments.of(X) if moments is None else moments
-            center, gram = moments.mean, moments.gram
-        else:
-            center = np.zeros(m)
-            gram = centred_gram(X, center)
+        center = column_means(X) if self.fit_intercept else np.zeros(m)
+        gram = centred_gram(X, center)
         scale = np.sqrt(np.diag(gram) / n)
         scale[scale == 0.0] = 1.0
         W = self._whitening(X, center, gram, scale) / scale[:, None]  # original (centred) scale -> whitened

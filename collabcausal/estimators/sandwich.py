@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.blocks import AffineDesign, ColumnMoments
+from collabcausal.estimators.blocks import AffineDesign, centred_gram, column_means
 from collabcausal.estimators.small_systems import eigvalsh, solve
 from collabcausal.estimators.validation import check_matrix
 
@@ -32,18 +32,18 @@ _SCORE_TOL = 1e-6  # largest |mean score| on the standardized design of a logist
 _NORMAL_EQUATIONS_MAX_COND = 1e8  # above this, an outcome regression is solved by SVD instead
 
 
-def standardized_design(X: NDArray[np.float64], moments: ColumnMoments | None = None) -> AffineDesign:
+def standardized_design(X: NDArray[np.float64]) -> AffineDesign:
     """``[1, (X - mean) / sd]``: the same column space as ``[1, X]``, well scaled.
 
     Influence functions are invariant to invertible reparametrizations of a nuisance model, so
     working on the standardized design only improves the numerics (collaborative
     representations are badly scaled). Never formed (:class:`~collabcausal.estimators.blocks.AffineDesign`):
-    its products are taken from X. ``moments`` are ``ColumnMoments.of(X)`` when the caller has them.
+    its products are taken from X.
     """
-    moments = ColumnMoments.of(X) if moments is None else moments
-    scale = np.sqrt(np.diag(moments.gram) / X.shape[0])
+    center = column_means(X)
+    scale = np.sqrt(np.diag(centred_gram(X, center)) / X.shape[0])
     scale[scale == 0.0] = 1.0
-    return AffineDesign(X, moments.mean, scale)
+    return AffineDesign(X, center, scale)
 
 
 class LogisticNuisance:
