@@ -364,7 +364,7 @@ def _replicate(
                     if setting.kind != "central" or ca is None
                     else ca
                 )
-                X_balance = X_all[idx]  # every covariate, in the data set's order
+                X_balance = X_all.take(idx, axis=0)  # every covariate, in the data set's order
                 weighted = _local_smd(bundle, X_balance, t_all[idx])
                 masmd = {k: None if v is None else float(np.max(np.abs(v))) for k, v in weighted.items()}
                 if diagnostics is not None:
