@@ -128,14 +128,14 @@ def check_treatment(
     a table's rows, which may hold one arm). Integer and boolean input is checked as it is (no
     float copy: a treatment is checked by every estimator it reaches)."""
     raw = np.asarray(t)
-    if raw.dtype.kind in "biu":
+    if raw.dtype.kind in "biu":  # integers: their least and largest values decide the coding and the arms
         arr = _one_per_subject(raw, name, n)
-        bad = arr > 1 if raw.dtype.kind != "i" else (arr < 0) | (arr > 1)
+        coded = arr.size == 0 or (arr.min() >= 0 and arr.max() <= 1)
     else:
         arr = check_vector(raw, name, n=n)
-        bad = (arr != 0.0) & (arr != 1.0)
-    if bad.any():
-        seen = np.unique(arr[bad])[:5]
+        coded = bool(((arr == 0.0) | (arr == 1.0)).all())
+    if not coded:
+        seen = np.unique(arr[(arr != 0) & (arr != 1)])[:5]
         raise InputError(
             f"{name} must be coded 0/1, found {', '.join(f'{v:g}' for v in seen)}",
             "recode the treatment column to 0 (control) and 1 (treated)",

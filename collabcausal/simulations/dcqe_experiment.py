@@ -38,7 +38,7 @@ from collabcausal.analyst.study_defaults import (
 )
 from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import CollabCausalError, InputError, NumericalError
-from collabcausal.estimators.balance import smd
+from collabcausal.estimators.balance import ArmMoments, arm_weights, block_arm_moments, smd, smd_from_moments
 from collabcausal.estimators.bootstrap import run_replicates, stratified_resample, summarize
 from collabcausal.estimators.intervals import check_interval, interval_estimate
 from collabcausal.estimators.results import EffectEstimate
@@ -482,11 +482,19 @@ def _raw_effects(
 
 
 def _local_smd(bundle: EffectBundle, X: NDArray, t: NDArray) -> dict[str, NDArray[np.float64] | None]:
-    """SMD per covariate of each estimator's balanced sample (None: no balance weights)."""
-    out: dict[str, NDArray[np.float64] | None] = {}
-    for k in bundle.estimates:
-        w = bundle.balance_weights(k)
-        out[k] = None if w is None else smd(X, t, w)
+    """SMD per covariate of each estimator's balanced sample (None: no balance weights), in one pass over X.
+
+    ``X`` (the data set's validated covariates) and ``t`` (0/1) are the setting's rows; every
+    weighted sample's arm moments come from one stacked :func:`block_arm_moments` (paper 003, eqs. 42-44).
+    """
+    weights = {k: bundle.balance_weights(k) for k in bundle.estimates}
+    sampled = [k for k, w in weights.items() if w is not None]
+    out: dict[str, NDArray[np.float64] | None] = dict.fromkeys(weights)
+    if sampled:
+        W = np.stack([weights[k] for k in sampled])
+        moments = block_arm_moments(X, lambda rows: arm_weights(W[:, rows], t[rows]), len(sampled))
+        by_sample = ArmMoments(*(v.reshape(len(sampled), 2, *v.shape[1:]) for v in vars(moments).values()))
+        out.update(zip(sampled, smd_from_moments(by_sample), strict=True))
     return out
 
 
