@@ -44,3 +44,21 @@ def test_a_replicate_started_from_the_full_sample_propensities_fits_the_same_mod
             key = (setting, "ipw")
             assert warm[key]["estimate"] == pytest.approx(cold[key]["estimate"], rel=1e-7, abs=1e-9), key
             assert warm[key]["inconsistency_ca"] == pytest.approx(cold[key]["inconsistency_ca"], rel=1e-6, abs=1e-10)
+
+
+def test_local_smds_of_every_weighted_sample_in_one_pass_equal_smd_sample_by_sample():
+    from collabcausal.analyst.effects import estimate_effects
+    from collabcausal.estimators.balance import smd
+    from collabcausal.simulations.dcqe_experiment import _local_smd
+
+    X, t, y = make_dcqe_synthetic(400, 3).arrays
+    bundle = estimate_effects(X, t, y, estimand="ate", analytic_se=False)
+    local = _local_smd(bundle, X, t)
+    assert local.keys() == bundle.estimates.keys()
+    for name, values in local.items():
+        weights = bundle.balance_weights(name)
+        if weights is None:
+            assert values is None
+        else:
+            np.testing.assert_allclose(values, smd(X, t, weights), rtol=1e-12, atol=1e-15, err_msg=name)
+    assert sum(v is not None for v in local.values()) >= 2  # PSM's and IPW's samples at least
