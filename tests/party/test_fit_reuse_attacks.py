@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from chunked_tables import ledger_party
 from test_chunked_table import RANGES as CHUNKED_RANGES
-from test_chunked_table import write_directory
 from test_chunked_table import frame as chunked_frame
+from test_chunked_table import write_directory
 
 from collabcausal.errors import PolicyError
 from collabcausal.messages import Message
