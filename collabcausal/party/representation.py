@@ -155,7 +155,8 @@ def _represent(
         reducer = (party.reducer_factory or StandardizedPCA)(n_components)
     if party.table.in_memory:
         X = party.table.covariates if rows is None else party.table.covariates.take(rows, axis=0)  # 4x X[rows]'s speed
-        x_tilde = reducer.fit_transform(X) if fit else reducer.transform(X)
+        # fit, then transform as a reused fit does: a reducer's fit_transform may round otherwise (scikit-learn's PCA)
+        x_tilde = (reducer.fit(X) if fit else reducer).transform(X)
     else:
         x_tilde = _reduce_out_of_core(party, reducer, rows, fit=fit)
     arrays["x_tilde"] = np.asarray(x_tilde, dtype=np.float64)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from chunked_tables import ledger_party
+from sklearn.decomposition import PCA
 from test_chunked_table import RANGES as CHUNKED_RANGES
 from test_chunked_table import frame as chunked_frame
 from test_chunked_table import write_directory
@@ -115,6 +116,16 @@ def test_a_changed_reducer_factory_is_used_not_the_reducer_of_the_old_one():
     p.handle(request())
     p.reducer_factory = fresh_factory = lambda k: StandardizedPCA(1)
     assert_same(p.handle(request(labels=False)), party(reducer_factory=fresh_factory).handle(request(labels=False)))
+
+
+def test_a_custom_reducers_reused_reply_is_a_fresh_partys_bit_for_bit():
+    """Red team: scikit-learn's PCA rounds fit_transform otherwise than transform, so a reused fit's X~ was not
+    the fresh party's (1e-16 apart): the party now fits, then transforms, either way."""
+    factory = lambda k: PCA(k, whiten=True, svd_solver="full")  # noqa: E731
+    p = party(reducer_factory=factory)
+    p.handle(request({"rows": ROWS}))
+    assert_same(p.handle(request({"rows": ROWS}, labels=False)),
+                party(reducer_factory=factory).handle(request({"rows": ROWS}, labels=False)))
 
 
 def test_each_reused_request_is_counted_and_audited(tmp_path):
