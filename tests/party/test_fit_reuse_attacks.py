@@ -6,6 +6,8 @@ only with ``labels=True``; every request is counted by the policy and written to
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,7 +17,7 @@ from test_chunked_table import RANGES as CHUNKED_RANGES
 from test_chunked_table import frame as chunked_frame
 from test_chunked_table import write_directory
 
-from collabcausal.errors import PolicyError
+from collabcausal.errors import CollabCausalError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog
@@ -154,3 +156,15 @@ def test_out_of_core_labels_after_and_before_and_a_fresh_partys_reply(tmp_path):
     changed = base | {"n_components": 1, "labels": False}
     assert_same(p.handle(Message("dc_representation", changed)),
                 ledger_party(tmp_path, chunked, "r").handle(Message("dc_representation", changed)))
+
+
+def test_out_of_core_files_changed_after_the_fit_are_refused_not_projected_with_it(tmp_path):
+    write_directory(tmp_path / "registry", chunked_frame())
+    chunked = ChunkedTable.open(tmp_path / "registry", ["a", "b", "c"], treatment="t", outcome="y")
+    base = {"study": "s", "n_anchors": 60, "anchor_ranges": CHUNKED_RANGES, "n_components": 2, "labels": True}
+    p = ledger_party(tmp_path, chunked)
+    p.handle(Message("dc_representation", base))
+    changed = next((tmp_path / "registry").rglob("*.parquet"))
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
+    with pytest.raises(CollabCausalError, match="changed since the party opened"):
+        p.handle(Message("dc_representation", base | {"labels": False}))
