@@ -153,7 +153,7 @@ def check_moments(party: str, reply: Message, sent: tuple[NDArray[np.float64], N
     m = len(covariates)
     shapes = {"sum_w": (*lead, 2), "sum_w2": (*lead, 2), "sum_wx": (*lead, 2, m), "sum_wx2": (*lead, 2, m)}
     arrays = {name: reply.arrays.get(name) for name in shapes}
-    shaped = all(a is not None and a.shape == shapes[name] and a.dtype.kind in "iuf" for name, a in arrays.items())
+    shaped = all(_numbers(a, shapes[name]) for name, a in arrays.items())
     # each sum_w, sum_w2 within 1e-9 of the non-negative sum sent: finite and non-negative too
     if not (
         shaped
@@ -163,6 +163,11 @@ def check_moments(party: str, reply: Message, sent: tuple[NDArray[np.float64], N
     ):
         raise _refused(party, _moments_problem(arrays, shapes, sent, len(lead)), "weighted_moments")
     return ArmMoments(**{name: np.asarray(a, dtype=np.float64) for name, a in arrays.items()})
+
+
+def _numbers(array: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``array`` is a numeric ndarray of ``shape`` (a list or another object in its place is not)."""
+    return isinstance(array, np.ndarray) and array.shape == shape and array.dtype.kind in "iuf"
 
 
 def _unmatched(arrays: Mapping[str, Any], sent: Sequence[NDArray[np.float64]]) -> str | None:
@@ -179,8 +184,14 @@ def _moments_problem(
     """The first problem of a refused ``weighted_moments`` reply (:func:`check_moments`), for its message."""
     for name, shape in shapes.items():
         array = arrays[name]
-        if array is None or array.shape != shape or array.dtype.kind not in "iuf":
-            got = "nothing" if array is None else f"shape {array.shape} and dtype {array.dtype}"
+        if not _numbers(array, shape):
+            got = (
+                "nothing"
+                if array is None
+                else f"shape {array.shape} and dtype {array.dtype}"
+                if isinstance(array, np.ndarray)
+                else f"a {type(array).__name__}, not an array"
+            )
             return f"{name} has {got}, expected {shape} numbers"
         if not np.isfinite(array).all() or (array.ndim == lead + 1 and (array < 0).any()):
             return f"{name} holds NaN, infinite or negative sums"

@@ -108,11 +108,14 @@ def dc_representation(party: Party, request: Message) -> Message:
         )
     same_fit = {k: v for k, v in p.items() if k not in _NOT_FITTED}
     fit = request_fingerprint(Message(request.operation, same_fit, request.arrays))
-    fitted, reducer = _FITTED.get(party, (None, None))
+    # the fit is also that of the party's current table and reducer factory (align replaces the table)
+    fit = (fit, party.reducer_factory)
+    fitted, table, reducer = _FITTED.get(party, (None, lambda: None, None))
+    fitted = fitted if table() is party.table else None
     arrays = {}
     if start == 0:
         reducer = _represent(party, request, n_components, None if fitted != fit else reducer, arrays)
-        _FITTED[party] = (fit, reducer)
+        _FITTED[party] = (fit, weakref.ref(party.table), reducer)
     elif fitted != fit:
         raise ProtocolError(
             f"dc_representation asks for anchor rows from {start}, but party {party.name!r} holds no reducer "
@@ -127,8 +130,10 @@ def dc_representation(party: Party, request: Message) -> Message:
     return Message("dc_representation", {"n_components": int(arrays["a_tilde"].shape[1])}, arrays)
 
 
-_FITTED: weakref.WeakKeyDictionary[Party, tuple[str, Any]] = weakref.WeakKeyDictionary()
-"""Each party's latest fitted reducer, with the fingerprint of the request (but :data:`_NOT_FITTED`) that fitted it."""
+_FITTED: weakref.WeakKeyDictionary[Party, tuple[tuple[str, Any], Any, Any]] = weakref.WeakKeyDictionary()
+"""Each party's latest fitted reducer, with the fingerprint of the request (but :data:`_NOT_FITTED`) that fitted
+it and the party's reducer factory then, and a weak reference to the table it was fitted on: a request from
+another table (``align`` replaces it) or factory is a new fit, and the old table is not kept alive."""
 
 _NOT_FITTED = frozenset({"anchor_rows", "labels"})
 """The ``dc_representation`` params that do not enter the reducer's fit (what is released, not from what)."""
@@ -150,7 +155,8 @@ def _represent(
         reducer = (party.reducer_factory or StandardizedPCA)(n_components)
     if party.table.in_memory:
         X = party.table.covariates if rows is None else party.table.covariates.take(rows, axis=0)  # 4x X[rows]'s speed
-        x_tilde = reducer.fit_transform(X) if fit else reducer.transform(X)
+        # fit, then transform as a reused fit does: a reducer's fit_transform may round otherwise (scikit-learn's PCA)
+        x_tilde = (reducer.fit(X) if fit else reducer).transform(X)
     else:
         x_tilde = _reduce_out_of_core(party, reducer, rows, fit=fit)
     arrays["x_tilde"] = np.asarray(x_tilde, dtype=np.float64)
