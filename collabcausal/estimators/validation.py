@@ -141,6 +141,8 @@ def check_treatment(
             "recode the treatment column to 0 (control) and 1 (treated)",
         )
     out = arr.astype(np.int8)
+    if both_arms and out.size == 0:
+        raise InputError(f"{name} has no subjects", "pass at least one treated and one control subject")
     if both_arms and out.min() == out.max():
         raise InputError(
             f"{name} has only one arm ({int(out[0])}) among {out.size} subjects",
