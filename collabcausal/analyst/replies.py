@@ -130,8 +130,8 @@ def weight_sums(arms: NDArray, weights: NDArray[np.float64]) -> tuple[NDArray[np
     stacked = weights if weights.ndim == 2 else weights[None, :]
     # the weight sums of block_arm_moments over no covariates: block by block, no 2k x n temporary
     sums = block_arm_moments(np.empty((arms.shape[0], 0)), lambda r: arm_weights(stacked[:, r], arms[r]), len(stacked))
-    shape = (*weights.shape[:-1], 2)
-    return sums.sum_w.reshape(shape), sums.sum_w2.reshape(shape)
+    sums = sums.by_sample() if weights.ndim == 2 else sums
+    return sums.sum_w, sums.sum_w2
 
 
 def check_moments(party: str, reply: Message, sent: tuple[NDArray[np.float64], NDArray[np.float64]]) -> ArmMoments:

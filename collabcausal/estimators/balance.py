@@ -39,9 +39,9 @@ class ArmMoments:
 
     Moments of disjoint sets of subjects combine with ``+``. The moments of k samples (weightings
     of the same subjects) computed together stack their arms: fields of shape (2k,) and (2k, m),
-    sample s in rows 2s (control) and 2s + 1 (treated); reshaped to a leading axis of samples,
-    (k, 2) and (k, 2, m) (a stacked ``weighted_moments`` reply), :func:`smd_from_moments` reads
-    all k samples at once.
+    sample s in rows 2s (control) and 2s + 1 (treated); :meth:`by_sample` gives them a leading
+    axis of samples, (k, 2) and (k, 2, m) (a stacked ``weighted_moments`` reply), in which
+    :func:`smd_from_moments` reads all k samples at once.
     """
 
     sum_w: NDArray[np.float64]
@@ -63,6 +63,12 @@ class ArmMoments:
             self.sum_wx + other.sum_wx,
             self.sum_wx2 + other.sum_wx2,
         )
+
+    def by_sample(self) -> ArmMoments:
+        """The moments of k stacked samples (fields (2k,) and (2k, m)) with a leading axis of the samples:
+        fields (k, 2) and (k, 2, m), views of these."""
+        k = self.sum_w.shape[0] // 2
+        return ArmMoments(*(v.reshape(k, 2, *v.shape[1:]) for v in vars(self).values()))
 
 
 SMD_THRESHOLD = 0.1

@@ -100,8 +100,7 @@ def weighted_moments(party: Party, request: Message) -> Message:
     stacked = weights.ndim == 2
     samples = sample_weights(weights, n) if stacked else check_weights(weights, "weights", n=n)[None, :]
     moments, _ = table_moments(party.table, party.table.covariate_names, arms, samples, rows)
-    fields = vars(moments)  # the dataclass's fields, (2k, ...): (k, 2, ...) in the reply to stacked weights
-    arrays = {name: v.reshape(-1, 2, *v.shape[1:]) if stacked else v for name, v in fields.items()}
+    arrays = dict(vars(moments.by_sample() if stacked else moments))  # (k, 2, ...) in the reply to stacked weights
     return Message("weighted_moments", {"covariates": list(party.table.covariate_names)}, arrays)
 
 

@@ -38,7 +38,7 @@ from collabcausal.analyst.study_defaults import (
 )
 from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import CollabCausalError, InputError, NumericalError
-from collabcausal.estimators.balance import ArmMoments, arm_weights, block_arm_moments, smd, smd_from_moments
+from collabcausal.estimators.balance import arm_weights, block_arm_moments, smd, smd_from_moments
 from collabcausal.estimators.bootstrap import run_replicates, stratified_resample, summarize
 from collabcausal.estimators.intervals import check_interval, interval_estimate
 from collabcausal.estimators.results import EffectEstimate
@@ -493,8 +493,7 @@ def _local_smd(bundle: EffectBundle, X: NDArray, t: NDArray) -> dict[str, NDArra
     if sampled:
         W = np.stack([weights[k] for k in sampled])
         moments = block_arm_moments(X, lambda rows: arm_weights(W[:, rows], t[rows]), len(sampled))
-        by_sample = ArmMoments(*(v.reshape(len(sampled), 2, *v.shape[1:]) for v in vars(moments).values()))
-        out.update(zip(sampled, smd_from_moments(by_sample), strict=True))
+        out.update(zip(sampled, smd_from_moments(moments.by_sample()), strict=True))
     return out
 
 

@@ -177,3 +177,16 @@ def test_a_noisy_spread_at_or_below_zero_makes_the_smd_undefined_not_infinite():
     assert value[1] == smd_from_moments(m)[1]
     sd = smd_noise_sd(noisy, 0.01)
     assert np.isnan(sd[0]) and np.isfinite(sd[1]) and sd[1] > 0
+
+
+def test_by_sample_gives_stacked_moments_a_leading_axis_of_samples_with_each_samples_arms():
+    from collabcausal.estimators.balance import arm_weights, block_arm_moments
+
+    rng = np.random.default_rng(3)
+    X, t, W = rng.normal(size=(50, 3)), rng.integers(0, 2, 50), rng.uniform(size=(4, 50))
+    stacked = block_arm_moments(X, lambda r: arm_weights(W[:, r], t[r]), 4).by_sample()
+    assert stacked.sum_w.shape == (4, 2) and stacked.sum_wx.shape == (4, 2, 3)
+    for s in range(4):
+        alone = block_arm_moments(X, lambda r, s=s: arm_weights(W[s, r], t[r]))
+        for field, value in vars(alone).items():
+            np.testing.assert_allclose(getattr(stacked, field)[s], value, rtol=1e-12)
