@@ -74,7 +74,8 @@ def test_the_depth_7_program_equals_numpy_within_the_error_bound(owner7, evaluat
     error = np.max(np.abs(decrypt_column(owner7, encrypted) - program(x, y)))
     assert error <= owner7.parameters.error_bound
     total = encrypted.total(noise=1.0, flood_sd=1.0, rng=rng)
-    assert abs(owner7.open(total, noise=1e-9, grid=1e-4) - 1.0 - program(x, y).sum()) <= n * error + 1e-4
+    grid = owner7.parameters.error_bound
+    assert abs(owner7.open(total, noise=1e-9, grid=grid) - 1.0 - program(x, y).sum()) <= n * error + grid
 
 
 def test_mismatched_n_or_contexts_are_refused_in_one_line(owner1, evaluator1, evaluator7, owner7, columns):

@@ -30,7 +30,7 @@ def test_open_refuses_a_grid_finer_than_the_error_bound(owner1, returned, grid):
         owner1.open(returned[0], noise=0.5, grid=grid)
 
 
-@pytest.mark.parametrize("grid", [2e-6, 0.01, 0.25, 3.0])
+@pytest.mark.parametrize("grid", [1e-5, 0.01, 0.25, 3.0])
 def test_open_adds_the_noise_and_rounds_to_the_grid(owner1, returned, grid):
     total, exact, evaluator_noise = returned
     opened = owner1.open(total, noise=0.3, grid=grid)

@@ -81,8 +81,8 @@ def test_the_padding_is_subtracted_from_the_sum(owner1, evaluator1):
         ({"noise": 0.0, "flood_sd": 1.0}, "nonzero noise share"),
         ({"noise": float("nan"), "flood_sd": 1.0}, "nonzero noise share"),
         ({"noise": 1.0, "flood_sd": 0.0}, "flood_sd must be positive"),
-        ({"noise": 1.0, "flood_sd": 2.0**18 / FLOOD_TAIL * 2}, "headroom"),
-        ({"noise": 2.0**19, "flood_sd": 1.0}, "headroom"),
+        ({"noise": 1.0, "flood_sd": 2.0**20 / FLOOD_TAIL * 2}, "headroom"),
+        ({"noise": 2.0**20, "flood_sd": 1.0}, "headroom"),
     ],
 )
 def test_total_refusals_are_one_line(twins, kwargs, match):
@@ -95,6 +95,6 @@ def test_total_refusals_are_one_line(twins, kwargs, match):
 def test_a_total_that_may_overflow_or_lacks_its_mask_level_is_refused(owner1, twins):
     column, z, _, _, _ = twins
     with pytest.raises(InputError, match="may exceed the preset's headroom"):
-        (column * 40.0).total(noise=1.0, flood_sd=1.0)  # 2 chunks x 4096 slots x 40 > 2^18
+        (column * 200.0).total(noise=1.0, flood_sd=1.0)  # 2 chunks x 4096 slots x 200 > 2^20
     with pytest.raises(InputError, match="none is left for the total's mask"):
         (column * z * 0.5).total(noise=1.0, flood_sd=1.0)
