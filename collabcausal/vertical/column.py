@@ -214,7 +214,7 @@ class EncryptedColumn:
                 bound(self.bound, float(np.max(np.abs(arr)))),
                 pad(self.pad, 0.0),
             )
-        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+        if isinstance(other, numbers.Real):
             s = float(other)
             if not math.isfinite(s):
                 raise InputError(f"a scalar operand must be finite, got {other!r}", "pass a finite number")

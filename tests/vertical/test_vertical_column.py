@@ -38,6 +38,10 @@ OPERATIONS = {
     "col+s": lambda a, b, z: a + 0.5,
     "s-col": lambda a, b, z: 2 - a,
     "s*col": lambda a, b, z: -1.5 * a,
+    "npscalar*col": lambda a, b, z: np.float64(0.25) * a,
+    "col-npint": lambda a, b, z: a - np.int64(1),
+    "col*bool": lambda a, b, z: a * True,
+    "col*boolarr": lambda a, b, z: a * (z > 0),
     "neg": lambda a, b, z: -a,
     "polyval": lambda a, b, z: (
         a.polyval([0.25, -0.5, 0.125])
