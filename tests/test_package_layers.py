@@ -18,6 +18,7 @@ ANALYST, PARTY = "collabcausal.analyst", "collabcausal.party"
 PROTOCOL, SIMULATIONS, COMMANDS = "collabcausal.protocol", "collabcausal.simulations", "collabcausal.commands"
 REPORTING, ATTACKS = "collabcausal.reporting", "collabcausal.attacks"
 NEUTRAL = ("collabcausal.anchor_key", "collabcausal.ledger", "collabcausal.sqlite_transaction", "collabcausal.secagg",
+           "collabcausal.vertical",
            "collabcausal.estimators", "collabcausal.messages", "collabcausal.randomness")
 FORBIDDEN = {
     # the analyst reads what parties release; what both compute identically is in a neutral module

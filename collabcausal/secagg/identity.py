@@ -55,9 +55,15 @@ SIMULATION_DAYS = 30
 __all__ = ["FIELDS", "Signer", "Verifier", "advertisement_bytes", "simulation_identities"]
 
 
-def advertisement_bytes(party: str, study: str, round_id: str, public_key: bytes) -> bytes:
-    """The canonical bytes a party signs: the four advertised values, unambiguously encoded."""
-    return canonical_bytes("key-advertisement", party, study, round_id, public_key.hex())
+def advertisement_bytes(
+    party: str, study: str, round_id: str, public_key: bytes, kind: str = "key-advertisement"
+) -> bytes:
+    """The canonical bytes a party signs: the four advertised values, unambiguously encoded.
+
+    ``kind`` separates what the 32 bytes are: an X25519 key ("key-advertisement") or the SHA-256
+    digest of another public key (collabcausal/vertical/advertisement.py signs a CKKS context's).
+    """
+    return canonical_bytes(kind, party, study, round_id, public_key.hex())
 
 
 @dataclass(frozen=True)
@@ -92,10 +98,12 @@ class Signer:
         """The certificate's common name: the party's roster name."""
         return common_name(self.certificate)
 
-    def advertise(self, study: str, round_id: str, public_key: bytes) -> dict[str, str]:
-        """A signed advertisement of ``public_key`` (32 raw X25519 bytes) for this party, study and round."""
+    def advertise(
+        self, study: str, round_id: str, public_key: bytes, *, kind: str = "key-advertisement"
+    ) -> dict[str, str]:
+        """A signed advertisement of ``public_key`` (32 raw bytes: X25519 key or digest, per ``kind``)."""
         signature = self.private_key.sign(
-            advertisement_bytes(self.name, study, round_id, public_key), ec.ECDSA(hashes.SHA256())
+            advertisement_bytes(self.name, study, round_id, public_key, kind), ec.ECDSA(hashes.SHA256())
         )
         return {
             "party": self.name,
@@ -129,8 +137,10 @@ class Verifier:
         """A verifier for the study CA certificate at ``ca``."""
         return cls(load_certificate(ca), pins)
 
-    def verify(self, advertisement: Mapping[str, object], *, study: str, round_id: str) -> tuple[str, bytes]:
-        """Check one advertisement for ``study`` and ``round_id``; return (party name, public key bytes).
+    def verify(
+        self, advertisement: Mapping[str, object], *, study: str, round_id: str, kind: str = "key-advertisement"
+    ) -> tuple[str, bytes]:
+        """Check one advertisement (of ``kind``) for ``study`` and ``round_id``; return (party name, its 32 bytes).
 
         Raises
         ------
@@ -161,7 +171,7 @@ class Verifier:
             raise IdentityError(f"the certificate of {party!r} is not the one pinned for it", fix)
         try:
             cert.public_key().verify(  # type: ignore[call-arg,union-attr]
-                signature, advertisement_bytes(party, study, round_id, public_key), ec.ECDSA(hashes.SHA256())
+                signature, advertisement_bytes(party, study, round_id, public_key, kind), ec.ECDSA(hashes.SHA256())
             )
         except (InvalidSignature, TypeError):
             raise IdentityError(f"the signature on the key advertisement of {party!r} does not verify", fix) from None

@@ -1,0 +1,259 @@
+"""An encrypted column: n values under one party's CKKS key, with numpy's elementwise semantics.
+
+The same score program runs on numpy arrays and on :class:`EncryptedColumn`: ``+ - *`` and unary
+``-`` with another column (same context, same n), a numpy (n,) array or a scalar act slot-wise as
+numpy's do; :meth:`EncryptedColumn.polyval` is
+``numpy.polynomial.polynomial.polyval(x, coefficients)`` (ascending powers, power basis).
+
+Values live in chunks of ``slot_count`` slots; the last chunk's unused slots ("padding") start at 0
+and go through the same operations, so each holds the same known value, :attr:`pad` (what the
+program gives at 0, tracked in float64); :meth:`total` subtracts them from slot 0.
+
+What is checked where (fixed-point overflow):
+
+- the key owner's :func:`encrypt_column` refuses values outside [-1, 1] (``INPUT_BOUND``);
+- every column carries a public :attr:`bound` on its |values|, from ``INPUT_BOUND`` through each
+  operation (|a| + |b| for sums, |a| |b| for products, max |array| for plaintexts, sum |c_k| for a
+  polynomial); an operation whose bound exceeds the preset's ``max_value`` is refused before it runs;
+- :meth:`polyval` refuses a column whose bound exceeds 1 (the power basis is only accurate, and
+  only bounded, on [-1, 1]: scale the column and the coefficients first);
+- :meth:`total` refuses when the sum of all slots, the noise or 10 flooding sd could exceed
+  ``max_value``.
+
+Not checkable by the evaluator: that a key owner's ciphertexts hold values in [-1, 1] (no range
+proofs); a key owner who encrypts larger values gets a wrong (overflowed) total, and docs say what
+a malicious key owner can learn.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tenseal as ts
+from numpy.typing import ArrayLike, NDArray
+
+from collabcausal.errors import InputError, ProtocolError
+from collabcausal.estimators.dp.mechanisms import draw_noise
+from collabcausal.vertical.context import PublicContext
+from collabcausal.vertical.parameters import INPUT_BOUND
+from collabcausal.vertical.seal_io import save_seal
+from collabcausal.vertical.total import flood, mask_slot_zero, rotate_and_sum
+
+FLOOD_TAIL = 10.0
+"""Flooding noise is kept below ``max_value`` at 10 sd (exceeded with probability < 2e-23 per slot)."""
+
+__all__ = ["FLOOD_TAIL", "EncryptedColumn", "encrypt_column"]
+
+
+def encrypt_column(context: PublicContext, values: ArrayLike) -> EncryptedColumn:
+    """Encrypt a 1-D array of values in [-1, 1] under ``context``'s public key."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InputError(f"encrypt() needs a non-empty 1-D array, got shape {arr.shape}", "pass one column")
+    if not np.all(np.isfinite(arr)):
+        raise InputError("encrypt() got non-finite values", "drop or impute them before encrypting")
+    largest = float(np.max(np.abs(arr)))
+    if largest > INPUT_BOUND:
+        raise InputError(
+            f"encrypt() got |value| {largest:g} > {INPUT_BOUND:g}", "scale the column into [-1, 1] by a public bound"
+        )
+    slots = context.parameters.slot_count
+    chunks = [ts.ckks_vector(context.context, _padded(arr, i, slots)) for i in range(0, arr.size, slots)]
+    return EncryptedColumn(context, chunks, arr.size, bound=largest, pad=0.0)
+
+
+class EncryptedColumn:
+    """``n`` values under one key owner's public context, in chunks of ``slot_count`` slots.
+
+    Build it with :meth:`~collabcausal.vertical.keys.KeyOwner.encrypt` or :meth:`from_bytes`.
+    ``bound`` is a public upper bound on |values|; ``pad`` the value of the unused slots.
+    """
+
+    __array_ufunc__ = None  # numpy array (op) column defers to the column's reflected operator
+
+    def __init__(self, context: PublicContext, chunks: list[ts.CKKSVector], n: int, *, bound: float, pad: float):
+        self.context = context
+        self._chunks = chunks
+        self.n = int(n)
+        self.bound = float(bound)
+        self.pad = float(pad)
+
+    @classmethod
+    def from_bytes(cls, context: PublicContext, chunks: Sequence[bytes], n: int) -> EncryptedColumn:
+        """A column of fresh encryptions received from its key owner (values in [-1, 1], padding 0)."""
+        slots = context.parameters.slot_count
+        if int(n) != n or n < 1 or len(chunks) != math.ceil(n / slots):
+            raise ProtocolError(
+                f"{len(chunks)} ciphertexts cannot hold n = {n!r} values at {slots} slots each",
+                "send every chunk of the column and its n",
+            )
+        try:
+            vectors = [ts.ckks_vector_from(context.context, bytes(c)) for c in chunks]
+        except (ValueError, TypeError, RuntimeError):
+            raise ProtocolError("a column chunk is not a ciphertext of this context", "resend the column") from None
+        if any(v.size() != slots for v in vectors):
+            raise ProtocolError(f"a column chunk does not hold {slots} slots", "resend the column unchanged")
+        return cls(context, vectors, int(n), bound=INPUT_BOUND, pad=0.0)
+
+    def to_bytes(self) -> list[bytes]:
+        """The serialized chunks (TenSEAL's format, one per ``slot_count`` values)."""
+        return [c.serialize() for c in self._chunks]
+
+    def __add__(self, other: object) -> EncryptedColumn:
+        return self._combine(other, lambda a, b: a + b, lambda a, b: a + b, lambda a, b: a + b)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> EncryptedColumn:
+        return self._combine(other, lambda a, b: a - b, lambda a, b: a + b, lambda a, b: a - b)
+
+    def __rsub__(self, other: object) -> EncryptedColumn:
+        return (-self) + other
+
+    def __mul__(self, other: object) -> EncryptedColumn:
+        return self._combine(other, lambda a, b: a * b, lambda a, b: a * b, lambda a, b: a * b)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> EncryptedColumn:
+        return self._result(lambda: self._run(lambda c: -c), self.bound, -self.pad)
+
+    def polyval(self, coefficients: Sequence[float]) -> EncryptedColumn:
+        """``sum_k coefficients[k] * x^k`` slot-wise (ascending powers), for a column within [-1, 1].
+
+        TenSEAL evaluates each power by repeated squaring: ``ceil(log2(degree)) + 1`` levels (a
+        degree-8 polynomial takes 4).
+        """
+        c = np.asarray(coefficients, dtype=np.float64)
+        if c.ndim != 1 or c.size < 2 or not np.all(np.isfinite(c)):
+            raise InputError("polyval() needs finite coefficients of degree >= 1", "pass c_0, c_1, ... as floats")
+        if self.bound > INPUT_BOUND:
+            raise InputError(
+                f"polyval() needs a column within [-1, 1], this one is bounded by {self.bound:g}",
+                f"multiply the column by 1/{self.bound:g} and rescale the coefficients",
+            )
+        pad = float(np.polynomial.polynomial.polyval(self.pad, c))
+        return self._result(lambda: self._run(lambda v: v.polyval(c.tolist())), float(np.sum(np.abs(c))), pad)
+
+    def total(self, *, noise: float, flood_sd: float, rng: np.random.Generator | None = None) -> bytes:
+        """The sum over the n subjects in slot 0, plus ``noise``; every other slot flooded; one ciphertext.
+
+        Parameters
+        ----------
+        noise : float
+            The evaluator's DP noise share (from the project's sampler), added to slot 0; nonzero.
+        flood_sd : float
+            sd of the independent Gaussian noise in every other real and imaginary slot part.
+        rng : numpy.random.Generator, optional
+            Draw the flooding noise reproducibly (simulations, tests: NOT secure); by default it is
+            OpenDP's Gaussian from OS entropy.
+
+        Returns
+        -------
+        bytes
+            One SEAL ciphertext, for the key owner's :meth:`~collabcausal.vertical.keys.KeyOwner.open`.
+        """
+        noise, flood_sd = float(noise), float(flood_sd)
+        if not math.isfinite(noise) or noise == 0.0:
+            raise InputError(f"total() needs a nonzero noise share, got {noise!r}", "draw it from the DP sampler")
+        if not (math.isfinite(flood_sd) and flood_sd > 0):
+            raise InputError(f"flood_sd must be positive, got {flood_sd!r}", "pass the flooding sd of the release")
+        parameters = self.context.parameters
+        slots, limit = parameters.slot_count, parameters.max_value
+        if len(self._chunks) * slots * self.bound + abs(noise) > limit or FLOOD_TAIL * flood_sd > limit:
+            raise InputError(
+                f"a total of {self.n} values bounded by {self.bound:g}, noise {noise:g} and flood sd {flood_sd:g} "
+                f"may exceed the preset's headroom {limit:g}",
+                "scale the per-subject terms down (and the result up)",
+            )
+        chunk = self._chunks[0]
+        for other in self._chunks[1:]:
+            chunk = chunk + other
+        ciphertext = chunk.ciphertext()[0]
+        context = self.context
+        if context.seal_context.get_context_data(ciphertext.parms_id()).chain_index() < 1:
+            raise InputError(
+                f"the program used all {parameters.depth + 1} levels, none is left for the total's mask",
+                f"use a preset deeper than {parameters.depth}",
+            )
+        summed = rotate_and_sum(context.evaluator, context.galois_keys, ciphertext, slots)
+        masked = mask_slot_zero(context.evaluator, context.encoder, summed, slots, 2.0**parameters.scale_bits)
+        draws = draw_noise("gaussian", flood_sd, 2 * slots - 1, rng=rng)
+        values = draws[:slots] * 1j
+        values[1:] += draws[slots:]
+        values[0] += noise - (len(self._chunks) * slots - self.n) * self.pad
+        return save_seal(flood(context.evaluator, context.encoder, context.encryptor, masked, values))
+
+    def _combine(
+        self,
+        other: object,
+        op: Callable[[Any, Any], Any],
+        bound: Callable[[float, float], float],
+        pad: Callable[[float, float], float],
+    ) -> EncryptedColumn:
+        if isinstance(other, EncryptedColumn):
+            if other.context.fingerprint != self.context.fingerprint:
+                raise InputError(
+                    "the two columns are under different CKKS contexts", "compute with columns of one key owner"
+                )
+            if other.n != self.n:
+                raise InputError(f"columns of {self.n} and {other.n} values", "align both parties' subjects first")
+            pairs = zip(self._chunks, other._chunks, strict=True)
+            return self._result(
+                lambda: [op(a, b) for a, b in pairs], bound(self.bound, other.bound), pad(self.pad, other.pad)
+            )
+        if isinstance(other, np.ndarray):
+            arr = self._plain(other)
+            slots = self.context.parameters.slot_count
+            return self._result(
+                lambda: [op(c, _padded(arr, i * slots, slots)) for i, c in enumerate(self._chunks)],
+                bound(self.bound, float(np.max(np.abs(arr)))),
+                pad(self.pad, 0.0),
+            )
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            s = float(other)
+            if not math.isfinite(s):
+                raise InputError(f"a scalar operand must be finite, got {other!r}", "pass a finite number")
+            return self._result(lambda: self._run(lambda c: op(c, s)), bound(self.bound, abs(s)), pad(self.pad, s))
+        return NotImplemented
+
+    def _plain(self, other: NDArray[Any]) -> NDArray[np.float64]:
+        if other.shape != (self.n,):
+            raise InputError(f"a plaintext operand of shape {other.shape} for a column of {self.n}", "pass shape (n,)")
+        arr = np.asarray(other, dtype=np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise InputError("a plaintext operand has non-finite values", "drop or impute them first")
+        return arr
+
+    def _run(self, op: Callable[[Any], Any]) -> list[Any]:
+        return [op(c) for c in self._chunks]
+
+    def _result(self, compute: Callable[[], list[Any]], bound: float, pad: float) -> EncryptedColumn:
+        """Check the result's public bound, then compute its chunks (TenSEAL refuses a level too many)."""
+        parameters = self.context.parameters
+        if bound > parameters.max_value:
+            raise InputError(
+                f"an intermediate bounded by {bound:g} exceeds the preset's headroom {parameters.max_value:g}",
+                "scale the inputs or plaintext factors down",
+            )
+        try:
+            chunks = compute()
+        except ValueError as error:
+            if "scale out of bounds" not in str(error):
+                raise
+            raise InputError(
+                f"the program is deeper than the preset's {parameters.depth} levels",
+                "use preset(depth) with the program's multiplicative depth",
+            ) from None
+        return EncryptedColumn(self.context, chunks, self.n, bound=bound, pad=pad)
+
+
+def _padded(arr: NDArray[np.float64], start: int, slots: int) -> list[float]:
+    piece = np.zeros(slots)
+    part = arr[start : start + slots]
+    piece[: part.size] = part
+    return piece.tolist()

@@ -1,0 +1,60 @@
+"""SEAL objects to bytes and back (TenSEAL's ``sealapi`` saves and loads through a file path only)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from collabcausal.errors import ProtocolError
+
+__all__ = ["frame", "load_seal", "save_seal", "unframe"]
+
+MAGIC = b"collabcausal-ckks-v1"
+
+
+def save_seal(obj: Any) -> bytes:
+    """The bytes SEAL writes for ``obj`` (a ciphertext, Galois keys or their serializable form)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "object"
+        obj.save(str(path))
+        return path.read_bytes()
+
+
+def load_seal(obj: Any, seal_context: Any, data: bytes, what: str) -> Any:
+    """Load ``data`` into the empty SEAL object ``obj`` under ``seal_context``; SEAL checks it is valid for it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "object"
+        path.write_bytes(data)
+        try:
+            obj.load(seal_context, str(path))
+        except (ValueError, RuntimeError, TypeError):
+            raise ProtocolError(
+                f"{what} is not valid under this round's CKKS context", "resend it from the same round's key owner"
+            ) from None
+    return obj
+
+
+def frame(*parts: bytes) -> bytes:
+    """``MAGIC`` and ``parts``, each with an 8-byte big-endian length: one unambiguous blob."""
+    return MAGIC + b"".join(len(p).to_bytes(8, "big") + p for p in parts)
+
+
+def unframe(data: bytes, count: int, what: str) -> list[bytes]:
+    """The ``count`` parts of a :func:`frame` blob, refusing anything else in one line."""
+    bad = ProtocolError(f"{what} is not a collabcausal CKKS blob of {count} parts", "resend it unchanged")
+    if not isinstance(data, bytes | bytearray) or not bytes(data).startswith(MAGIC):
+        raise bad
+    view, pos, parts = bytes(data), len(MAGIC), []
+    for _ in range(count):
+        if pos + 8 > len(view):
+            raise bad
+        size = int.from_bytes(view[pos : pos + 8], "big")
+        pos += 8
+        if pos + size > len(view):
+            raise bad
+        parts.append(view[pos : pos + size])
+        pos += size
+    if pos != len(view):
+        raise bad
+    return parts

@@ -1,0 +1,78 @@
+"""The stages of a returned total, on the SEAL ciphertext: rotate-and-sum, slot-0 mask, flooding.
+
+After the caller's program, :meth:`~collabcausal.vertical.column.EncryptedColumn.total` adds the
+chunks slot-wise, then:
+
+1. :func:`rotate_and_sum`: every slot holds the sum over all slots (rotations by powers of
+   :data:`ROTATION_BASE`, so the key owner publishes Galois keys for :func:`rotation_steps` only:
+   5 keys at N = 16384 instead of the 27 of TenSEAL's default set);
+2. :func:`mask_slot_zero`: multiply by the plaintext (1, 0, ..., 0) and rescale, so the other slots
+   hold only CKKS error, not the sum;
+3. :func:`flood`: add a **fresh public-key encryption** of (noise + i g_0, f_1 + i g_1, ...), the
+   evaluator's DP noise share in the real part of slot 0 and independent Gaussian flooding noise in
+   every other real and imaginary part. The fresh encryption re-randomizes the ciphertext: without
+   it, its second component would be a known function of the key owner's own ciphertexts and the
+   evaluator's plaintexts (a key owner could divide it out and read the evaluator's columns). The
+   flooding hides the error terms of the computation, which depend on the evaluator's values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from tenseal import sealapi
+
+__all__ = ["ROTATION_BASE", "flood", "mask_slot_zero", "rotate_and_sum", "rotation_steps"]
+
+ROTATION_BASE = 8
+"""Rotation keys are for steps 1, 8, 64, ...; each stage rotates up to 7 times by one key."""
+
+
+def rotation_steps(slot_count: int) -> list[int]:
+    """The rotation steps :func:`rotate_and_sum` uses (the Galois keys a key owner publishes)."""
+    steps, block = [], 1
+    while block < slot_count:
+        steps.append(block)
+        block *= ROTATION_BASE
+    return steps
+
+
+def rotate_and_sum(evaluator: Any, galois_keys: Any, ciphertext: Any, slot_count: int) -> Any:
+    """A ciphertext whose every slot holds the sum of ``ciphertext``'s ``slot_count`` (a power of 2) slots."""
+    block = 1
+    while block < slot_count:
+        stage = min(ROTATION_BASE, slot_count // block)
+        total, rotated = ciphertext, ciphertext
+        for _ in range(stage - 1):
+            step = sealapi.Ciphertext()
+            evaluator.rotate_vector(rotated, block, galois_keys, step)
+            summed = sealapi.Ciphertext()
+            evaluator.add(total, step, summed)
+            total, rotated = summed, step
+        ciphertext, block = total, block * stage
+    return ciphertext
+
+
+def mask_slot_zero(evaluator: Any, encoder: Any, ciphertext: Any, slot_count: int, scale: float) -> Any:
+    """``ciphertext`` times the plaintext (1, 0, ..., 0), rescaled: one level."""
+    mask = np.zeros(slot_count)
+    mask[0] = 1.0
+    plain = sealapi.Plaintext()
+    encoder.encode(mask.tolist(), ciphertext.parms_id(), scale, plain)
+    masked = sealapi.Ciphertext()
+    evaluator.multiply_plain(ciphertext, plain, masked)
+    evaluator.rescale_to_next_inplace(masked)
+    return masked
+
+
+def flood(evaluator: Any, encoder: Any, encryptor: Any, ciphertext: Any, values: NDArray[np.complex128]) -> Any:
+    """``ciphertext`` plus a fresh public-key encryption of the complex slot ``values`` at its level and scale."""
+    plain = sealapi.Plaintext()
+    encoder.encode(values.tolist(), ciphertext.parms_id(), ciphertext.scale, plain)
+    fresh = sealapi.Ciphertext()
+    encryptor.encrypt(plain, fresh)
+    out = sealapi.Ciphertext()
+    evaluator.add(ciphertext, fresh, out)
+    return out
