@@ -27,21 +27,21 @@ from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.pooling import DPEffect
-from collabcausal.estimators.dp.effects.release import scaled_sums, unscaled_noise_sd
-from collabcausal.estimators.dp.effects.scores import release_sensitivity
+from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
+from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics, statistics_sensitivity
 from collabcausal.estimators.dp.effects.vertical import (
     ColumnGroups,
     PartLimits,
     WeightPolynomial,
-    aipw_scores,
     clipped_parts,
     entry_parties,
     group_design,
     model_change,
     part_limits,
-    predictor_bound,
     released_variance,
+    scaled_score_terms,
+    score_scales,
     share_variance,
     vertical_components,
     weight_polynomial,
@@ -119,14 +119,13 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
     moments = gram.gram[0] + gram.gram[1]
     limits = part_limits(model, moments, groups, S, R)
     changes = [(d, part_limits(d, moments, groups, S, R)) for d in (model_change(model, c) for c in copies)]
-    domain = predictor_bound(model, limits, S, R, 0) + max(
-        (predictor_bound(c, cl, S, R, 0) for c, cl in changes), default=0.0)
+    domain, unit = score_scales(model, limits, changes, S, R)
     poly = weight_polynomial(domain, spec.trim)
     parts = vertical_components(spec.estimators, spec.estimands, model, limits, changes, poly, S, R)
     sigma_s = gaussian_zcdp_sigma(release_sensitivity(parts), rho_s)
     k_scores = np.full(len(parts), groups.n_parties)
     released = sum(
-        scaled_sums(score_sums(D, rg, groups, feature_map, model, limits, changes, poly), parts)
+        score_sums(D, rg, groups, feature_map, model, limits, changes, poly, parts, unit)
         + noise_shares(k_scores, sigma_s, rng)
         for site, (D, rg) in enumerate(zip(designs, row_groups, strict=True)))
     scores_sd = float(sigma_s * np.sqrt(released_variance(groups.n_parties) * len(row_groups)))
@@ -146,20 +145,18 @@ def _design(feature_map: FeatureMap, rg: RowGroup, site: int, groups: ColumnGrou
 
 def score_sums(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGroups, feature_map: FeatureMap,
                model: NuisanceModel, limits: PartLimits, changes: Sequence[tuple[NuisanceModel, PartLimits]],
-               poly: WeightPolynomial) -> NDArray[np.float64]:
-    """``(sum phi, sum phi^2, sum (phi_b - phi) for each replicate b)`` from the groups' clipped parts."""
-    T = rg.T.astype(float)
-    y = feature_map.centred_outcome(rg.Y)
+               poly: WeightPolynomial, parts: Sequence[Component], unit: float) -> NDArray[np.float64]:
+    """The released (scaled) score sums of one row group: :func:`scaled_score_terms` of the groups' clipped
+    parts, summed over subjects, as the encrypted round computes them."""
     S, R = feature_map.n_sites, feature_map.outcome_width
+    scales = np.array([poly.domain, unit, unit])
 
-    def parts(m: NuisanceModel, lim: PartLimits) -> list[NDArray[np.float64]]:
-        return [sum(p) for p in zip(*(clipped_parts(m, D, g, groups, lim, S, R) for g, D in enumerate(designs)),
-                                    strict=True)]
+    def inputs(m: NuisanceModel, lim: PartLimits) -> NDArray[np.float64]:
+        summed = np.sum([clipped_parts(m, D, g, groups, lim, S, R) for g, D in enumerate(designs)], axis=0)
+        return summed / scales[:, None]
 
-    def phi(eta: NDArray[np.float64], mu0: NDArray[np.float64], mu1: NDArray[np.float64]) -> NDArray[np.float64]:
-        return aipw_scores(T, y, eta * (1.0 / poly.domain), mu0, mu1, poly)
-
-    at_model = parts(model, limits)
-    base = phi(*at_model)
-    moved = [phi(*(a + b for a, b in zip(at_model, parts(c, cl), strict=True))) - base for c, cl in changes]
-    return np.array([base.sum(), (base * base).sum(), *(m.sum() for m in moved)])
+    at_model = inputs(model, limits)
+    at_copies = [at_model + inputs(c, cl) for c, cl in changes]
+    terms = scaled_score_terms(rg.T.astype(float), feature_map.centred_outcome(rg.Y), list(at_model),
+                               [list(a) for a in at_copies], poly, parts, unit)
+    return np.array([t.sum() for t in terms])

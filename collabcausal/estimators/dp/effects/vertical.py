@@ -41,7 +41,7 @@ an entry local to one party carries its ``sigma^2``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,76 @@ def entry_parties(groups: ColumnGroups, n_sites: int) -> NDArray[np.int64]:
     gram = np.array([len({0, owner[i], owner[j]}) for i, j in zip(iu, ju, strict=True)])
     cross = np.array([len({0, owner[i]}) for i in range(dim)])
     return np.concatenate([gram, gram, cross, cross])
+
+
+@dataclass(frozen=True)
+class CrossEntry:
+    """One statistics entry computed across a label holder and one other party.
+
+    ``sum_k 1[T_k = arm] l_k prod_c d_kc``: ``label`` is the label holder's factor, a design column
+    (``d_k,label``), ``"arm"`` (the arm indicator alone) or ``"u"`` (the scaled outcome); ``party`` are
+    the other party's design columns whose product multiplies it.
+    """
+
+    index: int
+    arm: int
+    label: int | str
+    party: tuple[int, ...]
+
+
+def cross_entries(groups: ColumnGroups, n_sites: int) -> list[CrossEntry]:
+    """The statistics entries (:func:`~.statistics.fold_statistics`' order) that involve group 1's columns.
+
+    Two column groups only: with more, entries multiply three parties' values (refused, one line).
+    """
+    if groups.n_parties != 2:
+        raise InputError(f"the encrypted statistics round takes 2 column groups, not {groups.n_parties}",
+                         "split the covariates between the label holder and one other party")
+    owner = groups.owners(n_sites)
+    dim = owner.size
+    iu, ju = np.triu_indices(dim)
+    tri = iu.size
+    entries = []
+    for arm in (0, 1):
+        for e, (i, j) in enumerate(zip(iu, ju, strict=True)):
+            other = tuple(int(c) for c in (i, j) if owner[c] == 1)
+            if other:
+                label = next((int(c) for c in (i, j) if owner[c] == 0), "arm")
+                entries.append(CrossEntry(arm * tri + e, arm, label, other))
+        for i in np.flatnonzero(owner == 1):
+            entries.append(CrossEntry(2 * tri + arm * dim + int(i), arm, "u", (int(i),)))
+    return entries
+
+
+def cross_term(label_vectors: Mapping[tuple[str, int | str], Any], design: NDArray[np.float64], entry: CrossEntry
+               ) -> Any:
+    """Per-subject values of ``entry``: the label holder's factor (``("T", key)`` for the treated arm,
+    ``("1", key) - ("T", key)`` for controls; numpy arrays or encrypted columns) times the other party's
+    plaintext product of its design columns. A key the label holder did not send is a one-hot column of
+    another site, zero in this row group."""
+    product = np.prod(design[:, list(entry.party)], axis=1)
+    key = entry.label
+    if ("T", key) not in label_vectors:
+        product = np.zeros_like(product)
+        key = "arm"
+    treated = label_vectors["T", key]
+    factor = treated if entry.arm == 1 else label_vectors["1", key] - treated
+    return factor * product
+
+
+def label_vectors(design: NDArray[np.float64], treatment: NDArray[np.float64], u: NDArray[np.float64],
+                  groups: ColumnGroups, n_sites: int, site: int) -> dict[tuple[str, int | str], NDArray[np.float64]]:
+    """The label holder's per-subject factors of :func:`cross_term`, each in [-1, 1]: for its own site's
+    one-hot, its covariates, the arm indicator and the outcome ``u = y'/R``, the value (``"1"``) and the
+    value times ``T`` (``"T"``)."""
+    owner = groups.owners(n_sites)
+    columns = {int(c): design[:, c] for c in np.flatnonzero(owner == 0) if c >= n_sites or c == site}
+    values: dict[int | str, NDArray[np.float64]] = {**columns, "arm": np.ones_like(u), "u": u}
+    out: dict[tuple[str, int | str], NDArray[np.float64]] = {}
+    for key, v in values.items():
+        out["1", key] = v
+        out["T", key] = treatment * v
+    return out
 
 
 def share_variance(k: int | NDArray[np.int64]) -> NDArray[np.float64]:
@@ -208,8 +278,14 @@ def chebyshev_powers(x: Any, degree: int) -> list[Any]:
     for k in range(2, degree + 1):
         half = k // 2
         product = powers[half] * powers[half] if k % 2 == 0 else powers[half] * powers[half + 1]
-        powers.append(product + product - (1.0 if k % 2 == 0 else x))
+        powers.append(bounded(product + product - (1.0 if k % 2 == 0 else x), 1.0))
     return powers[1:]
+
+
+def bounded(values: Any, bound: float) -> Any:
+    """``values`` with a proved public bound on its magnitude: numpy arrays need none, an encrypted column
+    records it (its interval arithmetic cannot know that ``|T_k| <= 1``, or a model's score bound)."""
+    return values if isinstance(values, np.ndarray) else values.known_bound(bound)
 
 
 def evaluate_weight(poly: WeightPolynomial, x: Any, sign: NDArray[np.float64]) -> Any:
@@ -297,9 +373,22 @@ def clipped_parts(model: NuisanceModel, design: NDArray[np.float64], group: int,
 
 
 def predictor_bound(model: NuisanceModel, limits: PartLimits, n_sites: int, outcome_width: float, row: int) -> float:
-    """The largest ``|eta|`` (row 0), ``|mu0|`` (1) or ``|mu1|`` (2) any subject can get under ``limits``."""
+    """``max_s |c_s| + sum_g max(|lo_g|, |hi_g|)``: a bound on ``|eta|`` (row 0), ``|mu0|`` (1) or ``|mu1|`` (2)
+    of any subject under ``limits``, and on each group's part of it (so that ``part / bound`` is in [-1, 1])."""
     intercepts = _coefficients(model, outcome_width)[row][:n_sites]
-    return float(max(abs(intercepts.min() + limits.low[row].sum()), abs(intercepts.max() + limits.high[row].sum())))
+    parts = np.maximum(np.abs(limits.low[row]), np.abs(limits.high[row]))
+    return float(np.max(np.abs(intercepts)) + parts.sum())
+
+
+def score_scales(model: NuisanceModel, limits: PartLimits, changes: Sequence[tuple[NuisanceModel, PartLimits]],
+                 n_sites: int, outcome_width: float) -> tuple[float, float]:
+    """``(E, U)``: every subject's ``|eta|`` under the model or a replicate is at most ``E`` (the weight
+    polynomial's domain), its ``|mu_t|`` at most ``U``; each group's part divided by them is in [-1, 1]."""
+    def largest(row: int) -> float:
+        return predictor_bound(model, limits, n_sites, outcome_width, row) + max(
+            (predictor_bound(c, cl, n_sites, outcome_width, row) for c, cl in changes), default=0.0)
+
+    return largest(0), max(largest(1), largest(2), 1e-12)
 
 
 def model_change(model: NuisanceModel, copy: NuisanceModel) -> NuisanceModel:
@@ -368,17 +457,51 @@ def vertical_components(
 
 
 def aipw_scores(treatment: NDArray[np.float64], outcome: NDArray[np.float64], x: Any, mu0: Any, mu1: Any,
-                poly: WeightPolynomial) -> Any:
-    """Per-subject ``phi = (mu1 - mu0) + b p(s x)``, ``b = s y' - s mu0 - T (mu1 - mu0)`` (module docstring).
+                poly: WeightPolynomial, *, unit: float = 1.0, factor: float = 1.0, weight: Any = None) -> Any:
+    """Per-subject ``factor * phi``, ``phi = (mu1 - mu0) + b p(s x)``, ``b = s (y' - mu_T)`` (module docstring).
 
-    ``b = s (y' - mu_T)`` written so that the plaintext ``treatment`` (0/1), ``s = 2T - 1`` and the
-    centred ``outcome`` only multiply or add: ``x = eta / E``, ``mu0`` and ``mu1`` are numpy arrays or
-    encrypted columns (sums of the groups' parts), and ``phi`` is ``ceil(log2 degree) + 2`` levels deep.
+    ``treatment`` (0/1), ``s = 2T - 1`` and the centred ``outcome`` are the label holder's plaintext and
+    only multiply or add; ``x = eta / E``, ``mu0`` and ``mu1`` (in units of ``unit``: ``mu_t = unit * mu0``)
+    are numpy arrays or encrypted columns. Written as
+    ``factor phi = c (mu1 - mu0) + [mu0 (-s c) + (mu1 - mu0)(-T c) + s y' factor] p(s x)``, ``c = unit factor``,
+    so every plaintext multiplies once: ``ceil(log2 degree) + 2`` levels. ``weight``: ``p(s x)`` when
+    already evaluated (one polynomial serves every ``factor``).
     """
     sign = 2.0 * treatment - 1.0
+    scale = unit * factor
     gap = mu1 - mu0
-    slope = (mu0 * (-sign) + (-treatment) * gap) + sign * outcome
-    return gap + slope * evaluate_weight(poly, x, sign)
+    slope = mu0 * (-scale * sign) + gap * (-scale * treatment) + (factor * sign) * outcome
+    if weight is None:
+        weight = evaluate_weight(poly, bounded(x, 1.0), sign)
+    return gap * scale + slope * weight
+
+
+def scaled_score_terms(
+    treatment: NDArray[np.float64], outcome: NDArray[np.float64], at_model: Sequence[Any],
+    at_copies: Sequence[Sequence[Any]], poly: WeightPolynomial, parts: Sequence[Component], unit: float,
+) -> list[Any]:
+    """Per-subject ``v_j w_j / r_j`` of each released sum ``j`` (:func:`vertical_components`' order).
+
+    ``at_model = (x, m0, m1)`` and each copy's the same, with ``x = eta / E`` and ``mu_t = unit m_t``.
+    The sum of column ``j`` is what the horizontal release scales (:func:`~.release.scaled_sums`); each
+    carries its proved bound (``w_j / 2``, or ``w_j / 4`` for the sum of squares).
+    """
+    sign = 2.0 * treatment - 1.0
+    point, square, *copies = parts
+    weights = [evaluate_weight(poly, bounded(x, 1.0), sign) for x, *_ in (at_model, *at_copies)]
+
+    def phi(at: Sequence[Any], weight: Any, factor: float) -> Any:
+        return aipw_scores(treatment, outcome, at[0], at[1], at[2], poly, unit=unit, factor=factor, weight=weight)
+
+    bound = point.high  # |phi| <= B_phi (score_bound)
+    terms = [bounded(phi(at_model, weights[0], point.weight / point.width), bound * point.weight / point.width)]
+    root_factor = math.sqrt(square.weight / square.width)
+    root = bounded(phi(at_model, weights[0], root_factor), bound * root_factor)
+    terms.append(bounded(root * root, (bound * root_factor) ** 2))
+    for copy, at, weight in zip(copies, at_copies, weights[1:], strict=True):
+        f = copy.weight / copy.width
+        terms.append(bounded(phi(at, weight, f) - phi(at_model, weights[0], f), copy.high * f))
+    return terms
 
 
 def group_design(feature_map: FeatureMap, X: NDArray[np.float64], site: int, groups: ColumnGroups, group: int

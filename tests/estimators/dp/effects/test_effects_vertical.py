@@ -15,9 +15,12 @@ from collabcausal.estimators.dp.effects.vertical import (
     ColumnGroups,
     aipw_scores,
     clipped_parts,
+    cross_entries,
+    cross_term,
     entry_parties,
     evaluate_weight,
     group_design,
+    label_vectors,
     model_change,
     part_limits,
     predictor_bound,
@@ -190,3 +193,32 @@ def test_statistics_of_the_joined_design_are_the_horizontal_statistics() -> None
     designs = [group_design(fmap, X[:, list(g)], 0, GROUPS, i) for i, g in enumerate(GROUPS.groups)]
     np.testing.assert_allclose(fold_statistics(np.sum(designs, axis=0), T, y, 1.0),
                                fold_statistics(fmap.design(X, 0), T, y, 1.0))
+
+
+@pytest.mark.parametrize("n_sites,site", [(1, 0), (3, 1)])
+def test_cross_terms_sum_to_the_joined_statistics(n_sites: int, site: int) -> None:
+    """The label holder's factors times the other party's products give every cross entry exactly; the
+    label holder's own design gives every other entry."""
+    rng = np.random.default_rng(4)
+    groups = ColumnGroups(((0, 3), (1, 2)))
+    fmap = FeatureMap(BOUNDS, (0.0, 1.0), n_sites)
+    X = rng.uniform(-3, 3, (200, 4))
+    T = rng.integers(0, 2, 200)
+    y = fmap.centred_outcome(rng.uniform(-1, 2, 200))
+    label, other = (group_design(fmap, X[:, list(g)], site, groups, i) for i, g in enumerate(groups.groups))
+    joined = fold_statistics(label + other, T, y, 1.0)
+    local = fold_statistics(label, T, y, 1.0)
+    u = np.clip(y, -0.5, 0.5)
+    vectors = label_vectors(label, T.astype(float), u, groups, n_sites, site)
+    assert all(np.abs(v).max() <= 1.0 for v in vectors.values())
+    entries = cross_entries(groups, n_sites)
+    assert sorted(e.index for e in entries) == sorted(np.flatnonzero(entry_parties(groups, n_sites) == 2).tolist())
+    for entry in entries:
+        assert cross_term(vectors, other, entry).sum() == pytest.approx(joined[entry.index], abs=1e-9)
+        local[entry.index] = joined[entry.index]
+    np.testing.assert_allclose(local, joined, atol=1e-9)
+
+
+def test_cross_entries_refuse_three_column_groups() -> None:
+    with pytest.raises(InputError, match="2 column groups"):
+        cross_entries(GROUPS, 1)
