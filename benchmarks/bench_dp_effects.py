@@ -49,8 +49,10 @@ from collabcausal.simulations.dp_effects_benchmark import (
     Summary,
     difference_in_means,
     federated_aipw,
+    fmt,
     lalonde_sites,
     oracle_aipw,
+    print_summary_table,
     run_adum,
     run_dcqe,
     run_private,
@@ -107,30 +109,10 @@ def replicate(outcome: str, n_per_site: int, reps: int, seed: int, target_only: 
     table = {label: summarize(results[label], truth) for label in rows}
     if dp_dcqe is not None:
         table[f"DC-QE on DP representations eps {TARGET_EPSILON:g} (rep 0)"] = summarize([dp_dcqe], truth)
-    _print_table(f"{outcome} outcome, {4} x {n_per_site} subjects, {reps} replications, true ATE {truth:.4f}",
+    print_summary_table(f"{outcome} outcome, {4} x {n_per_site} subjects, {reps} replications, true ATE {truth:.4f}",
                  table, {label: results[label][0] for label in rows if results[label]} | {
                      f"DC-QE on DP representations eps {TARGET_EPSILON:g} (rep 0)": dp_dcqe})
     return table
-
-
-def _fmt(v: float | None, digits: int = 4) -> str:
-    return "-" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
-
-
-def _coverage(s: Summary) -> str:
-    return "-" if not np.isfinite(s.coverage) else f"{s.coverage:.3f} ({s.coverage_mcse:.3f})"
-
-
-def _print_table(title: str, table: dict[str, Summary], first: dict[str, Estimate | None]) -> None:
-    print(f"\n### {title}\n")
-    print("| method | rep-0 estimate (SE) | bias | RMSE | coverage (MC SE) | mean SE | spread | DP floor | noise share "
-          "| failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for label, s in table.items():
-        e = first.get(label)
-        head = "refused" if e is None or e.estimate is None else f"{e.estimate:.4f} ({_fmt(e.se)})"
-        print(f"| {label} | {head} | {_fmt(s.bias)} | {_fmt(s.rmse)} | {_coverage(s)} | {_fmt(s.mean_se)} | "
-              f"{_fmt(s.spread)} | {_fmt(s.floor)} | {_fmt(s.noise_share, 2)} | {s.failed}/{s.n + s.failed} |")
 
 
 def lalonde(reps: int, seed: int, secure: bool = True, changes: dict[str, object] | None = None) -> None:
@@ -157,8 +139,8 @@ def lalonde(reps: int, seed: int, secure: bool = True, changes: dict[str, object
             if within is None and max(ratio, spread) <= 1.5:
                 within = eps
             mean = s.bias  # truth 0: the mean estimate
-            print(f"| {estimand} | {eps:g} | {'secure' if secure else 'plain'} | {_fmt(mean, 3)} | {_fmt(s.spread, 3)} "
-                  f"| {_fmt(s.mean_se, 3)} | {_fmt(s.floor, 3)} | {_fmt(ratio, 2)} | {_fmt(spread, 2)} |")
+            print(f"| {estimand} | {eps:g} | {'secure' if secure else 'plain'} | {fmt(mean, 3)} | {fmt(s.spread, 3)} "
+                  f"| {fmt(s.mean_se, 3)} | {fmt(s.floor, 3)} | {fmt(ratio, 2)} | {fmt(spread, 2)} |")
         print(f"| {estimand} | interval within 1.5x the non-private one from eps | "
               f"{'none up to 16' if within is None else f'{within:g}'} |||||||")
 

@@ -79,17 +79,23 @@ def study_spec(design: Design, epsilon: float, **changes: object) -> DPEffectsSp
     return replace(spec, **changes)  # type: ignore[arg-type]
 
 
-def site_parties(sites: Sequence[Site], folder: str, epsilon: float, delta: float) -> list[Party]:
-    """One party per site, each with a fresh ledger holding the study's budget and the anchor key."""
+def site_parties(sites: Sequence[Site], folder: str, epsilon: float, delta: float,
+                 column_groups: Sequence[Sequence[int]] | None = None) -> list[Party]:
+    """One party per site (per site and column group), each with a fresh ledger holding the study's budget
+    and the anchor key; with ``column_groups`` (covariate positions), party ``site{i}-{g}`` holds group
+    ``g``'s covariates of site ``i`` (and, as in DC-QE's default, the row's T and Y)."""
     parties = []
     for i, site in enumerate(sites):
         columns = [f"x{j}" for j in range(site.X.shape[1])]
         frame = pd.DataFrame(site.X, columns=columns).assign(t=site.T, y=site.Y)
-        table = PartyTable.from_frame(frame, columns, treatment="t", outcome="y")
-        ledger = PrivacyLedger(f"{folder}/site{i}.sqlite", epsilon=epsilon, delta=delta)
-        party = Party(f"site{i}", table, ledger=ledger)
-        party.anchor_key = simulation_anchor_key(0)
-        parties.append(party)
+        split = [list(range(len(columns)))] if column_groups is None else column_groups
+        for g, held in enumerate(split):
+            table = PartyTable.from_frame(frame, [columns[j] for j in held], treatment="t", outcome="y")
+            name = f"site{i}" if column_groups is None else f"site{i}-{g}"
+            ledger = PrivacyLedger(f"{folder}/{name}.sqlite", epsilon=epsilon, delta=delta)
+            party = Party(name, table, ledger=ledger)
+            party.anchor_key = simulation_anchor_key(0)
+            parties.append(party)
     return parties
 
 
@@ -168,10 +174,12 @@ def run_adum(sites: Sequence[Site], design: Design, epsilon: float, cells: int =
     return Estimate(float(weights @ model.uplift_ / weights.sum()), None, 8.0 * d_y / (n * epsilon))
 
 
-def run_dcqe(sites: Sequence[Site], design: Design, epsilon: float | None, n_boot: int = 5) -> Estimate:
+def run_dcqe(sites: Sequence[Site], design: Design, epsilon: float | None, n_boot: int = 5,
+             column_groups: Sequence[Sequence[int]] | None = None) -> Estimate:
     """DC-QE over the sites (paper 003): plain (``epsilon=None``, AIPW) or on DP representations (IPW, SIMEX).
 
-    A DP study the analyst refuses (its SE floor, :func:`~collabcausal.analyst.dp_release.se_floor`,
+    With ``column_groups`` each site is a row group of parties holding those covariates (a vertical
+    split). A DP study the analyst refuses (its SE floor, :func:`~collabcausal.analyst.dp_release.se_floor`,
     too high for the outcome range) gives ``Estimate(None, None, floor)``.
     """
     from collabcausal.analyst.dcqe import DCQEPlan, describe_parties
@@ -179,12 +187,14 @@ def run_dcqe(sites: Sequence[Site], design: Design, epsilon: float | None, n_boo
     from collabcausal.analyst.dp_release import DPRepresentationSpec, run_dp_dcqe, se_floor
 
     ranges = dict(zip(design.columns, design.bounds, strict=True))
-    m = len(design.columns)
     with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
-        parties = site_parties(sites, folder, epsilon or 1.0, 1e-6)
+        parties = site_parties(sites, folder, epsilon or 1.0, 1e-6, column_groups)
         grid = InProcessGrid(parties)
-        plan = DCQEPlan(row_groups=[[p.name] for p in parties], anchor_ranges=ranges, n_anchors=2000,
-                        party_components=m - 1 if epsilon is None else m,
+        width = 1 if column_groups is None else len(column_groups)
+        names = [p.name for p in parties]
+        held = {p.name: len(p.table.covariate_names) for p in parties}
+        plan = DCQEPlan(row_groups=[names[i:i + width] for i in range(0, len(names), width)], anchor_ranges=ranges,
+                        n_anchors=2000, party_components={p: k - 1 if epsilon is None else k for p, k in held.items()},
                         estimators=("aipw",) if epsilon is None else ("ipw",), study=STUDY)
         if epsilon is None:
             e = run_plain(grid, plan).effects.estimates["aipw"]
@@ -258,3 +268,26 @@ def summarize(estimates: Sequence[Estimate], truth: float) -> Summary:
         float(est.std(ddof=1)) if len(done) > 1 else math.nan, float(np.mean(floors)),
         float(np.mean([e.noise_share for e in done])), len(estimates) - len(done),
     )
+
+
+def fmt(v: float | None, digits: int = 4) -> str:
+    """``v`` with ``digits`` decimals, ``-`` for none or not finite."""
+    return "-" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _coverage(s: Summary) -> str:
+    """Coverage with its Monte Carlo SE."""
+    return "-" if not np.isfinite(s.coverage) else f"{s.coverage:.3f} ({s.coverage_mcse:.3f})"
+
+
+def print_summary_table(title: str, table: dict[str, Summary], first: dict[str, Estimate | None]) -> None:
+    """A Markdown table of :func:`summarize` rows, each with the full-sample estimate of replication 0."""
+    print(f"\n### {title}\n")
+    print("| method | rep-0 estimate (SE) | bias | RMSE | coverage (MC SE) | mean SE | spread | DP floor | noise share "
+          "| failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, s in table.items():
+        e = first.get(label)
+        head = "refused" if e is None or e.estimate is None else f"{e.estimate:.4f} ({fmt(e.se)})"
+        print(f"| {label} | {head} | {fmt(s.bias)} | {fmt(s.rmse)} | {_coverage(s)} | {fmt(s.mean_se)} | "
+              f"{fmt(s.spread)} | {fmt(s.floor)} | {fmt(s.noise_share, 2)} | {s.failed}/{s.n + s.failed} |")

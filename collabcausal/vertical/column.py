@@ -139,6 +139,18 @@ class EncryptedColumn:
         pad = float(np.polynomial.polynomial.polyval(self.pad, c))
         return self._result(lambda: self._run(lambda v: v.polyval(c.tolist())), float(np.sum(np.abs(c))), pad)
 
+    def known_bound(self, bound: float) -> EncryptedColumn:
+        """The same column with a tighter public bound than interval arithmetic gives, proved by the caller.
+
+        E.g. ``|T_k(x)| <= 1`` for a Chebyshev polynomial of ``|x| <= 1``, or a score's bound derived
+        from its model (collabcausal/estimators/dp/effects/vertical.py). It rests, as every bound here
+        does, on the key owner's values lying in [-1, 1]; a looser ``bound`` than the current one is ignored.
+        """
+        bound = float(bound)
+        if not (math.isfinite(bound) and bound > 0):
+            raise InputError(f"a known bound must be a positive number, got {bound!r}", "pass the proved bound")
+        return EncryptedColumn(self.context, self._chunks, self.n, bound=min(self.bound, bound), pad=self.pad)
+
     def total(self, *, noise: float, flood_sd: float, rng: np.random.Generator | None = None) -> bytes:
         """The sum over the n subjects in slot 0, plus ``noise``; every other slot flooded; one ciphertext.
 

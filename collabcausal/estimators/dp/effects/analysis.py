@@ -39,17 +39,20 @@ def fold_models(
 
 
 def noise_replicates(
-    statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float, n_replicates: int, rng: np.random.Generator,
-    *, ridge_scale: float = RIDGE_SCALE,
+    statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float | ArrayLike, n_replicates: int,
+    rng: np.random.Generator, *, ridge_scale: float = RIDGE_SCALE,
 ) -> list[list[NuisanceModel]]:
     """``n_replicates`` refits of :func:`fold_models` on the statistics plus fresh noise of their own law.
 
     A parametric bootstrap of the statistics' noise (Ferrando, Wang & Sheldon 2022): replicate ``b``'s
     models differ from the study's as the study's differ from models fitted on the exact statistics,
-    to first order. Post-processing: ``noise_sd`` is public and ``rng`` the analyst's own.
+    to first order. Post-processing: ``noise_sd`` is public and ``rng`` the analyst's own. ``noise_sd``
+    is one sd for every entry, or one per entry of a row (column groups: docs/dp-effects-vertical.md);
+    the refits' ridge uses the largest.
     """
     rows = np.asarray(statistics, dtype=float)
-    return [fold_models(rows + rng.normal(0.0, float(noise_sd), rows.shape), dim, n_sites, noise_sd,
+    sd = np.asarray(noise_sd, dtype=float)
+    return [fold_models(rows + rng.normal(0.0, sd, rows.shape), dim, n_sites, float(sd.max()),
                         ridge_scale=ridge_scale) for _ in range(n_replicates)]
 
 

@@ -1,0 +1,166 @@
+"""Vertical ``dp_effects`` (parties hold different covariates of the same subjects) beside its peers (issue 36).
+
+    .venv/bin/python benchmarks/bench_dp_effects_vertical.py            # full: 200 replications (about 30 min)
+    .venv/bin/python benchmarks/bench_dp_effects_vertical.py --quick    # a few small replications, seconds
+
+Design (collabcausal/simulations/vertical_design.py): 100,000 subjects, 20 confounders, the label
+holder holds T, Y and the first 10, a second party the other 10; binary outcome; logistic
+propensity with about 95% of it in [0.1, 0.9]. One row per method over seeded replications (seed
+``--seed + r`` draws replication r's data; the parties' DP noise comes from OpenDP, not seedable):
+the full-sample estimate of replication 0 with its SE, bias, RMSE, coverage of the 95% interval
+with its Monte Carlo SE, mean SE, spread over seeds, DP floor and noise share.
+
+Rows: the oracle AIPW (true nuisances: the coverage the design allows), difference in means
+(trivial), the centralized AIPW (non-private reference: logistic propensity and linear outcome
+models on the pooled columns), horizontal ``dp_effects`` as if one party held every column, vertical
+``dp_effects`` at eps 1 per party in total (its plaintext twin, :mod:`collabcausal.simulations.vertical_twin`:
+the protocol's sums and noise shares in the clear; ``tests/vertical`` shows the encrypted sums
+equal them), plain DC-QE on the same column split (no guarantee) and, on replication 0 of the full
+run, DC-QE on DP representations at the same eps. Then vertical ``dp_effects`` on a 2 x 2 grid (2 row
+groups of n/2, 2 column groups) and on 3 column groups (7/7/6 covariates).
+
+Targets (full mode; exit 1 when missed): eps 1, two column groups: RMSE <= 1.3x the centralized
+AIPW's and coverage in [0.93, 0.97] over >= 200 replications. ``--quick`` checks sanity only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from collabcausal.analyst.dp_effects import DPEffectsSpec
+from collabcausal.estimators.dp.effects.vertical import ColumnGroups
+from collabcausal.simulations.dp_effects_benchmark import (
+    Design,
+    Estimate,
+    Summary,
+    difference_in_means,
+    federated_aipw,
+    oracle_aipw,
+    print_summary_table,
+    run_dcqe,
+    run_private,
+    study_spec,
+    summarize,
+)
+from collabcausal.simulations.multisite import Site
+from collabcausal.simulations.vertical_design import OUTCOME_RANGE, covariate_bounds, simulate_subjects, true_ate
+from collabcausal.simulations.vertical_twin import RowGroup, vertical_study
+
+EPSILON = 1.0
+RMSE_RATIO = 1.3
+COVERAGE = (0.93, 0.97)
+MIN_REPS = 200
+TWO = ColumnGroups((tuple(range(10)), tuple(range(10, 20))))
+THREE = ColumnGroups((tuple(range(7)), tuple(range(7, 14)), tuple(range(14, 20))))
+TARGET_ROW = f"vertical dp_effects eps {EPSILON:g} (2 column groups)"
+REFERENCE_ROW = "centralized AIPW (non-private)"
+VERTICAL_DEFAULTS = {"nuisance_share": 0.65, "ridge_scale": 0.25}
+"""The vertical study's settings (docs/dp-effects-vertical.md, "Choices measured")."""
+
+
+def vertical_spec(design: Design, seed: int) -> DPEffectsSpec:
+    """The study the benchmark runs: AIPW, ATE, trim 0.1, eps 1 per party in total, delta 1e-6."""
+    return replace(study_spec(design, EPSILON, seed=seed, secure_aggregation=False), **VERTICAL_DEFAULTS)
+
+
+def run_vertical(sites: Sequence[Site], groups: ColumnGroups, spec: DPEffectsSpec) -> Estimate:
+    """Vertical ``dp_effects`` with each site a row group split into ``groups``."""
+    row_groups = [RowGroup(tuple(s.X[:, list(g)] for g in groups.groups), s.T, s.Y) for s in sites]
+    result = vertical_study(row_groups, groups, spec)
+    e = result.effect
+    return Estimate(e.estimate, e.se, result.dp_floor, e.noise_share or 0.0)
+
+
+def methods(design: Design, quick: bool) -> dict[str, Callable[[list[Site], int], Estimate]]:
+    """Row label -> function of (the replication's sites, its seed)."""
+    split = [list(g) for g in TWO.groups]
+    return {
+        "oracle AIPW (true nuisances)": lambda s, r: oracle_aipw(s),
+        "difference in means (trivial)": lambda s, r: difference_in_means(s),
+        REFERENCE_ROW: lambda s, r: federated_aipw(s),
+        "horizontal dp_effects eps 1 (one party holds every column)":
+            lambda s, r: run_private(s, study_spec(design, EPSILON, seed=r, secure_aggregation=False)),
+        TARGET_ROW: lambda s, r: run_vertical(s, TWO, vertical_spec(design, r)),
+        "plain DC-QE, same split (no guarantee)": lambda s, r: run_dcqe(s, design, None, column_groups=split),
+    }
+
+
+def replicate(n: int, reps: int, seed: int, quick: bool) -> dict[str, Summary]:
+    """Every method over ``reps`` seeded replications; DC-QE on DP representations on replication 0 (full mode)."""
+    design = Design(tuple(covariate_bounds()), OUTCOME_RANGE["binary"])
+    rows = methods(design, quick)
+    results: dict[str, list[Estimate]] = {label: [] for label in rows}
+    extra: dict[str, list[Estimate]] = {"vertical dp_effects eps 1, 2 x 2 grid": [],
+                                        "vertical dp_effects eps 1, 3 column groups": []}
+    dp_dcqe = None
+    for r in range(reps):
+        rng = np.random.default_rng(seed + r)
+        site = simulate_subjects(n, "binary", rng)
+        for label, run in rows.items():
+            results[label].append(run([site], seed + r))
+        halves = [Site(*(getattr(site, f)[part] for f in ("X", "T", "Y", "propensity", "mean_control",
+                                                          "mean_treated")))
+                  for part in np.array_split(np.arange(n), 2)]
+        extra["vertical dp_effects eps 1, 2 x 2 grid"].append(run_vertical(halves, TWO, vertical_spec(design, r)))
+        extra["vertical dp_effects eps 1, 3 column groups"].append(
+            run_vertical([site], THREE, vertical_spec(design, r)))
+        if r == 0 and not quick:
+            dp_dcqe = run_dcqe([site], design, EPSILON, column_groups=[list(g) for g in TWO.groups])
+    truth = true_ate("binary")
+    table = {label: summarize(values, truth) for label, values in (results | extra).items()}
+    first = {label: values[0] for label, values in (results | extra).items()}
+    if dp_dcqe is not None:
+        label = f"DC-QE on DP representations eps {EPSILON:g} (rep 0)"
+        table[label], first[label] = summarize([dp_dcqe], truth), dp_dcqe
+    print_summary_table(f"binary outcome, {n} subjects, 20 covariates split 10/10, {reps} replications, "
+                        f"true ATE {truth:.4f}", table, first)
+    return table
+
+
+def check_targets(table: dict[str, Summary], reps: int) -> list[str]:
+    """The missed targets (module docstring), one line each."""
+    target, reference = table[TARGET_ROW], table[REFERENCE_ROW]
+    ratio = target.rmse / reference.rmse
+    print(f"\ntarget: RMSE ratio {ratio:.3f} (<= {RMSE_RATIO}), coverage {target.coverage:.3f} "
+          f"(in {COVERAGE}), {reps} replications (>= {MIN_REPS})")
+    missed = []
+    if ratio > RMSE_RATIO:
+        missed.append(f"RMSE {target.rmse:.5f} is {ratio:.3f}x the centralized AIPW's, over {RMSE_RATIO}x")
+    if not COVERAGE[0] <= target.coverage <= COVERAGE[1]:
+        missed.append(f"coverage {target.coverage:.3f} is outside {COVERAGE}")
+    if reps < MIN_REPS:
+        missed.append(f"{reps} replications, fewer than {MIN_REPS}")
+    return missed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few small replications, sanity checks only")
+    parser.add_argument("--reps", type=int, default=MIN_REPS)
+    parser.add_argument("--subjects", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    n, reps = (4000, 2) if args.quick else (args.subjects, args.reps)
+    start = time.perf_counter()
+    table = replicate(n, reps, args.seed, args.quick)
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    if args.quick:
+        broken = [label for label, s in table.items() if s.n and not np.isfinite(s.bias)]
+        if table[TARGET_ROW].n != reps or broken:
+            print(f"quick run: no estimate from {TARGET_ROW!r} or non-finite rows {broken}", file=sys.stderr)
+            return 1
+        return 0
+    missed = check_targets(table, reps)
+    for line in missed:
+        print(f"MISSED: {line}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
