@@ -37,11 +37,10 @@ import tenseal as ts
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, ProtocolError
-from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.parameters import INPUT_BOUND
 from collabcausal.vertical.seal_io import save_seal
-from collabcausal.vertical.total import flood, mask_slot_zero, rotate_and_sum
+from collabcausal.vertical.total import flood, flooding_noise, mask_slot_zero, rotate_and_sum
 
 FLOOD_TAIL = 10.0
 """Flooding noise is kept below ``max_value`` at 10 sd (exceeded with probability < 2e-23 per slot)."""
@@ -162,7 +161,7 @@ class EncryptedColumn:
             sd of the independent Gaussian noise in every other real and imaginary slot part.
         rng : numpy.random.Generator, optional
             Draw the flooding noise reproducibly (simulations, tests: NOT secure); by default it is
-            OpenDP's Gaussian from OS entropy.
+            :func:`~collabcausal.vertical.total.flooding_noise` from a fresh OS-entropy key.
 
         Returns
         -------
@@ -194,7 +193,7 @@ class EncryptedColumn:
             )
         summed = rotate_and_sum(context.evaluator, context.galois_keys, ciphertext, slots)
         masked = mask_slot_zero(context.evaluator, context.encoder, summed, slots, 2.0**parameters.scale_bits)
-        draws = draw_noise("gaussian", flood_sd, 2 * slots - 1, rng=rng)
+        draws = flooding_noise(2 * slots - 1, flood_sd, rng)
         values = draws[:slots] * 1j
         values[1:] += draws[slots:]
         values[0] += noise - (len(self._chunks) * slots - self.n) * self.pad

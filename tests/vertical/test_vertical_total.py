@@ -13,6 +13,7 @@ from vertical_helpers import decrypt_slots, relay
 
 from collabcausal.errors import InputError
 from collabcausal.vertical.column import FLOOD_TAIL
+from collabcausal.vertical.total import flooding_noise, rotation_steps
 
 N = 6000
 FLOOD = 1.0
@@ -98,3 +99,17 @@ def test_a_total_that_may_overflow_or_lacks_its_mask_level_is_refused(owner1, tw
         (column * 200.0).total(noise=1.0, flood_sd=1.0)  # 2 chunks x 4096 slots x 200 > 2^20
     with pytest.raises(InputError, match="none is left for the total's mask"):
         (column * z * 0.5).total(noise=1.0, flood_sd=1.0)
+
+
+def test_flooding_noise_is_gaussian_fresh_and_of_the_asked_count():
+    """OS-entropy draws: the KS test fails by chance with probability 1e-6 per run."""
+    first, second = flooding_noise(16383, 3.0), flooding_noise(16383, 3.0)
+    assert first.shape == (16383,) and not np.array_equal(first, second)
+    assert stats.kstest(first / 3.0, "norm").pvalue > 1e-6
+    assert abs(np.corrcoef(first, second)[0, 1]) < 5 / np.sqrt(16383)  # 5 sd of a null correlation
+    assert flooding_noise(1, 1.0).shape == (1,)
+
+
+def test_rotation_keys_cover_a_sum_over_all_slots():
+    assert rotation_steps(8192) == [1, 8, 64, 512, 4096]
+    assert rotation_steps(4096) == [1, 8, 64, 512]
