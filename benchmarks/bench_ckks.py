@@ -27,7 +27,7 @@ from tenseal import sealapi
 
 from collabcausal.vertical import PRESETS, EncryptedColumn, KeyOwner, load_public_context
 from collabcausal.vertical.parameters import HE_STANDARD_128_BITS
-from collabcausal.vertical.seal_io import load_seal, unframe
+from collabcausal.vertical.seal_io import load_seal, unframe, untag
 
 SEED = 36
 NOISE = 1.0  # the evaluator's and the key owner's noise shares: fixed here, subtracted to measure the error
@@ -59,7 +59,8 @@ def _timed(f: Callable, *args, **kwargs):
 
 def _slots_of_total(owner: KeyOwner, total: bytes) -> np.ndarray:
     seal_context = owner._context.seal_context().data  # measurement only
-    ciphertext = load_seal(sealapi.Ciphertext(), seal_context, total, "total")
+    payload = untag(total, owner.public.fingerprint, "total")
+    ciphertext = load_seal(sealapi.Ciphertext(), seal_context, payload, "total")
     plain = sealapi.Plaintext()
     sealapi.Decryptor(seal_context, owner._context.secret_key().data).decrypt(ciphertext, plain)
     return np.asarray(sealapi.CKKSEncoder(seal_context).decode_complex(plain))

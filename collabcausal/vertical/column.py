@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.parameters import INPUT_BOUND
-from collabcausal.vertical.seal_io import save_seal
+from collabcausal.vertical.seal_io import save_seal, tag, untag
 from collabcausal.vertical.total import flood, flooding_noise, mask_slot_zero, rotate_and_sum
 
 FLOOD_TAIL = 10.0
@@ -90,8 +90,9 @@ class EncryptedColumn:
                 f"{len(chunks)} ciphertexts cannot hold n = {n!r} values at {slots} slots each",
                 "send every chunk of the column and its n",
             )
+        payloads = [untag(bytes(c), context.fingerprint, "a column chunk") for c in chunks]
         try:
-            vectors = [ts.ckks_vector_from(context.context, bytes(c)) for c in chunks]
+            vectors = [ts.ckks_vector_from(context.context, p) for p in payloads]
         except (ValueError, TypeError, RuntimeError):
             raise ProtocolError("a column chunk is not a ciphertext of this context", "resend the column") from None
         if any(v.size() != slots for v in vectors):
@@ -99,8 +100,8 @@ class EncryptedColumn:
         return cls(context, vectors, int(n), bound=INPUT_BOUND, pad=0.0)
 
     def to_bytes(self) -> list[bytes]:
-        """The serialized chunks (TenSEAL's format, one per ``slot_count`` values)."""
-        return [c.serialize() for c in self._chunks]
+        """The serialized chunks (TenSEAL's format, one per ``slot_count`` values, tagged with the context)."""
+        return [tag(self.context.fingerprint, c.serialize()) for c in self._chunks]
 
     def __add__(self, other: object) -> EncryptedColumn:
         return self._combine(other, lambda a, b: a + b, lambda a, b: a + b, lambda a, b: a + b)
@@ -197,7 +198,8 @@ class EncryptedColumn:
         values = draws[:slots] * 1j
         values[1:] += draws[slots:]
         values[0] += noise - (len(self._chunks) * slots - self.n) * self.pad
-        return save_seal(flood(context.evaluator, context.encoder, context.encryptor, masked, values))
+        flooded = flood(context.evaluator, context.encoder, context.encryptor, masked, values)
+        return tag(context.fingerprint, save_seal(flooded))
 
     def _combine(
         self,

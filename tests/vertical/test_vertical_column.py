@@ -9,6 +9,7 @@ from vertical_helpers import decrypt_column, relay
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical import EncryptedColumn
+from collabcausal.vertical.seal_io import tag
 
 N = 4096 + 321  # two chunks at N = 8192, the second mostly padding
 
@@ -133,10 +134,12 @@ def test_from_bytes_refuses_a_wrong_chunk_count_or_foreign_bytes(owner1, evaluat
     chunks = owner1.encrypt(data[0]).to_bytes()
     with pytest.raises(ProtocolError, match="cannot hold n = 9000"):
         EncryptedColumn.from_bytes(evaluator1, chunks, 9000)
-    with pytest.raises(ProtocolError, match="not a ciphertext of this context"):
+    with pytest.raises(ProtocolError, match="not a collabcausal CKKS blob"):
         EncryptedColumn.from_bytes(evaluator1, [b"junk", b"junk"], N)
-    with pytest.raises(ProtocolError, match="not a ciphertext of this context"):
+    with pytest.raises(ProtocolError, match="under another CKKS context"):
         EncryptedColumn.from_bytes(evaluator7, chunks[:1], 10)
-    short = ts.ckks_vector(evaluator1.context, [0.0] * 10).serialize()
+    with pytest.raises(ProtocolError, match="not a ciphertext of this context"):
+        EncryptedColumn.from_bytes(evaluator1, [tag(evaluator1.fingerprint, b"junk")] * 2, N)
+    short = tag(evaluator1.fingerprint, ts.ckks_vector(evaluator1.context, [0.0] * 10).serialize())
     with pytest.raises(ProtocolError, match="does not hold 4096 slots"):
         EncryptedColumn.from_bytes(evaluator1, [short], 10)
