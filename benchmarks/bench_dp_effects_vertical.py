@@ -13,7 +13,7 @@ with its Monte Carlo SE, mean SE, spread over seeds, DP floor and noise share.
 Rows: the oracle AIPW (true nuisances: the coverage the design allows), difference in means
 (trivial), the centralized AIPW (non-private reference: logistic propensity and linear outcome
 models on the pooled columns), horizontal ``dp_effects`` as if one party held every column, vertical
-``dp_effects`` at eps 1 per party in total (its plaintext twin, :mod:`collabcausal.simulations.vertical_twin`:
+``dp_effects`` at eps 1 per party in total (its plaintext twin, :mod:`collabcausal.simulations.vertical_simulation`:
 the protocol's sums and noise shares in the clear; ``tests/vertical`` shows the encrypted sums
 equal them), plain DC-QE on the same column split (no guarantee) and, on replication 0 of the full
 run, DC-QE on DP representations at the same eps. Then vertical ``dp_effects`` on a 2 x 2 grid (2 row
@@ -50,7 +50,7 @@ from collabcausal.simulations.dp_effects_benchmark import (
 )
 from collabcausal.simulations.multisite import Site
 from collabcausal.simulations.vertical_design import OUTCOME_RANGE, covariate_bounds, simulate_subjects, true_ate
-from collabcausal.simulations.vertical_twin import RowGroup, vertical_study
+from collabcausal.simulations.vertical_simulation import RowGroup, vertical_study
 
 EPSILON = 1.0
 RMSE_RATIO = 1.3
