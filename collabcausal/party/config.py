@@ -263,7 +263,7 @@ class PeerPin(Section):
 class SecureAggregationSection(Section):
     """``[secure_aggregation]``: the peers this party aggregates with (:mod:`collabcausal.secagg.pins`)."""
 
-    peers: Literal["any"] | list[PeerPin] = Field(
+    peers: list[PeerPin] | Literal["any"] = Field(
         description='the pinned peers, e.g. [{name = "hospital-b", fingerprint = "..."}], or "any"'
     )
     min_parties: int | None = Field(None, ge=2, le=100_000, description="an integer >= 2, e.g. 3")
