@@ -98,7 +98,7 @@ from collabcausal.party.request_limits import RequestLimits
 from collabcausal.party.request_state import RequestState
 from collabcausal.party.secagg import IdentityFiles
 from collabcausal.party.sources import DataSource, read_table
-from collabcausal.protocol.certs import fingerprint, load_certificate
+from collabcausal.secagg.identity import fingerprint, load_certificate
 from collabcausal.secagg.pins import (
     ANY,
     ANY_MIN_PARTIES,

@@ -36,7 +36,6 @@ from collabcausal.errors import IdentityError, InputError, PolicyError
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
-from collabcausal.protocol.certs import load_certificate
 from collabcausal.secagg import (
     KEYS_OPERATION,
     SCALE_BITS,
@@ -51,6 +50,7 @@ from collabcausal.secagg import (
     share_calibration,
     verified_roster,
 )
+from collabcausal.secagg.identity import load_certificate
 from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES, PeerPolicy
 
 MAX_OPEN_ROUNDS = 16

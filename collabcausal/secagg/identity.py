@@ -56,7 +56,16 @@ FIELDS = ("party", "study", "round", "public_key", "certificate", "signature")
 SIMULATION_DAYS = 30
 """Validity of :func:`simulation_identities`' certificates (a long sweep must not outlive them)."""
 
-__all__ = ["FIELDS", "Signer", "Verifier", "advertisement_bytes", "fingerprint", "simulation_identities"]
+# fingerprint and load_certificate (protocol/certs.py) are re-exported for the roles, which never import protocol/
+__all__ = [
+    "FIELDS",
+    "Signer",
+    "Verifier",
+    "advertisement_bytes",
+    "fingerprint",
+    "load_certificate",
+    "simulation_identities",
+]
 
 
 def advertisement_bytes(
