@@ -17,9 +17,9 @@ from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.secagg import attach_identities
+from collabcausal.party.secagg import Identity, attach_identities
 from collabcausal.protocol.inprocess import InProcessGrid
-from collabcausal.secagg import simulation_identities
+from collabcausal.secagg import PeerPolicy, simulation_identities
 
 N = 100
 FM = FeatureMap(((0.0, 1.0),), (0.0, 1.0), n_sites=4)
@@ -88,6 +88,15 @@ def test_the_coordinator_learns_the_sum_with_the_stated_noise(tmp_path):
     assert result.parties == NAMES and result.attempts == 1
     assert result.noise_sd == pytest.approx(result.sigma_share * 2.0) and result.noise_sd < 0.03  # sqrt(4) shares
     assert np.abs(result.total - _exact(parties)).max() < Z * result.noise_sd
+
+
+def test_the_coordinator_learns_which_parties_trust_its_roster_without_pins(tmp_path):
+    """A party with peers = "any" says so in its reply; the report names it (docs/secure-aggregation.md)."""
+    parties = _parties(tmp_path)
+    assert _run(InProcessGrid(parties), parties).unpinned == []
+    held = parties[2].secagg_identity
+    parties[2].secagg_identity = Identity(held.signer, held.ca, PeerPolicy(None, 2))
+    assert _run(InProcessGrid(parties), parties).unpinned == ["c"]
 
 
 def test_a_party_that_drops_out_restarts_the_round_without_it_and_the_others_are_charged_again(tmp_path):
