@@ -2,11 +2,11 @@
 
 One module per job: crypto.py (X25519, HKDF, ChaCha20 masks over ``cryptography``), identity.py
 (round keys signed with the party's certificate), pins.py (which rosters a party accepts: pinned
-peers, party certificates only, a minimum of independent parties), fixed_point.py (floats to integers mod 2^64
-and the overflow check), noise.py (distributed discrete Gaussian shares and their calibration),
-protocol.py (the stages: advertise, masked upload, aggregate, round failure), release.py (what both
-ends of one release compute identically: the keys operation's name, the fixed-point scale, the
-noise share's calibration).
+peers, party certificates only, a minimum of independent parties), fixed_point.py (floats to
+integers mod 2^64 and the overflow check), noise.py (distributed discrete Gaussian shares and their
+calibration), protocol.py (the stages: advertise, masked upload, aggregate, round failure),
+release.py (what both ends of one release compute identically: the keys operation's name, the
+fixed-point scale, the noise share's calibration).
 docs/secure-aggregation.md has the protocol, the threat model and the arithmetic.
 """
 
