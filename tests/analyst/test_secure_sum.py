@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from collabcausal.analyst.secure_sum import MAX_ATTEMPTS, secure_sum
-from collabcausal.errors import BudgetExceededError, StudyFailedError
+from collabcausal.errors import BudgetExceededError, PolicyError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
@@ -117,6 +117,15 @@ def test_a_dropout_at_the_keys_stage_costs_nothing(tmp_path):
     for p in parties:
         assert p.ledger.spent() == pytest.approx(_spent(0 if p.name == "b" else 1))
     assert _spent(1)[0] == pytest.approx(EPS)
+
+
+def test_a_restart_below_the_parties_min_parties_fails_the_study_uncharged(tmp_path):
+    """4 simulated parties pin each other with min_parties 3: after two dropouts a and b refuse the round of two."""
+    parties = _parties(tmp_path)
+    with pytest.raises(PolicyError, match=r"2 verified parties \(a, b\), fewer than min_parties = 3"):
+        _run(DroppingGrid(parties, {"c", "d"}, STATISTICS), parties)
+    for p in parties:  # the first attempt's uploads only (charged before the dropouts showed)
+        assert p.ledger.spent() == pytest.approx(_spent(0 if p.name in "cd" else 1))
 
 
 def test_rounds_stop_when_fewer_than_two_parties_are_left(tmp_path):
