@@ -148,6 +148,15 @@ def verified_peers(
         An advertisement fails (the message names its party), or a name or key appears twice.
     PolicyError
         Fewer than ``min_parties`` parties.
+
+    Examples
+    --------
+    A party node's verifier carries its ``[secure_aggregation]`` pins (its own certificate added):
+    ``verifier = collabcausal.party.secagg.require_identity(party).verifier``. A two-party protocol
+    checking the other party's signed CKKS context before anything is charged::
+
+        (owner, digest), = verified_peers([advertisement], verifier, min_parties=1, study=study,
+                                          round_id=round_id, kind=CONTEXT_KIND).items()
     """
     peers: dict[str, bytes] = {}
     restart = "restart the round with fresh keys; if it recurs, the relay is tampering with advertisements"
