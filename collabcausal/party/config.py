@@ -279,8 +279,9 @@ class SecureAggregationSection(Section):
                 raise ValueError('a cert of its own is trusted by pins only: list the peers instead of "any"')
             return self
         names = [pin.name for pin in self.peers]
-        if len(set(names)) != len(names):
-            raise ValueError("peers names a party twice")
+        prints = [normal_fingerprint(pin.fingerprint) for pin in self.peers if pin.fingerprint is not None]
+        if len(set(names)) != len(names) or len(set(prints)) != len(prints):
+            raise ValueError("peers names a party, or a fingerprint, twice: pin each party's own certificate once")
         return self
 
     def policy(self, base: Path) -> PeerPolicy:
