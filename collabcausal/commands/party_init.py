@@ -6,12 +6,17 @@ import argparse
 
 DESCRIPTION = """\
 Write a commented party.toml template: every section a party needs (identity, analyst address and
-certificates, data, policy, audit log, anchor key) with the optional ones commented out. Fill in
-the values, then check it without connecting with `party join --check`. An existing file is kept
-unless --force.
+certificates, data, policy, audit log, anchor key, secure-aggregation peers) with the optional ones
+commented out. Fill in the values, then check it without connecting with `party join --check`. An
+existing file is kept unless --force.
+
+For a private study (dp_effects, secure aggregation) the parties pin each other: each prints its
+certificate's fingerprint and gives it to the others out of band (never through the coordinator,
+which holds the study CA), and lists theirs in [secure_aggregation] peers.
 
 examples:
   collabcausal party init --out party.toml
+  collabcausal certs fingerprint --cert certs/hospital-a.pem     # give this line to the other parties
   collabcausal party join --config party.toml --check
 """
 

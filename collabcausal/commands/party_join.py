@@ -147,9 +147,32 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"    privacy budget: {budget}",
         f"    effective guarantee: {guarantee}",
         f"  anchor key: {'read' if config.anchor_key is not None else 'none (no representation operation listed)'}",
+        f"  secure aggregation: {secure_aggregation(config, insecure=insecure)}",
         f"  audit log: {config.audit_path}",
         "checked without connecting: nothing was sent",
     ]
+
+
+def secure_aggregation(config: PartyConfig, *, insecure: bool = False) -> str:
+    """What ``[secure_aggregation]`` lets the party do, its signing certificate checked; one line."""
+    from collabcausal.protocol.certs import check_party_role, fingerprint
+    from collabcausal.secagg import Signer
+
+    peers = config.secure_aggregation
+    if peers is None:
+        return ('refused: no [secure_aggregation] section (add the peers\' fingerprints, `certs fingerprint`, '
+                'or peers = "any")')
+    conn = config.connection
+    files = config.signing_files or (None if insecure or conn.insecure else (conn.cert, conn.key))
+    if files is None:
+        return f"{peers.describe()}; refused: no certificate signs this party's round keys (give cert and key)"
+    signer = Signer.from_files(*files)  # type: ignore[arg-type]
+    if check_party_role(signer.certificate, str(files[0])) != config.name:
+        raise ConfigError(
+            f"{files[0]} is the certificate of {signer.name!r}, not of this party {config.name!r}",
+            f"sign round keys with {config.name}'s own certificate (`certs self-sign --party {config.name}`)",
+        )
+    return f"{peers.describe()}; this party's fingerprint for its peers: {fingerprint(signer.certificate)}"
 
 
 def _out_of_core(table: PartyTable | ChunkedTable, operations: Iterable[str]) -> str:

@@ -209,6 +209,10 @@ def _dp_effects(release: Mapping[str, Any] | None) -> list[str]:
         return []
     secure = "yes: the coordinator saw only sums over parties" if release["secure_aggregation"] else (
         "no: each party's release was seen")
+    unpinned = release.get("secure_aggregation_unpinned") or []
+    if release["secure_aggregation"] and unpinned:
+        secure += (f"; {', '.join(unpinned)} trust the coordinator's roster (peers = \"any\"): "
+                   "protected only against an honest-but-curious coordinator")
     rows = [
         ["secure aggregation", secure],
         ["subjects per party", _compact(release["n_subjects"])],
