@@ -305,6 +305,8 @@ def evaluate_weight(poly: WeightPolynomial, x: Any, sign: NDArray[np.float64]) -
 
 PART_SDS = 4.0
 """Each group's part of a linear predictor is clipped to its mean +- this many sds (module docstring)."""
+CHANGE_SDS = 4.0
+"""Each group's part of a replicate's change of a linear predictor is clipped to its mean +- this many sds."""
 
 
 @dataclass(frozen=True)
