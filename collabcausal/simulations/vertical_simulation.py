@@ -34,6 +34,7 @@ from collabcausal.estimators.dp.effects.scores import Component, release_sensiti
 from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics, statistics_sensitivity
 from collabcausal.estimators.dp.effects.vertical import (
     CHANGE_SDS,
+    PART_SDS,
     ColumnGroups,
     PartLimits,
     WeightPolynomial,
@@ -131,7 +132,7 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
                                              analyst_rng, ridge_scale=spec.ridge_scale)]
     gram = ArmStatistics.unpack(rows[0], feature_map.dim)
     moments = gram.gram[0] + gram.gram[1]
-    limits = part_limits(model, moments, groups, S, R)
+    limits = part_limits(model, moments, groups, S, R, PART_SDS)
     changes = [(d, part_limits(d, moments, groups, S, R, CHANGE_SDS)) for d in (model_change(model, c) for c in copies)]
     domain, unit = score_scales(model, limits, changes, S, R)
     poly = weight_polynomial(domain, spec.trim)
