@@ -98,3 +98,17 @@ def test_the_same_party_started_twice_is_refused_naming_the_first_process(tmp_pa
         finally:
             grid.finish(linger=30.0)
             assert first.wait(60) == 0, first.stderr.read().decode()
+
+
+def test_a_wrong_study_id_exits_with_the_configuration_code_naming_both_studies(tmp_path, capsys):
+    """Issue 38, item 7: `[party] study` unlike the analyst's is a party.toml to fix (exit 3), not a failed study."""
+    from collabcausal.protocol.server import GrpcGrid
+
+    with GrpcGrid(["h"], tls=None, study="lalonde") as grid:
+        path = _config(tmp_path, grid.address)
+        path.write_text(path.read_text().replace('name = "h"', 'name = "h"\nstudy = "lalonde-2"'))
+        capsys.readouterr()
+        assert main(["party", "join", "--config", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert "asked to join study 'lalonde-2' but this analyst runs 'lalonde'" in err
+    assert "fix: set [party] study in party.toml to the coordinator's study id" in err
