@@ -8,8 +8,7 @@ analyst cannot read the parties' ledgers, so it says what it knows and where the
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from collabcausal.errors import StudyFailedError
 
@@ -17,7 +16,7 @@ from collabcausal.errors import StudyFailedError
 def lost_error(
     owed: Mapping[str, str],
     silence: Mapping[str, float],
-    received: Mapping[str, Sequence[str]],
+    received: Mapping[str, Mapping[str, int]],
     *,
     heartbeat: float,
 ) -> StudyFailedError:
@@ -30,7 +29,7 @@ def lost_error(
     silence : mapping
         Lost party -> seconds without contact when it was declared lost.
     received : mapping
-        Party -> operations whose replies the analyst accepted during the study.
+        Party -> {operation: replies the analyst accepted during the study}.
     heartbeat : float
         Seconds between a live party's calls, for the message.
     """
@@ -38,7 +37,7 @@ def lost_error(
     from collabcausal.party.operations import release_kinds
 
     names = sorted(owed)
-    private = set(release_kinds({*owed.values(), *(op for ops in received.values() for op in ops)})[0])
+    private = set(release_kinds({*owed.values(), *(op for counts in received.values() for op in counts)})[0])
     lost = "; ".join(
         f"{name} during {owed[name]!r} (no contact for {silence[name]:.0f} s; a live party calls every {heartbeat:g} s)"
         for name in names
@@ -52,8 +51,9 @@ def lost_error(
     ]
     paid = [
         f"{name} {count}x {op}"
-        for name, ops in sorted(received.items())
-        for op, count in sorted(Counter(op for op in ops if op in private).items())
+        for name, counts in sorted(received.items())
+        for op, count in sorted(counts.items())
+        if op in private and count
     ]
     charged = f"charged and received: {', '.join(paid)}" if paid else "no differentially private release was received"
     return StudyFailedError(

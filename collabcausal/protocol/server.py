@@ -132,7 +132,7 @@ class GrpcGrid(Grid):
         self._pending: dict[str, _Task] = {}
         self._streams: Counter[str] = Counter()
         self._sessions = PartySessions(LOST_AFTER_SECONDS if lost_after is None else lost_after)
-        self._received: dict[str, list[str]] = {name: [] for name in roster}  # operations answered, per party
+        self._received: dict[str, Counter[str]] = {name: Counter() for name in roster}  # replies per operation
         self._state = pb.IDLE
         self._detail = ""
         self.run_id = uuid.uuid4().hex
@@ -205,7 +205,7 @@ class GrpcGrid(Grid):
 
     def _lost(self, tasks: Mapping[str, _Task]) -> StudyFailedError:
         with self._cond:
-            received = {name: list(ops) for name, ops in self._received.items()}
+            received = {name: Counter(ops) for name, ops in self._received.items()}
         return lost_error(
             {name: task.request.operation for name, task in tasks.items()},
             {name: task.lost or 0.0 for name, task in tasks.items()},
@@ -459,7 +459,7 @@ class GrpcGrid(Grid):
                 return pb.UploadAck(task_id=envelope.task_id, accepted=False, detail="no such task outstanding")
             task.reply = envelope
             if envelope.error is None:
-                self._received[name].append(task.request.operation)
+                self._received[name][task.request.operation] += 1
             self._cond.notify_all()
         if envelope.error is None:
             log_request(name, f"{task.request.operation}: reply received")

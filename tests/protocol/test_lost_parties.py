@@ -9,13 +9,13 @@ def test_a_party_lost_during_a_dp_request_may_have_paid_for_nothing_and_received
     error = lost_error(
         {"b": "dp_effects_statistics"},
         {"b": 21.4},
-        {"a": ["describe", "dp_effects_statistics"], "b": ["describe"]},
+        {"a": {"describe": 1, "dp_effects_statistics": 2}, "b": {"describe": 1}},
         heartbeat=2.0,
     )
     assert error.exit_code == 9
     assert error.problem == (
         "party lost: b during 'dp_effects_statistics' (no contact for 21 s; a live party calls every 2 s); "
-        "charged and received: a 1x dp_effects_statistics; b's 'dp_effects_statistics' may have been charged to "
+        "charged and received: a 2x dp_effects_statistics; b's 'dp_effects_statistics' may have been charged to "
         "its ledger with nothing released (`collabcausal party budget` at b shows it); "
         "nothing more was asked of any party"
     )
