@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         joined = grid.wait_for_parties(config.join_deadline, on_missing=config.on_missing_party)
         report = run_study(grid, config, joined, progress=True)
     except CollabCausalError as exc:
-        grid.finish(failed=str(exc), linger=5.0)
+        grid.finish(failed=exc, linger=5.0)
         raise
     paths = publish_report(report, read_toml(config.path), config.out)
     grid.finish()

@@ -64,16 +64,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the configuration, build the party, serve until the study ends."""
     from collabcausal.party.config import load_party_config
-    from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
-    from collabcausal.protocol.tls import TlsFiles
+    from collabcausal.party.process_lock import PartyFilesLock
 
     config = load_party_config(args.config)
     if args.check:
         print("\n".join(check(config, insecure=args.insecure)))
         return 0
+    with PartyFilesLock(config.name, config.written_files()):  # one process per party (issue 38, item 1)
+        return _serve(config, insecure=args.insecure)
+
+
+def _serve(config: PartyConfig, *, insecure: bool) -> int:
+    """Build the party and serve the study of ``config`` until it ends (the caller holds the party's files)."""
+    from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
+    from collabcausal.protocol.tls import TlsFiles
+
     party = config.build_party()
     conn = config.connection
-    insecure = args.insecure or conn.insecure
+    insecure = insecure or conn.insecure
     tls = None if insecure else TlsFiles(conn.ca, conn.cert, conn.key)  # type: ignore[arg-type]
     progress = progress_logger(party.name)
     progress(f"{party.table.n_subjects} subjects, columns {list(party.table.covariate_names)}; dialing {conn.address}")

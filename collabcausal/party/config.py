@@ -371,14 +371,12 @@ class PartyConfig:
         """
         table = self.load_table()
         ledger = None
-        if self.privacy is not None:
-            from collabcausal.ledger import PrivacyLedger, default_ledger_location
+        location = self.ledger_location()
+        if self.privacy is not None and location is not None:
+            from collabcausal.ledger import PrivacyLedger
 
             p = self.privacy
-            if "ledger" in p:
-                path, dataset = self._path(p["ledger"]), "default"
-            else:  # a file source (a url source must name its ledger: PartyFile)
-                path, dataset = default_ledger_location(self.source.path)  # type: ignore[arg-type]
+            path, dataset = location
             ledger = PrivacyLedger(
                 path, epsilon=p["epsilon"], delta=p.get("delta", 0.0), dataset=p.get("dataset", dataset)
             )
@@ -403,6 +401,26 @@ class PartyConfig:
             study=self.study,
             requests=RequestState.of(self.audit_path, ledger_path, dataset),
         )
+
+    def ledger_location(self) -> tuple[Path, str] | None:
+        """``(ledger file, default dataset name)`` of a party with ``[privacy]``; ``None`` without one."""
+        from collabcausal.ledger import default_ledger_location
+
+        if self.privacy is None:
+            return None
+        if "ledger" in self.privacy:
+            return self._path(self.privacy["ledger"]), "default"
+        return default_ledger_location(self.source.path)  # type: ignore[arg-type]  # a url source names its ledger
+
+    def written_files(self) -> list[Path]:
+        """The files a party process of this config writes: its audit log, and its ledger if it has one.
+
+        The request state lives in the ledger, or without one beside the audit log
+        (:mod:`collabcausal.party.request_state`), so these two cover it;
+        :class:`~collabcausal.party.process_lock.PartyFilesLock` holds them for one process.
+        """
+        location = self.ledger_location()
+        return [self.audit_path] + ([] if location is None else [location[0]])
 
     def _path(self, value: str) -> Path:
         return (self.path.parent / value).resolve()
