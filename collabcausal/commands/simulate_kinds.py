@@ -227,9 +227,23 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
     report["warnings"].append(RANGE_WARNING.format(outcome=" and outcome" if ranged_outcome else ""))
     if config.balance is not None:
         report["warnings"].append(PLAIN_WITH_DP_WARNING)
+    if args.kind == "adum":
+        add_within_cell_imbalance(report, dataset)
     paths = publish_report(report, doc, config.out)
     print(f"report: {paths[0]} and {paths[1]}")
     return 0
+
+
+def add_within_cell_imbalance(report: dict[str, Any], dataset: CausalDataset) -> None:
+    """Say next to eps-ADUM's estimate whether its cells balance the covariates (measured on all rows)."""
+    from collabcausal.simulations.adum_imbalance import within_cell_imbalance
+
+    imbalance = within_cell_imbalance(
+        dataset.frame, list(dataset.covariates), dataset.treatment, report["partition"], report["estimand"]
+    )
+    row = report["estimates"]["eps-adum"]
+    row["within_cell_smd"] = imbalance.smd
+    row["adjustment"] += "; " + imbalance.sentence(report["estimand"])
 
 
 def simulated_study(
