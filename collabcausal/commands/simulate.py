@@ -133,7 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="inprocess",
         help="inprocess (default), or grpc: every party its own OS process on loopback behind mutual TLS",
     )
-    run.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bar")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
     add_kind_arguments(p)
     p.set_defaults(func=run_command)  # an option a kind may not read has no default here: KIND_OPTIONS holds it
 

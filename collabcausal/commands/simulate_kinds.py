@@ -53,7 +53,8 @@ TABLE = "dcqe table"
 # option dest -> (the kinds that read it, its default): the one place that says which option each kind reads.
 # An option given to a kind that does not read it is refused (:func:`kind_options`); "dcqe" is both dcqe runs
 # (paper 003's table and, with --balance-epsilon, the study), TABLE the table only. Options every kind reads
-# (the data set, --rows, --row-rule, --seed, --transport, --out) are not listed.
+# (the data set, --rows, --row-rule, --seed, --transport, --out, --quiet: a kind without a progress bar shows
+# none either way) are not listed.
 KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "columns": (("dcqe", "cate"), None),
     "estimand": (("dcqe", "adum", "cate", "dp_effects"), None),
@@ -66,7 +67,6 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "components": ((TABLE,), ""),
     "jobs": ((TABLE,), 1),
     "benchmark": ((TABLE,), None),
-    "quiet": ((TABLE,), False),
     "epsilon": (("adum", "cate", "discovery", "dp_effects"), 1.0),
     "delta": (("cate", "dp_effects"), None),
     "outcome_range": (("adum", "cate", "dp_effects"), None),
@@ -220,9 +220,9 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
             attach_identities(parties, simulation_identities(config.study, [p.name for p in parties]))
         if args.transport == "grpc":
             with local_grpc_grid(parties, workdir=Path(workdir) / "grpc", study=config.study) as grid:
-                report = run_study(grid, config)
+                report = run_study(grid, config, progress=not (args.quiet or args.log_quiet))
         else:
-            report = run_study(InProcessGrid(parties), config)
+            report = run_study(InProcessGrid(parties), config, progress=not (args.quiet or args.log_quiet))
     ranged_outcome = args.kind in KIND_OPTIONS["outcome_range"][0] and not args.outcome_range
     report["warnings"].append(RANGE_WARNING.format(outcome=" and outcome" if ranged_outcome else ""))
     if config.balance is not None:

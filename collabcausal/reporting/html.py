@@ -62,6 +62,8 @@ ESTIMATE_COLUMNS = (
     ("noise_sd", "DP noise sd"),
     ("noise_share", "DP noise share of the variance"),
     ("dp_floor", "DP floor (noise sd of the estimate)"),
+    ("no_interval", "no interval because"),
+    ("adjustment", "what the estimate adjusts for"),
 )
 
 

@@ -251,7 +251,7 @@ def test_simulate_dp_effects_over_grpc_gives_the_in_process_numbers(tmp_path):
 _DCQE_STUDY = {"--columns", "--estimand", "--estimators", "--party-components", "--anchors", "--bootstrap",
                "--interval", "--balance-epsilon", "--balance-delta"}
 READS = {
-    "dcqe": _DCQE_STUDY | {"--settings", "--components", "--jobs", "--benchmark", "--quiet"},
+    "dcqe": _DCQE_STUDY | {"--settings", "--components", "--jobs", "--benchmark"},
     "adum": {"--estimand", "--epsilon", "--outcome-range", "--partition-columns", "--cells", "--kmeans"},
     "cate": {"--columns", "--estimand", "--party-components", "--anchors", "--epsilon", "--delta", "--outcome-range",
              "--learner", "--feature-bound", "--balance-epsilon", "--balance-delta"},
@@ -260,12 +260,12 @@ READS = {
                    "--secure-aggregation", "--no-secure-aggregation"},
 }
 EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
-              "--transport", "--out", "--help"}
+              "--transport", "--out", "--quiet", "--help"}
 # a value each flag accepts (a refusal must not be the parser's own)
 VALUES = {
     "--columns": ["age,education;re74,re75"], "--estimand": ["ate"], "--estimators": ["psm"],
     "--party-components": ["2"], "--anchors": ["100"], "--bootstrap": ["5"], "--interval": ["analytic"],
-    "--settings": ["W,CA"], "--components": ["W-clb=2"], "--jobs": ["1"], "--benchmark": ["1.5"], "--quiet": [],
+    "--settings": ["W,CA"], "--components": ["W-clb=2"], "--jobs": ["1"], "--benchmark": ["1.5"],
     "--epsilon": ["1"], "--delta": ["1e-6"], "--outcome-range": ["0,60"], "--partition-columns": ["age"],
     "--cells": ["4"], "--kmeans": ["4"], "--learner": ["dr"], "--feature-bound": ["0.3"], "--pairs": ["age,re74"],
     "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
