@@ -60,6 +60,9 @@ Sections (paths are relative to the file's folder)::
     [anchor]                        # the study's anchor key, shared by every party, never the analyst
     key_file = "anchor.key"         # (`collabcausal certs anchor-key`); needed for dc_representation
 
+    [ranges]                        # optional: the study's declared ranges; `--check` counts what DP
+    outcome = [0, 1]                # releases would clip (collabcausal.party.clipping)
+
 The file is validated against :class:`PartyFile` (:mod:`collabcausal.config_schema`): unknown
 sections and keys are refused with a "did you mean" hint, every value is range-checked, and the
 policy's operation names must be operations this version implements, all before the party loads
@@ -69,8 +72,9 @@ its data or dials the analyst.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -236,6 +240,18 @@ class PartyFile(Section):
     audit: AuditSection = Field(default_factory=AuditSection)
     alignment: KeyFileSection | None = None
     anchor: KeyFileSection | None = None
+    ranges: dict[str, list[float]] | None = Field(
+        None, description="the study's declared ranges, column = [lo, hi] (the outcome as outcome), e.g. age = [18, 90]"
+    )
+
+    @field_validator("ranges")
+    @classmethod
+    def _ranges(cls, value: dict[str, list[float]] | None) -> dict[str, list[float]] | None:
+        for name, pair in (value or {}).items():
+            if len(pair) != 2 or not (math.isfinite(pair[0]) and math.isfinite(pair[1]) and pair[0] < pair[1]):
+                shown = ", ".join(f"{v:g}" for v in pair)
+                raise ValueError(f"[ranges] {name} = [{shown}] is not a range lo < hi of two finite numbers")
+        return value
 
     @model_validator(mode="after")
     def _database_ledger(self) -> PartyFile:
@@ -273,6 +289,7 @@ class PartyConfig:
     privacy: Mapping[str, Any] | None
     audit_path: Path
     anchor_key: bytes | None = None
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def load_table(self) -> PartyTable:
         """The party's table from its ``[data]`` source: only the policy's columns, validated."""
@@ -369,4 +386,5 @@ def load_party_config(path: str | Path) -> PartyConfig:
         privacy=None if doc.privacy is None else doc.privacy.model_dump(exclude_none=True),
         audit_path=(base / doc.audit.path).resolve(),
         anchor_key=None if doc.anchor is None else read_anchor_key(base / doc.anchor.key_file),
+        ranges={name: (pair[0], pair[1]) for name, pair in (doc.ranges or {}).items()},
     )

@@ -86,3 +86,22 @@ def test_the_adum_estimate_shows_its_interval_or_why_none_and_what_the_cells_adj
     text = _page_text(out)
     assert "eps-ADUM: the cell uplifts and the ATT are post-processing" in text and "the ATE are" not in text
     assert row["adjustment"] in text and (row["no_interval"] is None or row["no_interval"] in text)
+
+
+def test_each_party_logs_what_it_clipped_and_releases_none_of_it(tmp_path, capsys):
+    """Issue 38 item 5: outcomes outside the declared range were clipped silently."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    argv = ["simulate", "dp_effects", *COHORT, "--rows", "2", "--epsilon", "1", "--outcome-range", "0,0.5",
+            "--estimand", "ate", "--out", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    events = pd.read_csv("examples/cohort/cohort.csv")["event"]
+    lines = [line for line in err.splitlines() if "values clipped to the study's declared ranges" in line]
+    assert len(lines) == 4  # two parties, two releases each
+    counts = sorted({int(line.split("outcome ")[1].split(" of")[0]) for line in lines})
+    assert sum(counts) == int((events > 0.5).sum())  # each party counts its own rows; together all of them
+    for written in ("report.json", "report.html"):  # the diagnostic stays with the party's operator
+        text = (out / written).read_text()
+        assert "declared ranges (this party's diagnostic" not in text and f"outcome {counts[0]} of" not in text
