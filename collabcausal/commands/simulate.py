@@ -38,7 +38,7 @@ examples:
 
   # your own CSV: three hospitals split by age, two holders of different columns
   collabcausal simulate --data examples/cohort/cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
-      --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
+      --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA --out results/cohort
 
   # eps-ADUM over four hospitals holding different subjects, epsilon 1 each
   collabcausal simulate adum --rows 4 --epsilon 1 --partition-columns age --cells 8 --out results/adum
