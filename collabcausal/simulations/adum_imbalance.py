@@ -27,23 +27,24 @@ class WithinCellImbalance:
 
     Attributes
     ----------
-    smd : dict of str to float
+    smd : dict of str to float or None
         ``sum_k w_k (mean_k1 - mean_k0) / sum_k w_k`` over cells with both arms, divided by the
-        covariate's pooled sd ``sqrt((var_1 + var_0) / 2)`` over all rows.
+        covariate's pooled sd ``sqrt((var_1 + var_0) / 2)`` over all rows; None when no cell has both.
     one_arm_share : float
         Share of the weight ``sum_k w_k`` in cells without a treated or without a control subject.
     """
 
-    smd: dict[str, float]
+    smd: dict[str, float | None]
     one_arm_share: float
 
     def sentence(self, estimand: str) -> str:
         """Whether cell-level adjustment is enough, in one clause for the report's line."""
-        large = sorted(((abs(v), c) for c, v in self.smd.items() if abs(v) > SMD_THRESHOLD), reverse=True)
+        defined = {c: v for c, v in self.smd.items() if v is not None}
+        large = sorted(((abs(v), c) for c, v in defined.items() if abs(v) > SMD_THRESHOLD), reverse=True)
         empty = (f"; {100 * self.one_arm_share:.0f}% of the {estimand.upper()}'s weight sits in cells with one arm only"
                  if self.one_arm_share > 0 else "")
         if not large and not self.one_arm_share:
-            worst = max(self.smd.values(), key=abs, default=0.0)
+            worst = max(defined.values(), key=abs, default=0.0)
             return (f"simulation, from all rows: within the cells every |SMD| <= {SMD_THRESHOLD:g} "
                     f"(largest {abs(worst):.2f}): the cells balance the covariates")
         listed = ", ".join(f"{c} {v:.2f}" for v, c in large[:4])
@@ -66,7 +67,10 @@ def within_cell_imbalance(
         x = frame[column].to_numpy(dtype=float)
         sums = np.bincount(cells * 2 + t, weights=x, minlength=2 * partition.n_cells).reshape(-1, 2)
         means = np.divide(sums, n, out=np.zeros_like(sums), where=n > 0)
-        diff = weights[both] @ (means[both, 1] - means[both, 0]) / weights[both].sum() if both.any() else np.nan
+        if not both.any() or weights[both].sum() == 0:
+            smd[column] = None
+            continue
+        diff = weights[both] @ (means[both, 1] - means[both, 0]) / weights[both].sum()
         sd = np.sqrt((x[t].var(ddof=1) + x[~t].var(ddof=1)) / 2.0)
         smd[column] = float(diff / sd) if sd > 0 else 0.0
     return WithinCellImbalance(smd, float(weights[~both].sum() / weights.sum()))
