@@ -197,7 +197,7 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
     (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
     rho, delta = rho_n * stats.attempts + rho_s * scores.attempts, delta_n * stats.attempts + delta_s * scores.attempts
     spend = {p: {"epsilon": zcdp_epsilon(rho, delta), "delta": delta, "rho": rho} for p in stats.parties}
-    warnings = [NOTE]
+    warnings = []
     if stats.attempts > 1 or scores.attempts > 1:
         warnings.append(f"secure aggregation: a party dropped out; rounds were restarted ({stats.attempts} "
                         f"statistics, {scores.attempts} scores attempts), each attempt charged again")
@@ -217,6 +217,7 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
             "scores_noise_sd": {c.name: floor[c.name] for c in parts}, "design": feature_map.to_spec(),
             "trim": spec.trim,
         },
+        "notes": [NOTE],
         "warnings": warnings,
     }
 

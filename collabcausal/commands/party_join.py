@@ -156,6 +156,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"    effective guarantee: {guarantee}",
         f"  anchor key: {'read' if config.anchor_key is not None else 'none (no representation operation listed)'}",
         f"  secure aggregation: {secure_aggregation(config, insecure=insecure)}",
+        f"  {_clipping(config, table)}",
         f"  audit log: {config.audit_path}",
         "checked without connecting: nothing was sent",
     ]
@@ -192,3 +193,18 @@ def _out_of_core(table: PartyTable | ChunkedTable, operations: Iterable[str]) ->
     refused = sorted(name for name in operations if not lookup(name).runs_on(table))
     note = f"; read out of core ({len(table.blocks)} row groups, {table.workers} workers)"
     return note + (f"; refuses {', '.join(refused)} (they need the table in memory)" if refused else "")
+
+
+def _clipping(config: PartyConfig, table: PartyTable | ChunkedTable) -> str:
+    """What every DP release would clip: values outside ``[ranges]``, counted here and never sent."""
+    from collabcausal.party.clipping import values_outside
+
+    if not config.ranges:
+        return ("declared ranges: none in party.toml; add [ranges] (the study's, column = [lo, hi], the outcome as "
+                "outcome) to count here what DP releases would clip (each release logs it too, never sends it)")
+    counts = values_outside(table, config.ranges, config.data.get("outcome"))
+    listed = ", ".join(f"{name} {k} of {table.n_subjects}" for name, k in counts.items())
+    unknown = sorted(set(config.ranges) - set(counts) - {"outcome", config.data.get("outcome")})
+    missing = f"; not columns of this table: {', '.join(unknown)}" if unknown else ""
+    return (f"values outside the declared [ranges], clipped by every DP release (counted here, never sent): "
+            f"{listed}{missing}")

@@ -69,6 +69,8 @@ Sections (paths are relative to the file's folder)::
     min_parties = 3                 # fewest parties on a round, this one included (default 3 with pins, 2 with "any")
     cert = "secagg/hospital-a.pem"  # optional, with key: sign round keys with a self-signed certificate
     key = "secagg/hospital-a.key"   #   (`certs self-sign`) instead of [analyst] cert/key; needs pins
+    [ranges]                        # optional: the study's declared ranges; `--check` counts what DP
+    outcome = [0, 1]                # releases would clip (collabcausal.party.clipping)
 
 The file is validated against :class:`PartyFile` (:mod:`collabcausal.config_schema`): unknown
 sections and keys are refused with a "did you mean" hint, every value is range-checked, and the
@@ -79,8 +81,9 @@ its data or dials the analyst.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -308,6 +311,18 @@ class PartyFile(Section):
     alignment: KeyFileSection | None = None
     anchor: KeyFileSection | None = None
     secure_aggregation: SecureAggregationSection | None = None
+    ranges: dict[str, list[float]] | None = Field(
+        None, description="the study's declared ranges, column = [lo, hi] (the outcome as outcome), e.g. age = [18, 90]"
+    )
+
+    @field_validator("ranges")
+    @classmethod
+    def _ranges(cls, value: dict[str, list[float]] | None) -> dict[str, list[float]] | None:
+        for name, pair in (value or {}).items():
+            if len(pair) != 2 or not (math.isfinite(pair[0]) and math.isfinite(pair[1]) and pair[0] < pair[1]):
+                shown = ", ".join(f"{v:g}" for v in pair)
+                raise ValueError(f"[ranges] {name} = [{shown}] is not a range lo < hi of two finite numbers")
+        return value
 
     @model_validator(mode="after")
     def _database_ledger(self) -> PartyFile:
@@ -347,6 +362,7 @@ class PartyConfig:
     anchor_key: bytes | None = None
     secure_aggregation: PeerPolicy | None = None
     signing_files: tuple[Path, Path] | None = None
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def load_table(self) -> PartyTable:
         """The party's table from its ``[data]`` source: only the policy's columns, validated."""
@@ -467,4 +483,5 @@ def load_party_config(path: str | Path) -> PartyConfig:
         signing_files=None if secagg is None or secagg.cert is None else (
             (base / secagg.cert).resolve(), (base / secagg.key).resolve()  # type: ignore[operator]
         ),
+        ranges={name: (pair[0], pair[1]) for name, pair in (doc.ranges or {}).items()},
     )

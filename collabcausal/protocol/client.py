@@ -361,6 +361,8 @@ def unreachable_cause(details: str) -> str:
         ("errors resolving", "the analyst's host name does not resolve (DNS failure)"),
         ("connection refused", "connection refused (nothing listens on that port)"),
         ("deadline", "no answer before the deadline"),
+        ("stream removed", "the connection dropped: the analyst closed it or the network broke it"),
+        ("socket closed", "the connection dropped: the analyst closed it or the network broke it"),
     ):
         if needle in lowered:
             return cause

@@ -112,3 +112,58 @@ def test_a_wrong_study_id_exits_with_the_configuration_code_naming_both_studies(
     err = capsys.readouterr().err
     assert "asked to join study 'lalonde-2' but this analyst runs 'lalonde'" in err
     assert "fix: set [party] study in party.toml to the coordinator's study id" in err
+LABELLED = """
+[party]
+name = "h"
+[analyst]
+address = "127.0.0.1:50051"
+insecure = true
+[data]
+path = "{path}"
+treatment = "t"
+outcome = "y"
+[policy]
+columns = ["a"]
+operations = ["describe"]
+min_subjects = 5
+"""
+
+
+def _labelled(folder, ranges: str = "", *, parquet: bool = False):
+    """A label holder of 40 subjects: a in 0..39, y in 0..59 step 1.5 (its study declares y in [0, 1])."""
+    frame = pd.DataFrame({"a": np.arange(40.0), "t": np.arange(40) % 2, "y": np.arange(40) * 1.5})
+    if parquet:
+        (folder / "registry").mkdir()
+        frame.iloc[:20].to_parquet(folder / "registry" / "part-0.parquet")
+        frame.iloc[20:].to_parquet(folder / "registry" / "part-1.parquet")
+    else:
+        frame.to_csv(folder / "t.csv", index=False)
+    path = folder / "party.toml"
+    path.write_text(LABELLED.format(path="registry" if parquet else "t.csv") + ranges)
+    return path
+
+
+def test_check_counts_the_values_a_dp_release_would_clip_to_the_declared_ranges(tmp_path, capsys):
+    """Issue 38 item 5: outcomes outside the study's range were clipped silently; --check counts them first."""
+    path = _labelled(tmp_path, "[ranges]\na = [0, 29]\noutcome = [0, 1]\n")
+    assert main(["party", "join", "--config", str(path), "--check"]) == 0
+    out = capsys.readouterr().out
+    expected = (sum(np.arange(40.0) > 29), sum(np.arange(40) * 1.5 > 1))  # (10, 39): y = 0 is the one inside
+    assert (f"clipped by every DP release (counted here, never sent): a {expected[0]} of 40, y {expected[1]} of 40"
+            in out)
+
+
+def test_check_counts_out_of_core_tables_alike(tmp_path, capsys):
+    path = _labelled(tmp_path, "[ranges]\ny = [0, 30]\n", parquet=True)
+    assert main(["party", "join", "--config", str(path), "--check"]) == 0
+    assert f"y {sum(np.arange(40) * 1.5 > 30)} of 40" in capsys.readouterr().out
+
+
+def test_check_without_ranges_says_how_to_count_and_a_bad_range_is_one_line(tmp_path, capsys):
+    path = _labelled(tmp_path)
+    assert main(["party", "join", "--config", str(path), "--check"]) == 0
+    assert "declared ranges: none in party.toml; add [ranges]" in capsys.readouterr().out
+    path.write_text(path.read_text() + "[ranges]\ny = [1, 0]\n")
+    assert main(["party", "join", "--config", str(path), "--check"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[ranges] y = [1, 0] is not a range lo < hi" in err[0]
