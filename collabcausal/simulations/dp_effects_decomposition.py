@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec
+from collabcausal.analyst.dp_effects_feasibility import statistics_noise_sd
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import fit_nuisances
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
@@ -27,12 +28,7 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_components,
     subject_scores,
 )
-from collabcausal.estimators.dp.effects.statistics import (
-    ArmStatistics,
-    fold_statistics,
-    statistics_length,
-    statistics_sensitivity,
-)
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 from collabcausal.secagg import SCALE_BITS, share_calibration
 from collabcausal.simulations.multisite import Site
@@ -57,26 +53,25 @@ class NoiseSources:
 def study_noise_sds(spec: DPEffectsSpec, n_parties: int, n_subjects: int) -> tuple[float, float]:
     """Noise sd of one entry of the summed statistics and of the summed AIPW-ATE score sum, as the study draws them.
 
-    With secure aggregation each of the ``n_parties`` adds a share calibrated so that ``n_parties - 1``
-    shares meet the target (:func:`~collabcausal.secagg.share_calibration`); without it each adds the full
-    noise. ``n_subjects`` is the largest party's (the fixed-point range the shares are sized for).
+    The statistics': :func:`~collabcausal.analyst.dp_effects_feasibility.statistics_noise_sd` (pooled
+    nuisances). The score sum's: with secure aggregation each of the ``n_parties`` adds a share calibrated so
+    that ``n_parties - 1`` shares meet the target (:func:`~collabcausal.secagg.share_calibration`); without it
+    each adds the full noise. ``n_subjects`` is the largest party's (the fixed-point range the shares are
+    sized for).
     """
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, n_parties)
     parts = components(spec.estimators, spec.estimands, feature_map.outcome_width, spec.trim)
     parts += replicate_components(parts, spec.nuisance_replicates)
-    (rho_n, _), (rho_s, _) = spec.budgets
-    releases = ((statistics_sensitivity(feature_map), rho_n, statistics_length(feature_map.dim)),
-                (release_sensitivity(parts), rho_s, len(parts)))
-    sds = []
-    for sensitivity, rho, length in releases:
-        if spec.secure_aggregation and n_parties > 1:
-            share = share_calibration(sensitivity, rho, n_parties=n_parties, length=length,
-                                      value_bound=float(n_subjects))
-            sds.append(share * math.sqrt(n_parties) / 2.0**SCALE_BITS)
-        else:
-            sds.append(gaussian_zcdp_sigma(sensitivity, rho) * math.sqrt(n_parties))
+    sensitivity, rho = release_sensitivity(parts), spec.budgets[1][0]
+    if spec.secure_aggregation and n_parties > 1:
+        share = share_calibration(sensitivity, rho, n_parties=n_parties, length=len(parts),
+                                  value_bound=float(n_subjects))
+        sd = share * math.sqrt(n_parties) / 2.0**SCALE_BITS
+    else:
+        sd = gaussian_zcdp_sigma(sensitivity, rho) * math.sqrt(n_parties)
     aipw = [c.name for c in parts].index("aipw_ate")
-    return sds[0], float(unscaled_noise_sd(sds[1], parts)[aipw])
+    statistics_sd = statistics_noise_sd(spec, {str(i): n_subjects for i in range(n_parties)})
+    return statistics_sd, float(unscaled_noise_sd(sd, parts)[aipw])
 
 
 def decomposed_estimate(sites: Sequence[Site], spec: DPEffectsSpec, sources: NoiseSources,

@@ -66,9 +66,6 @@ class DPEffect:
         ``None`` (with ``reason``) when a denominator is not positive.
     sampling_var, noise_var, variance_uncertainty, nuisance_var : float or None
         The parts of ``se^2`` (module docstring); ``nuisance_var`` is 0 without noise replicates.
-    nuisance_shift : float or None
-        ``mean_b d_b``: how far a second dose of the statistics' noise moves the estimate on average
-        (a diagnostic of the nuisance-noise bias; 0 without noise replicates).
     noise_share : float or None
         ``noise_var / se^2``: the share of the variance that is DP noise on the point.
     reason : str or None
@@ -87,7 +84,6 @@ class DPEffect:
     reason: str | None = None
     alpha: float = 0.05
     nuisance_var: float | None = None
-    nuisance_shift: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready fields, with the keys of an :class:`~collabcausal.estimators.intervals.IntervalEstimate` row."""
@@ -125,13 +121,12 @@ def estimate_effect(
             parts.append((sign, r, part))
     estimate = sum(sign * p[0] for sign, _, p in parts)
     sampling, noise, unc = (sum(p[k] for _, _, p in parts) for k in (1, 2, 3))
-    nuisance, shift = _replicate_moments([(sign, r, p[0]) for sign, r, p in parts], sums, n, replicates,
-                                         replicate_sd or {})
+    nuisance = _replicate_var([(sign, r, p[0]) for sign, r, p in parts], sums, n, replicates, replicate_sd or {})
     var = sampling + noise + unc + nuisance
     se = math.sqrt(var)
     z = float(norm.ppf(1 - alpha / 2))
     return DPEffect(estimator, estimand, estimate, se, estimate - z * se, estimate + z * se,
-                    sampling, noise, unc, noise / var if var > 0 else 0.0, None, alpha, nuisance, shift)
+                    sampling, noise, unc, noise / var if var > 0 else 0.0, None, alpha, nuisance)
 
 
 def _ratio(r: Ratio, sums: Mapping[str, float], sd: Mapping[str, float], n: int) -> tuple[float, ...] | str:
@@ -148,16 +143,15 @@ def _ratio(r: Ratio, sums: Mapping[str, float], sd: Mapping[str, float], n: int)
     return mu, sampling, noise, unc
 
 
-def _replicate_moments(ratios: Sequence[tuple[float, Ratio, float]], sums: Mapping[str, float], n: int,
-                       replicates: Sequence[Mapping[str, float]], sd: Mapping[str, float]) -> tuple[float, float]:
-    """The estimate's nuisance-noise variance and mean move from the noise replicates (module docstring); 0, 0
-    without them.
+def _replicate_var(ratios: Sequence[tuple[float, Ratio, float]], sums: Mapping[str, float], n: int,
+                   replicates: Sequence[Mapping[str, float]], sd: Mapping[str, float]) -> float:
+    """The estimate's nuisance-noise variance from the noise replicates (module docstring); 0 without them.
 
     ``ratios`` are (sign, ratio, its value mu): a copy moves the estimate by the signed sum of the
     ratios' linearised moves, so arms that move together are counted together.
     """
     if not replicates:
-        return 0.0, 0.0
+        return 0.0
 
     def denominator(r: Ratio) -> float:
         return float(n) if r.b is None else float(sums[r.b])
@@ -168,7 +162,7 @@ def _replicate_moments(ratios: Sequence[tuple[float, Ratio, float]], sums: Mappi
     moves = [sum(sign * move(rep, r, mu) for sign, r, mu in ratios) for rep in replicates]
     own_noise = sum((sd.get(r.a, 0.0) ** 2 + mu * mu * (sd.get(r.b, 0.0) if r.b else 0.0) ** 2) / denominator(r) ** 2
                     for _, r, mu in ratios)
-    return max(sum(m * m for m in moves) / len(moves) - own_noise, 0.0), sum(moves) / len(moves)
+    return max(sum(m * m for m in moves) / len(moves) - own_noise, 0.0)
 
 
 def inverse_variance_pool(effects: Sequence[DPEffect], *, alpha: float = 0.05) -> DPEffect | None:
