@@ -245,3 +245,19 @@ def test_simulate_dp_effects_over_grpc_gives_the_in_process_numbers(tmp_path):
     assert abs(a["estimate"] - b["estimate"]) < 8 * (a["noise_var"] + b["noise_var"]) ** 0.5
     assert local["dp_effects"]["secure_aggregation"] is remote["dp_effects"]["secure_aggregation"] is True
     assert local["per_party"] == remote["per_party"] == {}
+
+
+def test_simulate_dp_effects_refuses_the_600_subject_cohort_at_eps_1_naming_what_would_pass(tmp_path, capsys):
+    """issue 38: too small a study for its budget is refused before any charge (exit 3), nothing written."""
+    from pathlib import Path
+
+    cohort = Path(__file__).resolve().parents[2] / "examples" / "cohort" / "cohort.csv"
+    out = tmp_path / "refused"
+    args = ["simulate", "dp_effects", "--data", str(cohort), "--covariates", "age,sex,bmi,sbp", "--treatment",
+            "statin", "--outcome", "event", "--rows", "4", "--epsilon", "1", "--outcome-range", "0,1", "--out",
+            str(out)]
+    assert main(args) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "too small a study for its budget" in err
+    assert "raise [dp_effects] epsilon to" in err and "or give every party" in err
+    assert not out.exists()
