@@ -95,8 +95,13 @@ def test_a_refused_study_charges_no_party_and_sends_nothing_but_describe(tmp_pat
     assert all(p.ledger.spent() == (0.0, 0.0) for p in parties)
 
 
-def test_the_report_says_the_dp_noise_is_not_seeded(tmp_path):
+def test_the_report_and_its_page_say_the_dp_noise_is_not_seeded(tmp_path):
+    from collabcausal.reporting.document import study_document
+    from collabcausal.reporting.html import render_html
+
     spec = _spec(20.0)
     parties = _parties(tmp_path, cohort_sites(1600, np.random.default_rng(2)), spec)
     report = dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
     assert any("seed 0 seeds only" in w and "the DP noise is not seeded" in w for w in report["warnings"])
+    page = render_html(study_document(report | {"study": "s", "seed": 0, "kind": "dp_effects"}, {}, seed=0))
+    assert "seed 0 (the DP noise is not seeded: every run differs)" in page
