@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.dp.effects.design import FeatureMap
@@ -33,15 +33,30 @@ from collabcausal.estimators.dp.effects.statistics import statistics_length, sta
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 from collabcausal.secagg import SCALE_BITS, share_calibration
 
-if TYPE_CHECKING:
-    from collabcausal.analyst.dp_effects import DPEffectsSpec
+
+class StudySpec(Protocol):
+    """What the check reads of :class:`~collabcausal.analyst.dp_effects.DPEffectsSpec` (a frozen dataclass; the
+    check replaces its ``epsilon``), named here so that the two modules do not import each other."""
+
+    epsilon: float
+    outcome_range: tuple[float, float]
+    bounds: tuple[tuple[float, float], ...]
+    nuisance: str
+    n_folds: int
+    secure_aggregation: bool
+    ridge_scale: float
+
+    @property
+    def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(rho, delta) of the statistics release and of the scores release."""
+
 
 MAX_RIDGE_SHARE = 0.5
 """The largest ridge, as a share of the smallest training set, that ``dp_effects`` accepts (module docstring)."""
 LARGEST_EPSILON = 1e6
 
 
-def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int]) -> float:
+def statistics_noise_sd(spec: StudySpec, n_subjects: Mapping[str, int]) -> float:
     """Noise sd of one entry of the statistics one nuisance model is fitted on, as the study will draw it.
 
     Pooled nuisances: the sum over the parties (each party's share under secure aggregation,
@@ -61,7 +76,7 @@ def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int]) -> f
     return sd * math.sqrt(max(spec.n_folds - 1, 1))
 
 
-def ridge_share(spec: DPEffectsSpec, n_subjects: Mapping[str, int]) -> float:
+def ridge_share(spec: StudySpec, n_subjects: Mapping[str, int]) -> float:
     """``lambda`` over the smallest party's training rows (module docstring); public quantities only."""
     dim = (len(n_subjects) if spec.nuisance == "pooled" else 1) + len(spec.bounds)
     ridge = ridge_penalty(statistics_noise_sd(spec, n_subjects), dim, spec.ridge_scale)
@@ -69,7 +84,7 @@ def ridge_share(spec: DPEffectsSpec, n_subjects: Mapping[str, int]) -> float:
     return ridge / (min(n_subjects.values()) * ((folds - 1) / folds if folds > 1 else 1.0))
 
 
-def check_study_size(spec: DPEffectsSpec, n_subjects: Mapping[str, int]) -> None:
+def check_study_size(spec: StudySpec, n_subjects: Mapping[str, int]) -> None:
     """Refuse (:class:`ConfigError`) a study whose :func:`ridge_share` exceeds :data:`MAX_RIDGE_SHARE`.
 
     The message names the smallest epsilon that passes with these parties (bisection: the share falls
@@ -99,7 +114,7 @@ def _up3(x: float) -> float:
     return round(math.ceil(x / unit - 1e-9) * unit, 12)
 
 
-def _epsilon_needed(spec: DPEffectsSpec, n_subjects: Mapping[str, int]) -> float:
+def _epsilon_needed(spec: StudySpec, n_subjects: Mapping[str, int]) -> float:
     """The smallest epsilon (to 0.1%) whose :func:`ridge_share` is at most :data:`MAX_RIDGE_SHARE`."""
     low, high = spec.epsilon, spec.epsilon
     while ridge_share(replace(spec, epsilon=high), n_subjects) > MAX_RIDGE_SHARE:
