@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from collabcausal.analyst.dp_effects_feasibility import check_study_size
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
 from collabcausal.analyst.secure_sum import secure_sum
@@ -62,6 +63,11 @@ NOTE = (
     "and intervals are post-processing. No row, representation or model of a party's data left it. The interval "
     "adds the known DP noise variance, the noise in the variance estimate and the variability the statistics' noise "
     "gives the nuisance models (from noise replicates) to the sandwich variance."
+)
+SEED_NOTE = (
+    "dp_effects: seed {seed} seeds only the analyst's noise replicates (and, in simulate, the split of the rows into "
+    "parties); the DP noise is not seeded (OpenDP draws it from the operating system's entropy), so every run of the "
+    "same study gives another estimate, within its DP noise (dp_floor)"
 )
 
 
@@ -122,6 +128,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
                 "dp_effects needs every party to hold all the study's covariates, T and Y (row groups only)",
             )
         n_subjects[p] = int(described[p].params["n_subjects"])
+    check_study_size(spec, n_subjects)  # before the first charge: a study too small for its eps is refused
     pooled = spec.nuisance == "pooled"
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(parties) if pooled else 1)
     sites = {p: (i if pooled else 0) for i, p in enumerate(parties)}
@@ -217,7 +224,7 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
             "scores_noise_sd": {c.name: floor[c.name] for c in parts}, "design": feature_map.to_spec(),
             "trim": spec.trim,
         },
-        "notes": [NOTE],
+        "notes": [NOTE, SEED_NOTE.format(seed=spec.seed)],
         "warnings": warnings,
     }
 

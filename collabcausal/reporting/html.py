@@ -78,7 +78,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<title>{escape(doc['title'])}</title><style>{CSS}</style></head>",
         f'<body data-figures="{len(figures)}">',
         f"<h1>{escape(doc['title'])}</h1>",
-        f'<p class="meta">{escape(prov["timestamp"])} &middot; seed {escape(str(prov["seed"]))} &middot; '
+        f'<p class="meta">{escape(prov["timestamp"])} &middot; seed {escape(str(prov["seed"]))}'
+        + (" (the DP noise is not seeded: every run differs)" if doc.get("dp_effects") else "") + " &middot; "
         f"collabcausal {escape(prov['versions'].get('collabcausal', '?'))}</p>",
         _warnings(doc["warnings"]),
         *_notes(doc.get("notes", [])),

@@ -305,4 +305,17 @@ def test_dp_effects_refuses_a_column_split_it_would_not_make(tmp_path, capsys):
             "--out", str(out)]
     assert main(argv) != 0
     assert "--columns is not an option of simulate dp_effects" in capsys.readouterr().err
+def test_simulate_dp_effects_refuses_the_600_subject_cohort_at_eps_1_naming_what_would_pass(tmp_path, capsys):
+    """issue 38: too small a study for its budget is refused before any charge (exit 3), nothing written."""
+    from pathlib import Path
+
+    cohort = Path(__file__).resolve().parents[2] / "examples" / "cohort" / "cohort.csv"
+    out = tmp_path / "refused"
+    args = ["simulate", "dp_effects", "--data", str(cohort), "--covariates", "age,sex,bmi,sbp", "--treatment",
+            "statin", "--outcome", "event", "--rows", "4", "--epsilon", "1", "--outcome-range", "0,1", "--out",
+            str(out)]
+    assert main(args) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "too small a study for its budget" in err
+    assert "raise [dp_effects] epsilon to" in err and "or give every party" in err
     assert not out.exists()

@@ -121,7 +121,7 @@ def test_lalonde_has_no_true_nuisances():
     assert all(np.isnan(g.propensity).all() and np.isnan(g.mean_treated).all() for g in groups)
 
 
-def test_quick_benchmark_prints_every_table_and_passes_its_sanity_checks():  # ~10 s: the CI run of the script
+def test_quick_benchmark_prints_every_table_and_passes_its_sanity_checks():  # ~50 s of CPU: the CI run
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_dp_effects.py"), "--quick", "--reps", "2",
                "--continuous-reps", "2", "--lalonde-reps", "2"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)

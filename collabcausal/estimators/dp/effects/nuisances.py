@@ -93,6 +93,11 @@ class NuisanceModel:
         return cls(vectors[0], (vectors[1], vectors[2]))
 
 
+def ridge_penalty(noise_sd: float, dim: int, ridge_scale: float = RIDGE_SCALE) -> float:
+    """``lambda = max(ridge_scale * noise_sd * sqrt(d), 1)`` (module docstring): public, from the noise law alone."""
+    return max(ridge_scale * float(noise_sd) * math.sqrt(dim), MIN_RIDGE)
+
+
 def fit_nuisances(
     stats: ArmStatistics, n_sites: int, noise_sd: float, *, ridge_scale: float = RIDGE_SCALE
 ) -> NuisanceModel:
@@ -113,7 +118,7 @@ def fit_nuisances(
     if not 1 <= n_sites < dim:
         raise InputError(f"n_sites {n_sites} does not fit design rows of length {dim}", "pass the study's sites")
     grams = [_psd(G) for G in stats.gram]
-    ridge = max(ridge_scale * float(noise_sd) * math.sqrt(dim), MIN_RIDGE)
+    ridge = ridge_penalty(noise_sd, dim, ridge_scale)
     outcome = tuple(np.linalg.solve(G + ridge * np.eye(dim), b) for G, b in zip(grams, stats.cross, strict=True))
     return NuisanceModel(_lda_propensity(grams, n_sites, ridge), outcome)  # type: ignore[arg-type]
 

@@ -1,0 +1,58 @@
+"""benchmarks/bench_dp_effects_small.py: its targets on made-up rows, and its quick mode (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_dp_effects_small",
+                                                  ROOT / "benchmarks" / "bench_dp_effects_small.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(bench, dp, se, reference, refused=0):
+    return bench.Row(np.asarray(dp, float), np.asarray(se, float), np.asarray(reference, float), refused)
+
+
+def test_targets_pass_an_unbiased_covering_study_with_n_600_refused():
+    bench = _bench()
+    truth = bench.cohort_true_ate()
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0.0, 0.01, 400)
+    ok = _row(bench, truth + noise, np.full(400, 0.012), truth + noise * 0.1)
+    rows = {600: _row(bench, [], [], [], refused=400), 2000: ok, 10_000: ok}
+    assert bench.targets(rows) == []
+
+
+def test_targets_flag_a_study_not_refused_a_bias_and_a_short_interval():
+    bench = _bench()
+    truth = bench.cohort_true_ate()
+    noise = np.random.default_rng(1).normal(0.0, 0.01, 400)
+    biased = _row(bench, truth + 0.01 + noise, np.full(400, 0.012), np.full(400, truth))  # 0.83 SE of bias
+    short = _row(bench, truth + noise, np.full(400, 0.004), truth + noise)  # covers about 56% (|N(0, 0.01)| <= 0.0078)
+    missed = bench.targets({600: biased, 2000: biased, 10_000: short})
+    assert any("not refused" in m for m in missed)
+    assert any(m.startswith("n = 2000: DP bias") for m in missed)
+    assert any(m.startswith("n = 10000: coverage of the truth") for m in missed)
+
+
+def test_quick_mode_refuses_n_600_and_passes_its_sanity_checks():  # ~20 s on a busy machine
+    env = os.environ | {"PYTHONPATH": str(ROOT)}  # this checkout's package, also in a worktree
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dp_effects_small.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "| 600 (0.83) | 3 refused |" in run.stdout
+    assert "raise [dp_effects] epsilon to 1.72 or more" in run.stdout
+    assert "| 10000 (0.05) | 3 (0 refused) |" in run.stdout
