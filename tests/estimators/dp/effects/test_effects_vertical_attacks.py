@@ -20,6 +20,7 @@ from collabcausal.estimators.dp.effects.statistics import fold_statistics, stati
 from collabcausal.estimators.dp.effects.vertical import (
     ColumnGroups,
     PartLimits,
+    WeightPolynomial,
     aipw_scores,
     clipped_parts,
     cross_entries,
@@ -29,6 +30,7 @@ from collabcausal.estimators.dp.effects.vertical import (
     label_vectors,
     model_change,
     part_limits,
+    proved_weight,
     scaled_score_terms,
     score_scales,
     vertical_components,
@@ -258,3 +260,24 @@ def test_score_and_replicate_bounds_hold_over_every_admissible_combination_of_pa
         again = aipw_scores(T, y, (at[0] + moved[0]) / domain, at[1] + moved[1], at[2] + moved[2], poly)
         assert np.abs(phi).max() <= parts[0].high
         assert np.abs(again - phi).max() <= parts[2].high
+
+
+def test_the_range_of_a_hostile_polynomial_covers_its_evaluation() -> None:
+    """Held: for coefficients the coordinator chooses (flat extrema where ``p'`` has a root of order up to 13,
+    whose numerical roots turn complex; random degrees to 40 and sizes to 1e6), :func:`proved_weight`'s range
+    and slope cover :func:`evaluate_weight` on a dense grid, both signs."""
+    rng = np.random.default_rng(36)
+    cases = [np.polynomial.chebyshev.Chebyshev.cast(3.0 - np.polynomial.Polynomial.fromroots([c] * (m + 1))).coef
+             for m in (3, 7, 13) for c in (0.3, -0.77, 0.999)]
+    for _ in range(40):
+        degree = int(rng.integers(2, 40))
+        cases.append(rng.standard_normal(degree + 1) * 10 ** rng.uniform(-3, 6)
+                     / (1 + np.arange(degree + 1)) ** rng.uniform(0, 3))
+    x = np.linspace(-1.0, 1.0, 100_001)
+    for coefficients in cases:
+        poly = proved_weight(WeightPolynomial(tuple(map(float, coefficients)), 1.0, 0.1, 0.0, 0.0, 0.0, 0.0))
+        for sign in (1.0, -1.0):
+            values = evaluate_weight(poly, x, np.full(x.shape, sign))
+            assert poly.low <= values.min() and values.max() <= poly.high
+        slopes = np.abs(np.diff(np.polynomial.chebyshev.chebval(x, coefficients)) / np.diff(x))
+        assert slopes.max() <= poly.slope * (1 + 1e-6)
