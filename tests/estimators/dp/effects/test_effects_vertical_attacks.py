@@ -175,7 +175,8 @@ def test_a_replicate_equal_to_the_model_is_refused() -> None:
 
 
 @pytest.mark.parametrize("domain,trim,degree", [(1e-6, 0.1, 15), (40.0, 1e-6, 15), (300.0, 0.49, 63), (4.0, 0.1, 1),
-                                                (7.0, 0.001, 2), (1e4, 0.01, 31)])
+                                                (7.0, 0.001, 2), (1e4, 0.01, 31), (1e-300, 0.1, 15),
+                                                (1e300, 0.1, 15)])
 def test_evaluate_weight_stays_within_the_proved_range_at_extreme_domains(domain, trim, degree) -> None:
     """Held: the power-basis recurrence in floating point stays inside ``[low, high]`` on a dense grid and at
     the exact endpoints, for both arms."""
