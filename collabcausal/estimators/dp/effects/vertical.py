@@ -40,6 +40,7 @@ an entry local to one party carries its ``sigma^2``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -238,8 +239,9 @@ def weight_polynomial(domain: float, trim: float, degree: int = WEIGHT_DEGREE) -
     if not (math.isfinite(domain) and domain > 0.0):
         raise InputError(f"propensity domain {domain!r} is not a positive finite number",
                          "send finite nuisance coefficients")
-    if not 0.0 < trim < 0.5:
-        raise InputError(f"propensity trimming {trim!r} is not in (0, 0.5)", "declare e.g. trim = 0.1")
+    if not (0.0 < trim < 0.5 and math.isfinite((1.0 - trim) / trim)):
+        raise InputError(f"propensity trimming {trim!r} is not in (0, 0.5) with a finite weight 1/t",
+                         "declare e.g. trim = 0.1")
     if not 1 <= int(degree) <= 63:
         raise InputError(f"weight degree {degree!r} is not in 1..63", f"use e.g. {WEIGHT_DEGREE}")
 
@@ -247,12 +249,23 @@ def weight_polynomial(domain: float, trim: float, degree: int = WEIGHT_DEGREE) -
         return smooth_weight(domain * x, trim)
 
     cheb = chebyshev.Chebyshev.interpolate(target, int(degree))
-    low, high = _range_on_unit_interval(cheb)
-    slope_lo, slope_hi = _range_on_unit_interval(cheb.deriv())
     grid = np.linspace(-1.0, 1.0, 20_001)
     error = float(np.max(np.abs(cheb(grid) - target(grid))))
     coefficients = tuple(float(c) for c in cheb.coef)
-    return WeightPolynomial(coefficients, float(domain), float(trim), low, high, max(-slope_lo, slope_hi), error)
+    return proved_weight(WeightPolynomial(coefficients, float(domain), float(trim), 0.0, 0.0, 0.0, error))
+
+
+def proved_weight(poly: WeightPolynomial) -> WeightPolynomial:
+    """``poly`` with ``low``, ``high`` and ``slope`` recomputed from its coefficients, what the parties evaluate:
+    a polynomial received from the coordinator is trusted for its coefficients and domain only."""
+    c = np.asarray(poly.coefficients, dtype=np.float64)
+    if c.ndim != 1 or c.size < 2 or not np.all(np.isfinite(c)) or not (math.isfinite(poly.domain) and poly.domain > 0):
+        raise InputError("the weight polynomial needs finite Chebyshev coefficients of degree >= 1 and a positive "
+                         "finite domain", "build it with weight_polynomial(domain, trim)")
+    cheb = chebyshev.Chebyshev(c)
+    low, high = _range_on_unit_interval(cheb)
+    slope_lo, slope_hi = _range_on_unit_interval(cheb.deriv())
+    return dataclasses.replace(poly, low=low, high=high, slope=max(-slope_lo, slope_hi))
 
 
 def _range_on_unit_interval(cheb: chebyshev.Chebyshev) -> tuple[float, float]:
@@ -452,6 +465,13 @@ def vertical_components(
             f"dp_effects on column groups serves {sorted(VERTICAL_NEEDS)}, not {wanted}",
             'declare estimators = ["aipw"] and estimands = ["ate"] for a study with column groups',
         )
+    for m, lim in [(model, limits), *changes]:
+        _check_model(m, lim, outcome_width)
+    poly = proved_weight(poly)
+    domain = score_scales(model, limits, changes, n_sites, outcome_width)[0]
+    if not poly.domain >= domain:
+        raise InputError(f"the weight polynomial's domain {poly.domain:g} is below the models' |eta| bound {domain:g}",
+                         "build it with weight_polynomial(score_scales(...)[0], trim)")
     bound = score_bound(model, limits, poly, n_sites, outcome_width)
     parts = [Component("aipw_ate", True, -bound, bound, POINT_WEIGHT),
              Component("aipw_ate_sq", False, 0.0, bound * bound, SPREAD_WEIGHT)]
@@ -460,7 +480,23 @@ def vertical_components(
         for b, (change, change_limits) in enumerate(changes):
             c = replicate_bound(model, limits, change, change_limits, poly, n_sites, outcome_width)
             parts.append(Component(f"aipw_ate@{b}", False, -c, c, weight, "aipw_ate", b))
+    if not all(math.isfinite(p.high) and p.high > 0.0 for p in parts):
+        raise InputError(f"score bounds {[p.high for p in parts]} are not all positive and finite (a replicate "
+                         "equal to the model, or limits or coefficients too large)",
+                         "send the models fitted from the release")
     return tuple(parts)
+
+
+def _check_model(model: NuisanceModel, limits: PartLimits, outcome_width: float) -> None:
+    """Refuse coefficients or limits that are not finite: an infinite coefficient times a zero covariate is NaN,
+    so whether a subject's part is finite would depend on its value."""
+    coefficients = _coefficients(model, outcome_width)
+    if not all(np.all(np.isfinite(c)) and math.isfinite(float(np.abs(c).sum())) for c in coefficients):
+        raise InputError("a nuisance model has coefficients that are not finite (or whose sum overflows)",
+                         "send the models fitted from the release")
+    if np.shape(limits.low) != np.shape(limits.high) or not (np.all(np.isfinite(limits.low))
+                                                             and np.all(np.isfinite(limits.high))):
+        raise InputError("clip limits are not finite arrays of one shape", "send part_limits() of the released Gram")
 
 
 def aipw_scores(treatment: NDArray[np.float64], outcome: NDArray[np.float64], x: Any, mu0: Any, mu1: Any,
@@ -491,7 +527,7 @@ def scaled_score_terms(
 
     ``at_model = (x, m0, m1)`` and each copy's the same, with ``x = eta / E`` and ``mu_t = unit m_t``.
     The sum of column ``j`` is what the horizontal release scales (:func:`~.release.scaled_sums`); each
-    carries its proved bound (``w_j / 2``, or ``w_j / 4`` for the sum of squares).
+    carries its proved bound (``w_j / 2``; ``w_j`` for the sum of squares, in ``[0, w_j]``).
     """
     sign = 2.0 * treatment - 1.0
     point, square, *copies = parts

@@ -175,7 +175,7 @@ def test_vertical_components_refuse_what_the_vertical_release_does_not_serve() -
     model = _model(rng, fmap.dim)
     D = fmap.design(rng.uniform(-1, 1, (100, 4)), 0)
     limits = part_limits(model, D.T @ D, GROUPS, 1, 1.0)
-    poly = weight_polynomial(predictor_bound(model, limits, 1, 1.0, 0), 0.1)
+    poly = weight_polynomial(2.0 * predictor_bound(model, limits, 1, 1.0, 0), 0.1)  # |eta| of the model + change
     with pytest.raises(InputError, match="column groups serves"):
         vertical_components(["ipw"], ["ate"], model, limits, [], poly, 1, 1.0)
     parts = vertical_components(["aipw"], ["ate"], model, limits, [(model_change(model, model), limits)], poly, 1, 1.0)
