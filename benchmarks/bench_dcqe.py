@@ -22,9 +22,9 @@
    groups of 2 column groups (4 to 32 parties), each run in its own process. Target (issue 24):
    flat, the peak with 32 parties at most 1.25x the peak with 4.
 
-Run: ``python benchmarks/bench_dcqe.py`` (``--quick`` for a smoke run: B = 50, 20,000 subjects, one
-run each, no target judged; ``--part scale`` or ``--part parties`` for one section only). Exit status 1
-when a target is missed.
+Run: ``python benchmarks/bench_dcqe.py`` (``--quick`` for a smoke run: B = 50 on one job, 20,000
+subjects, one run each, 4 and 8 parties, no target judged; ``--part scale`` or ``--part parties``
+for one section only). Exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ CA_TARGET = (1_000_000, 2.0)
 """(subjects, seconds) of the centralized analysis."""
 LINEAR_SLACK = 1.15
 """Linear in n: from n to k n subjects, time and peak memory grow at most LINEAR_SLACK * k times."""
-ROW_GROUPS = (2, 4, 8, 16)
+ROW_GROUPS = [2, 4, 8, 16]  # section [3]: row groups of 2 column groups (--quick: the first two)
 """Section [3]: row groups of the 2-column-group grid (4 to 32 parties)."""
 FLAT_SLACK = 1.25
 """Flat in the number of parties: the peak with the most parties at most FLAT_SLACK x the peak with the fewest."""
@@ -325,18 +325,18 @@ def scale_figures(sizes: list[int], blas_threads: int | None, party_workers: int
     return ok
 
 
-def parties_figures(n: int, blas_threads: int | None, party_workers: int, quick: bool) -> bool:
-    """Section [3]: W-clb's time and peak memory for 4 to 32 parties on the same ``n`` subjects (judged unless
-    ``quick``)."""
-    runs = {r: scale_run(n, "w", blas_threads, r, party_workers) for r in ROW_GROUPS}
+def parties_figures(n: int, row_groups: list[int], blas_threads: int | None, party_workers: int, quick: bool) -> bool:
+    """Section [3]: W-clb's time and peak memory for 2 x ``row_groups`` parties on the same ``n`` subjects (judged
+    unless ``quick``)."""
+    runs = {r: scale_run(n, "w", blas_threads, r, party_workers) for r in row_groups}
     for r, w in runs.items():
         print(f"[3] {n:,} subjects, {2 * r} parties ({r} row groups x 2 column groups): W-clb {w['seconds']:.2f} s "
               f"(CPU {w['cpu_seconds']:.2f} s), peak {w['peak_gb']:.2f} GB ({w['held_gb']:.2f} GB held at the start), "
               f"ATE by IPW {w['ate_ipw']:.4f}")
-    few, many = runs[ROW_GROUPS[0]], runs[ROW_GROUPS[-1]]
+    few, many = runs[row_groups[0]], runs[row_groups[-1]]
     growth = many["peak_gb"] / few["peak_gb"]
     met = growth <= FLAT_SLACK
-    print(f"[3] peak memory from {2 * ROW_GROUPS[0]} to {2 * ROW_GROUPS[-1]} parties: {growth:.2f}x "
+    print(f"[3] peak memory from {2 * row_groups[0]} to {2 * row_groups[-1]} parties: {growth:.2f}x "
           f"(target flat, at most {FLAT_SLACK:g}x): {verdict(met, quick)}")
     return target_ok(met, quick)
 
@@ -346,7 +346,9 @@ def main() -> int:
     parser.add_size("--bootstrap", type=int, full=1000, quick=50, help="bootstrap replicates of the table")
     parser.add_size("--subjects", type=int, nargs="+", full=[1_000_000], quick=[20_000],
                     help="subjects of section [2], one run per value")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_size("--jobs", type=int, full=2, quick=1, help="bootstrap workers of the table (processes)")
+    parser.add_size("--parties-row-groups", type=int, nargs="+", full=ROW_GROUPS, quick=ROW_GROUPS[:2],
+                    help="section [3]'s row groups (2 column groups each)")
     parser.add_argument("--part", choices=("all", "table", "scale", "parties"), default="all",
                         help="run one section only")
     parser.add_argument(
@@ -379,7 +381,8 @@ def main() -> int:
     if args.part in ("all", "scale"):
         ok &= scale_figures(args.subjects, args.blas_threads, args.party_workers, args.repeats)
     if args.part in ("all", "parties"):
-        ok &= parties_figures(min(args.subjects), args.blas_threads, args.party_workers, args.quick)
+        ok &= parties_figures(min(args.subjects), args.parties_row_groups, args.blas_threads, args.party_workers,
+                              args.quick)
     return 0 if ok else 1
 
 

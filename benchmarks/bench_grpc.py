@@ -23,7 +23,7 @@ Exit status 1 when a target is missed (full runs) or the transports' estimates d
 
 Run: ``python benchmarks/bench_grpc.py [--part {all,echo,study}] [--subjects N] [--repeats K] [--megabytes M]
 [--quick]`` (``--part echo`` runs section 1 only, ``--part study`` section 2 only; ``--quick``: 8 MB,
-20,000 subjects, one timed run, no target judged).
+20,000 subjects, one timed study, no target judged).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ party with twice its stream allowance, no time target judged).
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import resource
 import statistics
 import sys
@@ -122,7 +123,7 @@ def _report(reports, process, expected: str):
     while True:
         try:
             kind, value = reports.get(timeout=0.5)
-        except Exception:  # queue.Empty; the process may have died without a word (killed, out of memory)
+        except queue.Empty:  # the process may have died without a word (killed, out of memory)
             waited += 0.5
             if not process.is_alive() and reports.empty():
                 raise WorkerFailed(f"the hostile party's process exited with code {process.exitcode} "

@@ -4,6 +4,7 @@ cannot land (the full runs print the README's figures; benchmarks/_run_mode.py s
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import os
 import re
 import subprocess
@@ -68,12 +69,18 @@ def test_quick_run_exits_0_and_prints_its_figures(script):
         assert re.search(pattern, run.stdout, re.MULTILINE), f"{script} --quick printed no {pattern!r}:\n{run.stdout}"
 
 
-@pytest.fixture(scope="module")
-def run_mode():
-    spec = importlib.util.spec_from_file_location("_run_mode", BENCHMARKS / "_run_mode.py")
+def _script(name: str):
+    if str(BENCHMARKS) not in sys.path:  # a script imports its folder's _run_mode, as when run
+        sys.path.append(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def run_mode():
+    return _script("_run_mode")
 
 
 def test_a_size_takes_its_full_or_quick_default_and_a_given_value_wins(run_mode):
@@ -90,3 +97,20 @@ def test_a_time_or_memory_target_is_judged_in_full_runs_only(run_mode):
     assert [run_mode.verdict(m, False) for m in (True, False)] == ["met", "MISSED"]
     assert run_mode.verdict(False, True) == "not judged (--quick)"
     assert run_mode.target_ok(False, True) and run_mode.target_ok(True, False) and not run_mode.target_ok(False, False)
+
+
+def test_bench_load_stops_at_once_naming_an_attacker_that_died_without_a_word():
+    bench_load, context = _script("bench_load"), multiprocessing.get_context("fork")
+    reports, dead = context.Queue(), context.Process(target=sys.exit, args=(3,))
+    dead.start()
+    dead.join()
+    with pytest.raises(bench_load.WorkerFailed, match="exited with code 3 before reporting 'registered'"):
+        bench_load._report(reports, dead, "registered")
+
+
+def test_bench_load_passes_on_the_attackers_own_error():
+    bench_load, context = _script("bench_load"), multiprocessing.get_context("fork")
+    reports = context.Queue()
+    reports.put(("error", "RpcError: party 'mallory' speaks protocol v1, this analyst v2"))
+    with pytest.raises(bench_load.WorkerFailed, match=r"hostile party failed: RpcError: .* speaks protocol v1"):
+        bench_load._report(reports, multiprocessing.current_process(), "registered")
