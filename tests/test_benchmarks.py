@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -58,12 +59,25 @@ def test_every_benchmark_script_declares_what_its_quick_run_prints():
     assert sorted(FIGURES) == SCRIPTS, "add the new script's quick-run figures to FIGURES (and give it --quick)"
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_quick_run_exits_0_and_prints_its_figures(script):
+def _quick_run(script: str) -> subprocess.CompletedProcess:
     # the package of this tree (the script's folder, not the working directory, heads a script's sys.path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=300)
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=540)
+
+
+@pytest.fixture(scope="module")
+def quick_runs(request):
+    """The quick runs of the selected scripts, two at a time (the suite itself runs on one core of two)."""
+    selected = [item.callspec.params["script"] for item in request.session.items
+                if item.originalname == "test_quick_run_exits_0_and_prints_its_figures"]
+    with futures.ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        yield {script: pool.submit(_quick_run, script) for script in selected}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_quick_run_exits_0_and_prints_its_figures(script, quick_runs):
+    run = quick_runs[script].result()
     assert run.returncode == 0, f"{script} --quick exited {run.returncode}:\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
     for pattern in FIGURES[script]:
         assert re.search(pattern, run.stdout, re.MULTILINE), f"{script} --quick printed no {pattern!r}:\n{run.stdout}"
