@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_dp_effects_vertical.py            # full: 200 replications (about 30 min)
     .venv/bin/python benchmarks/bench_dp_effects_vertical.py --quick    # a few small replications, seconds
+    .venv/bin/python benchmarks/bench_dp_effects_vertical.py --target-only   # the target's rows only
 
 Design (collabcausal/simulations/vertical_design.py): 100,000 subjects, 20 confounders, the label
 holder holds T, Y and the first 10, a second party the other 10; binary outcome; logistic
@@ -13,7 +14,7 @@ with its Monte Carlo SE, mean SE, spread over seeds, DP floor and noise share.
 Rows: the oracle AIPW (true nuisances: the coverage the design allows), difference in means
 (trivial), the centralized AIPW (non-private reference: logistic propensity and linear outcome
 models on the pooled columns), horizontal ``dp_effects`` as if one party held every column, vertical
-``dp_effects`` at eps 1 per party in total (its plaintext twin, :mod:`collabcausal.simulations.vertical_twin`:
+``dp_effects`` at eps 1 per party in total (its plaintext twin, :mod:`collabcausal.simulations.vertical_simulation`:
 the protocol's sums and noise shares in the clear; ``tests/vertical`` shows the encrypted sums
 equal them), plain DC-QE on the same column split (no guarantee) and, on replication 0 of the full
 run, DC-QE on DP representations at the same eps. Then vertical ``dp_effects`` on a 2 x 2 grid (2 row
@@ -50,7 +51,7 @@ from collabcausal.simulations.dp_effects_benchmark import (
 )
 from collabcausal.simulations.multisite import Site
 from collabcausal.simulations.vertical_design import OUTCOME_RANGE, covariate_bounds, simulate_subjects, true_ate
-from collabcausal.simulations.vertical_twin import RowGroup, vertical_study
+from collabcausal.simulations.vertical_simulation import RowGroup, vertical_study
 
 EPSILON = 1.0
 RMSE_RATIO = 1.3
@@ -77,9 +78,12 @@ def run_vertical(sites: Sequence[Site], groups: ColumnGroups, spec: DPEffectsSpe
     return Estimate(e.estimate, e.se, result.dp_floor, e.noise_share or 0.0)
 
 
-def methods(design: Design, quick: bool) -> dict[str, Callable[[list[Site], int], Estimate]]:
-    """Row label -> function of (the replication's sites, its seed)."""
+def methods(design: Design, target_only: bool) -> dict[str, Callable[[list[Site], int], Estimate]]:
+    """Row label -> function of (the replication's sites, its seed); only the target's two with ``target_only``."""
     split = [list(g) for g in TWO.groups]
+    if target_only:
+        return {REFERENCE_ROW: lambda s, r: federated_aipw(s),
+                TARGET_ROW: lambda s, r: run_vertical(s, TWO, vertical_spec(design, r))}
     return {
         "oracle AIPW (true nuisances)": lambda s, r: oracle_aipw(s),
         "difference in means (trivial)": lambda s, r: difference_in_means(s),
@@ -91,19 +95,21 @@ def methods(design: Design, quick: bool) -> dict[str, Callable[[list[Site], int]
     }
 
 
-def replicate(n: int, reps: int, seed: int, quick: bool) -> dict[str, Summary]:
+def replicate(n: int, reps: int, seed: int, quick: bool, target_only: bool) -> dict[str, Summary]:
     """Every method over ``reps`` seeded replications; DC-QE on DP representations on replication 0 (full mode)."""
     design = Design(tuple(covariate_bounds()), OUTCOME_RANGE["binary"])
-    rows = methods(design, quick)
+    rows = methods(design, target_only)
     results: dict[str, list[Estimate]] = {label: [] for label in rows}
-    extra: dict[str, list[Estimate]] = {"vertical dp_effects eps 1, 2 x 2 grid": [],
-                                        "vertical dp_effects eps 1, 3 column groups": []}
+    extra: dict[str, list[Estimate]] = {} if target_only else {"vertical dp_effects eps 1, 2 x 2 grid": [],
+                                                               "vertical dp_effects eps 1, 3 column groups": []}
     dp_dcqe = None
     for r in range(reps):
         rng = np.random.default_rng(seed + r)
         site = simulate_subjects(n, "binary", rng)
         for label, run in rows.items():
             results[label].append(run([site], seed + r))
+        if target_only:
+            continue
         halves = [Site(*(getattr(site, f)[part] for f in ("X", "T", "Y", "propensity", "mean_control",
                                                           "mean_treated")))
                   for part in np.array_split(np.arange(n), 2)]
@@ -144,10 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("--reps", type=int, full=MIN_REPS, quick=2, help="seeded replications")
     parser.add_size("--subjects", type=int, full=100_000, quick=4000, help="subjects of a replication")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--target-only", action="store_true", help="only the target's rows (about 2 s a replication)")
     args = parser.parse_args(argv)
     n, reps = args.subjects, args.reps
     start = time.perf_counter()
-    table = replicate(n, reps, args.seed, args.quick)
+    table = replicate(n, reps, args.seed, args.quick, args.target_only)
     print(f"\n{time.perf_counter() - start:.0f} s")
     if args.quick:
         broken = [label for label, s in table.items() if s.n and not np.isfinite(s.bias)]

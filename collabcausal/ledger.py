@@ -366,7 +366,7 @@ class PrivacyLedger:
             new_max = (max(old_max[0], new_sub[0]), max(old_max[1], new_sub[1]))
             new_eps = spent_eps + new_max[0] - old_max[0]
             new_delta = spent_delta + new_max[1] - old_max[1]
-        self._check_budget(operation, f"epsilon={eps:g}, delta={dlt:g}", (spent_eps, spent_delta), (new_eps, new_delta))
+        self._check_budget(operation, "", (spent_eps, spent_delta), (new_eps, new_delta))
         if part is not None:
             db.execute(
                 "INSERT OR REPLACE INTO subset_totals VALUES (?, ?, ?, ?, ?, ?)", (*keys, sub, *new_sub)
@@ -384,7 +384,8 @@ class PrivacyLedger:
         new_rho, new_zdelta = old_rho + rho, old_delta + dlt
         new_zeps = zcdp_epsilon(new_rho, new_zdelta)
         new_eps, new_delta = spent[0] - old_eps + new_zeps, spent[1] + dlt
-        self._check_budget(operation, f"rho={rho:g} (zCDP), delta={dlt:g}", spent, (new_eps, new_delta))
+        zcdp = f" (zCDP rho={rho:.6g}, composed by rho with earlier zCDP charges)"
+        self._check_budget(operation, zcdp, spent, (new_eps, new_delta))
         db.execute(
             "INSERT OR REPLACE INTO zcdp_totals VALUES (?, ?, ?, ?)", (self.dataset, new_rho, new_zdelta, new_zeps)
         )
@@ -392,13 +393,20 @@ class PrivacyLedger:
         return new_eps, new_delta
 
     def _check_budget(
-        self, operation: str, asked: str, spent: tuple[float, float], new: tuple[float, float]
+        self, operation: str, zcdp: str, spent: tuple[float, float], new: tuple[float, float]
     ) -> None:
+        """Refuse a charge taking the composed spending from ``spent`` to ``new`` past the budget.
+
+        The refusal says what is left and what the request needs: the growth of the composed
+        (epsilon, delta) it would cause (``zcdp`` notes a zCDP charge's rho).
+        """
         if new[0] > self.epsilon * (1 + _TOLERANCE) or new[1] > self.delta * (1 + _TOLERANCE):
             have_eps, have_delta = self._remaining_after(spent)
+            state = "spent" if have_eps == 0.0 else "too low"
             raise BudgetExceededError(
-                f"{operation!r} asks {asked} but dataset {self.dataset!r} has "
-                f"epsilon={have_eps:g}, delta={have_delta:g} left of ({self.epsilon:g}, {self.delta:g})",
+                f"privacy budget {state}: dataset {self.dataset!r} has epsilon={have_eps:.6g}, delta={have_delta:.3g} "
+                f"left of ({self.epsilon:g}, {self.delta:g}); {operation!r} needs epsilon={new[0] - spent[0]:.6g}, "
+                f"delta={max(new[1] - spent[1], 0.0):.3g}{zcdp}",
                 "ask for less, or raise the budget in the party's [privacy] configuration",
             )
 
@@ -531,7 +539,8 @@ class PrivacyLedger:
         return int(row[0] or 0)
 
     def _remaining_after(self, spent: tuple[float, float]) -> tuple[float, float]:
-        return max(self.epsilon - spent[0], 0.0), max(self.delta - spent[1], 0.0)
+        """Budget left after ``spent``; what the budget check's tolerance would let through counts as spent (0)."""
+        return _left(self.epsilon, spent[0]), _left(self.delta, spent[1])
 
     def _connect(self) -> sqlite3.Connection:
         return connect(self.path)
@@ -543,6 +552,12 @@ class PrivacyLedger:
         eps, delta = self.spent()
         budget = f"spent=({eps:g}, {delta:g}) of ({self.epsilon:g}, {self.delta:g})"
         return f"PrivacyLedger({str(self.path)!r}, dataset={self.dataset!r}, {budget}, relation={self.relation!r})"
+
+
+def _left(total: float, spent: float) -> float:
+    """``total - spent``, 0 within the budget check's relative tolerance (rounding residue of composition)."""
+    left = total - spent
+    return 0.0 if left <= total * _TOLERANCE else left
 
 
 def default_ledger_location(data: str | Path) -> tuple[Path, str]:

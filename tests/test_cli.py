@@ -25,6 +25,8 @@ LEAVES = (
     ["certs", "issue"],
     ["certs", "request"],
     ["certs", "sign"],
+    ["certs", "fingerprint"],
+    ["certs", "self-sign"],
     ["certs", "anchor-key"],
 )
 HEAVY = ("numpy", "scipy", "pandas", "sklearn", "grpc")

@@ -429,7 +429,7 @@ def bootstrap_dcqe(
     sizes = [int(described[group[0]].params["n_subjects"]) for group in plan.row_groups]
     out = {name: np.full(int(n_boot), np.nan) for name in plan.estimators}
     full_logits = None if full_propensity is None else logit(full_propensity)  # once, for every replicate
-    for b in tqdm(range(int(n_boot)), desc="bootstrap", disable=not progress, file=sys.stderr):
+    for b in tqdm(range(int(n_boot)), desc="bootstrap", disable=not progress or n_boot < 1, file=sys.stderr):
         rows = stratified_resample(sizes, child_rng(plan.seed, "bootstrap", b))
         try:
             result = run_dcqe(

@@ -103,6 +103,7 @@ class Round:
     total_noise_sd: float = 0.0
     party_noise_sd: float = 0.0
     attempts: int = 1
+    unpinned: list[str] = field(default_factory=list)
 
 
 def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Sequence[str], *,
@@ -196,10 +197,14 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
     (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
     rho, delta = rho_n * stats.attempts + rho_s * scores.attempts, delta_n * stats.attempts + delta_s * scores.attempts
     spend = {p: {"epsilon": zcdp_epsilon(rho, delta), "delta": delta, "rho": rho} for p in stats.parties}
-    warnings = [NOTE]
+    warnings = []
     if stats.attempts > 1 or scores.attempts > 1:
         warnings.append(f"secure aggregation: a party dropped out; rounds were restarted ({stats.attempts} "
                         f"statistics, {scores.attempts} scores attempts), each attempt charged again")
+    unpinned = sorted(set(stats.unpinned) | set(scores.unpinned))
+    if unpinned:
+        warnings.append(f"secure aggregation: {', '.join(unpinned)} trust the coordinator's roster (peers = \"any\"): "
+                        "their releases are protected only against an honest-but-curious coordinator")
     return {
         "estimand": "/".join(spec.estimands),
         "estimates": estimates,
@@ -207,10 +212,12 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
         "privacy": spend,
         "dp_effects": {
             "n_subjects": n_subjects, "nuisance": spec.nuisance, "n_folds": spec.n_folds,
-            "secure_aggregation": spec.secure_aggregation, "statistics_noise_sd": stats.total_noise_sd,
+            "secure_aggregation": spec.secure_aggregation, "secure_aggregation_unpinned": unpinned,
+            "statistics_noise_sd": stats.total_noise_sd,
             "scores_noise_sd": {c.name: floor[c.name] for c in parts}, "design": feature_map.to_spec(),
             "trim": spec.trim,
         },
+        "notes": [NOTE],
         "warnings": warnings,
     }
 
@@ -244,4 +251,4 @@ def _secure_round(grid: Grid, operation: str, parties: list[str], params: Any, s
     """Masked shares, summed: the analyst sees only the total (:mod:`collabcausal.analyst.secure_sum`)."""
     result = secure_sum(grid, operation, parties, params, sensitivity, rho, length=length,
                         value_bound=value_bound, study=study, timeout=timeout)
-    return Round(result.parties, {}, result.total, result.noise_sd, 0.0, result.attempts)
+    return Round(result.parties, {}, result.total, result.noise_sd, 0.0, result.attempts, result.unpinned)

@@ -98,5 +98,6 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
         "estimand": "direction",
         "estimates": estimates,
         "privacy": {p: {"epsilon": e, "delta": 0.0} for p, e in spent.items()},
-        "warnings": [DISCOVERY_NOTE],
+        "notes": [DISCOVERY_NOTE],
+        "warnings": [],
     }

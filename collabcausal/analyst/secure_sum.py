@@ -42,6 +42,8 @@ class SecureSum:
     noise_sd: float
     sigma_share: float
     attempts: int
+    unpinned: list[str]
+    """Parties that stated ``peers = "any"``: for them the sum is private only if this coordinator is honest."""
 
 
 def secure_sum(
@@ -113,7 +115,8 @@ def secure_sum(
             roster = [p for p in roster if p not in lost]
             continue
         noise_sd = sigma * math.sqrt(len(roster)) / 2.0**SCALE_BITS
-        return SecureSum(roster, decode(total, SCALE_BITS), noise_sd, sigma / 2.0**SCALE_BITS, attempt)
+        unpinned = sorted(p for p in roster if uploads[p].params.get("pinned") is not True)
+        return SecureSum(roster, decode(total, SCALE_BITS), noise_sd, sigma / 2.0**SCALE_BITS, attempt, unpinned)
     raise StudyFailedError(
         f"secure aggregation of {operation} failed {MAX_ATTEMPTS} times (parties kept dropping out)",
         "check the parties' connections and restart the study",

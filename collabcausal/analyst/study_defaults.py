@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 
 PARTY_COMPONENTS = 3
 """m~ per party: chosen with the sensitivity sweep in docs/dcqe.md (paper 003's values were lost)."""
@@ -34,10 +35,12 @@ INTERVAL = "percentile"
 def simulation_study_id(dataset: str, shape: tuple[int, int]) -> str:
     """The study id of a simulation of ``dataset`` on a ``rows x columns`` grid, e.g. ``"lalonde-2x2"``.
 
-    The id keys the anchor (with the anchor key), so every setting and every study kind of one
-    simulation shares one anchor, as paper 003's collaborations do.
+    A data set given as a file is named by its file name without folder or suffix
+    (``examples/cohort/cohort.csv`` on 3 x 2: ``"cohort-3x2"``). The id keys the anchor (with the
+    anchor key), so every setting and every study kind of one simulation shares one anchor, as paper
+    003's collaborations do.
     """
-    return f"{dataset}-{shape[0]}x{shape[1]}"
+    return f"{PurePath(dataset).stem}-{shape[0]}x{shape[1]}"
 
 
 def ranges_digest(ranges: Mapping[str, Sequence[float]]) -> str:

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         joined = grid.wait_for_parties(config.join_deadline, on_missing=config.on_missing_party)
         report = run_study(grid, config, joined, progress=True)
     except CollabCausalError as exc:
-        grid.finish(failed=str(exc), linger=5.0)
+        grid.finish(failed=exc, linger=5.0)
         raise
     paths = publish_report(report, read_toml(config.path), config.out)
     grid.finish()
@@ -185,6 +185,8 @@ def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -
         print(report["configuration"])
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
+    for note in report.get("notes", []):
+        log.info("%s", note)
     for warning in report["warnings"]:
         log.warning("%s", warning)
     return path, html
@@ -232,6 +234,8 @@ def format_estimate(row: dict[str, Any]) -> str:
     level = round(100 * (1 - row["alpha"]))
     if row["ci_low"] is not None:
         text += f", {level}% {row['interval']} CI [{row['ci_low']:.6g}, {row['ci_high']:.6g}]"
+    elif row.get("no_interval"):
+        text += f", no interval: {row['no_interval']}"
     if row["n_boot"]:
         text += f", B = {row['n_boot']} ({row['n_failed']} failed)"
     if row.get("masmd") is not None:
@@ -240,6 +244,8 @@ def format_estimate(row: dict[str, Any]) -> str:
         odds = f"{row['favoured']} more likely, " if row["direction"] == "undecided" else ""
         odds += f"probability {row['probability']:.2f}, noise sd {row['noise_sd']:.3g}"
         text += f", direction {row['direction']} ({odds})"
+    if row.get("adjustment"):
+        text += f"; {row['adjustment']}"
     return text
 
 

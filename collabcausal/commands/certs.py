@@ -7,7 +7,18 @@ import textwrap
 from pathlib import Path
 
 from collabcausal.errors import InputError
-from collabcausal.protocol.certs import ANALYST, DEFAULT_HOSTS, init_ca, issue, request_certificate, sign_request
+from collabcausal.protocol.certs import (
+    ANALYST,
+    DEFAULT_HOSTS,
+    common_name,
+    fingerprint,
+    init_ca,
+    issue,
+    load_certificate,
+    request_certificate,
+    self_sign,
+    sign_request,
+)
 
 DESCRIPTION = """\
 Make the study's certificate authority (CA) and the certificates that parties and analyst present
@@ -25,6 +36,12 @@ examples:
   # ... or, so that the party's private key never leaves the hospital:
   collabcausal certs request --party hospital-a --dir certs     # at the hospital
   collabcausal certs sign --csr hospital-a.csr --dir certs      # at the coordinator
+
+  # secure aggregation: each party prints its certificate's fingerprint and gives it to the other
+  # parties out of band; each pins the others' in party.toml [secure_aggregation] peers
+  collabcausal certs fingerprint --cert certs/hospital-a.pem
+  # optional: a self-signed certificate for secure aggregation that no coordinator CA ever signs
+  collabcausal certs self-sign --party hospital-a --dir secagg
 """
 
 
@@ -100,6 +117,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sign.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     sign.add_argument("--force", action="store_true", help="replace an existing party certificate of that name")
     sign.set_defaults(func=run_sign)
+    fpr = actions.add_parser(
+        "fingerprint",
+        help="print a certificate's SHA-256 fingerprint, the value peers pin",
+        **_example(
+            "Print the SHA-256 fingerprint of a party's certificate as a line for the other parties' party.toml "
+            "[secure_aggregation] peers. Send it out of band (phone, signed e-mail), never through the coordinator.",
+            "certs fingerprint --cert certs/hospital-a.pem",
+        ),
+    )
+    fpr.add_argument("--cert", required=True, metavar="FILE", help="the party's certificate (.pem)")
+    fpr.set_defaults(func=run_fingerprint)
+    own = actions.add_parser(
+        "self-sign",
+        help="make a party's own key and self-signed certificate for secure aggregation (at the party)",
+        **_example(
+            "At the party: a private key and a self-signed certificate that sign its secure-aggregation keys "
+            "(party.toml [secure_aggregation] cert and key). No CA signs it, so the coordinator cannot mint a "
+            "look-alike; peers trust it by the fingerprint they pin. Mutual TLS keeps the [analyst] certificate.",
+            "certs self-sign --party hospital-a --dir secagg",
+        ),
+    )
+    own.add_argument("--party", required=True, metavar="NAME", help="the party's roster name")
+    own.add_argument("--dir", default="secagg", help="folder for NAME.key and NAME.pem (default: secagg)")
+    own.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    own.add_argument("--force", action="store_true", help="overwrite an existing key")
+    own.set_defaults(func=run_self_sign)
     anchor = actions.add_parser(
         "anchor-key",
         help="make the study's anchor key (at one party; give it to every party, never to the coordinator)",
@@ -151,6 +194,21 @@ def run_sign(args: argparse.Namespace) -> int:
     """Sign a request."""
     issued = sign_request(args.dir, args.csr, days=args.days, force=args.force)
     print(f"{issued.name}: certificate {issued.cert} (send it back with ca.pem)")
+    return 0
+
+
+def run_fingerprint(args: argparse.Namespace) -> int:
+    """Print the certificate's name and fingerprint as a ``[secure_aggregation] peers`` entry."""
+    cert = load_certificate(args.cert)
+    print(f'{{name = "{common_name(cert, args.cert)}", fingerprint = "{fingerprint(cert)}"}}')
+    return 0
+
+
+def run_self_sign(args: argparse.Namespace) -> int:
+    """Make a party's own key and self-signed certificate."""
+    issued = self_sign(args.dir, args.party, days=args.days, force=args.force)
+    print(f"{issued.name}: self-signed certificate {issued.cert}, private key {issued.key} (keep it here); "
+          f"give the peers its fingerprint (`collabcausal certs fingerprint --cert {issued.cert}`)")
     return 0
 
 

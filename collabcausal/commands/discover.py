@@ -154,14 +154,16 @@ def _through_party(args: argparse.Namespace, request: DiscoveryRequest) -> tuple
     from collabcausal.messages import Message
     from collabcausal.party.config import load_party_config
     from collabcausal.party.discovery import OPERATION
+    from collabcausal.party.process_lock import PartyFilesLock
 
     if args.ledger is not None or args.budget is not None:
         raise InputError("--ledger and --budget do not go with --config", "the party's [privacy] section sets both")
     config = load_party_config(args.config)
-    party = config.build_party()
-    params = {**asdict(request), "columns": [args.x, args.y], "study": config.study}
-    reply = party.handle(Message(OPERATION, params))
-    return PrivateDiscovery(**reply.params), party.ledger.remaining()
+    with PartyFilesLock(config.name, config.written_files()):  # not beside a running `party join`
+        party = config.build_party()
+        params = {**asdict(request), "columns": [args.x, args.y], "study": config.study}
+        reply = party.handle(Message(OPERATION, params))
+        return PrivateDiscovery(**reply.params), party.ledger.remaining()
 
 
 def open_ledger(args: argparse.Namespace) -> PrivacyLedger:

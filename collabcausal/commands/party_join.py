@@ -64,16 +64,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the configuration, build the party, serve until the study ends."""
     from collabcausal.party.config import load_party_config
-    from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
-    from collabcausal.protocol.tls import TlsFiles
+    from collabcausal.party.process_lock import PartyFilesLock
 
     config = load_party_config(args.config)
     if args.check:
         print("\n".join(check(config, insecure=args.insecure)))
         return 0
+    with PartyFilesLock(config.name, config.written_files()):  # one process per party (issue 38, item 1)
+        return _serve(config, insecure=args.insecure)
+
+
+def _serve(config: PartyConfig, *, insecure: bool) -> int:
+    """Build the party and serve the study of ``config`` until it ends (the caller holds the party's files)."""
+    from collabcausal.protocol.client import CONNECT_TIMEOUT, PartyClient
+    from collabcausal.protocol.tls import TlsFiles
+
     party = config.build_party()
     conn = config.connection
-    insecure = args.insecure or conn.insecure
+    insecure = insecure or conn.insecure
     tls = None if insecure else TlsFiles(conn.ca, conn.cert, conn.key)  # type: ignore[arg-type]
     progress = progress_logger(party.name)
     progress(f"{party.table.n_subjects} subjects, columns {list(party.table.covariate_names)}; dialing {conn.address}")
@@ -147,9 +155,33 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
         f"    privacy budget: {budget}",
         f"    effective guarantee: {guarantee}",
         f"  anchor key: {'read' if config.anchor_key is not None else 'none (no representation operation listed)'}",
+        f"  secure aggregation: {secure_aggregation(config, insecure=insecure)}",
+        f"  {_clipping(config, table)}",
         f"  audit log: {config.audit_path}",
         "checked without connecting: nothing was sent",
     ]
+
+
+def secure_aggregation(config: PartyConfig, *, insecure: bool = False) -> str:
+    """What ``[secure_aggregation]`` lets the party do, its signing certificate checked; one line."""
+    from collabcausal.protocol.certs import check_party_role, fingerprint
+    from collabcausal.secagg import Signer
+
+    peers = config.secure_aggregation
+    if peers is None:
+        return ('refused: no [secure_aggregation] section (add the peers\' fingerprints, `certs fingerprint`, '
+                'or peers = "any")')
+    conn = config.connection
+    files = config.signing_files or (None if insecure or conn.insecure else (conn.cert, conn.key))
+    if files is None:
+        return f"{peers.describe()}; refused: no certificate signs this party's round keys (give cert and key)"
+    signer = Signer.from_files(*files)  # type: ignore[arg-type]
+    if check_party_role(signer.certificate, str(files[0])) != config.name:
+        raise ConfigError(
+            f"{files[0]} is the certificate of {signer.name!r}, not of this party {config.name!r}",
+            f"sign round keys with {config.name}'s own certificate (`certs self-sign --party {config.name}`)",
+        )
+    return f"{peers.describe()}; this party's fingerprint for its peers: {fingerprint(signer.certificate)}"
 
 
 def _out_of_core(table: PartyTable | ChunkedTable, operations: Iterable[str]) -> str:
@@ -161,3 +193,18 @@ def _out_of_core(table: PartyTable | ChunkedTable, operations: Iterable[str]) ->
     refused = sorted(name for name in operations if not lookup(name).runs_on(table))
     note = f"; read out of core ({len(table.blocks)} row groups, {table.workers} workers)"
     return note + (f"; refuses {', '.join(refused)} (they need the table in memory)" if refused else "")
+
+
+def _clipping(config: PartyConfig, table: PartyTable | ChunkedTable) -> str:
+    """What every DP release would clip: values outside ``[ranges]``, counted here and never sent."""
+    from collabcausal.party.clipping import values_outside
+
+    if not config.ranges:
+        return ("declared ranges: none in party.toml; add [ranges] (the study's, column = [lo, hi], the outcome as "
+                "outcome) to count here what DP releases would clip (each release logs it too, never sends it)")
+    counts = values_outside(table, config.ranges, config.data.get("outcome"))
+    listed = ", ".join(f"{name} {k} of {table.n_subjects}" for name, k in counts.items())
+    unknown = sorted(set(config.ranges) - set(counts) - {"outcome", config.data.get("outcome")})
+    missing = f"; not columns of this table: {', '.join(unknown)}" if unknown else ""
+    return (f"values outside the declared [ranges], clipped by every DP release (counted here, never sent): "
+            f"{listed}{missing}")

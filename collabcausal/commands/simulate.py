@@ -9,7 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from collabcausal.analyst.kinds import KINDS
-from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPONENTS
+from collabcausal.analyst.study_defaults import BOOTSTRAP, PARTY_COMPONENTS
 from collabcausal.commands.simulate_kinds import add_kind_arguments, kind_options
 from collabcausal.commands.simulate_options import column_groups, parse_party_components
 from collabcausal.errors import InputError
@@ -38,7 +38,7 @@ examples:
 
   # your own CSV: three hospitals split by age, two holders of different columns
   collabcausal simulate --data examples/cohort/cohort.csv --covariates age,sex,bmi,sbp --treatment statin \\
-      --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA
+      --outcome event --rows 3 --row-rule column:age --columns "age,sex;bmi,sbp" --settings W,CA --out results/cohort
 
   # eps-ADUM over four hospitals holding different subjects, epsilon 1 each
   collabcausal simulate adum --rows 4 --epsilon 1 --partition-columns age --cells 8 --out results/adum
@@ -72,7 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--covariates", metavar="A,B,...", help="covariate columns of --data")
     data.add_argument("--treatment", metavar="COL", help="0/1 treatment column of --data")
     data.add_argument("--outcome", metavar="COL", help="outcome column of --data")
-    data.add_argument("--benchmark", type=float, help="known effect to compute gaps against (--data)")
+    data.add_argument(
+        "--benchmark", type=float, default=argparse.SUPPRESS, help="known effect to compute gaps against (--data)"
+    )
     grid = p.add_argument_group("grid")
     grid.add_argument("--rows", type=int, default=2, help="row groups: parties with different subjects (default 2)")
     grid.add_argument(
@@ -81,41 +83,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grid.add_argument(
         "--columns",
         metavar="A,B;C,D",
+        default=argparse.SUPPRESS,
         help="column groups separated by ';' (default: the data set's own, or one group for --data)",
     )
     study = p.add_argument_group("analysis")
     study.add_argument(
         "--settings",
+        default=argparse.SUPPRESS,
         help="comma-separated: CA, IA:p11, W, p11+p22, and on 2x2 L, R, T, B, L-IA, R-IA "
         f"(default on 2x2: {','.join(DEFAULT_2X2)}; otherwise W,CA)",
     )
-    study.add_argument("--estimators", default="psm,ipw,aipw", help="any of psm,ipw,aipw (default all)")
-    study.add_argument("--estimand", choices=("ate", "att"), help="default: the data set's (lalonde: att)")
+    study.add_argument("--estimators", default=argparse.SUPPRESS, help="any of psm,ipw,aipw (default all)")
+    study.add_argument(
+        "--estimand", choices=("ate", "att"), default=argparse.SUPPRESS, help="default: the data set's (lalonde: att)"
+    )
     study.add_argument(
         "--party-components",
-        default=str(PARTY_COMPONENTS),
+        default=argparse.SUPPRESS,
         metavar="K",
         help="m~: PCA components per party, an int (capped at the party's covariates) or a variance "
         f"fraction like 0.9 (default {PARTY_COMPONENTS})",
     )
     study.add_argument(
-        "--components", metavar="SETTING=K,...", default="", help="m^ per collaboration, e.g. W-clb=4 (default: rank)"
+        "--components", metavar="SETTING=K,...", default=argparse.SUPPRESS,
+        help="m^ per collaboration, e.g. W-clb=4 (default: rank)",
     )
-    study.add_argument("--anchors", type=int, help="anchor rows r (default: number of subjects, as in paper 003)")
+    study.add_argument(
+        "--anchors", type=int, default=argparse.SUPPRESS,
+        help="anchor rows r (default: number of subjects, as in paper 003)",
+    )
     run = p.add_argument_group("run")
     run.add_argument(
-        "--bootstrap", type=int, default=BOOTSTRAP, metavar="B",
+        "--bootstrap", type=int, default=argparse.SUPPRESS, metavar="B",
         help=f"bootstrap replicates (default {BOOTSTRAP}; paper: 1000)",
     )
     run.add_argument(
         "--interval",
-        default=INTERVAL,
+        default=argparse.SUPPRESS,
         help="SE and 95%% interval around each full-sample estimate: bootstrap percentile (default), "
         "bootstrap BCa, or analytic (sandwich / Abadie-Imbens with the propensity's estimation accounted for); "
         "analyst serve takes the same choice from study.toml",
     )
     run.add_argument("--seed", type=int, default=0, help="study seed (default 0)")
-    run.add_argument("--jobs", type=int, default=1, help="parallel bootstrap workers (default 1)")
+    run.add_argument("--jobs", type=int, default=argparse.SUPPRESS, help="parallel bootstrap workers (default 1)")
     run.add_argument("--out", default="results", help="output folder (default results/)")
     run.add_argument(
         "--transport",
@@ -125,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     add_kind_arguments(p)
-    p.set_defaults(func=run_command)
+    p.set_defaults(func=run_command)  # an option a kind may not read has no default here: KIND_OPTIONS holds it
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -137,13 +147,13 @@ def run_command(args: argparse.Namespace) -> int:
     from collabcausal.simulations.report import format_table, simulation_warnings, write_results
 
     check_out_folder(args.out, "--out")
+    args = kind_options(args)  # refuses an option the kind does not read; sets the defaults of the others
     check_run_options(args)
-    options = kind_options(args)  # refuses an option of another kind
     dataset = _dataset(args)
-    if args.kind != "dcqe" or options.balance_epsilon is not None:
+    if args.kind != "dcqe" or args.balance_epsilon is not None:
         from collabcausal.commands.simulate_kinds import run_kind
 
-        return run_kind(options, dataset)
+        return run_kind(args, dataset)
     partition = partition_grid(
         dataset, args.rows, column_groups=column_groups(args), row_rule=args.row_rule, seed=args.seed
     )

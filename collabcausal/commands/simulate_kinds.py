@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPONENTS
 from collabcausal.errors import InputError
 
 if TYPE_CHECKING:
@@ -47,8 +48,25 @@ RANGE_WARNING = (
 )
 
 
-# option dest -> (kinds that use it, default); an option given to a kind that does not use it is refused
+TABLE = "dcqe table"
+"""Reader name of paper 003's table of settings: ``simulate`` (kind dcqe) without ``--balance-epsilon``."""
+# option dest -> (the kinds that read it, its default): the one place that says which option each kind reads.
+# An option given to a kind that does not read it is refused (:func:`kind_options`); "dcqe" is both dcqe runs
+# (paper 003's table and, with --balance-epsilon, the study), TABLE the table only. Options every kind reads
+# (the data set, --rows, --row-rule, --seed, --transport, --out, --quiet: a kind without a progress bar shows
+# none either way) are not listed.
 KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "columns": (("dcqe", "cate"), None),
+    "estimand": (("dcqe", "adum", "cate", "dp_effects"), None),
+    "estimators": (("dcqe",), "psm,ipw,aipw"),
+    "party_components": (("dcqe", "cate"), str(PARTY_COMPONENTS)),
+    "anchors": (("dcqe", "cate"), None),
+    "bootstrap": (("dcqe",), BOOTSTRAP),
+    "interval": (("dcqe",), INTERVAL),
+    "settings": ((TABLE,), None),
+    "components": ((TABLE,), ""),
+    "jobs": ((TABLE,), 1),
+    "benchmark": ((TABLE,), None),
     "epsilon": (("adum", "cate", "discovery", "dp_effects"), 1.0),
     "delta": (("cate", "dp_effects"), None),
     "outcome_range": (("adum", "cate", "dp_effects"), None),
@@ -71,8 +89,6 @@ PLAIN_WITH_DP_WARNING = (
     "its policy opts out of the DP rule (allow_plain_with_dp = true) and its guarantee is none: DP balance "
     "moments add protection only when the representations are DP too."
 )
-EXPERIMENT_OPTIONS = (("--settings", "settings", None), ("--components", "components", ""), ("--jobs", "jobs", 1))
-"""Options of paper 003's table of settings that a ``simulate dcqe --balance-epsilon`` study does not use."""
 
 
 def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,25 +151,31 @@ def comma_list(convert: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 
 
 def kind_options(args: argparse.Namespace) -> argparse.Namespace:
-    """The kind options of ``args.kind`` with their defaults; an option of another kind is an :class:`InputError`."""
+    """``args`` with every option of :data:`KIND_OPTIONS` set (its default where not given); an option the
+    run does not read (:func:`readers`) is an :class:`InputError`, raised before anything runs."""
+    run = readers(args)
     values = {}
     for dest, (kinds, default) in KIND_OPTIONS.items():
-        if hasattr(args, dest) and args.kind not in kinds:
+        if hasattr(args, dest) and not run & set(kinds):
             flag = "--" + dest.replace("_", "-")
-            raise InputError(
-                f"{flag} is not an option of simulate {args.kind}", f"use it with simulate {' or '.join(kinds)}"
-            )
-        values[dest] = getattr(args, dest, default)
-    if hasattr(args, "balance_delta") and not hasattr(args, "balance_epsilon"):
-        raise InputError("--balance-delta needs --balance-epsilon", "give both, e.g. --balance-epsilon 1")
-    if args.kind == "dcqe" and hasattr(args, "balance_epsilon"):
-        for flag, dest, default in EXPERIMENT_OPTIONS:
-            if getattr(args, dest, default) != default:
+            if kinds == (TABLE,) and args.kind == "dcqe":
                 raise InputError(
                     f"{flag} is not used with --balance-epsilon",
                     "drop it: the study runs every party, as analyst serve does",
                 )
+            users = " or ".join("dcqe without --balance-epsilon" if k == TABLE else k for k in kinds)
+            raise InputError(f"{flag} is not an option of simulate {args.kind}", f"use it with simulate {users}")
+        values[dest] = getattr(args, dest, default)
+    if hasattr(args, "balance_delta") and not hasattr(args, "balance_epsilon"):
+        raise InputError("--balance-delta needs --balance-epsilon", "give both, e.g. --balance-epsilon 1")
     return argparse.Namespace(**vars(args) | values)
+
+
+def readers(args: argparse.Namespace) -> set[str]:
+    """The names under which :data:`KIND_OPTIONS` lists the options the run of ``args`` reads."""
+    if args.kind == "dcqe" and not hasattr(args, "balance_epsilon"):
+        return {"dcqe", TABLE}
+    return {args.kind}
 
 
 def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
@@ -198,16 +220,30 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
             attach_identities(parties, simulation_identities(config.study, [p.name for p in parties]))
         if args.transport == "grpc":
             with local_grpc_grid(parties, workdir=Path(workdir) / "grpc", study=config.study) as grid:
-                report = run_study(grid, config)
+                report = run_study(grid, config, progress=not (args.quiet or args.log_quiet))
         else:
-            report = run_study(InProcessGrid(parties), config)
+            report = run_study(InProcessGrid(parties), config, progress=not (args.quiet or args.log_quiet))
     ranged_outcome = args.kind in KIND_OPTIONS["outcome_range"][0] and not args.outcome_range
     report["warnings"].append(RANGE_WARNING.format(outcome=" and outcome" if ranged_outcome else ""))
     if config.balance is not None:
         report["warnings"].append(PLAIN_WITH_DP_WARNING)
+    if args.kind == "adum":
+        add_within_cell_imbalance(report, dataset)
     paths = publish_report(report, doc, config.out)
     print(f"report: {paths[0]} and {paths[1]}")
     return 0
+
+
+def add_within_cell_imbalance(report: dict[str, Any], dataset: CausalDataset) -> None:
+    """Say next to eps-ADUM's estimate whether its cells balance the covariates (measured on all rows)."""
+    from collabcausal.simulations.adum_imbalance import within_cell_imbalance
+
+    imbalance = within_cell_imbalance(
+        dataset.frame, list(dataset.covariates), dataset.treatment, report["partition"], report["estimand"]
+    )
+    row = report["estimates"]["eps-adum"]
+    row["within_cell_smd"] = imbalance.smd
+    row["adjustment"] += "; " + imbalance.sentence(report["estimand"])
 
 
 def simulated_study(

@@ -151,7 +151,7 @@ def run_replicates(
     if int(n_jobs) == 0:
         raise InputError("n_jobs must not be 0", "pass 1 (serial), a number of workers, or -1 (all cores)")
     workers = min(n_boot, effective_n_jobs(int(n_jobs)))
-    bar = tqdm(total=n_boot, desc=desc, disable=not progress, file=sys.stderr)
+    bar = tqdm(total=n_boot, desc=desc, disable=not progress or n_boot < 1, file=sys.stderr)
     with bar:
         if workers == 1:
             return [_advance(bar, fn(b)) for b in range(n_boot)]

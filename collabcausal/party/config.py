@@ -60,6 +60,18 @@ Sections (paths are relative to the file's folder)::
     [anchor]                        # the study's anchor key, shared by every party, never the analyst
     key_file = "anchor.key"         # (`collabcausal certs anchor-key`); needed for dc_representation
 
+    [secure_aggregation]            # needed to take part in secure aggregation (dp_effects)
+    peers = [                       # the parties this one aggregates with, pinned by certificate
+      {name = "hospital-b", fingerprint = "3f1c...64 hex"},  # `collabcausal certs fingerprint` there,
+      {name = "hospital-c", certificate = "peers/hospital-c.pem"},  # or its certificate file
+    ]                               #   (exchanged out of band); or peers = "any": trust the roster the
+                                    #   coordinator sends (honest-but-curious coordinator only)
+    min_parties = 3                 # fewest parties on a round, this one included (default 3 with pins, 2 with "any")
+    cert = "secagg/hospital-a.pem"  # optional, with key: sign round keys with a self-signed certificate
+    key = "secagg/hospital-a.key"   #   (`certs self-sign`) instead of [analyst] cert/key; needs pins
+    [ranges]                        # optional: the study's declared ranges; `--check` counts what DP
+    outcome = [0, 1]                # releases would clip (collabcausal.party.clipping)
+
 The file is validated against :class:`PartyFile` (:mod:`collabcausal.config_schema`): unknown
 sections and keys are refused with a "did you mean" hint, every value is range-checked, and the
 policy's operation names must be operations this version implements, all before the party loads
@@ -69,8 +81,9 @@ its data or dials the analyst.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -88,6 +101,15 @@ from collabcausal.party.request_limits import RequestLimits
 from collabcausal.party.request_state import RequestState
 from collabcausal.party.secagg import IdentityFiles
 from collabcausal.party.sources import DataSource, read_table
+from collabcausal.secagg.identity import fingerprint, load_certificate
+from collabcausal.secagg.pins import (
+    ANY,
+    ANY_MIN_PARTIES,
+    DEFAULT_MIN_PARTIES,
+    PeerPolicy,
+    is_fingerprint,
+    normal_fingerprint,
+)
 
 if TYPE_CHECKING:
     from collabcausal.party.table import PartyTable
@@ -225,6 +247,58 @@ class KeyFileSection(Section):
     key_file: str = Field(min_length=1, description='the key file, e.g. "anchor.key"')
 
 
+class PeerPin(Section):
+    """One pinned peer of ``[secure_aggregation] peers``: its name and certificate fingerprint (or file)."""
+
+    name: str = Field(min_length=1, description='the peer\'s roster name, e.g. "hospital-b"')
+    fingerprint: str | None = Field(None, description="its certificate's SHA-256, 64 hex digits (`certs fingerprint`)")
+    certificate: str | None = Field(None, min_length=1, description='its certificate file, e.g. "peers/hospital-b.pem"')
+
+    @model_validator(mode="after")
+    def _one_pin(self) -> PeerPin:
+        if (self.fingerprint is None) == (self.certificate is None):
+            raise ValueError(f"pin {self.name!r} by fingerprint or by certificate file, exactly one of the two")
+        if self.fingerprint is not None and not is_fingerprint(normal_fingerprint(self.fingerprint)):
+            raise ValueError(f"the fingerprint of {self.name!r} is not 64 hex digits (`certs fingerprint` prints it)")
+        return self
+
+
+class SecureAggregationSection(Section):
+    """``[secure_aggregation]``: the peers this party aggregates with (:mod:`collabcausal.secagg.pins`)."""
+
+    peers: list[PeerPin] | Literal["any"] = Field(
+        description='the pinned peers, e.g. [{name = "hospital-b", fingerprint = "..."}], or "any"'
+    )
+    min_parties: int | None = Field(None, ge=2, le=100_000, description="an integer >= 2, e.g. 3")
+    cert: str | None = Field(None, min_length=1, description='a self-signed certificate, e.g. "secagg/a.pem"')
+    key: str | None = Field(None, min_length=1, description='its private key, e.g. "secagg/a.key"')
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SecureAggregationSection:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("give cert and key together (`collabcausal certs self-sign`), or neither")
+        if self.peers == ANY:
+            if self.cert is not None:
+                raise ValueError('a cert of its own is trusted by pins only: list the peers instead of "any"')
+            return self
+        names = [pin.name for pin in self.peers]
+        prints = [normal_fingerprint(pin.fingerprint) for pin in self.peers if pin.fingerprint is not None]
+        if len(set(names)) != len(names) or len(set(prints)) != len(prints):
+            raise ValueError("peers names a party, or a fingerprint, twice: pin each party's own certificate once")
+        return self
+
+    def policy(self, base: Path) -> PeerPolicy:
+        """The :class:`PeerPolicy`, pins read from fingerprints or certificate files under ``base``."""
+        if self.peers == ANY:
+            return PeerPolicy(None, self.min_parties or ANY_MIN_PARTIES)
+        pins = {
+            pin.name: normal_fingerprint(pin.fingerprint) if pin.fingerprint is not None
+            else fingerprint(load_certificate(base / pin.certificate))  # type: ignore[operator]
+            for pin in self.peers
+        }
+        return PeerPolicy(pins, self.min_parties or DEFAULT_MIN_PARTIES)
+
+
 class PartyFile(Section):
     """The schema of ``party.toml`` (see the module docstring)."""
 
@@ -236,6 +310,19 @@ class PartyFile(Section):
     audit: AuditSection = Field(default_factory=AuditSection)
     alignment: KeyFileSection | None = None
     anchor: KeyFileSection | None = None
+    secure_aggregation: SecureAggregationSection | None = None
+    ranges: dict[str, list[float]] | None = Field(
+        None, description="the study's declared ranges, column = [lo, hi] (the outcome as outcome), e.g. age = [18, 90]"
+    )
+
+    @field_validator("ranges")
+    @classmethod
+    def _ranges(cls, value: dict[str, list[float]] | None) -> dict[str, list[float]] | None:
+        for name, pair in (value or {}).items():
+            if len(pair) != 2 or not (math.isfinite(pair[0]) and math.isfinite(pair[1]) and pair[0] < pair[1]):
+                shown = ", ".join(f"{v:g}" for v in pair)
+                raise ValueError(f"[ranges] {name} = [{shown}] is not a range lo < hi of two finite numbers")
+        return value
 
     @model_validator(mode="after")
     def _database_ledger(self) -> PartyFile:
@@ -273,6 +360,9 @@ class PartyConfig:
     privacy: Mapping[str, Any] | None
     audit_path: Path
     anchor_key: bytes | None = None
+    secure_aggregation: PeerPolicy | None = None
+    signing_files: tuple[Path, Path] | None = None
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def load_table(self) -> PartyTable:
         """The party's table from its ``[data]`` source: only the policy's columns, validated."""
@@ -297,14 +387,12 @@ class PartyConfig:
         """
         table = self.load_table()
         ledger = None
-        if self.privacy is not None:
-            from collabcausal.ledger import PrivacyLedger, default_ledger_location
+        location = self.ledger_location()
+        if self.privacy is not None and location is not None:
+            from collabcausal.ledger import PrivacyLedger
 
             p = self.privacy
-            if "ledger" in p:
-                path, dataset = self._path(p["ledger"]), "default"
-            else:  # a file source (a url source must name its ledger: PartyFile)
-                path, dataset = default_ledger_location(self.source.path)  # type: ignore[arg-type]
+            path, dataset = location
             ledger = PrivacyLedger(
                 path, epsilon=p["epsilon"], delta=p.get("delta", 0.0), dataset=p.get("dataset", dataset)
             )
@@ -312,9 +400,11 @@ class PartyConfig:
         audit = JsonlAuditLog(self.audit_path, head=AuditHead.of(self.audit_path, ledger_path))
         audit.data_loaded(self.name, self.source, table.n_subjects)
         conn = self.connection
-        identity = None  # the mutual-TLS certificate also signs secure-aggregation keys (party/secagg.py)
-        if not conn.insecure and conn.ca is not None and conn.cert is not None and conn.key is not None:
-            identity = IdentityFiles(conn.ca, conn.cert, conn.key)
+        identity = None  # the mutual-TLS certificate, or [secure_aggregation] cert/key, signs round keys
+        tls = not conn.insecure and conn.cert is not None and conn.key is not None
+        signing = self.signing_files or ((conn.cert, conn.key) if tls else None)
+        if signing is not None:
+            identity = IdentityFiles(None if conn.insecure else conn.ca, *signing, self.secure_aggregation)  # type: ignore[arg-type]
         dataset = ledger.dataset if ledger is not None else self.source.describe()
         return Party(
             self.name,
@@ -328,6 +418,26 @@ class PartyConfig:
             requests=RequestState.of(self.audit_path, ledger_path, dataset),
         )
 
+    def ledger_location(self) -> tuple[Path, str] | None:
+        """``(ledger file, default dataset name)`` of a party with ``[privacy]``; ``None`` without one."""
+        from collabcausal.ledger import default_ledger_location
+
+        if self.privacy is None:
+            return None
+        if "ledger" in self.privacy:
+            return self._path(self.privacy["ledger"]), "default"
+        return default_ledger_location(self.source.path)  # type: ignore[arg-type]  # a url source names its ledger
+
+    def written_files(self) -> list[Path]:
+        """The files a party process of this config writes: its audit log, and its ledger if it has one.
+
+        The request state lives in the ledger, or without one beside the audit log
+        (:mod:`collabcausal.party.request_state`), so these two cover it;
+        :class:`~collabcausal.party.process_lock.PartyFilesLock` holds them for one process.
+        """
+        location = self.ledger_location()
+        return [self.audit_path] + ([] if location is None else [location[0]])
+
     def _path(self, value: str) -> Path:
         return (self.path.parent / value).resolve()
 
@@ -337,7 +447,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
     file = Path(path)
     doc = load_toml_model(file, PartyFile)
     where, base = str(file), file.parent
-    analyst, policy = doc.analyst, doc.policy
+    analyst, policy, secagg = doc.analyst, doc.policy, doc.secure_aggregation
     fix = "give ca, cert and key (from the study coordinator), or insecure = true on loopback"
     tls_paths = analyst.tls_paths(base, where, "analyst", fix)
     rules = PartyPolicy(
@@ -369,4 +479,9 @@ def load_party_config(path: str | Path) -> PartyConfig:
         privacy=None if doc.privacy is None else doc.privacy.model_dump(exclude_none=True),
         audit_path=(base / doc.audit.path).resolve(),
         anchor_key=None if doc.anchor is None else read_anchor_key(base / doc.anchor.key_file),
+        secure_aggregation=None if secagg is None else secagg.policy(base),
+        signing_files=None if secagg is None or secagg.cert is None else (
+            (base / secagg.cert).resolve(), (base / secagg.key).resolve()  # type: ignore[operator]
+        ),
+        ranges={name: (pair[0], pair[1]) for name, pair in (doc.ranges or {}).items()},
     )

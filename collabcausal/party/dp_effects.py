@@ -62,6 +62,7 @@ from collabcausal.estimators.dp.mechanisms import perturb
 from collabcausal.estimators.dp.zcdp import check_rho, gaussian_zcdp_sigma
 from collabcausal.estimators.validation import check_delta
 from collabcausal.messages import Message
+from collabcausal.party.clipping import OUTCOME, log_clipping, values_outside
 from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -265,6 +266,8 @@ def _release(
     """
     op = request.operation
     ledger = require_ledger(party, op)
+    ranges = {**dict(zip(req.columns, req.feature_map.bounds, strict=True)), OUTCOME: req.feature_map.outcome_range}
+    log_clipping(party.name, op, values_outside(party.table, ranges), party.table.n_subjects)
     if req.secagg is not None:
         prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, rho=req.rho,
                                   length=length, value_bound=float(party.table.n_subjects))

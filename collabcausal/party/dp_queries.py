@@ -201,9 +201,13 @@ def _charge(party: Party, request: Message, eps: float, **extra: Any) -> Charge:
 
 
 def annotate_clipping(party: Party, charge: Charge, names: list[str], n_clipped: Any) -> None:
+    """Record in the ledger, and log on the party's own stderr, how many values of each column were clipped."""
+    from collabcausal.party.clipping import log_clipping
+
     clipped = {name: int(n) for name, n in zip(names, n_clipped, strict=True)}
     if clipped:
         party.ledger.annotate(charge.id, {"n_clipped": clipped})
+        log_clipping(party.name, charge.operation, clipped, party.table.n_subjects)
 
 
 def _partition(party: Party, request: Message) -> Partition:

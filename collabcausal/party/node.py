@@ -103,7 +103,7 @@ class Party:
         self.anchor_key = anchor_key
         self.reducer_factory = reducer_factory
         self.secagg_identity = secagg_identity
-        self.secagg_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> RoundKey (party/secagg.py)
+        self.secagg_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> RoundKey; None: closed
         self.study = study
         self.requests = RequestState() if requests is None else requests
 

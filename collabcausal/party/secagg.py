@@ -7,14 +7,17 @@ release a sum over parties (``dp_effects``):
     A fresh X25519 round key, advertised with a signature by the party's study certificate
     (:class:`~collabcausal.secagg.identity.Signer`). Nothing about the rows: no charge.
 A masked release (:func:`masked_release`)
-    Given the round's advertisements, the party verifies every one of them (the study CA, and
-    that its own key is its own) **before** it charges its ledger; it calibrates its noise share so
-    that the sum of ``n_honest = roster - 1`` shares is (epsilon, delta)-DP (the coordinator
-    colluding with one party learns that party's share, not the others'), adds it to its
-    fixed-point values and masks them. A round key masks one release per label, once.
+    Given the round's advertisements, the party checks, **before** it charges its ledger, every
+    advertisement against its ``[secure_aggregation]`` rules (pinned peers or ``"any"``, party
+    certificates only, at least ``min_parties``; :mod:`collabcausal.secagg.pins`), that its own key
+    is its own, and every pairwise key exchange; it calibrates its noise share so that the sum of
+    ``n_honest = roster - 1`` shares is (epsilon, delta)-DP (the coordinator colluding with one
+    party learns that party's share, not the others'), adds it to its fixed-point values and masks
+    them. A round key masks one release per label, once; a round id is never opened twice.
 
-The roster, hence ``n_honest``, is what the party verified, not a number the coordinator sends:
-a coordinator cannot lower the noise by claiming more parties than signed advertisements.
+The roster, hence ``n_honest``, is what the party verified against its own pins, not a number or a
+certificate the coordinator supplies: a coordinator cannot lower the noise by adding parties of its
+own, nor by claiming more parties than signed advertisements.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cryptography import x509
 from numpy.typing import ArrayLike
 
 from collabcausal.errors import IdentityError, InputError, PolicyError
@@ -39,50 +43,68 @@ from collabcausal.secagg import (
     Signer,
     Verifier,
     advertise,
+    apply_masks,
     encode,
-    masked_contribution,
     noise_share,
+    pair_seeds,
     share_calibration,
     verified_roster,
 )
+from collabcausal.secagg.identity import load_certificate
+from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES, PeerPolicy
 
 MAX_OPEN_ROUNDS = 16
+"""Round keys kept; an older round is closed, and its id can never be opened again."""
 
 
 @dataclass(frozen=True)
 class Identity:
-    """A party's secure-aggregation identity: its certificate's signer and the study CA's verifier."""
+    """A party's secure-aggregation identity: its signing certificate, the study CA, its peer rules.
+
+    ``peers`` is ``None`` for a party.toml without ``[secure_aggregation]``: such a party refuses
+    every round (:func:`require_identity`), naming the section to add.
+    """
 
     signer: Signer
-    verifier: Verifier
+    ca: x509.Certificate | None
+    peers: PeerPolicy | None
+
+    @property
+    def verifier(self) -> Verifier:
+        """The advertisements' verifier: this party's pins (its own certificate included) or the study CA."""
+        return require_peers(self).verifier(self.ca, self.signer)
 
 
 def attach_identities(parties: Iterable[Party], identities: tuple[Mapping[str, Signer], Verifier]) -> None:
-    """Give each party its signer and the study verifier (simulations: :func:`secagg.simulation_identities`)."""
+    """Give each party its signer and pins to every other (simulations: :func:`secagg.simulation_identities`).
+
+    Simulated parties are pinned to each other, with ``min_parties`` the default 3, or every
+    party of a smaller simulation (a simulation has no coordinator to defend against).
+    """
     signers, verifier = identities
-    for party in parties:
-        party.secagg_identity = Identity(signers[party.name], verifier)
+    members = list(parties)
+    pins = dict(verifier.pins) if verifier.pins is not None else None
+    peers = PeerPolicy(pins, min(DEFAULT_MIN_PARTIES, max(len(members), 2)))
+    for party in members:
+        party.secagg_identity = Identity(signers[party.name], verifier.ca, peers)
 
 
 class IdentityFiles:
-    """A party.toml's mutual-TLS files, read as an :class:`Identity` when a round first needs it.
+    """A party.toml's signing certificate, study CA and ``[secure_aggregation]`` rules, read when a round needs them.
 
     A party that never joins a secure-aggregation round (or runs in process without certificates)
     does not need the files; one that does gets their errors (missing file, wrong key) then.
     """
 
-    def __init__(self, ca: Path, cert: Path, key: Path) -> None:
+    def __init__(self, ca: Path | None, cert: Path, key: Path, peers: PeerPolicy | None) -> None:
         self.files = (ca, cert, key)
+        self.peers = peers
 
     @cached_property
-    def signer(self) -> Signer:
-        """``[analyst] cert`` and ``key``."""
-        return Signer.from_files(self.files[1], self.files[2])
-
-    @cached_property
-    def verifier(self) -> Verifier:
-        """``[analyst] ca``."""
-        return Verifier.from_file(self.files[0])
+    def identity(self) -> Identity:
+        """The files read: signer (``cert``, ``key``), study CA (``ca``, if any) and the peer rules."""
+        ca, cert, key = self.files
+        return Identity(Signer.from_files(cert, key), None if ca is None else load_certificate(ca), self.peers)
 
 
 @operation(KEYS_OPERATION, private_data=False)
@@ -100,20 +122,23 @@ def secagg_keys(party: Party, request: Message) -> Message:
         )
     state, advertisement = advertise(identity.signer, str(study or ""), round_id)
     rounds[round_id] = state
-    while len(rounds) > MAX_OPEN_ROUNDS:
-        rounds.popitem(last=False)
+    open_rounds = [r for r, s in rounds.items() if s is not None]
+    for closed in open_rounds[:-MAX_OPEN_ROUNDS]:
+        rounds[closed] = None  # the id stays: it is never opened again
     return Message(KEYS_OPERATION, {"advertisement": advertisement})
 
 
-def require_identity(party: Party) -> Identity | IdentityFiles:
+def require_identity(party: Party) -> Identity:
     """The party's identity, or a one-line refusal saying how to get one."""
-    identity = party.secagg_identity
-    if identity is None:
+    held = party.secagg_identity
+    if held is None:
         raise PolicyError(
             f"party {party.name!r} has no study certificate to sign secure-aggregation keys",
             "run the party with mutual TLS ([analyst] ca, cert, key in party.toml), or set "
             "secure_aggregation = false in study.toml",
         )
+    identity = held.identity if isinstance(held, IdentityFiles) else held
+    require_peers(identity)
     if identity.signer.name != party.name:
         raise IdentityError(
             f"party {party.name!r} holds the certificate of {identity.signer.name!r}",
@@ -122,13 +147,25 @@ def require_identity(party: Party) -> Identity | IdentityFiles:
     return identity
 
 
+def require_peers(identity: Identity) -> PeerPolicy:
+    """The identity's peer rules, or the refusal of a party.toml that names none."""
+    if identity.peers is None:
+        raise PolicyError(
+            "party.toml has no [secure_aggregation] section, so this party cannot tell the study's parties "
+            "from certificates the coordinator mints",
+            'add [secure_aggregation] peers = [{name = "...", fingerprint = "..."}, ...] (`collabcausal certs '
+            'fingerprint` at each peer), or peers = "any" to trust the coordinator\'s roster',
+        )
+    return identity.peers
+
+
 @dataclass(frozen=True)
 class MaskedRelease:
     """A checked secure-aggregation round for one release; :meth:`reply` noises and masks the values."""
 
     state: RoundKey
-    advertisements: list[Mapping[str, object]]
-    identity: Identity | IdentityFiles
+    seeds: Mapping[str, bytes]
+    pinned: bool
     label: str
     length: int
     n_parties: int
@@ -141,9 +178,9 @@ class MaskedRelease:
 
     @property
     def details(self) -> dict[str, Any]:
-        """What the ledger records about the round."""
+        """What the ledger records about the round (and the reply states)."""
         return {"secagg_round": self.state.round_id, "n_parties": self.n_parties, "n_honest": self.n_honest,
-                "sigma_share": self.sigma_share, "scale_bits": SCALE_BITS}
+                "sigma_share": self.sigma_share, "scale_bits": SCALE_BITS, "pinned": self.pinned}
 
     def reply(self, operation_name: str, values: ArrayLike) -> Message:
         """Encode ``values``, add this party's noise share, mask; the reply carries only the masked vector."""
@@ -151,10 +188,8 @@ class MaskedRelease:
         if flat.size != self.length:
             raise InputError(f"{flat.size} values for a round of {self.length}", "report this bug")
         noisy = encode(flat, SCALE_BITS) + noise_share(self.length, self.sigma_share).view(np.uint64)
-        masked = masked_contribution(self.state, self.state.name, self.advertisements, self.identity.verifier, noisy,
-                                     self.label, min_parties=self.n_parties)
-        params = {"sigma_share": self.sigma_share, "scale_bits": SCALE_BITS, "n_parties": self.n_parties,
-                  "n_honest": self.n_honest}
+        masked = apply_masks(self.state, self.seeds, noisy, self.label)
+        params = {k: v for k, v in self.details.items() if k != "secagg_round"}
         return Message(operation_name, params, {"masked": masked})
 
 
@@ -163,6 +198,12 @@ def masked_release(
     length: int, value_bound: float,
 ) -> MaskedRelease:
     """Check a round and calibrate this party's share, before anything is charged or computed.
+
+    Everything a hostile coordinator controls is checked here: the round (this party's own key, for
+    this study, not closed, the label unused), every advertisement against the party's pins and
+    roles and the roster against ``min_parties`` (:func:`~collabcausal.secagg.verified_roster`),
+    and every pairwise key exchange (:func:`~collabcausal.secagg.pair_seeds`: a low-order key is
+    refused now, not after the charge). The share is calibrated to the verified roster less one.
 
     Parameters
     ----------
@@ -185,15 +226,18 @@ def masked_release(
     Raises
     ------
     PolicyError, IdentityError, InputError
-        No identity, unknown round, a used label, a roster that fails verification or has fewer
-        than two parties, or values that could wrap around.
+        No identity or no ``[secure_aggregation]`` rules, an unknown or closed round, a used label, a
+        roster that fails verification or has fewer than ``min_parties`` parties, a low-order key, or
+        values that could wrap around.
     """
     identity = require_identity(party)
     round_id = secagg.get("round")
     state = party.secagg_rounds.get(round_id) if isinstance(round_id, str) else None
     if state is None:
+        known = isinstance(round_id, str) and round_id in party.secagg_rounds
         raise PolicyError(
-            f"party {party.name!r} holds no key for round {round_id!r}", f"ask {KEYS_OPERATION} for the round first"
+            f"party {party.name!r} holds no key for round {round_id!r}" + (" (closed)" if known else ""),
+            f"ask {KEYS_OPERATION} for a new round first",
         )
     if state.study != study:
         raise PolicyError(f"round {round_id!r} is for study {state.study!r}, not {study!r}", "use the study's round")
@@ -202,8 +246,8 @@ def masked_release(
     advertisements = secagg.get("advertisements")
     if not isinstance(advertisements, list) or not all(isinstance(a, dict) for a in advertisements):
         raise InputError("secagg advertisements must be a list of key advertisements", "relay every party's")
-    n_parties = len(verified_roster(state, advertisements, identity.verifier))
-    if n_parties < 2:
-        raise PolicyError(f"round {round_id!r} has {n_parties} party", "secure aggregation needs two or more")
-    sigma = share_calibration(sensitivity, rho, n_parties=n_parties, length=length, value_bound=value_bound)
-    return MaskedRelease(state, advertisements, identity, label, length, n_parties, sigma)
+    peers = require_peers(identity)
+    roster = verified_roster(state, advertisements, identity.verifier, min_parties=peers.min_parties)
+    seeds = pair_seeds(state, roster, label)
+    sigma = share_calibration(sensitivity, rho, n_parties=len(roster), length=length, value_bound=value_bound)
+    return MaskedRelease(state, seeds, peers.pinned, label, length, len(roster), sigma)

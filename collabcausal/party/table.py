@@ -143,10 +143,7 @@ class PartyTable:
             raise InputError(f"{where}: the header repeats column {header_dup[0]!r}", "rename the duplicate column")
         missing = [c for c in declared if c not in frame.columns]
         if missing:
-            raise InputError(
-                f"{where}: unknown column {missing[0]!r}",
-                f"use one of {list(map(str, frame.columns))}",
-            )
+            raise unknown_column(where, missing[0], list(map(str, frame.columns)))
         return cls.from_arrays(
             np.column_stack([_numeric(frame[c], c, where) for c in covariates]),
             tuple(covariates),
@@ -281,6 +278,24 @@ def check_declared(
             "declare both on the label holder, neither on other parties",
         )
     return declared
+
+
+def unknown_column(where: str, column: str, present: Sequence[str]) -> InputError:
+    """The error for a declared ``column`` absent from a table's header ``present``.
+
+    A header read as one column holding a ``;``, tab or ``|`` is a file with another delimiter
+    (pandas reads CSV with commas): the error says so rather than listing that one column.
+    """
+    if len(present) == 1:
+        separator = next((s for s in (";", "\t", "|") if s in present[0]), None)
+        if separator is not None:
+            shown = {"\t": "tab"}.get(separator, repr(separator))
+            return InputError(
+                f"{where}: unknown column {column!r}: the header {present[0]!r} was read as one column, so the file "
+                f"looks {shown}-separated, and CSV files are read comma-separated",
+                "save the table as comma-separated CSV (e.g. from a spreadsheet: CSV UTF-8, comma) or as Parquet",
+            )
+    return InputError(f"{where}: unknown column {column!r}", f"use one of {list(present)}")
 
 
 def read_table_file(path: str | Path, file_format: str | None = None) -> pd.DataFrame:

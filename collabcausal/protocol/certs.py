@@ -14,6 +14,7 @@ and sends only the ``.csr``; the coordinator signs it with ``certs sign``.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 import os
 from collections.abc import Sequence
@@ -141,6 +142,26 @@ def request_certificate(directory: str | Path, name: str, *, force: bool = False
     return folder / f"{name}.key", folder / f"{name}.csr"
 
 
+def self_sign(directory: str | Path, name: str, *, days: int = 365, force: bool = False) -> IssuedCertificate:
+    """A party's own key and self-signed certificate for secure aggregation, made at the party.
+
+    Writes ``<name>.key`` (stays with the party) and ``<name>.pem`` (its fingerprint goes to the
+    peers out of band, ``certs fingerprint``). No CA is involved, so the coordinator never signs it:
+    peers trust it by its pinned fingerprint alone (party.toml ``[secure_aggregation]``).
+    """
+    folder = Path(directory)
+    _check_name(name)
+    if name.lower() in RESERVED_NAMES:
+        raise InputError(f"{name!r} is a reserved name (the study CA's or the analyst's)", "use the party's own name")
+    _refuse_overwrite(folder / f"{name}.key", force, "certs self-sign")
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = make_certificate(key, None, name, key.public_key(), days=days)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_key(folder / f"{name}.key", key)
+    (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return IssuedCertificate(name, folder / f"{name}.pem", folder / f"{name}.key")
+
+
 def sign_request(
     directory: str | Path, csr_path: str | Path, *, days: int = 365, force: bool = False
 ) -> IssuedCertificate:
@@ -212,7 +233,7 @@ def _sign(
 
 def make_certificate(
     ca_key: ec.EllipticCurvePrivateKey,
-    ca_cert: x509.Certificate,
+    ca_cert: x509.Certificate | None,
     name: str,
     public_key: ec.EllipticCurvePublicKey,
     *,
@@ -225,14 +246,17 @@ def make_certificate(
 
     The common name (and, for a party, the one subject alternative name) is ``name``; a party
     certificate is for TLS clients, an analyst (``server``) one for a TLS server valid for ``hosts``.
+    ``ca_cert=None`` makes a self-signed certificate (``ca_key`` is then the key of ``public_key``).
     """
     _check_days(days)
     start = not_before or _now() - dt.timedelta(minutes=5)
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    issuer_key = ca_key.public_key() if ca_cert is None else ca_cert.public_key()
     return (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-        .issuer_name(ca_cert.subject)
+        .subject_name(subject)
+        .issuer_name(subject if ca_cert is None else ca_cert.subject)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
@@ -240,7 +264,7 @@ def make_certificate(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key),  # type: ignore[arg-type]
             critical=False,
         )
         .add_extension(x509.SubjectAlternativeName(_alt_names(hosts if server else [name])), critical=False)
@@ -282,6 +306,19 @@ def verify_certificate(
     now: dt.datetime | None = None,
 ) -> str:
     """:func:`check_certificate` for in-memory certificates; ``label``/``ca_label`` name them in errors."""
+    check_validity(cert, label, now=now)
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (InvalidSignature, ValueError, TypeError) as exc:
+        raise IdentityError(
+            f"certificate {label} was not issued by the study CA {ca_label} ({type(exc).__name__})",
+            "use the certificate and ca.pem the study coordinator gave you",
+        ) from None
+    return common_name(cert, label)
+
+
+def check_validity(cert: x509.Certificate, label: str = "certificate", *, now: dt.datetime | None = None) -> None:
+    """Refuse a certificate out of its validity period (``label`` names it in the error)."""
     moment = now or _now()
     if moment > cert.not_valid_after_utc:
         raise IdentityError(
@@ -293,14 +330,40 @@ def verify_certificate(
             f"certificate {label} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC",
             "check this machine's clock",
         )
+
+
+def check_party_role(cert: x509.Certificate, label: str = "certificate") -> str:
+    """A party's certificate: its common name is not reserved and it is for TLS clients only.
+
+    The analyst's certificate (``certs issue --analyst``) is for a TLS server (serverAuth) and named
+    :data:`ANALYST`; a party's (``certs issue --party``, ``certs sign``, ``certs self-sign``) is
+    for TLS clients (clientAuth). A certificate that is not plainly a party's never counts as one on
+    a secure-aggregation roster, however it chains. Returns the common name.
+
+    Raises
+    ------
+    IdentityError
+        A reserved name, no clientAuth usage, or a serverAuth usage.
+    """
+    name = common_name(cert, label)
     try:
-        cert.verify_directly_issued_by(ca)
-    except (InvalidSignature, ValueError, TypeError) as exc:
+        usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        usages = set()
+    if name.lower() in RESERVED_NAMES or ExtendedKeyUsageOID.SERVER_AUTH in usages or (
+        ExtendedKeyUsageOID.CLIENT_AUTH not in usages
+    ):
         raise IdentityError(
-            f"certificate {label} was not issued by the study CA {ca_label} ({type(exc).__name__})",
-            "use the certificate and ca.pem the study coordinator gave you",
-        ) from None
-    return common_name(cert, label)
+            f"certificate {label} (common name {name!r}) is not a party's certificate (reserved name, "
+            "or not for TLS clients only)",
+            "only parties' certificates (`certs issue --party`, `certs sign`, `certs self-sign`) take part in a round",
+        )
+    return name
+
+
+def fingerprint(cert: x509.Certificate) -> str:
+    """SHA-256 of the certificate's DER bytes, hex: the value a party pins for a peer."""
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
 
 
 def check_node_files(ca_path: str | Path, cert_path: str | Path, key_path: str | Path, name: str) -> str:

@@ -13,13 +13,16 @@ certificate the analyst rejects, a party off the roster) end the loop with :clas
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import grpc
 
 from collabcausal import __version__
-from collabcausal.errors import CollabCausalError, IdentityError, ProtocolError, StudyFailedError
+from collabcausal.errors import CollabCausalError, ConfigError, IdentityError, ProtocolError, StudyFailedError
 from collabcausal.logs import log_request
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -28,6 +31,7 @@ from collabcausal.protocol.arrays import DEFAULT_MAX_MESSAGE_BYTES, Envelope, me
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
 from collabcausal.protocol.server import PROTOCOL_VERSION, grpc_options
+from collabcausal.protocol.sessions import HEARTBEAT_SECONDS, SESSION_METADATA
 from collabcausal.protocol.tls import (
     PARTY_METADATA,
     TlsFiles,
@@ -67,6 +71,9 @@ class PartyClient:
     progress : callable, optional
         ``progress(event)`` for status lines (joins, refusals, failures); each answered request is a
         DEBUG line (:func:`collabcausal.logs.log_request`).
+    heartbeat_seconds : float
+        While it computes a task, the party calls ``Status`` this often so the analyst knows it is
+        alive (:mod:`collabcausal.protocol.sessions`).
     """
 
     def __init__(
@@ -82,6 +89,7 @@ class PartyClient:
         upload_timeout: float = 600.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         progress: Callable[[str], None] | None = None,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
     ) -> None:
         self.party = party
         self.address = address
@@ -94,7 +102,8 @@ class PartyClient:
         limit = request_byte_limit(party.policy)
         self.max_message_bytes = max_message_bytes if limit is None else min(max_message_bytes, limit)
         self._progress = progress or (lambda event: None)
-        self._metadata = ((PARTY_METADATA, party.name),)
+        self._metadata = ((PARTY_METADATA, party.name), (SESSION_METADATA, uuid.uuid4().hex))
+        self.heartbeat_seconds = heartbeat_seconds
         self.tasks_done = 0
 
     def run(self) -> str:
@@ -133,6 +142,7 @@ class PartyClient:
         unreachable_since: float | None = None
         attempts = 0
         backoff = 0.1
+        duplicate_since: float | None = None
         while True:
             try:
                 if not run_id:
@@ -151,7 +161,10 @@ class PartyClient:
                     self._progress(f"study finished: {envelope.detail}")
                     return envelope.detail
                 if envelope.state == pb.FAILED:
-                    raise StudyFailedError(f"the analyst stopped the study: {envelope.detail}", "see the analyst's log")
+                    raise StudyFailedError(
+                        f"the analyst stopped the study: {envelope.detail}",
+                        "nothing more is asked of this party; the study coordinator has the analyst's log",
+                    )
                 if envelope.state == pb.TASK:
                     self._answer(stub, envelope)
             except grpc.RpcError as err:
@@ -159,6 +172,11 @@ class PartyClient:
                 if code == grpc.StatusCode.FAILED_PRECONDITION and "register again" in details:
                     run_id = ""
                     continue
+                if code == grpc.StatusCode.ALREADY_EXISTS:  # another session of this name; gone soon if it crashed
+                    duplicate_since = self._wait_for_the_other_session(details, duplicate_since)
+                    continue
+                if code == grpc.StatusCode.NOT_FOUND:  # [party] study is not the analyst's study
+                    raise ConfigError(f"the analyst refused to register this party: {details}", None) from None
                 if code == grpc.StatusCode.PERMISSION_DENIED:
                     raise IdentityError(f"the analyst refused this party: {details}", None) from None
                 if code == grpc.StatusCode.FAILED_PRECONDITION:
@@ -241,21 +259,22 @@ class PartyClient:
         start = time.monotonic()
         reply: Message | None = None
         error: CollabCausalError | None = None
-        try:
-            reply = self.party.handle(request)
-        except CollabCausalError as exc:
-            error = exc
-        except Exception as exc:  # a bug in an operation must reach the analyst, not kill the party
-            error = CollabCausalError(f"{request.operation} failed: {type(exc).__name__}: {exc}")
-        computed = time.monotonic()
-        try:
-            frames = message_frames(reply, task_id=envelope.task_id, error=error)
-        except ProtocolError as exc:  # a reply that cannot travel is reported, not retried forever
-            error = exc
-            frames = message_frames(None, task_id=envelope.task_id, error=exc)
-        ack = stub.UploadResult(frames.encoded(), timeout=self.upload_timeout, metadata=self._metadata)
+        with self._heartbeat(stub):
+            try:
+                reply = self.party.handle(request)
+            except CollabCausalError as exc:
+                error = exc
+            except Exception as exc:  # a bug in an operation must reach the analyst, not kill the party
+                error = CollabCausalError(f"{request.operation} failed: {type(exc).__name__}: {exc}")
+            computed = time.monotonic()
+            try:
+                frames = message_frames(reply, task_id=envelope.task_id, error=error)
+            except ProtocolError as exc:  # a reply that cannot travel is reported, not retried forever
+                error = exc
+                frames = message_frames(None, task_id=envelope.task_id, error=exc)
+            ack = stub.UploadResult(frames.encoded(), timeout=self.upload_timeout, metadata=self._metadata)
         self.tasks_done += 1
-        outcome = f"refused ({error})" if error else "reply uploaded"
+        outcome = f"refused ({error.problem}; its fix went to the analyst)" if error else "reply uploaded"
         late = "" if ack.accepted else ", the analyst no longer waited for it"
         line = (
             f"{request.operation}: {outcome} (compute {computed - start:.2f} s, upload "
@@ -265,6 +284,41 @@ class PartyClient:
             log_request(self.party.name, line)
         else:
             self._progress(line)
+
+    def _wait_for_the_other_session(self, details: str, since: float | None) -> float:
+        """Wait a second before registering again while another session holds this party's name.
+
+        A crashed process of this party is replaced once the analyst finds it gone; a live one is not,
+        and after ``connect_timeout`` s this process gives up with :class:`IdentityError`.
+        """
+        now = time.monotonic()
+        if since is None:
+            self._progress(f"another process answers for this party; waiting up to {self.connect_timeout:g} s for it")
+            since = now
+        if now - since > self.connect_timeout:
+            raise IdentityError(f"the analyst refused this party: {details}", None)
+        time.sleep(1.0)
+        return since
+
+    @contextmanager
+    def _heartbeat(self, stub: pb_grpc.StudyStub) -> Iterator[None]:
+        """Call ``Status`` every ``heartbeat_seconds`` meanwhile, so the analyst knows this party is alive."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.heartbeat_seconds):
+                try:
+                    stub.Status(pb.StatusRequest(), timeout=self.heartbeat_seconds, metadata=self._metadata)
+                except grpc.RpcError:
+                    pass  # the task's own calls report a lost analyst
+
+        thread = threading.Thread(target=beat, name=f"{self.party.name}-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def _refused_connection(self, code: grpc.StatusCode, details: str) -> None:
         if code != grpc.StatusCode.UNAVAILABLE or "refused" in details.lower():
@@ -307,6 +361,8 @@ def unreachable_cause(details: str) -> str:
         ("errors resolving", "the analyst's host name does not resolve (DNS failure)"),
         ("connection refused", "connection refused (nothing listens on that port)"),
         ("deadline", "no answer before the deadline"),
+        ("stream removed", "the connection dropped: the analyst closed it or the network broke it"),
+        ("socket closed", "the connection dropped: the analyst closed it or the network broke it"),
     ):
         if needle in lowered:
             return cause

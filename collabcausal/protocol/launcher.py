@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,9 +27,10 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.secret_keys import write_key_file
-from collabcausal.protocol.certs import ANALYST, init_ca, issue
+from collabcausal.protocol.certs import ANALYST, fingerprint, init_ca, issue, load_certificate
 from collabcausal.protocol.server import GrpcGrid
 from collabcausal.protocol.tls import TlsFiles
+from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES
 
 TREATMENT, OUTCOME, SUBJECT_ID = "__treatment__", "__outcome__", "__subject_id__"
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -83,11 +84,11 @@ class LocalStudy:
         self.grid = GrpcGrid(
             [p.name for p in parties], address="127.0.0.1:0", tls=analyst_files, study=study, task_timeout=task_timeout
         )
+        issued = {party.name: issue(certs, party.name, force=True).cert for party in parties} if tls else {}
+        pins = {name: fingerprint(load_certificate(cert)) for name, cert in issued.items()}
         for party in parties:
-            if tls:
-                issue(certs, party.name, force=True)
             self.configs[party.name] = write_party_files(
-                party, self.workdir / party.name, self.grid.address, study, tls
+                party, self.workdir / party.name, self.grid.address, study, tls, pins=pins
             )
 
     def start_party(self, name: str, *extra_args: str) -> subprocess.Popen:
@@ -171,8 +172,15 @@ def local_grpc_grid(
         local.close(failed=failed)
 
 
-def write_party_files(party: Party, folder: Path, address: str, study: str, tls: bool) -> Path:
-    """Write ``table.parquet`` and ``party.toml`` for ``party`` into ``folder``; return the toml path."""
+def write_party_files(
+    party: Party, folder: Path, address: str, study: str, tls: bool, *, pins: Mapping[str, str] | None = None
+) -> Path:
+    """Write ``table.parquet`` and ``party.toml`` for ``party`` into ``folder``; return the toml path.
+
+    ``pins`` (party name -> certificate fingerprint of every simulated party) become the party's
+    ``[secure_aggregation] peers``, with ``min_parties`` the default 3 or every party of a smaller
+    simulation, as in process (:func:`collabcausal.party.secagg.attach_identities`).
+    """
     folder.mkdir(parents=True, exist_ok=True)
     table = party.table
     frame = pd.DataFrame(table.covariates, columns=list(table.covariate_names))
@@ -212,6 +220,12 @@ def write_party_files(party: Party, folder: Path, address: str, study: str, tls:
     if policy is not None and policy.alignment_key is not None:
         write_key_file(folder / "alignment.key", policy.alignment_key)
         sections["alignment"] = {"key_file": "alignment.key"}
+    peers = {name: value for name, value in (pins or {}).items() if name != party.name}
+    if peers:
+        sections["secure_aggregation"] = {
+            "peers": [{"name": name, "fingerprint": value} for name, value in peers.items()],
+            "min_parties": min(DEFAULT_MIN_PARTIES, len(peers) + 1),
+        }
     path = folder / "party.toml"
     path.write_text("\n".join(_toml_section(name, values) for name, values in sections.items()))
     return path
@@ -229,5 +243,14 @@ def _reduction_policy(policy: PartyPolicy | None) -> dict:
 
 
 def _toml_section(name: str, values: dict) -> str:
-    lines = [f"[{name}]"] + [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    lines = [f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in values.items()]
     return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object) -> str:
+    """A TOML value: inline tables and arrays built from their entries, scalars as JSON (valid TOML for these)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)

@@ -4,7 +4,8 @@ The analyst serves; parties dial out and long-poll for tasks (see docs/protocol.
 :meth:`GrpcGrid.send_and_receive` queues one task per party and waits for the uploads; a task
 stays queued until its reply is uploaded, so a party that loses its connection or is restarted
 mid-task is sent the same task again when it pulls. Identity is the client certificate's common
-name (mutual TLS); only parties on the roster are admitted.
+name (mutual TLS); only parties on the roster are admitted, one live session per name, and a party
+silent for ``lost_after`` seconds while it owes a reply is lost (:mod:`collabcausal.protocol.sessions`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ from collabcausal.protocol.arrays import (
 )
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.generated import collabcausal_pb2_grpc as pb_grpc
+from collabcausal.protocol.lost_parties import lost_error
+from collabcausal.protocol.sessions import (
+    HEARTBEAT_SECONDS,
+    LOST_AFTER_SECONDS,
+    SESSION_METADATA,
+    DuplicateSession,
+    PartySessions,
+)
 from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, require_loopback, server_credentials
 from collabcausal.protocol.wire import add_study_servicer
 
@@ -62,11 +71,12 @@ class _Task:
     frames: FrameStream
     reply: Envelope | None = None
     failure: str = ""
+    lost: float | None = None  # seconds the party had been silent when it was declared lost
 
     @property
     def open(self) -> bool:
-        """Still waiting for its reply (neither answered nor failed by a malformed upload)."""
-        return self.reply is None and not self.failure
+        """Still waiting for its reply (neither answered, nor failed by a malformed upload, nor lost)."""
+        return self.reply is None and not self.failure and self.lost is None
 
 
 class GrpcGrid(Grid):
@@ -90,6 +100,10 @@ class GrpcGrid(Grid):
     progress : callable, optional
         ``progress(party, event)`` called on joins, refused replies and failures; each task sent
         and reply received is a DEBUG line (:func:`collabcausal.logs.log_request`), one per request.
+    lost_after : float, optional
+        Seconds of silence after which a party owing a reply is lost, named at once rather than at
+        the deadline (default :data:`~collabcausal.protocol.sessions.LOST_AFTER_SECONDS`; a
+        deadline shorter than that ends the wait first).
     """
 
     def __init__(
@@ -102,6 +116,7 @@ class GrpcGrid(Grid):
         task_timeout: float = 600.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         progress: Progress | None = None,
+        lost_after: float | None = None,
     ) -> None:
         if len(set(roster)) != len(roster) or not roster:
             raise StudyFailedError(f"invalid roster {list(roster)}", "list every party once, at least one")
@@ -116,6 +131,8 @@ class GrpcGrid(Grid):
         self._told_done: set[str] = set()
         self._pending: dict[str, _Task] = {}
         self._streams: Counter[str] = Counter()
+        self._sessions = PartySessions(LOST_AFTER_SECONDS if lost_after is None else lost_after)
+        self._received: dict[str, Counter[str]] = {name: Counter() for name in roster}  # replies per operation
         self._state = pb.IDLE
         self._detail = ""
         self.run_id = uuid.uuid4().hex
@@ -152,6 +169,9 @@ class GrpcGrid(Grid):
     def send_and_receive(self, requests: Mapping[str, Message], *, timeout: float | None = None) -> dict[str, Message]:
         limit = self.task_timeout if timeout is None else timeout
         tasks = self._exchange(requests, limit)
+        lost = {name: task for name, task in tasks.items() if task.lost is not None}
+        if lost:
+            raise self._lost(lost)
         missing = sorted(name for name, task in tasks.items() if task.open)
         if missing:
             raise _no_reply(missing, next(iter(requests.values())).operation, limit)
@@ -172,10 +192,26 @@ class GrpcGrid(Grid):
         replies, lost = {}, set()
         for name, task in self._exchange(requests, limit).items():
             try:
-                replies[name] = _outcome(task, limit)
+                replies[name] = self._outcome(task, limit)
             except StudyFailedError:
                 lost.add(name)
         return replies, lost
+
+    def _outcome(self, task: _Task, limit: float) -> Message:
+        """:func:`_outcome`, and for a lost party the error naming it and what was charged."""
+        if task.lost is not None:
+            raise self._lost({task.party: task})
+        return _outcome(task, limit)
+
+    def _lost(self, tasks: Mapping[str, _Task]) -> StudyFailedError:
+        with self._cond:
+            received = {name: Counter(ops) for name, ops in self._received.items()}
+        return lost_error(
+            {name: task.request.operation for name, task in tasks.items()},
+            {name: task.lost or 0.0 for name, task in tasks.items()},
+            received,
+            heartbeat=HEARTBEAT_SECONDS,
+        )
 
     def _exchange(self, requests: Mapping[str, Message], limit: float) -> dict[str, _Task]:
         """Queue one task per party and wait until each is answered or failed, or ``limit`` seconds pass.
@@ -198,11 +234,19 @@ class GrpcGrid(Grid):
             self._cond.notify_all()
             try:
                 while any(task.open for task in tasks.values()) and (remaining := deadline - time.monotonic()) > 0:
-                    self._cond.wait(remaining)
+                    self._cond.wait(min(remaining, 1.0))
+                    self._mark_lost(tasks)
             finally:
                 for name in tasks:
                     self._pending.pop(name, None)
         return tasks
+
+    def _mark_lost(self, tasks: Mapping[str, _Task]) -> None:
+        """Declare lost each party owing a reply that has been silent for ``lost_after`` s (caller holds the lock)."""
+        owing = [name for name, task in tasks.items() if task.open]
+        for name, silence in self._sessions.lost(owing, self._streams).items():
+            tasks[name].lost = silence
+            self._progress(name, f"lost during {tasks[name].request.operation!r}: no contact for {silence:.0f} s")
 
     # ---- study lifecycle --------------------------------------------------------------------
     def wait_for_parties(self, timeout: float, *, on_missing: str = "fail") -> list[str]:
@@ -233,12 +277,16 @@ class GrpcGrid(Grid):
             self._progress(name, f"did not join within {timeout:g} s; continuing without it")
         return joined
 
-    def finish(self, *, failed: str | None = None, linger: float = 10.0) -> None:
+    def finish(self, *, failed: str | errors.CollabCausalError | None = None, linger: float = 10.0) -> None:
         """End the study (DONE, or FAILED with a reason), tell the parties, stop serving.
 
-        Waits up to ``linger`` seconds for every joined party to learn the outcome on its next poll.
+        Of an error the parties are told the problem only: its fix is the coordinator's (it names
+        study.toml, the analyst's log), not the hospital's. Waits up to ``linger`` seconds for every
+        joined party to learn the outcome on its next poll.
         """
         deadline = time.monotonic() + linger
+        if isinstance(failed, errors.CollabCausalError):
+            failed = failed.problem
         with self._cond:
             self._state = pb.FAILED if failed else pb.DONE
             self._detail = failed or "study complete"
@@ -258,8 +306,10 @@ class GrpcGrid(Grid):
         self.stop()
 
     # ---- used by the servicer ---------------------------------------------------------------
-    def _identify(self, context: grpc.ServicerContext) -> str:
-        claimed = dict(context.invocation_metadata()).get(PARTY_METADATA, "")
+    def _identify(self, context: grpc.ServicerContext, *, registering: bool = False) -> str:
+        """The calling party's name (refused off the roster, or from a session another process replaced)."""
+        metadata = dict(context.invocation_metadata())
+        claimed = metadata.get(PARTY_METADATA, "")
         name = claimed
         if self._tls is not None:
             name = peer_identity(context) or ""
@@ -275,6 +325,16 @@ class GrpcGrid(Grid):
                 f"party {name!r} is not on the roster of study {self.study!r} ({', '.join(self.roster)}); "
                 "fix: ask the study coordinator to add you to study.toml",
             )
+        if not registering:
+            session = metadata.get(SESSION_METADATA, "")
+            with self._cond:
+                replaced = name in self._joined and not self._sessions.current(name, session)
+                self._sessions.seen(name, session)
+            if replaced:
+                context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"another process answers for party {name!r} now: register again",
+                )
         return name
 
     def _wake(self) -> None:
@@ -282,7 +342,7 @@ class GrpcGrid(Grid):
             self._cond.notify_all()
 
     def _register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.RegisterReply:
-        name = self._identify(context)
+        name = self._identify(context, registering=True)
         if request.protocol_version != PROTOCOL_VERSION:
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -291,15 +351,27 @@ class GrpcGrid(Grid):
             )
         if request.study and request.study != self.study:
             context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.NOT_FOUND,  # the party's configuration names a study not served here
                 f"party {name!r} asked to join study {request.study!r} but this analyst runs {self.study!r}; "
                 "fix: set [party] study in party.toml to the coordinator's study id",
             )
+        session = dict(context.invocation_metadata()).get(SESSION_METADATA, "")
         with self._cond:
-            rejoined = name in self._joined
-            self._joined[name] = time.time()
-            self._cond.notify_all()
-        self._progress(name, "rejoined" if rejoined else "joined")
+            try:
+                event = self._sessions.register(name, session, self._streams[name])
+            except DuplicateSession as exc:
+                refusal = str(exc)
+            else:
+                refusal = ""
+                self._joined[name] = time.time()
+                self._cond.notify_all()
+        if refusal:
+            self._progress(name, f"second process refused: {refusal}")
+            context.abort(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"{refusal}; fix: stop the other `collabcausal party join` of {name} (one process per party)",
+            )
+        self._progress(name, event)
         return pb.RegisterReply(protocol_version=PROTOCOL_VERSION, study=self.study, party=name, run_id=self.run_id)
 
     @contextmanager
@@ -314,11 +386,13 @@ class GrpcGrid(Grid):
                     "fix: run one collabcausal party join per party",
                 )
             self._streams[name] += 1
+        session = dict(context.invocation_metadata()).get(SESSION_METADATA, "")
         try:
             yield
         finally:
             with self._cond:
                 self._streams[name] -= 1
+                self._sessions.seen(name, session)  # silence counts from the end of its last stream
 
     def _pull(self, request: pb.PullRequest, context: grpc.ServicerContext) -> Iterator[pb.Frame]:
         name = self._identify(context)
@@ -384,6 +458,8 @@ class GrpcGrid(Grid):
             if task is None or task.task_id != envelope.task_id or not task.open:
                 return pb.UploadAck(task_id=envelope.task_id, accepted=False, detail="no such task outstanding")
             task.reply = envelope
+            if envelope.error is None:
+                self._received[name][task.request.operation] += 1
             self._cond.notify_all()
         if envelope.error is None:
             log_request(name, f"{task.request.operation}: reply received")

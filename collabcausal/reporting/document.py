@@ -16,7 +16,9 @@ Keys (all present; empty where a study has nothing to say):
 - ``bootstrap``: per estimator and setting, the replicate estimates;
 - ``privacy``: per party, the (epsilon, delta) spent (None for a party whose releases are not DP), or
   None; ``privacy_note`` says what is not DP;
-- ``warnings``: one sentence each (failed replicates, clipping, W-clb vs CA drift, missing parties).
+- ``warnings``: one sentence each (failed replicates, clipping, W-clb vs CA drift, missing parties);
+- ``notes``: information about the method, one sentence each (what is DP, what the interval counts):
+  shown, never counted as a warning.
 """
 
 from __future__ import annotations
@@ -167,4 +169,5 @@ def study_document(
         "privacy_note": report.get("privacy_note")
         or (DC_QE_PRIVACY_NOTE if not spend or any(s["epsilon"] is None for s in spend.values()) else ""),
         "warnings": warnings,
+        "notes": list(report.get("notes", [])),
     }

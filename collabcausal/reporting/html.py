@@ -31,6 +31,7 @@ th, td { border-bottom: 1px solid #e3e3e3; padding: 4px 12px 4px 0; text-align: 
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .warnings { background: #fff4e5; border-left: 4px solid #e08a00; padding: 8px 14px; }
 .ok { background: #eef8ee; border-left: 4px solid #3a9a3a; padding: 8px 14px; }
+.notes { background: #eef3fb; border-left: 4px solid #3a6ab0; padding: 8px 14px; margin-top: 8px; }
 figure { margin: 14px 0 22px; } figure svg { max-width: 100%; height: auto; }
 figcaption { color: #444; font-size: 13px; margin-top: 4px; }
 pre { background: #f6f6f6; padding: 10px; overflow-x: auto; font-size: 12.5px; }
@@ -61,6 +62,8 @@ ESTIMATE_COLUMNS = (
     ("noise_sd", "DP noise sd"),
     ("noise_share", "DP noise share of the variance"),
     ("dp_floor", "DP floor (noise sd of the estimate)"),
+    ("no_interval", "no interval because"),
+    ("adjustment", "what the estimate adjusts for"),
 )
 
 
@@ -78,10 +81,11 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f'<p class="meta">{escape(prov["timestamp"])} &middot; seed {escape(str(prov["seed"]))} &middot; '
         f"collabcausal {escape(prov['versions'].get('collabcausal', '?'))}</p>",
         _warnings(doc["warnings"]),
+        *_notes(doc.get("notes", [])),
         "<h2>Estimates</h2>",
         f"<p>{escape(doc['estimand'].upper())} in {escape(doc['unit'])}"
         + ("" if doc.get("benchmark") is None else f"; benchmark {doc['benchmark']:.4g}")
-        + ". Intervals: 95% bootstrap percentile where replicates ran, otherwise analytic.</p>",
+        + f". {escape(interval_sentence(doc['estimates']))}</p>",
         _estimates_table(doc["estimates"]),
     ]
     for heading, svg, caption in figures:
@@ -209,6 +213,10 @@ def _dp_effects(release: Mapping[str, Any] | None) -> list[str]:
         return []
     secure = "yes: the coordinator saw only sums over parties" if release["secure_aggregation"] else (
         "no: each party's release was seen")
+    unpinned = release.get("secure_aggregation_unpinned") or []
+    if release["secure_aggregation"] and unpinned:
+        secure += (f"; {', '.join(unpinned)} trust the coordinator's roster (peers = \"any\"): "
+                   "protected only against an honest-but-curious coordinator")
     rows = [
         ["secure aggregation", secure],
         ["subjects per party", _compact(release["n_subjects"])],
@@ -224,6 +232,31 @@ def _dp_effects(release: Mapping[str, Any] | None) -> list[str]:
 def _compact(value: Any) -> Any:
     """Numbers and strings as they are; lists and mappings as one-line JSON."""
     return value if isinstance(value, (str, int, float)) or value is None else json.dumps(value, default=str)
+
+
+INTERVAL_NAMES = {"percentile": "bootstrap percentile", "bca": "bootstrap BCa", "analytic": "analytic"}
+
+
+def interval_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What the intervals of ``rows`` are, from the rows themselves (each row's ``interval`` and ``alpha``)."""
+    kinds = {}
+    for row in rows:
+        if row.get("ci_low") is not None:
+            level = round(100 * (1 - row.get("alpha", 0.05)))
+            kinds.setdefault(f"{level}% {INTERVAL_NAMES.get(row.get('interval'), row.get('interval'))}", None)
+    without = sum(row.get("ci_low") is None for row in rows)
+    parts = [", ".join(kinds)] if kinds else []
+    if without:
+        parts.append(f"{without} of {len(rows)} estimates without an interval")
+    return "Intervals: " + ("; ".join(parts) or "none") + "."
+
+
+def _notes(notes: Sequence[str]) -> list[str]:
+    """What the method is and what its interval counts: information, apart from the warnings."""
+    if not notes:
+        return []
+    return ['<div class="notes"><strong>Notes</strong><ul>' + "".join(f"<li>{escape(n)}</li>" for n in notes)
+            + "</ul></div>"]
 
 
 def _warnings(warnings: Sequence[str]) -> str:

@@ -6,28 +6,29 @@ deceives and could unmask that party's upload. So each party signs its **key adv
 
     (party name, study, round id, X25519 public key)
 
-with the private key of its mutual-TLS certificate issued by the study CA (ECDSA P-256, SHA-256;
-``[analyst] ca/cert/key`` of party.toml, see collabcausal/protocol/certs.py), and every party
-verifies every advertisement before deriving a mask: the certificate chains to the study CA and is
-in date, its common name is the advertised party name, the signature verifies over
-:func:`advertisement_bytes`, and the study and round are the ones the party is in.
+with the private key of its certificate (ECDSA P-256, SHA-256): by default its mutual-TLS one
+(``[analyst] cert/key`` of party.toml), or a self-signed one made at the party
+(``[secure_aggregation] cert/key``, ``certs self-sign``; collabcausal/protocol/certs.py). Every
+party verifies every advertisement before deriving a mask: the certificate is the one the party
+pinned for that name (or, with ``peers = "any"``, chains to the study CA), is in date and is a
+party's (not the analyst's), its common name is the advertised party name, the signature verifies
+over :func:`advertisement_bytes`, and the study and round are the ones the party is in.
 
-Limits (docs/secure-aggregation.md): whoever holds the study CA's private key can mint a
-certificate for any name. Where the coordinator keeps ``ca.key`` (``collabcausal certs init``),
-parties that want protection from a *malicious* coordinator pin each other's certificate
-fingerprints (:class:`Verifier` ``pins``, exchanged out of band); an honest-but-curious
-coordinator relays keys faithfully.
+Why pins (docs/secure-aggregation.md): whoever holds the study CA's private key can mint a
+certificate for any name, and with ``collabcausal certs init`` the coordinator keeps ``ca.key``. A
+roster checked against the CA alone therefore protects only against an honest-but-curious
+coordinator; against a malicious one each party pins its peers' certificate fingerprints, exchanged
+out of band (:class:`Verifier` ``pins``; the roster rules built on it are in pins.py).
 
 An advertisement is a JSON-able dict of str values (hex public key, base64 signature, PEM
 certificate); :func:`simulation_identities` makes a throwaway in-memory CA and party certificates
-for simulations.
+for simulations, pinned to each other.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from collabcausal.errors import IdentityError
 from collabcausal.protocol.certs import (
+    check_party_role,
+    check_validity,
     common_name,
+    fingerprint,
     load_certificate,
     make_ca,
     make_certificate,
@@ -52,7 +56,16 @@ FIELDS = ("party", "study", "round", "public_key", "certificate", "signature")
 SIMULATION_DAYS = 30
 """Validity of :func:`simulation_identities`' certificates (a long sweep must not outlive them)."""
 
-__all__ = ["FIELDS", "Signer", "Verifier", "advertisement_bytes", "simulation_identities"]
+# fingerprint and load_certificate (protocol/certs.py) are re-exported for the roles, which never import protocol/
+__all__ = [
+    "FIELDS",
+    "Signer",
+    "Verifier",
+    "advertisement_bytes",
+    "fingerprint",
+    "load_certificate",
+    "simulation_identities",
+]
 
 
 def advertisement_bytes(
@@ -117,20 +130,31 @@ class Signer:
 
 @dataclass(frozen=True)
 class Verifier:
-    """Checks key advertisements against the study CA (and optional certificate pins).
+    """Checks key advertisements: a party's certificate, pinned or chained to the study CA.
 
     Parameters
     ----------
-    ca : cryptography.x509.Certificate
-        The study CA's certificate (party.toml ``[analyst] ca``; :meth:`from_file`).
+    ca : cryptography.x509.Certificate or None
+        The study CA's certificate (party.toml ``[analyst] ca``; :meth:`from_file`). Only consulted
+        without ``pins``.
     pins : mapping of str to str, optional
-        Party name -> SHA-256 fingerprint (hex) of its certificate. When given, a party absent from
-        it or with another certificate is refused: protection against a coordinator that holds the
-        CA key and mints certificates.
+        Party name -> SHA-256 fingerprint (hex) of its certificate (:func:`fingerprint`). When
+        given, the pin is the trust anchor: a party absent from it, or with another certificate, is
+        refused whatever CA signed it (protection against a coordinator that holds the CA key and
+        mints certificates), and a pinned certificate need not chain to ``ca`` (a self-signed one,
+        ``certs self-sign``, is accepted by its fingerprint). Without pins a certificate must chain
+        to ``ca``: trust in the coordinator's roster (docs/secure-aggregation.md).
+
+    Either way the certificate must be in date and a party's (:func:`check_party_role`: clientAuth,
+    not serverAuth, not the analyst's name), so the coordinator's own certificate never passes.
     """
 
-    ca: x509.Certificate
+    ca: x509.Certificate | None
     pins: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.ca is None and self.pins is None:
+            raise IdentityError("a verifier needs the study CA or pinned certificates", "give ca.pem or pins")
 
     @classmethod
     def from_file(cls, ca: str | Path, pins: Mapping[str, str] | None = None) -> Verifier:
@@ -164,11 +188,10 @@ class Verifier:
             raise IdentityError(f"the key advertisement of {party!r} is not well formed", fix) from None
         if len(public_key) != PUBLIC_KEY_BYTES:
             raise IdentityError(f"the key advertisement of {party!r} has a {len(public_key)}-byte key", fix)
-        subject = verify_certificate(cert, self.ca, f"of {party!r}", "of this study")
+        subject = check_party_role(cert, f"of {party!r}")
         if subject != party:
             raise IdentityError(f"the key advertisement of {party!r} carries the certificate of {subject!r}", fix)
-        if self.pins is not None and self.pins.get(party) != fingerprint(cert):
-            raise IdentityError(f"the certificate of {party!r} is not the one pinned for it", fix)
+        self._trust(cert, party)
         try:
             cert.public_key().verify(  # type: ignore[call-arg,union-attr]
                 signature, advertisement_bytes(party, study, round_id, public_key, kind), ec.ECDSA(hashes.SHA256())
@@ -177,23 +200,37 @@ class Verifier:
             raise IdentityError(f"the signature on the key advertisement of {party!r} does not verify", fix) from None
         return party, public_key
 
-
-def fingerprint(cert: x509.Certificate) -> str:
-    """SHA-256 of the certificate's DER bytes, hex: the value to pin."""
-    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+    def _trust(self, cert: x509.Certificate, party: str) -> None:
+        """The pin (if any) or the study CA vouches for ``cert``; in date either way."""
+        if self.pins is None:
+            verify_certificate(cert, self.ca, f"of {party!r}", "of this study")  # type: ignore[arg-type]
+            return
+        pin_fix = (
+            "compare fingerprints with that party out of band (`collabcausal certs fingerprint`); pin it in "
+            "[secure_aggregation] peers only if it is a real, independent party, else restart without it"
+        )
+        if party not in self.pins:
+            raise IdentityError(f"{party!r} is not a pinned peer of this party", pin_fix)
+        if self.pins[party] != fingerprint(cert):
+            raise IdentityError(
+                f"the certificate of {party!r} is not the one pinned for it (fingerprint {fingerprint(cert)[:16]}...)",
+                pin_fix,
+            )
+        check_validity(cert, f"of {party!r}")
 
 
 def simulation_identities(study: str, names: Sequence[str]) -> tuple[dict[str, Signer], Verifier]:
     """A throwaway in-memory study CA and one party certificate per name (simulations, tests).
 
-    Uses the project's own certificate code (protocol/certs.py); nothing touches the disk.
+    Uses the project's own certificate code (protocol/certs.py); nothing touches the disk. The
+    verifier pins every party's certificate, as a deployment's party.toml does.
     """
     ca_key, ca_cert = make_ca(name=f"{study} simulation CA", days=SIMULATION_DAYS)
     signers = {}
     for name in names:
         key = ec.generate_private_key(ec.SECP256R1())
         signers[name] = Signer(make_certificate(ca_key, ca_cert, name, key.public_key(), days=SIMULATION_DAYS), key)
-    return signers, Verifier(ca_cert)
+    return signers, Verifier(ca_cert, pins={name: fingerprint(s.certificate) for name, s in signers.items()})
 
 
 def _fields(advertisement: Mapping[str, object], party: str) -> dict[str, str]:

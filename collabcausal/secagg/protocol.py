@@ -7,8 +7,10 @@ A round has a study, a round id and a roster of parties; the coordinator relays 
 1. **Keys** (party, :func:`advertise`): a fresh X25519 key pair for this round; the party sends
    the signed advertisement (identity.py) and keeps the :class:`RoundKey`.
 2. **Masked upload** (party, :func:`masked_contribution`): given every party's advertisement, the
-   party verifies them all, derives a seed with each other party and uploads
-   ``values + sum_{peer after me} mask - sum_{peer before me} mask (mod 2^64)``.
+   party verifies the roster against its pins and ``min_parties`` (:func:`verified_roster`,
+   pins.py), derives a seed with each other party (:func:`pair_seeds`: every key exchange checked
+   before anything is charged) and uploads
+   ``values + sum_{peer after me} mask - sum_{peer before me} mask (mod 2^64)`` (:func:`apply_masks`).
 3. **Sum** (coordinator, :func:`aggregate`): the masks cancel in the sum over the whole roster;
    the coordinator learns the sum modulo 2^64 and nothing else.
 4. **Failure**: a missing upload raises :class:`RoundFailed`. The masks of the parties present do
@@ -31,8 +33,18 @@ from numpy.typing import ArrayLike, NDArray
 from collabcausal.errors import IdentityError, InputError, ProtocolError, StudyFailedError
 from collabcausal.secagg.crypto import expand_mask, generate_round_key, pairwise_seed, public_bytes
 from collabcausal.secagg.identity import Signer, Verifier
+from collabcausal.secagg.pins import verified_peers
 
-__all__ = ["RoundFailed", "RoundKey", "advertise", "aggregate", "masked_contribution", "verified_roster"]
+__all__ = [
+    "RoundFailed",
+    "RoundKey",
+    "advertise",
+    "aggregate",
+    "apply_masks",
+    "masked_contribution",
+    "pair_seeds",
+    "verified_roster",
+]
 
 
 class RoundFailed(StudyFailedError):
@@ -76,6 +88,10 @@ def masked_contribution(
 ) -> NDArray[np.uint64]:
     """Stage 2 (party): ``values`` (uint64, noise included) plus pairwise masks, mod 2^64.
 
+    The three steps in one call: :func:`verified_roster`, :func:`pair_seeds`, :func:`apply_masks`.
+    A party that charges a ledger calls the first two before the charge and the third after
+    (collabcausal/party/secagg.py).
+
     Parameters
     ----------
     state : RoundKey
@@ -86,57 +102,100 @@ def masked_contribution(
         Every party's advertisement as relayed by the coordinator, this party's own included: the
         roster of the round.
     verifier : Verifier
-        The study CA (and pins).
+        The party's pins (or the study CA).
     values : array of uint64
         The encoded values with this party's noise share added.
     label : str
         The release ("nuisance", "scores", ...): masks of different labels are independent.
     min_parties : int
-        Smallest roster accepted; pass the ``n_honest`` the noise was calibrated for, so that a
-        coordinator cannot shrink the round below the parties whose noise the guarantee needs.
+        Smallest roster accepted (pins.py); at least the parties the noise was calibrated for.
 
     Raises
     ------
     IdentityError
-        An advertisement fails verification (the message names the party), the roster lacks this
-        party, names a party twice or has a stranger's key for this party.
+        As :func:`verified_roster` and :func:`pair_seeds`.
+    PolicyError
+        The roster is smaller than ``min_parties``.
     InputError
-        The roster is smaller than ``min_parties``, ``values`` are not uint64, or ``label`` was used.
+        ``values`` are not uint64, the key is another party's, or ``label`` was used.
     """
-    label = _text(label, "label")
     if own_name != state.name:
         raise InputError(f"this round key belongs to {state.name!r}, not {own_name!r}", "use the party's own key")
-    if label in state.used_labels:
-        raise InputError(
-            f"round {state.round_id!r} already masked a release labelled {label!r}",
-            "start a new round (fresh keys) for a new release",
+    seeds = pair_seeds(state, verified_roster(state, advertisements, verifier, min_parties=min_parties), label)
+    return apply_masks(state, seeds, values, label)
+
+
+def verified_roster(
+    state: RoundKey, advertisements: Sequence[Mapping[str, object]], verifier: Verifier, *, min_parties: int = 2
+) -> dict[str, bytes]:
+    """Party name -> X25519 public key of every advertisement, each verified (stage 2's first step).
+
+    :func:`~collabcausal.secagg.pins.verified_peers` (pins or CA, roles, no name or key twice, at
+    least ``min_parties``), and the roster carries this party with its own key.
+
+    Raises
+    ------
+    IdentityError
+        An advertisement fails, or the roster lacks this party or has a stranger's key for it.
+    PolicyError
+        Fewer than ``min_parties`` parties.
+    """
+    peers = verified_peers(
+        advertisements, verifier, min_parties=max(int(min_parties), 2), study=state.study, round_id=state.round_id
+    )
+    if state.name not in peers:
+        raise IdentityError(f"round {state.round_id!r} refused: the roster lacks this party {state.name!r}", _RESTART)
+    if peers[state.name] != public_bytes(state.private_key):
+        raise IdentityError(
+            f"round {state.round_id!r} refused: the key advertised for {state.name!r} is not this party's", _RESTART
         )
-    arr = np.asarray(values)
-    if arr.dtype != np.uint64:
-        raise InputError(f"masked values must be uint64, got {arr.dtype}", "encode them with secagg.encode()")
-    peers = verified_roster(state, advertisements, verifier)
-    if len(peers) < max(int(min_parties), 2):
-        raise InputError(
-            f"round {state.round_id!r} has {len(peers)} parties, fewer than the {max(int(min_parties), 2)} required",
-            "run the round with at least as many parties as the noise was calibrated for",
-        )
+    return peers
+
+
+def pair_seeds(state: RoundKey, roster: Mapping[str, bytes], label: str) -> dict[str, bytes]:
+    """Stage 2's key check: the pairwise seed with every other party of ``roster`` for ``label``.
+
+    Every X25519 exchange is done here, so a low-order (e.g. all-zero) key, whose shared secret
+    would be zero, is refused before the party charges anything or masks a value.
+
+    Raises
+    ------
+    IdentityError
+        A peer's key is a low-order point (the message names the peer).
+    InputError
+        ``label`` was already masked under this round key.
+    """
+    label = _unused(state, label)
     seeds = {}
-    for peer, public in peers.items():
+    for peer, public in roster.items():
         if peer == state.name:
             continue
         try:
             seeds[peer] = pairwise_seed(
-                state.private_key,
-                public,
-                study=state.study,
-                round_id=state.round_id,
-                names=(state.name, peer),
+                state.private_key, public, study=state.study, round_id=state.round_id, names=(state.name, peer),
                 label=label,
             )
         except IdentityError as exc:
             raise IdentityError(
                 f"round {state.round_id!r} refused: the key of {peer!r}: {exc.problem}", exc.fix
             ) from None
+    return seeds
+
+
+def apply_masks(state: RoundKey, seeds: Mapping[str, bytes], values: ArrayLike, label: str) -> NDArray[np.uint64]:
+    """Stage 2's upload: ``values + sum_{peer after me} mask - sum_{peer before me} mask`` mod 2^64.
+
+    Marks ``label`` used: a round key masks one vector per label.
+
+    Raises
+    ------
+    InputError
+        ``values`` are not uint64, or ``label`` was already masked.
+    """
+    label = _unused(state, label)
+    arr = np.asarray(values)
+    if arr.dtype != np.uint64:
+        raise InputError(f"masked values must be uint64, got {arr.dtype}", "encode them with secagg.encode()")
     state.used_labels.add(label)
     out = arr.copy().ravel()
     for peer, seed in seeds.items():
@@ -179,37 +238,17 @@ def aggregate(contributions: Mapping[str, ArrayLike], roster: Sequence[str]) -> 
     return total
 
 
-def verified_roster(
-    state: RoundKey, advertisements: Sequence[Mapping[str, object]], verifier: Verifier
-) -> dict[str, bytes]:
-    """Party name -> X25519 public key of every advertisement, each verified (stage 2's first step).
-
-    A party calls it before it charges a release, so a tampered roster is refused for free.
-
-    Raises
-    ------
-    IdentityError
-        As :func:`masked_contribution`.
-    """
-    peers: dict[str, bytes] = {}
-    for advertisement in advertisements:
-        try:
-            name, public = verifier.verify(advertisement, study=state.study, round_id=state.round_id)
-        except IdentityError as exc:
-            raise IdentityError(f"round {state.round_id!r} refused: {exc.problem}", exc.fix) from None
-        if name in peers:
-            raise IdentityError(f"round {state.round_id!r} refused: {name!r} is advertised twice", _RESTART)
-        peers[name] = public
-    if state.name not in peers:
-        raise IdentityError(f"round {state.round_id!r} refused: the roster lacks this party {state.name!r}", _RESTART)
-    if peers[state.name] != public_bytes(state.private_key):
-        raise IdentityError(
-            f"round {state.round_id!r} refused: the key advertised for {state.name!r} is not this party's", _RESTART
-        )
-    return peers
-
-
 _RESTART = "restart the round with fresh keys; if it recurs, the relay is tampering with advertisements"
+
+
+def _unused(state: RoundKey, label: str) -> str:
+    label = _text(label, "label")
+    if label in state.used_labels:
+        raise InputError(
+            f"round {state.round_id!r} already masked a release labelled {label!r}",
+            "start a new round (fresh keys) for a new release",
+        )
+    return label
 
 
 def _text(value: str, what: str) -> str:

@@ -139,13 +139,20 @@ def build_parties(dataset: CausalDataset, partition: GridPartition, *, anchor_ke
     every party of the row is a label holder) and validates its slice with the same rules as a
     deployed party (:class:`~collabcausal.party.table.PartyTable`).
 
-    A covariate constant in one row group (but not in the data set) means too many row groups for
-    the data: refused naming the row group, its size and the command-line fix.
+    A row group whose subjects are all in one treatment arm, or a covariate constant in one row
+    group (but not in the data set), means too many row groups for the data: refused naming the
+    row group, its size and the command-line fix.
     """
     parties = []
     n_groups = len(partition.row_groups)
     for i, rows in enumerate(partition.row_groups):
         block: pd.DataFrame = dataset.frame.iloc[rows].reset_index(drop=True)
+        if block[dataset.treatment].nunique() < 2:
+            raise InputError(
+                f"{dataset.name}: row group {i + 1} of {n_groups} ({len(rows)} subjects) has only one treatment arm: "
+                "too many row groups for the data",
+                "use fewer --rows",
+            )
         for j, columns in enumerate(partition.column_groups):
             name = partition.name(i, j)
             try:

@@ -1,7 +1,9 @@
 """Commented configuration templates: ``party init`` writes party.toml, ``analyst init`` study.toml.
 
-The templates are files of this package (``party.toml``, ``study.toml``); each loads with the
-project's own loader once its paths point at real files (tested on the LaLonde example).
+The templates are files of this package: ``party.toml`` (the private study kind, dp_effects: the
+default of ``party init``), ``party-dcqe.toml`` (plain DC-QE, ``party init --kind dcqe``) and
+``study.toml``; each loads with the project's own loader once its paths point at real files
+(tested on the LaLonde example).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 from collabcausal.errors import InputError
 
-TEMPLATES = ("party.toml", "study.toml")
+TEMPLATES = ("party.toml", "party-dcqe.toml", "study.toml")
 
 
 def write_template(name: str, out: str | Path, *, force: bool = False) -> Path:

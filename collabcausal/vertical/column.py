@@ -37,11 +37,10 @@ import tenseal as ts
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError, ProtocolError
-from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.parameters import INPUT_BOUND
-from collabcausal.vertical.seal_io import save_seal
-from collabcausal.vertical.total import flood, mask_slot_zero, rotate_and_sum
+from collabcausal.vertical.seal_io import save_seal, tag, untag
+from collabcausal.vertical.total import flood, flooding_noise, mask_slot_zero, rotate_and_sum
 
 FLOOD_TAIL = 10.0
 """Flooding noise is kept below ``max_value`` at 10 sd (exceeded with probability < 2e-23 per slot)."""
@@ -91,8 +90,9 @@ class EncryptedColumn:
                 f"{len(chunks)} ciphertexts cannot hold n = {n!r} values at {slots} slots each",
                 "send every chunk of the column and its n",
             )
+        payloads = [untag(bytes(c), context.fingerprint, "a column chunk") for c in chunks]
         try:
-            vectors = [ts.ckks_vector_from(context.context, bytes(c)) for c in chunks]
+            vectors = [ts.ckks_vector_from(context.context, p) for p in payloads]
         except (ValueError, TypeError, RuntimeError):
             raise ProtocolError("a column chunk is not a ciphertext of this context", "resend the column") from None
         if any(v.size() != slots for v in vectors):
@@ -100,8 +100,8 @@ class EncryptedColumn:
         return cls(context, vectors, int(n), bound=INPUT_BOUND, pad=0.0)
 
     def to_bytes(self) -> list[bytes]:
-        """The serialized chunks (TenSEAL's format, one per ``slot_count`` values)."""
-        return [c.serialize() for c in self._chunks]
+        """The serialized chunks (TenSEAL's format, one per ``slot_count`` values, tagged with the context)."""
+        return [tag(self.context.fingerprint, c.serialize()) for c in self._chunks]
 
     def __add__(self, other: object) -> EncryptedColumn:
         return self._combine(other, lambda a, b: a + b, lambda a, b: a + b, lambda a, b: a + b)
@@ -162,7 +162,7 @@ class EncryptedColumn:
             sd of the independent Gaussian noise in every other real and imaginary slot part.
         rng : numpy.random.Generator, optional
             Draw the flooding noise reproducibly (simulations, tests: NOT secure); by default it is
-            OpenDP's Gaussian from OS entropy.
+            :func:`~collabcausal.vertical.total.flooding_noise` from a fresh OS-entropy key.
 
         Returns
         -------
@@ -194,11 +194,12 @@ class EncryptedColumn:
             )
         summed = rotate_and_sum(context.evaluator, context.galois_keys, ciphertext, slots)
         masked = mask_slot_zero(context.evaluator, context.encoder, summed, slots, 2.0**parameters.scale_bits)
-        draws = draw_noise("gaussian", flood_sd, 2 * slots - 1, rng=rng)
+        draws = flooding_noise(2 * slots - 1, flood_sd, rng)
         values = draws[:slots] * 1j
         values[1:] += draws[slots:]
         values[0] += noise - (len(self._chunks) * slots - self.n) * self.pad
-        return save_seal(flood(context.evaluator, context.encoder, context.encryptor, masked, values))
+        flooded = flood(context.evaluator, context.encoder, context.encryptor, masked, values)
+        return tag(context.fingerprint, save_seal(flooded))
 
     def _combine(
         self,
@@ -226,7 +227,7 @@ class EncryptedColumn:
                 bound(self.bound, float(np.max(np.abs(arr)))),
                 pad(self.pad, 0.0),
             )
-        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+        if isinstance(other, numbers.Real):
             s = float(other)
             if not math.isfinite(s):
                 raise InputError(f"a scalar operand must be finite, got {other!r}", "pass a finite number")

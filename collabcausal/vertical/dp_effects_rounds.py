@@ -22,7 +22,7 @@ rounded sums), relayed by the coordinator, who cannot open them (docs/dp-effects
 3. P: :func:`open_totals` with its noise share.
 
 The same functions run on numpy arrays (no key, no total): the plaintext twin's sums are these
-programs' (:mod:`collabcausal.simulations.vertical_twin`), which tests/vertical checks.
+programs' (:mod:`collabcausal.simulations.vertical_simulation`), which tests/vertical checks.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from collabcausal.errors import InputError
 from collabcausal.vertical.column import EncryptedColumn, encrypt_column
 from collabcausal.vertical.context import load_public_context, parameters_header
 from collabcausal.vertical.parameters import CKKSParameters
-from collabcausal.vertical.seal_io import frame, load_seal, save_seal
+from collabcausal.vertical.seal_io import frame, load_seal, save_seal, untag
 from collabcausal.vertical.total import rotation_steps
 
 __all__ = ["KeyOwner"]
@@ -90,7 +90,8 @@ class KeyOwner:
                 f"grid {grid!r} is finer than the CKKS error bound {bound:g}", f"round to a grid of at least {bound:g}"
             )
         seal_context = self._context.seal_context().data
-        loaded = load_seal(sealapi.Ciphertext(), seal_context, bytes(ciphertext), "the returned total")
+        payload = untag(bytes(ciphertext), self.public.fingerprint, "the returned total")
+        loaded = load_seal(sealapi.Ciphertext(), seal_context, payload, "the returned total")
         plain = sealapi.Plaintext()
         sealapi.Decryptor(seal_context, self._context.secret_key().data).decrypt(loaded, plain)
         value = sealapi.CKKSEncoder(seal_context).decode_double(plain)[0]

@@ -8,7 +8,7 @@ from typing import Any
 
 from collabcausal.errors import ProtocolError
 
-__all__ = ["frame", "load_seal", "save_seal", "unframe"]
+__all__ = ["frame", "load_seal", "save_seal", "tag", "unframe", "untag"]
 
 MAGIC = b"collabcausal-ckks-v1"
 
@@ -38,6 +38,22 @@ def load_seal(obj: Any, seal_context: Any, data: bytes, what: str) -> Any:
 def frame(*parts: bytes) -> bytes:
     """``MAGIC`` and ``parts``, each with an 8-byte big-endian length: one unambiguous blob."""
     return MAGIC + b"".join(len(p).to_bytes(8, "big") + p for p in parts)
+
+
+def tag(fingerprint: str, payload: bytes) -> bytes:
+    """``payload`` (a ciphertext) labelled with the fingerprint of the public context it is under."""
+    return frame(fingerprint.encode("ascii"), payload)
+
+
+def untag(data: bytes, fingerprint: str, what: str) -> bytes:
+    """The payload of :func:`tag`, refused in one line when it is labelled with another context."""
+    label, payload = unframe(data, 2, what)
+    if label != fingerprint.encode("ascii"):
+        raise ProtocolError(
+            f"{what} is under another CKKS context (another key owner or round)",
+            "send only ciphertexts of this round's key owner",
+        )
+    return payload
 
 
 def unframe(data: bytes, count: int, what: str) -> list[bytes]:

@@ -14,17 +14,26 @@ chunks slot-wise, then:
    it, its second component would be a known function of the key owner's own ciphertexts and the
    evaluator's plaintexts (a key owner could divide it out and read the evaluator's columns). The
    flooding hides the error terms of the computation, which depend on the evaluator's values.
+
+The flooding noise (:func:`flooding_noise`) is not a DP release: what it needs is to be unpredictable
+by the key owner and Gaussian. It is the Box-Muller transform (Box & Muller 1958, "A Note on the
+Generation of Random Normal Deviates", Ann. Math. Statist. 29(2), eq. 1) of uniforms from a ChaCha20
+keystream under a fresh 32-byte OS-entropy key (secure aggregation's :func:`expand_mask`): about a
+millisecond for 16,383 values, where OpenDP's exact Gaussian took 1.5 s, most of a total's time.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from tenseal import sealapi
 
-__all__ = ["ROTATION_BASE", "flood", "mask_slot_zero", "rotate_and_sum", "rotation_steps"]
+from collabcausal.secagg.crypto import SEED_BYTES, expand_mask
+
+__all__ = ["ROTATION_BASE", "flood", "flooding_noise", "mask_slot_zero", "rotate_and_sum", "rotation_steps"]
 
 ROTATION_BASE = 8
 """Rotation keys are for steps 1, 8, 64, ...; each stage rotates up to 7 times by one key."""
@@ -76,3 +85,18 @@ def flood(evaluator: Any, encoder: Any, encryptor: Any, ciphertext: Any, values:
     out = sealapi.Ciphertext()
     evaluator.add(ciphertext, fresh, out)
     return out
+
+
+def flooding_noise(count: int, sd: float, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
+    """``count`` i.i.d. N(0, sd^2) values, unpredictable without the fresh key (module docstring).
+
+    A numpy ``rng`` draws them reproducibly instead: for seeded tests and simulations only, NOT secure.
+    """
+    if rng is not None:
+        return rng.normal(0.0, sd, size=count)
+    pairs = (count + 1) // 2
+    bits = expand_mask(os.urandom(SEED_BYTES), "ckks-flooding", 2 * pairs)
+    uniform = ((bits >> np.uint64(11)).astype(np.float64) + 1.0) * 2.0**-53  # in (0, 1]: log is finite
+    radius = np.sqrt(-2.0 * np.log(uniform[:pairs]))
+    angle = 2.0 * np.pi * uniform[pairs:]
+    return sd * np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:count]

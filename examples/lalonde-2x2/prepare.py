@@ -28,6 +28,10 @@ if "--simulation-key" in sys.argv[1:]:
           "`collabcausal simulate --dataset lalonde` (same study id, anchor, r, m~ and seed); never in a real study")
 elif not (here / "anchor.key").exists():
     new_anchor_key(here / "anchor.key")
+    print("anchor.key: a new random anchor key, the study's secret: every party reads it ([anchor] in each "
+          "party.toml), the analyst never gets it; it keeps out of git (.gitignore)")
+else:
+    print("anchor.key: kept (it exists); delete it for a new random key")
 dataset = load_lalonde()
 partition = partition_grid(dataset, 2, seed=0)
 for i, rows in enumerate(partition.row_groups):

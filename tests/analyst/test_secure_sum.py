@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from collabcausal.analyst.secure_sum import MAX_ATTEMPTS, secure_sum
-from collabcausal.errors import BudgetExceededError, StudyFailedError
+from collabcausal.errors import BudgetExceededError, PolicyError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
@@ -17,9 +17,9 @@ from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.secagg import attach_identities
+from collabcausal.party.secagg import Identity, attach_identities
 from collabcausal.protocol.inprocess import InProcessGrid
-from collabcausal.secagg import simulation_identities
+from collabcausal.secagg import PeerPolicy, simulation_identities
 
 N = 100
 FM = FeatureMap(((0.0, 1.0),), (0.0, 1.0), n_sites=4)
@@ -90,6 +90,15 @@ def test_the_coordinator_learns_the_sum_with_the_stated_noise(tmp_path):
     assert np.abs(result.total - _exact(parties)).max() < Z * result.noise_sd
 
 
+def test_the_coordinator_learns_which_parties_trust_its_roster_without_pins(tmp_path):
+    """A party with peers = "any" says so in its reply; the report names it (docs/secure-aggregation.md)."""
+    parties = _parties(tmp_path)
+    assert _run(InProcessGrid(parties), parties).unpinned == []
+    held = parties[2].secagg_identity
+    parties[2].secagg_identity = Identity(held.signer, held.ca, PeerPolicy(None, 2))
+    assert _run(InProcessGrid(parties), parties).unpinned == ["c"]
+
+
 def test_a_party_that_drops_out_restarts_the_round_without_it_and_the_others_are_charged_again(tmp_path):
     parties = _parties(tmp_path)
     result = _run(DroppingGrid(parties, {"c"}, STATISTICS), parties)
@@ -108,6 +117,15 @@ def test_a_dropout_at_the_keys_stage_costs_nothing(tmp_path):
     for p in parties:
         assert p.ledger.spent() == pytest.approx(_spent(0 if p.name == "b" else 1))
     assert _spent(1)[0] == pytest.approx(EPS)
+
+
+def test_a_restart_below_the_parties_min_parties_fails_the_study_uncharged(tmp_path):
+    """4 simulated parties pin each other with min_parties 3: after two dropouts a and b refuse the round of two."""
+    parties = _parties(tmp_path)
+    with pytest.raises(PolicyError, match=r"2 verified parties \(a, b\), fewer than min_parties = 3"):
+        _run(DroppingGrid(parties, {"c", "d"}, STATISTICS), parties)
+    for p in parties:  # the first attempt's uploads only (charged before the dropouts showed)
+        assert p.ledger.spent() == pytest.approx(_spent(0 if p.name in "cd" else 1))
 
 
 def test_rounds_stop_when_fewer_than_two_parties_are_left(tmp_path):

@@ -96,6 +96,25 @@ def test_an_adum_study_is_the_exact_stratified_estimate_up_to_its_noise_and_char
     assert report["partition"]["n_cells"] == [5] and len(report["cells"]) == 5
 
 
+def test_an_adum_study_gives_its_estimate_an_interval_and_says_what_the_cells_adjust_for(data, tmp_path):
+    """Issue 38 item 6: an interval from the release (DP noise negligible here: the conservative sampling part,
+    from the outcome range), covering the true ATE 1; the partition's columns and those it leaves out named."""
+    parties = four_parties(data, tmp_path, BIG)
+    report = run_study(InProcessGrid(parties), study_toml(tmp_path, "adum", parties))
+    row = report["estimates"]["eps-adum"]
+    counts = np.array([[c["noisy_n_control"], c["noisy_n_treated"]] for c in report["cells"]])
+    assert row["interval"] == "analytic" and row["no_interval"] is None
+    assert row["ci_low"] < 1.0 < row["ci_high"] and row["ci_high"] - row["ci_low"] < 0.5
+    # every cell-arm mean's sampling variance bounded by (2.5 + 1.5)^2 / 4 = 4: the SE from the counts alone
+    cell_weights = counts.sum(axis=1) / counts.sum()
+    bound = np.sqrt((cell_weights**2 * 4.0 * (1 / counts[:, 0] + 1 / counts[:, 1])).sum())
+    assert row["se"] == pytest.approx(bound, rel=1e-3)
+    assert "cell-adjusted for x only" in row["adjustment"] and "z, w (not in the partition)" in row["adjustment"]
+    assert row["unadjusted"]["ci_low"] < row["unadjusted"]["estimate"] < row["unadjusted"]["ci_high"]
+    assert report["notes"] and "the ATE are post-processing" in report["notes"][0]
+    assert not any("post-processing" in w for w in report["warnings"])  # information is not a warning
+
+
 def test_a_discovery_study_asks_every_party_holding_the_pair_and_charges_it_per_pair(data, tmp_path):
     parties = four_parties(data, tmp_path, 2 * BIG)
     section = f'epsilon = {BIG}\npairs = [["x", "w"], ["w", "z"]]'

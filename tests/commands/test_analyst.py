@@ -339,11 +339,27 @@ def test_party_init_writes_a_commented_template_that_loads_once_filled(tmp_path,
     config = folder / "p11" / "party.toml"
     assert main(["party", "init", "--out", str(config)]) == 2  # the example's own file is kept
     assert "exists" in capsys.readouterr().err
-    assert main(["party", "init", "--out", str(config), "--force"]) == 0
+    assert main(["party", "init", "--kind", "dcqe", "--out", str(config), "--force"]) == 0
     assert config.read_text().count("#") > 20  # commented
+    assert "NOT differentially private" in config.read_text()
     _fill(config, P11_FILLED)
     loaded = load_party_config(config)
     assert loaded.name == "p11" and loaded.columns == ("age", "married", "education", "nodegree")
+
+
+def test_party_init_writes_the_private_template_by_default_and_it_checks_as_dp(tmp_path, capsys):
+    """Issue 38 item 9: the README recommends dp_effects, so the default template is the private one."""
+    folder = _example(tmp_path)
+    config = folder / "p11" / "party.toml"
+    assert main(["party", "init", "--out", str(config), "--force"]) == 0
+    _fill(config, {k: v for k, v in P11_FILLED.items() if k != '"anchor.key"'})
+    loaded = load_party_config(config)
+    assert loaded.policy.operations == {"describe", "dp_effects_statistics", "dp_effects_scores", "secagg_keys"}
+    assert loaded.privacy == {"epsilon": 1.0, "delta": 1e-6}
+    capsys.readouterr()
+    assert main(["party", "join", "--config", str(config), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "effective guarantee: (1, 1e-06)-DP under substitution of one record" in out
 
 
 def test_party_join_check_validates_everything_and_shares_nothing(tmp_path, capsys):

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import stat
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from collabcausal.cli import main
-from collabcausal.protocol.certs import certificate_identity, check_certificate
+from collabcausal.errors import IdentityError
+from collabcausal.protocol.certs import (
+    certificate_identity,
+    check_certificate,
+    check_party_role,
+    fingerprint,
+    load_certificate,
+)
 
 
 def test_init_and_issue_make_verifiable_certificates_with_private_keys(tmp_path, capsys):
@@ -97,3 +105,25 @@ def test_anchor_key_is_written_once_and_not_overwritten_without_force(tmp_path, 
     assert main(["certs", "anchor-key", "--out", str(out)]) != 0
     assert "exists" in capsys.readouterr().err and read_anchor_key(out) == first
     assert main(["certs", "anchor-key", "--out", str(out), "--force"]) == 0 and read_anchor_key(out) != first
+
+
+def test_fingerprint_prints_the_peers_entry_and_self_sign_makes_a_party_certificate_no_ca_signed(tmp_path, capsys):
+    assert main(["certs", "self-sign", "--party", "hospital-a", "--dir", str(tmp_path)]) == 0
+    cert = x509.load_pem_x509_certificate((tmp_path / "hospital-a.pem").read_bytes())
+    assert cert.issuer == cert.subject and stat.S_IMODE((tmp_path / "hospital-a.key").stat().st_mode) == 0o600
+    assert check_party_role(cert) == "hospital-a"  # clientAuth only: a party's certificate
+    capsys.readouterr()
+    assert main(["certs", "fingerprint", "--cert", str(tmp_path / "hospital-a.pem")]) == 0
+    assert capsys.readouterr().out.strip() == f'{{name = "hospital-a", fingerprint = "{fingerprint(cert)}"}}'
+    assert main(["certs", "self-sign", "--party", "analyst", "--dir", str(tmp_path)]) == 2
+    assert "reserved name" in capsys.readouterr().err
+
+
+def test_only_party_certificates_pass_the_role_check(tmp_path):
+    """The analyst's certificate (serverAuth, reserved name) never counts as a party's."""
+    assert main(["certs", "init", "--dir", str(tmp_path)]) == 0
+    assert main(["certs", "issue", "--analyst", "--dir", str(tmp_path)]) == 0
+    assert main(["certs", "issue", "--party", "hospital-a", "--dir", str(tmp_path)]) == 0
+    assert check_party_role(load_certificate(tmp_path / "hospital-a.pem")) == "hospital-a"
+    with pytest.raises(IdentityError, match=r"'analyst'.*not a party's certificate"):
+        check_party_role(load_certificate(tmp_path / "analyst.pem"))

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from collabcausal.cli import main
+from collabcausal.errors import BudgetExceededError
 from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 
@@ -135,3 +136,25 @@ def test_budget_prints_the_partys_effective_guarantee(tmp_path, capsys, operatio
     assert main(["party", "budget", "--config", str(config), "--json"]) == 0
     (report,) = json.loads(capsys.readouterr().out)
     assert report["guarantee"].startswith(expected)
+
+
+def test_a_budget_spent_to_its_rounding_residue_shows_0_left_and_the_next_request_what_it_needs(tmp_path, capsys):
+    """Issue 38, item 7: zcdp_rho leaves 2.3e-9 of epsilon 4 unspent; that prints as 0, and a refusal says so."""
+    path = tmp_path / "budget.sqlite"
+    ledger = PrivacyLedger(path, epsilon=4.0, delta=1e-5, dataset="hospital.csv")
+    rho = zcdp_rho(4.0, 1e-5)
+    for op in ("dp_effects_statistics", "dp_effects_scores"):
+        ledger.charge_zcdp(op, rho / 2, 5e-6, study="s")
+    residue = 4.0 - ledger.spent()[0]
+    assert 0.0 < residue < 4.0 * 1e-9  # what the conversion leaves, within the budget check's tolerance
+    assert ledger.remaining() == (0.0, 0.0)
+    assert main(["party", "budget", "--ledger", str(path)]) == 0
+    assert "remaining  epsilon=0  delta=0\n" in capsys.readouterr().out
+    with pytest.raises(BudgetExceededError) as refused:
+        ledger.charge("dp_mean", 0.155532, study="s")
+    assert refused.value.problem == (
+        "privacy budget spent: dataset 'hospital.csv' has epsilon=0, delta=0 left of (4, 1e-05); "
+        "'dp_mean' needs epsilon=0.155532, delta=0"
+    )
+    with pytest.raises(BudgetExceededError, match=r"'dp_mean' needs epsilon=[0-9.]+, delta=5e-07 \(zCDP rho=0\.1"):
+        ledger.charge_zcdp("dp_mean", 0.1, 5e-7, study="s")

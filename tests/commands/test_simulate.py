@@ -131,3 +131,16 @@ def test_errors_name_the_option_not_the_python_keyword(tmp_path, capsys, args, m
     plain = err.replace("[study] n_components", "").replace("[study] n_anchors", "")  # study.toml keys
     assert not any(name in plain for name in PYTHON_NAMES), err
     assert not out.exists()
+
+
+def test_row_groups_of_one_arm_name_the_cause_in_cli_terms(tmp_path, capsys) -> None:
+    """Issue 38, item 7: `--rows 200` on 600 subjects leaves row groups of 3 subjects, some in one arm."""
+    make_dcqe_synthetic(600, 0).frame.to_csv(tmp_path / "d.csv", index=False)
+    args = ["simulate", "--data", str(tmp_path / "d.csv"), "--covariates", "x1,x2,x3,x4", "--treatment", "treat"]
+    args += ["--outcome", "y", "--rows", "200", "--settings", "W", "--bootstrap", "2", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert re.search(r"row group \d+ of 200 \(3 subjects\) has only one treatment arm", err), err
+    assert err.endswith("fix: use fewer --rows")
+    assert not (tmp_path / "o").exists()

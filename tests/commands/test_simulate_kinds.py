@@ -245,3 +245,64 @@ def test_simulate_dp_effects_over_grpc_gives_the_in_process_numbers(tmp_path):
     assert abs(a["estimate"] - b["estimate"]) < 8 * (a["noise_var"] + b["noise_var"]) ** 0.5
     assert local["dp_effects"]["secure_aggregation"] is remote["dp_effects"]["secure_aggregation"] is True
     assert local["per_party"] == remote["per_party"] == {}
+
+
+# what each run reads besides the data set, --rows, --row-rule, --seed, --transport and --out (issue 38, item 2)
+_DCQE_STUDY = {"--columns", "--estimand", "--estimators", "--party-components", "--anchors", "--bootstrap",
+               "--interval", "--balance-epsilon", "--balance-delta"}
+READS = {
+    "dcqe": _DCQE_STUDY | {"--settings", "--components", "--jobs", "--benchmark"},
+    "adum": {"--estimand", "--epsilon", "--outcome-range", "--partition-columns", "--cells", "--kmeans"},
+    "cate": {"--columns", "--estimand", "--party-components", "--anchors", "--epsilon", "--delta", "--outcome-range",
+             "--learner", "--feature-bound", "--balance-epsilon", "--balance-delta"},
+    "discovery": {"--epsilon", "--pairs"},
+    "dp_effects": {"--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
+                   "--secure-aggregation", "--no-secure-aggregation"},
+}
+EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
+              "--transport", "--out", "--quiet", "--help"}
+# a value each flag accepts (a refusal must not be the parser's own)
+VALUES = {
+    "--columns": ["age,education;re74,re75"], "--estimand": ["ate"], "--estimators": ["psm"],
+    "--party-components": ["2"], "--anchors": ["100"], "--bootstrap": ["5"], "--interval": ["analytic"],
+    "--settings": ["W,CA"], "--components": ["W-clb=2"], "--jobs": ["1"], "--benchmark": ["1.5"],
+    "--epsilon": ["1"], "--delta": ["1e-6"], "--outcome-range": ["0,60"], "--partition-columns": ["age"],
+    "--cells": ["4"], "--kmeans": ["4"], "--learner": ["dr"], "--feature-bound": ["0.3"], "--pairs": ["age,re74"],
+    "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
+    "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"],
+}
+
+
+def _unread() -> list[tuple[str, str]]:
+    return [(kind, flag) for kind, reads in READS.items() for flag in sorted(set(VALUES) - reads)]
+
+
+def test_every_simulate_flag_is_listed_as_read_by_every_kind_or_by_some():
+    from collabcausal.analyst.kinds import KINDS
+    from collabcausal.cli import build_parser
+
+    parser = build_parser("simulate")._subparsers._group_actions[0].choices["simulate"]
+    flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    assert set(READS) == set(KINDS)
+    assert flags == EVERY_KIND | set(VALUES)
+
+
+@pytest.mark.parametrize(("kind", "flag"), _unread())
+def test_an_option_the_kind_does_not_read_is_refused_in_one_line_and_writes_nothing(tmp_path, capsys, kind, flag):
+    out = tmp_path / "out"
+    assert main(["simulate", kind, flag, *VALUES[flag], "--out", str(out)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    named = flag.replace("--no-", "--")  # the option, however it is switched
+    assert len(err) == 1 and f"{named} is not an option of simulate {kind}; fix: use it with simulate" in err[0]
+    assert not out.exists()
+
+
+def test_dp_effects_refuses_a_column_split_it_would_not_make(tmp_path, capsys):
+    """Issue 38 item 2: ``--columns`` ran one party holding every column and printed an estimate."""
+    out = tmp_path / "out"
+    argv = ["simulate", "dp_effects", "--data", "examples/cohort/cohort.csv", "--covariates", "age,sex,bmi,sbp",
+            "--treatment", "statin", "--outcome", "event", "--columns", "age,sex;bmi,sbp", "--rows", "1",
+            "--out", str(out)]
+    assert main(argv) != 0
+    assert "--columns is not an option of simulate dp_effects" in capsys.readouterr().err
+    assert not out.exists()

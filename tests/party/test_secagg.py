@@ -148,3 +148,11 @@ def test_more_advertised_parties_lower_the_share_only_as_far_as_verified_signatu
         parties[0].handle(_masked_request(0, [*ads, fake]))
     reply = parties[0].handle(_masked_request(0, ads))
     assert reply.params["n_honest"] == 1
+
+
+@pytest.mark.parametrize(("names", "minimum"), [(["h1", "h2"], 2), (NAMES, 3), (["h1", "h2", "h3", "h4"], 3)])
+def test_simulated_parties_are_pinned_to_each_other(tmp_path, names, minimum):
+    parties = _parties(tmp_path, names=names)
+    for party in parties:
+        identity = party.secagg_identity
+        assert identity.peers.min_parties == minimum and sorted(identity.verifier.pins) == sorted(names)

@@ -108,3 +108,15 @@ def test_unreadable_files_are_refused(tmp_path, name, content, message) -> None:
         path.write_bytes(content)
     with pytest.raises(InputError, match=message):
         read_table_file(path)
+
+
+@pytest.mark.parametrize(("sep", "shown"), [(";", "';'"), ("\t", "tab"), ("|", "'|'")])
+def test_a_csv_with_another_delimiter_is_named_as_such(tmp_path, sep: str, shown: str) -> None:
+    """Issue 38, item 7: a ';'-separated file is one column to pandas; say so instead of listing it."""
+    frame().to_csv(tmp_path / "t.csv", index=False, sep=sep)
+    with pytest.raises(InputError) as refused:
+        read_table(DataSource(path=tmp_path / "t.csv"), ["age", "bmi"], treatment="treat", outcome="y")
+    message = str(refused.value)
+    assert f"unknown column 'age': the header 'id{sep}age{sep}bmi{sep}treat{sep}y'".replace("\t", "\\t") in message
+    assert f"looks {shown}-separated" in message and "save the table as comma-separated CSV" in message
+    assert "use one of" not in message

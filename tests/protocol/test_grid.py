@@ -138,13 +138,17 @@ def test_malformed_truncated_and_oversized_uploads_are_refused_and_the_analyst_k
 def test_wrong_protocol_version_and_wrong_study_are_refused(grid, study_ca):
     channel, stub = raw_stub(grid, study_ca)
     with channel:
-        for request, match in (
-            (pb.RegisterRequest(protocol_version=99), "protocol v99"),
-            (pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="other"), "asked to join study 'other'"),
+        for request, code, match in (
+            (pb.RegisterRequest(protocol_version=99), grpc.StatusCode.FAILED_PRECONDITION, "protocol v99"),
+            (
+                pb.RegisterRequest(protocol_version=PROTOCOL_VERSION, study="other"),
+                grpc.StatusCode.NOT_FOUND,
+                "asked to join study 'other'",
+            ),
         ):
             with pytest.raises(grpc.RpcError) as info:
                 stub.Register(request, timeout=5)
-            assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and match in info.value.details()
+            assert info.value.code() == code and match in info.value.details()
 
 
 def test_name_claim_must_match_the_certificate(grid, study_ca):

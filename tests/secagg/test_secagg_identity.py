@@ -43,11 +43,13 @@ def test_a_coordinator_substituting_its_own_key_is_refused(identities, advert):
         verifier.verify(forged, study=STUDY, round_id="1")
 
 
-def test_an_advertisement_from_another_ca_is_refused(identities):
+def test_an_advertisement_from_another_ca_is_refused_by_the_ca_and_by_the_pins(identities):
     _, verifier = identities
     foreign, _ = simulation_identities(STUDY, [A])
     advert = foreign[A].advertise(STUDY, "1", public_bytes(generate_round_key()))
     with pytest.raises(IdentityError, match="not issued by the study CA"):
+        Verifier(verifier.ca).verify(advert, study=STUDY, round_id="1")
+    with pytest.raises(IdentityError, match="not the one pinned"):
         verifier.verify(advert, study=STUDY, round_id="1")
 
 

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import chi2
 from secagg_helpers import NAMES, STUDY, run_keys, run_uploads, top_bits_chi2
 
-from collabcausal.errors import IdentityError, InputError, ProtocolError
+from collabcausal.errors import IdentityError, InputError, PolicyError, ProtocolError
 from collabcausal.secagg import (
     RoundFailed,
     advertise,
@@ -189,10 +189,10 @@ def test_a_round_key_masks_one_release_per_label(identities, seeded_keys):
 def test_a_roster_below_the_calibrated_honest_count_is_refused(identities, seeded_keys):
     _, verifier = identities
     states, ads = run_keys(identities, NAMES[:2], "1")
-    with pytest.raises(InputError, match="fewer than the 3 required"):
+    with pytest.raises(PolicyError, match=r"2 verified parties .*fewer than min_parties = 3"):
         masked_contribution(states[NAMES[0]], NAMES[0], ads, verifier, encode([1.0], F), "scores", min_parties=3)
     alone, own = run_keys(identities, NAMES[:1], "2")
-    with pytest.raises(InputError, match="fewer than the 2 required"):
+    with pytest.raises(PolicyError, match="fewer than min_parties = 2"):
         masked_contribution(alone[NAMES[0]], NAMES[0], own, verifier, encode([1.0], F), "scores")
 
 

@@ -81,3 +81,13 @@ def test_a_ca_holding_coordinator_is_stopped_by_pinned_certificates(owner1, owne
     assert (
         _verify(genuine, advertise_context(real, STUDY, "1", genuine), pinned).fingerprint == owner1.public.fingerprint
     )
+
+
+def test_the_coordinators_own_certificate_cannot_advertise_a_context_even_unpinned(owner1):
+    """The role rule of secure aggregation holds for contexts: the analyst's (serverAuth) certificate is no party's."""
+    ca_key, ca_cert = make_ca(days=1)
+    key = ec.generate_private_key(ec.SECP256R1())
+    analyst = Signer(make_certificate(ca_key, ca_cert, "analyst", key.public_key(), server=True, days=1), key)
+    blob = owner1.public_context()
+    with pytest.raises(IdentityError, match="not a party's certificate"):
+        _verify(blob, advertise_context(analyst, STUDY, "1", blob), Verifier(ca_cert), key_owner="analyst")

@@ -9,6 +9,7 @@ from vertical_helpers import decrypt_column, relay
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical import EncryptedColumn
+from collabcausal.vertical.seal_io import tag
 
 N = 4096 + 321  # two chunks at N = 8192, the second mostly padding
 
@@ -38,6 +39,10 @@ OPERATIONS = {
     "col+s": lambda a, b, z: a + 0.5,
     "s-col": lambda a, b, z: 2 - a,
     "s*col": lambda a, b, z: -1.5 * a,
+    "npscalar*col": lambda a, b, z: np.float64(0.25) * a,
+    "col-npint": lambda a, b, z: a - np.int64(1),
+    "col*bool": lambda a, b, z: a * True,
+    "col*boolarr": lambda a, b, z: a * (z > 0),
     "neg": lambda a, b, z: -a,
     "polyval": lambda a, b, z: (
         a.polyval([0.25, -0.5, 0.125])
@@ -74,7 +79,8 @@ def test_the_depth_7_program_equals_numpy_within_the_error_bound(owner7, evaluat
     error = np.max(np.abs(decrypt_column(owner7, encrypted) - program(x, y)))
     assert error <= owner7.parameters.error_bound
     total = encrypted.total(noise=1.0, flood_sd=1.0, rng=rng)
-    assert abs(owner7.open(total, noise=1e-9, grid=1e-4) - 1.0 - program(x, y).sum()) <= n * error + 1e-4
+    grid = owner7.parameters.error_bound
+    assert abs(owner7.open(total, noise=1e-9, grid=grid) - 1.0 - program(x, y).sum()) <= n * error + grid
 
 
 def test_mismatched_n_or_contexts_are_refused_in_one_line(owner1, evaluator1, evaluator7, owner7, columns):
@@ -128,10 +134,12 @@ def test_from_bytes_refuses_a_wrong_chunk_count_or_foreign_bytes(owner1, evaluat
     chunks = owner1.encrypt(data[0]).to_bytes()
     with pytest.raises(ProtocolError, match="cannot hold n = 9000"):
         EncryptedColumn.from_bytes(evaluator1, chunks, 9000)
-    with pytest.raises(ProtocolError, match="not a ciphertext of this context"):
+    with pytest.raises(ProtocolError, match="not a collabcausal CKKS blob"):
         EncryptedColumn.from_bytes(evaluator1, [b"junk", b"junk"], N)
-    with pytest.raises(ProtocolError, match="not a ciphertext of this context"):
+    with pytest.raises(ProtocolError, match="under another CKKS context"):
         EncryptedColumn.from_bytes(evaluator7, chunks[:1], 10)
-    short = ts.ckks_vector(evaluator1.context, [0.0] * 10).serialize()
+    with pytest.raises(ProtocolError, match="not a ciphertext of this context"):
+        EncryptedColumn.from_bytes(evaluator1, [tag(evaluator1.fingerprint, b"junk")] * 2, N)
+    short = tag(evaluator1.fingerprint, ts.ckks_vector(evaluator1.context, [0.0] * 10).serialize())
     with pytest.raises(ProtocolError, match="does not hold 4096 slots"):
         EncryptedColumn.from_bytes(evaluator1, [short], 10)

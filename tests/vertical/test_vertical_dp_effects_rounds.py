@@ -53,7 +53,7 @@ def study():
 def test_statistics_round_equals_the_twin(study, owner1) -> None:
     """L encrypts its factors, P totals each cross entry with its noise share, L opens with its own: each
     entry is the exact joined statistic plus both shares, to the CKKS error of n subjects and the grid."""
-    fmap, (label, other), T, y = study
+    _fmap, (label, other), T, y = study
     exact = fold_statistics(label + other, T, y, 1.0)
     entries = cross_entries(GROUPS, 1)
     vectors = label_vectors(label, T, np.clip(y, -0.5, 0.5), GROUPS, 1, 0)
@@ -111,7 +111,7 @@ def test_scores_round_equals_the_twin(study, owner7) -> None:
 
 
 def test_rounds_refuse_mismatched_noise_and_inputs(study, owner1) -> None:
-    fmap, (label, other), T, y = study
+    _fmap, (_label, other), T, y = study
     entries = cross_entries(GROUPS, 1)
     with pytest.raises(ProtocolError, match="noise shares"):
         cross_totals({}, other, entries, np.zeros(2), flood_sd=1.0)

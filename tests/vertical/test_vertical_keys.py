@@ -7,6 +7,7 @@ import pytest
 from vertical_helpers import decrypt_slots, relay
 
 from collabcausal.errors import InputError, ProtocolError
+from collabcausal.vertical.seal_io import tag, unframe
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def test_open_refuses_a_grid_finer_than_the_error_bound(owner1, returned, grid):
         owner1.open(returned[0], noise=0.5, grid=grid)
 
 
-@pytest.mark.parametrize("grid", [2e-6, 0.01, 0.25, 3.0])
+@pytest.mark.parametrize("grid", [1e-5, 0.01, 0.25, 3.0])
 def test_open_adds_the_noise_and_rounds_to_the_grid(owner1, returned, grid):
     total, exact, evaluator_noise = returned
     opened = owner1.open(total, noise=0.3, grid=grid)
@@ -40,12 +41,17 @@ def test_open_adds_the_noise_and_rounds_to_the_grid(owner1, returned, grid):
     assert opened != decrypt_slots(owner1, total)[0].real  # not the raw decryption
 
 
-def test_open_refuses_bytes_that_are_no_ciphertext_of_its_context(owner1, owner7, evaluator7):
-    with pytest.raises(ProtocolError, match="not valid under this round's CKKS context"):
+def test_open_refuses_bytes_that_are_no_total_of_its_own_context(owner1, evaluator1, owner7, evaluator7):
+    with pytest.raises(ProtocolError, match="not a collabcausal CKKS blob"):
         owner1.open(b"garbage", noise=0.5, grid=0.01)
     other = relay(owner7, evaluator7, np.zeros(3)).total(noise=1.0, flood_sd=1.0, rng=np.random.default_rng(0))
-    with pytest.raises(ProtocolError, match="not valid under this round's CKKS context"):
+    with pytest.raises(ProtocolError, match="under another CKKS context") as info:
         owner1.open(other, noise=0.5, grid=0.01)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ProtocolError, match="not valid under this round's CKKS context"):
+        owner1.open(tag(evaluator1.fingerprint, b"not a ciphertext"), noise=0.5, grid=0.01)
+    with pytest.raises(ProtocolError, match="not valid under this round's CKKS context"):
+        owner1.open(tag(evaluator1.fingerprint, unframe(other, 2, "total")[1]), noise=0.5, grid=0.01)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collabcausal.errors import ProtocolError
-from collabcausal.vertical.seal_io import frame, unframe
+from collabcausal.vertical.seal_io import frame, tag, unframe, untag
 
 
 def test_parts_round_trip_including_empty_ones():
@@ -21,3 +21,10 @@ def test_parts_round_trip_including_empty_ones():
 def test_a_mangled_blob_is_refused(mangle):
     with pytest.raises(ProtocolError, match="not a collabcausal CKKS blob of 2 parts"):
         unframe(mangle(frame(b"a", b"bc")), 2, "the blob")
+
+
+def test_a_tagged_payload_comes_back_only_under_its_own_context():
+    tagged = tag("ab" * 32, b"ciphertext")
+    assert untag(tagged, "ab" * 32, "a chunk") == b"ciphertext"
+    with pytest.raises(ProtocolError, match="a chunk is under another CKKS context"):
+        untag(tagged, "cd" * 32, "a chunk")

@@ -13,6 +13,7 @@ from vertical_helpers import decrypt_slots, relay
 
 from collabcausal.errors import InputError
 from collabcausal.vertical.column import FLOOD_TAIL
+from collabcausal.vertical.total import flooding_noise, rotation_steps
 
 N = 6000
 FLOOD = 1.0
@@ -81,8 +82,8 @@ def test_the_padding_is_subtracted_from_the_sum(owner1, evaluator1):
         ({"noise": 0.0, "flood_sd": 1.0}, "nonzero noise share"),
         ({"noise": float("nan"), "flood_sd": 1.0}, "nonzero noise share"),
         ({"noise": 1.0, "flood_sd": 0.0}, "flood_sd must be positive"),
-        ({"noise": 1.0, "flood_sd": 2.0**18 / FLOOD_TAIL * 2}, "headroom"),
-        ({"noise": 2.0**19, "flood_sd": 1.0}, "headroom"),
+        ({"noise": 1.0, "flood_sd": 2.0**20 / FLOOD_TAIL * 2}, "headroom"),
+        ({"noise": 2.0**20, "flood_sd": 1.0}, "headroom"),
     ],
 )
 def test_total_refusals_are_one_line(twins, kwargs, match):
@@ -95,6 +96,20 @@ def test_total_refusals_are_one_line(twins, kwargs, match):
 def test_a_total_that_may_overflow_or_lacks_its_mask_level_is_refused(owner1, twins):
     column, z, _, _, _ = twins
     with pytest.raises(InputError, match="may exceed the preset's headroom"):
-        (column * 40.0).total(noise=1.0, flood_sd=1.0)  # 2 chunks x 4096 slots x 40 > 2^18
+        (column * 200.0).total(noise=1.0, flood_sd=1.0)  # 2 chunks x 4096 slots x 200 > 2^20
     with pytest.raises(InputError, match="none is left for the total's mask"):
         (column * z * 0.5).total(noise=1.0, flood_sd=1.0)
+
+
+def test_flooding_noise_is_gaussian_fresh_and_of_the_asked_count():
+    """OS-entropy draws: the KS test fails by chance with probability 1e-6 per run."""
+    first, second = flooding_noise(16383, 3.0), flooding_noise(16383, 3.0)
+    assert first.shape == (16383,) and not np.array_equal(first, second)
+    assert stats.kstest(first / 3.0, "norm").pvalue > 1e-6
+    assert abs(np.corrcoef(first, second)[0, 1]) < 5 / np.sqrt(16383)  # 5 sd of a null correlation
+    assert flooding_noise(1, 1.0).shape == (1,)
+
+
+def test_rotation_keys_cover_a_sum_over_all_slots():
+    assert rotation_steps(8192) == [1, 8, 64, 512, 4096]
+    assert rotation_steps(4096) == [1, 8, 64, 512]

@@ -6,7 +6,7 @@ import numpy as np
 from tenseal import sealapi
 
 from collabcausal.vertical import EncryptedColumn, KeyOwner
-from collabcausal.vertical.seal_io import load_seal
+from collabcausal.vertical.seal_io import load_seal, untag
 
 
 def relay(owner: KeyOwner, evaluator, values: np.ndarray) -> EncryptedColumn:
@@ -25,7 +25,7 @@ def decrypt_slots(owner: KeyOwner, total: bytes) -> np.ndarray:
     """All slots of a returned total as complex numbers, un-noised (what a curious key owner sees)."""
     seal_context = owner._context.seal_context().data
     ciphertext = sealapi.Ciphertext()
-    load_seal(ciphertext, seal_context, total, "a total")
+    load_seal(ciphertext, seal_context, untag(total, owner.public.fingerprint, "a total"), "a total")
     plain = sealapi.Plaintext()
     sealapi.Decryptor(seal_context, owner._context.secret_key().data).decrypt(ciphertext, plain)
     return np.asarray(sealapi.CKKSEncoder(seal_context).decode_complex(plain))

@@ -305,6 +305,8 @@ def evaluate_weight(poly: WeightPolynomial, x: Any, sign: NDArray[np.float64]) -
 
 PART_SDS = 4.0
 """Each group's part of a linear predictor is clipped to its mean +- this many sds (module docstring)."""
+CHANGE_SDS = 4.0
+"""Each group's part of a replicate's change of a linear predictor is clipped to its mean +- this many sds."""
 
 
 @dataclass(frozen=True)
@@ -333,13 +335,15 @@ def _coefficients(model: NuisanceModel, outcome_width: float) -> list[NDArray[np
 
 
 def part_limits(model: NuisanceModel, gram: NDArray[np.float64], groups: ColumnGroups, n_sites: int,
-                outcome_width: float, n_sds: float = PART_SDS) -> PartLimits:
+                outcome_width: float, n_sds: float | Sequence[float] = PART_SDS) -> PartLimits:
     """Clip limits from the released (summed over arms) Gram matrix: post-processing of public statistics.
 
     Group ``g``'s part ``c_g . z_g`` has mean ``c_g . m_g`` and variance ``c_g^T (S_g - m_g m_g^T) c_g`` under
     the Gram's moments (``m_g = sum z_g / n``, ``S_g = sum z_g z_g^T / n``, ``n`` from the one-hot
-    diagonal); the limits are the mean +- ``n_sds`` sds, inside the hard bound ``+- ||c_g||_1``.
+    diagonal); the limits are the mean +- ``n_sds`` sds (one number, or one each for ``eta``, ``mu0``,
+    ``mu1``), inside the hard bound ``+- ||c_g||_1``.
     """
+    widths = np.broadcast_to(np.asarray(n_sds, dtype=float), (3,))
     owner = groups.owners(n_sites)
     n = max(float(np.trace(gram[:n_sites, :n_sites])), 1.0)
     low, high = np.zeros((3, groups.n_parties)), np.zeros((3, groups.n_parties))
@@ -352,8 +356,8 @@ def part_limits(model: NuisanceModel, gram: NDArray[np.float64], groups: ColumnG
             mean = float(c @ mean_z)
             sd = math.sqrt(max(float(c @ second @ c) - mean * mean, 0.0))
             hard = float(np.abs(c).sum())
-            low[r, g] = max(mean - n_sds * sd, -hard)
-            high[r, g] = min(mean + n_sds * sd, hard)
+            low[r, g] = max(mean - widths[r] * sd, -hard)
+            high[r, g] = min(mean + widths[r] * sd, hard)
     return PartLimits(low, high)
 
 

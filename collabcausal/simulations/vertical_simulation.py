@@ -1,0 +1,253 @@
+"""Vertical ``dp_effects`` on one machine: the plaintext twin, or the encrypted rounds in process.
+
+Runs, for row groups whose covariates are split between parties
+(:class:`~collabcausal.estimators.dp.effects.vertical.ColumnGroups`), the sums the protocol computes
+(:mod:`collabcausal.estimators.dp.effects.vertical`) with each computing party's noise share drawn
+separately, and the coordinator's post-processing of the horizontal study
+(:func:`~collabcausal.estimators.dp.effects.analysis.fold_models`,
+:func:`~collabcausal.estimators.dp.effects.analysis.effects_from_sums`). By default in the clear (the
+**plaintext twin**, where the benchmark's replications run); with ``encrypted=True`` each two-party
+row group runs the encrypted rounds (:mod:`collabcausal.vertical.dp_effects_rounds`) on the same
+inputs and noise shares, which tests/simulations check agree to the CKKS error bound.
+
+Several row groups are summed in the clear at the coordinator (each row group's release is DP on its
+own; secure aggregation across row groups would lower the noise, and is not wired here).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.analyst.dp_effects import DPEffectsSpec
+from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models, noise_replicates
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.pooling import DPEffect
+from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
+from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics, statistics_sensitivity
+from collabcausal.estimators.dp.effects.vertical import (
+    CHANGE_SDS,
+    PART_SDS,
+    ColumnGroups,
+    PartLimits,
+    WeightPolynomial,
+    clipped_parts,
+    cross_entries,
+    entry_parties,
+    group_design,
+    label_vectors,
+    model_change,
+    part_limits,
+    released_variance,
+    scaled_score_terms,
+    score_scales,
+    share_variance,
+    vertical_components,
+    weight_polynomial,
+)
+from collabcausal.estimators.dp.mechanisms import draw_noise
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
+from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
+from collabcausal.vertical.dp_effects_rounds import (
+    cross_totals,
+    encrypt_label_vectors,
+    encrypt_score_inputs,
+    open_totals,
+    score_totals,
+)
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One row group's aligned subjects: each column group's covariates, the label holder's T and Y."""
+
+    X: tuple[NDArray[np.float64], ...]
+    T: NDArray[np.int8]
+    Y: NDArray[np.float64]
+
+    @property
+    def n(self) -> int:
+        """Subjects of the row group."""
+        return int(self.T.shape[0])
+
+
+@dataclass(frozen=True)
+class VerticalResult:
+    """The estimate, the released noise sds and the weight polynomial of one vertical study."""
+
+    effect: DPEffect
+    statistics_sd: NDArray[np.float64]
+    scores_sd: NDArray[np.float64]
+    weight: WeightPolynomial
+    dp_floor: float
+    wire: WireLog | None = None
+
+
+def noise_shares(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | None) -> NDArray[np.float64]:
+    """Each computing party's noise share on each entry: row ``p`` is party ``p``'s (entry ``j`` is computed
+    by parties ``0 .. k[j] - 1``; zero elsewhere). Each party's shares come from its own draws (OpenDP
+    without ``rng``), calibrated by :func:`~collabcausal.estimators.dp.effects.vertical.share_variance`."""
+    shares = np.zeros((int(k.max()), k.size))
+    for parties in np.unique(k):
+        at = k == parties
+        sd = sigma * float(np.sqrt(share_variance(int(parties))))
+        for p in range(int(parties)):
+            shares[p, at] = draw_noise("gaussian", sd, int(at.sum()), rng=rng)
+    return shares
+
+
+def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: DPEffectsSpec, *,
+                   rng: np.random.Generator | None = None, encrypted: bool = False) -> VerticalResult:
+    """Run vertical ``dp_effects`` (AIPW, ATE, pooled nuisances, one fold) on ``row_groups``.
+
+    ``rng=None`` draws the noise shares from OpenDP (as parties do); a generator makes them reproducible.
+    ``encrypted``: each row group (two column groups) computes its cross statistics and its scores by the
+    encrypted rounds; the result then also records the time and the ciphertext bytes each round took.
+    """
+    if spec.n_folds != 1 or spec.nuisance != "pooled":
+        raise InputError("dp_effects on column groups fits pooled full-sample nuisances",
+                         'use n_folds = 1 and nuisance = "pooled"')
+    feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(row_groups))
+    S, R = feature_map.n_sites, feature_map.outcome_width
+    (rho_n, _), (rho_s, _) = spec.budgets
+    k_stats = entry_parties(groups, S)
+    sigma_n = gaussian_zcdp_sigma(statistics_sensitivity(feature_map), rho_n)
+    designs = [_design(feature_map, rg, site, groups) for site, rg in enumerate(row_groups)]
+    wire = WireLog() if encrypted else None
+    statistics = sum(
+        _statistics(D, rg, groups, feature_map, site, noise_shares(k_stats, sigma_n, rng), sigma_n, wire)
+        for site, (D, rg) in enumerate(zip(designs, row_groups, strict=True)))
+    stats_sd = sigma_n * np.sqrt(released_variance(k_stats) * len(row_groups))
+    rows = np.asarray(statistics)[None, :]
+    model = fold_models(rows, feature_map.dim, S, float(stats_sd.max()), ridge_scale=spec.ridge_scale)[0]
+    analyst_rng = np.random.default_rng(spec.seed)
+    copies = [r[0] for r in noise_replicates(rows, feature_map.dim, S, stats_sd, spec.nuisance_replicates,
+                                             analyst_rng, ridge_scale=spec.ridge_scale)]
+    gram = ArmStatistics.unpack(rows[0], feature_map.dim)
+    moments = gram.gram[0] + gram.gram[1]
+    limits = part_limits(model, moments, groups, S, R, PART_SDS)
+    changes = [(d, part_limits(d, moments, groups, S, R, CHANGE_SDS)) for d in (model_change(model, c) for c in copies)]
+    domain, unit = score_scales(model, limits, changes, S, R)
+    poly = weight_polynomial(domain, spec.trim)
+    parts = vertical_components(spec.estimators, spec.estimands, model, limits, changes, poly, S, R)
+    sigma_s = gaussian_zcdp_sigma(release_sensitivity(parts), rho_s)
+    k_scores = np.full(len(parts), groups.n_parties)
+    program = ScoreProgram(model, limits, changes, poly, tuple(parts), unit)
+    released = sum(
+        _scores(D, rg, groups, feature_map, program, noise_shares(k_scores, sigma_s, rng), sigma_s, wire)
+        for D, rg in zip(designs, row_groups, strict=True))
+    scores_sd = float(sigma_s * np.sqrt(released_variance(groups.n_parties) * len(row_groups)))
+    sums = np.asarray(released) * np.array([c.width for c in parts]) / np.array([c.weight for c in parts])
+    sds = unscaled_noise_sd(scores_sd, parts)
+    n = sum(rg.n for rg in row_groups)
+    effect = effects_from_sums(sums, sds, parts, n, spec.estimators, spec.estimands, alpha=spec.alpha)[0]
+    return VerticalResult(effect, stats_sd, sds, poly, float(sds[0] / n), wire)
+
+
+@dataclass(frozen=True)
+class ScoreProgram:
+    """What the coordinator sends for the scores round: the model, its clip limits, the replicates'
+    changes and limits, the weight polynomial, the released sums and the ``mu`` unit."""
+
+    model: NuisanceModel
+    limits: PartLimits
+    changes: Sequence[tuple[NuisanceModel, PartLimits]]
+    poly: WeightPolynomial
+    parts: tuple[Component, ...]
+    unit: float
+
+
+@dataclass
+class WireLog:
+    """Seconds and ciphertext bytes of the encrypted rounds (contexts, columns, totals), summed over row groups."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    bytes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, step: str, seconds: float, payload: Sequence[bytes] = ()) -> None:
+        """Count one step's time and the bytes it sends."""
+        self.seconds[step] = self.seconds.get(step, 0.0) + seconds
+        self.bytes[step] = self.bytes.get(step, 0) + sum(len(b) for b in payload)
+
+
+def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGroups, feature_map: FeatureMap,
+                site: int, shares: NDArray[np.float64], sigma: float, wire: WireLog | None) -> NDArray[np.float64]:
+    """One row group's released statistics: the joined rows' exact vector plus every party's share (twin),
+    or the label holder's local entries and the encrypted round's cross entries (flooded at the noise
+    share's sd, ``sigma`` times :func:`share_variance` (2)'s root)."""
+    y = feature_map.centred_outcome(rg.Y)
+    if wire is None:
+        exact = fold_statistics(np.sum(designs, axis=0), rg.T, y, feature_map.outcome_width)
+        return exact + shares.sum(axis=0)
+    label, other = designs
+    released = fold_statistics(label, rg.T, y, feature_map.outcome_width) + shares[0]
+    entries = cross_entries(groups, feature_map.n_sites)
+    at = [e.index for e in entries]
+    u = np.clip(y / feature_map.outcome_width, -0.5, 0.5)
+    vectors = label_vectors(label, rg.T.astype(float), u, groups, feature_map.n_sites, site)
+    start = time.perf_counter()
+    owner = KeyOwner(preset(1))
+    columns = encrypt_label_vectors(owner, vectors)
+    sent = [c for column in columns.values() for c in column.to_bytes()]
+    wire.add("statistics: label holder encrypts", time.perf_counter() - start, [owner.public_context(), *sent])
+    start = time.perf_counter()
+    evaluator = load_public_context(owner.public_context())
+    relayed = {k: EncryptedColumn.from_bytes(evaluator, c.to_bytes(), rg.n) for k, c in columns.items()}
+    totals = cross_totals(relayed, other, entries, shares[1, at], flood_sd=sigma * float(np.sqrt(share_variance(2))))
+    wire.add("statistics: party totals cross entries", time.perf_counter() - start, totals)
+    start = time.perf_counter()
+    released[at] = open_totals(owner, totals, shares[0, at], grid=owner.parameters.error_bound)
+    wire.add("statistics: label holder opens", time.perf_counter() - start)
+    return released
+
+
+def _scores(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGroups, feature_map: FeatureMap,
+            program: ScoreProgram, shares: NDArray[np.float64], sigma: float, wire: WireLog | None
+            ) -> NDArray[np.float64]:
+    """One row group's released (scaled) score sums: :func:`scaled_score_terms` of the groups' clipped parts
+    summed plus every party's share (twin), or by the encrypted round."""
+    S, R = feature_map.n_sites, feature_map.outcome_width
+    scales = np.array([program.poly.domain, program.unit, program.unit])[:, None]
+
+    def inputs(group: int) -> list[NDArray[np.float64]]:
+        pieces = [(program.model, program.limits), *program.changes]
+        return [v for m, lim in pieces
+                for v in np.asarray(clipped_parts(m, designs[group], group, groups, lim, S, R)) / scales]
+
+    T, y = rg.T.astype(float), feature_map.centred_outcome(rg.Y)
+    if wire is None:
+        summed = np.sum([inputs(g) for g in range(groups.n_parties)], axis=0)
+        at_copies = [list(summed[:3] + summed[i:i + 3]) for i in range(3, len(summed), 3)]
+        terms = scaled_score_terms(T, y, list(summed[:3]), at_copies, program.poly, program.parts, program.unit)
+        return np.array([t.sum() for t in terms]) + shares.sum(axis=0)
+    start = time.perf_counter()
+    owner = KeyOwner(preset(7))
+    encrypted = encrypt_score_inputs(owner, inputs(1))
+    sent = [c for column in encrypted for c in column.to_bytes()]
+    wire.add("scores: party encrypts its parts", time.perf_counter() - start, [owner.public_context(), *sent])
+    start = time.perf_counter()
+    evaluator = load_public_context(owner.public_context())
+    relayed = [EncryptedColumn.from_bytes(evaluator, c.to_bytes(), rg.n) for c in encrypted]
+    totals = score_totals(relayed, inputs(0), T, y, program.poly, program.parts, program.unit, shares[0],
+                          flood_sd=sigma * float(np.sqrt(share_variance(2))))
+    wire.add("scores: label holder evaluates and totals", time.perf_counter() - start, totals)
+    start = time.perf_counter()
+    opened = open_totals(owner, totals, shares[1], grid=owner.parameters.error_bound)
+    wire.add("scores: party opens", time.perf_counter() - start)
+    return opened
+
+
+def _design(feature_map: FeatureMap, rg: RowGroup, site: int, groups: ColumnGroups) -> list[NDArray[np.float64]]:
+    if len(rg.X) != groups.n_parties or any(x.shape[1] != len(g) for x, g in zip(rg.X, groups.groups, strict=True)):
+        raise InputError("a row group's column blocks do not match the column groups",
+                         "give each party its declared covariates, in the declared order")
+    return [group_design(feature_map, x, site, groups, g) for g, x in enumerate(rg.X)]
+
+
