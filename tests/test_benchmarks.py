@@ -25,6 +25,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
                                    r"MIS-CALIBRATED \(labels uncounted\)\s+8 .* caught$",
                                    r"correct releases exceeding their claim: none"),
     "audit_privacy.py": (r"dp_count by arm\s+substitute-one .* ok$", r"claims exceeded under substitution: none"),
+    "bench_ckks.py": (r"^n = 10,000", r"^\| max_subject_error \| \d", r"^checks: every error within its bound"),
     "bench_cli_startup.py": (r"collabcausal --version\s+\d+\.\d+ s", r"collabcausal party join --help\s+\d+\.\d+ s",
                              r"--help < 1 s: not judged \(--quick\)"),
     "bench_dcqe.py": (r"\[1\] LaLonde 2x2 table.* B = 50, .*\d+\.\d+ s", r"ATE by IPW: W-clb 0\.\d+, CA 0\.\d+",
@@ -50,6 +51,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "bench_psm.py": (r"TiedMatches.*\d+\.\d+x", r"identical effects .*: True; identical indices: True"),
     "bench_reconstruction.py": (r"\| a: known anchor \|", r"### paper-003"),
     "bench_secagg.py": (r"^\s+4\s+\d+\.\d+\s+\d+\.\d+", r"^\s+8\s+\d+\s+\d+\s+\d+\.\d+"),
+    "bench_secagg_sybil.py": (r"^\s+99\s+\d+\.\d+\s+refused, nothing charged",),
     "bench_sources.py": (r"^reader\s+\d+\.\d+", r"2\.0x\): not judged \(--quick\)"),
     "redteam_kinds.py": (r"privacy loss \d", r"DP-EBM regressor", r"ms per request"),
 }
