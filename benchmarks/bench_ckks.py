@@ -13,16 +13,20 @@ absolute per-subject error against numpy float64 (decrypting the program's colum
 secret key: a measurement only, the API never returns an un-noised value), the same for
 ``0.999^(2^depth)`` by repeated squaring (where TenSEAL's rescaling bias compounds most), the
 total's absolute error, and the largest un-flooded slot part of a total (what the flooding hides). One run on the
-shared machine (times are wall clock, one thread); no target.
+shared machine (times are wall clock, one thread); no time target. Checks (exit 1 when one fails,
+quick runs included): the per-subject and squaring-chain errors within the preset's error bound,
+the total's within 10,000 bounds, the un-flooded slots below 1e-3 (CKKS error only: slot 0's sum
+is masked out of them) and ceil(n / slots) ciphertexts per column.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
+from _run_mode import BenchmarkParser
 from tenseal import sealapi
 
 from collabcausal.vertical import PRESETS, EncryptedColumn, KeyOwner, load_public_context
@@ -111,12 +115,24 @@ def bench(depth: int, n: int) -> dict[str, float]:
     return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=100_000, help="subjects per column")
-    parser.add_argument("--quick", action="store_true", help="n = 10,000")
-    args = parser.parse_args()
-    n = 10_000 if args.quick else args.n
+def failed_checks(rows: dict[int, dict[str, float]], n: int) -> list[str]:
+    """The checks of the module docstring that failed, one line per preset and measure."""
+    failed = []
+    for depth, row in rows.items():
+        preset = PRESETS[depth]
+        limits = {"max_subject_error": (0.0, preset.error_bound), "squaring_chain_error": (0.0, preset.error_bound),
+                  "total_error": (-1.0, 10_000 * preset.error_bound), "unflooded_max": (-1.0, 1e-3)}
+        failed += [f"depth {depth}: {key} {row[key]:.3g} outside ({low:g}, {high:g}]"
+                   for key, (low, high) in limits.items() if not low < row[key] <= high]
+        if row["ciphertexts"] != -(-n // preset.slot_count):
+            failed.append(f"depth {depth}: {row['ciphertexts']:g} ciphertexts, not ceil({n} / {preset.slot_count})")
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--n", type=int, full=100_000, quick=10_000, help="subjects per column")
+    n = parser.parse_args(argv).n
     print(f"n = {n:,}, seed {SEED}")
     print("| preset | N | modulus bits (128-bit max) | scale | max value | error bound |")
     print("|---|---|---|---|---|---|")
@@ -132,7 +148,10 @@ def main() -> None:
     print("|---|" + "---|" * len(rows))
     for key in next(iter(rows.values())):
         print(f"| {key} | " + " | ".join(f"{rows[d][key]:.3g}" for d in rows) + " |")
+    failed = failed_checks(rows, n)
+    print(f"checks: {'; '.join(failed) if failed else 'every error within its bound'}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

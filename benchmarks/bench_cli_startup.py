@@ -7,16 +7,19 @@ paid before the command modules moved those imports into their ``run`` functions
 the median wall time of ``--repeat`` fresh processes; the largest imports of the eager path come
 from ``python -X importtime``.
 
-    .venv/bin/python benchmarks/bench_cli_startup.py [--repeat 7]
+Exit 1 when a target is missed (full runs; ``--quick`` times one process each and judges nothing).
+
+    .venv/bin/python benchmarks/bench_cli_startup.py [--repeat 7] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
 import time
+
+from _run_mode import BenchmarkParser, target_ok, verdict
 
 TARGET_SECONDS = 0.3  # --version and --help
 SUBCOMMAND_TARGET_SECONDS = 1.0  # a subcommand's --help
@@ -56,10 +59,10 @@ def largest_imports(code: str, top: int = 5) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:top]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--repeat", type=int, full=7, quick=1, help="fresh processes per command, the median kept")
+    args = parser.parse_args(argv)
     cli = [sys.executable, "-m", "collabcausal.cli"]
     rows = {
         "python -c pass (peer)": median_seconds([sys.executable, "-c", "pass"], args.repeat),
@@ -76,14 +79,17 @@ def main() -> None:
     )
     for name, seconds in rows.items():
         print(f"  {name:<42} {seconds:6.3f} s   {seconds - peer:+6.3f} s over the peer")
+    ok = True
     for name, seconds in rows.items():
         if name.startswith("collabcausal"):
             target = TARGET_SECONDS if name.count(" ") == 1 else SUBCOMMAND_TARGET_SECONDS
-            print(f"  {name}: {'ok' if seconds < target else 'SLOWER THAN TARGET'}")
+            print(f"  {name} < {target:g} s: {verdict(seconds < target, args.quick)}")
+            ok &= target_ok(seconds < target, args.quick)
     print("largest imports of the eager path (python -X importtime, cumulative):")
     for micros, module in largest_imports(EAGER):
         print(f"  {micros / 1e6:6.3f} s  {module}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

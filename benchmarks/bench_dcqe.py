@@ -22,8 +22,9 @@
    groups of 2 column groups (4 to 32 parties), each run in its own process. Target (issue 24):
    flat, the peak with 32 parties at most 1.25x the peak with 4.
 
-Run: ``python benchmarks/bench_dcqe.py`` (``--quick`` for a smoke run, ``--part scale`` or ``--part
-parties`` for one section only). Exit status 1 when a target is missed.
+Run: ``python benchmarks/bench_dcqe.py`` (``--quick`` for a smoke run: B = 50 on one job, 20,000
+subjects, one run each, 4 and 8 parties, no target judged; ``--part scale`` or ``--part parties``
+for one section only). Exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import sys
 import time
 
 import numpy as np
+from _run_mode import BenchmarkParser, target_ok, verdict
 
 ESTIMATORS = ("psm", "ipw", "aipw")
 TABLE_TARGET = 12.0
@@ -51,7 +53,7 @@ CA_TARGET = (1_000_000, 2.0)
 """(subjects, seconds) of the centralized analysis."""
 LINEAR_SLACK = 1.15
 """Linear in n: from n to k n subjects, time and peak memory grow at most LINEAR_SLACK * k times."""
-ROW_GROUPS = (2, 4, 8, 16)
+ROW_GROUPS = [2, 4, 8, 16]  # section [3]: row groups of 2 column groups (--quick: the first two)
 """Section [3]: row groups of the 2-column-group grid (4 to 32 parties)."""
 FLAT_SLACK = 1.25
 """Flat in the number of parties: the peak with the most parties at most FLAT_SLACK x the peak with the fewest."""
@@ -154,8 +156,8 @@ def table_figures(n_boot: int, n_jobs: int, repeats: int) -> bool:
         f"[1] LaLonde 2x2 table, 8 settings x (PSM, IPW, AIPW), B = {n_boot}, {n_jobs} jobs: {seconds:.1f} s "
         f"(best of {repeats}: {', '.join(f'{r:.1f}' for r in runs)} s)"
     )
-    verdict = ("met" if seconds < target else "MISSED") if n_boot >= 1000 else "not judged below B = 1000"
-    print(f"    target < {target:.0f} s at B = 1000: {verdict}")
+    judged = ("met" if seconds < target else "MISSED") if n_boot >= 1000 else "not judged below B = 1000"
+    print(f"    target < {target:.0f} s at B = 1000: {judged}")
     print(
         f"    one W-clb replicate (with its CA): collabcausal {1e3 * ours:.1f} ms vs scikit-learn parts "
         f"{1e3 * peer:.1f} ms -> {peer / ours:.2f}x"
@@ -313,39 +315,40 @@ def scale_figures(sizes: list[int], blas_threads: int | None, party_workers: int
         met = u_growth <= LINEAR_SLACK * growth and m_growth <= LINEAR_SLACK * growth
         ok &= met
         wall, ca_wall = w_large["seconds"] / w_small["seconds"], ca_large["seconds"] / ca_small["seconds"]
-        verdict = "met" if met else "MISSED"
+        judged = "met" if met else "MISSED"
         print(
             f"[2] W-clb from {small:,} to {large:,} subjects ({growth:g}x): user CPU time {u_growth:.2f}x, peak "
-            f"memory {m_growth:.2f}x; linear in n (at most {LINEAR_SLACK:g} x {growth:g}x): {verdict} | wall time "
+            f"memory {m_growth:.2f}x; linear in n (at most {LINEAR_SLACK:g} x {growth:g}x): {judged} | wall time "
             f"{wall:.2f}x, CA's {ca_wall:.2f}x (system time {w_small['system_seconds']:.2f} -> "
             f"{w_large['system_seconds']:.2f} s: the machine's cost of fresh pages)"
         )
     return ok
 
 
-def parties_figures(n: int, blas_threads: int | None, party_workers: int) -> bool:
-    """Section [3]: W-clb's time and peak memory for 4 to 32 parties on the same ``n`` subjects."""
-    runs = {r: scale_run(n, "w", blas_threads, r, party_workers) for r in ROW_GROUPS}
+def parties_figures(n: int, row_groups: list[int], blas_threads: int | None, party_workers: int, quick: bool) -> bool:
+    """Section [3]: W-clb's time and peak memory for 2 x ``row_groups`` parties on the same ``n`` subjects (judged
+    unless ``quick``)."""
+    runs = {r: scale_run(n, "w", blas_threads, r, party_workers) for r in row_groups}
     for r, w in runs.items():
         print(f"[3] {n:,} subjects, {2 * r} parties ({r} row groups x 2 column groups): W-clb {w['seconds']:.2f} s "
               f"(CPU {w['cpu_seconds']:.2f} s), peak {w['peak_gb']:.2f} GB ({w['held_gb']:.2f} GB held at the start), "
               f"ATE by IPW {w['ate_ipw']:.4f}")
-    few, many = runs[ROW_GROUPS[0]], runs[ROW_GROUPS[-1]]
+    few, many = runs[row_groups[0]], runs[row_groups[-1]]
     growth = many["peak_gb"] / few["peak_gb"]
     met = growth <= FLAT_SLACK
-    print(f"[3] peak memory from {2 * ROW_GROUPS[0]} to {2 * ROW_GROUPS[-1]} parties: {growth:.2f}x "
-          f"(target flat, at most {FLAT_SLACK:g}x): {'met' if met else 'MISSED'}")
-    return met
+    print(f"[3] peak memory from {2 * row_groups[0]} to {2 * row_groups[-1]} parties: {growth:.2f}x "
+          f"(target flat, at most {FLAT_SLACK:g}x): {verdict(met, quick)}")
+    return target_ok(met, quick)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument(
-        "--subjects", type=int, nargs="+", default=[1_000_000], help="subjects of section [2], one run per value"
-    )
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="B = 50 and 100,000 subjects")
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--bootstrap", type=int, full=1000, quick=50, help="bootstrap replicates of the table")
+    parser.add_size("--subjects", type=int, nargs="+", full=[1_000_000], quick=[20_000],
+                    help="subjects of section [2], one run per value")
+    parser.add_size("--jobs", type=int, full=2, quick=1, help="bootstrap workers of the table (processes)")
+    parser.add_size("--parties-row-groups", type=int, nargs="+", full=ROW_GROUPS, quick=ROW_GROUPS[:2],
+                    help="section [3]'s row groups (2 column groups each)")
     parser.add_argument("--part", choices=("all", "table", "scale", "parties"), default="all",
                         help="run one section only")
     parser.add_argument(
@@ -359,11 +362,12 @@ def main() -> int:
         default=1,
         help="W-clb's parties of a round working at once, in threads (sections [2] and [3]; default 1: one at a time)",
     )
-    parser.add_argument(
+    parser.add_size(
         "--repeats",
         type=int,
-        default=3,
-        help="runs of the table (section [1]) and of each analysis in section [2], the fastest judged (default 3)",
+        full=3,
+        quick=1,
+        help="runs of the table (section [1]) and of each analysis in section [2], the fastest judged",
     )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--row-groups", type=int, default=2, help=argparse.SUPPRESS)
@@ -371,15 +375,14 @@ def main() -> int:
     if args.child:
         scale_child(int(args.child[0]), args.child[1], args.blas_threads, args.row_groups, args.party_workers)
         return 0
-    if args.quick:
-        args.bootstrap, args.subjects, args.repeats = 50, [100_000], 1
     ok = True
     if args.part in ("all", "table"):
         ok &= table_figures(args.bootstrap, args.jobs, args.repeats)
     if args.part in ("all", "scale"):
         ok &= scale_figures(args.subjects, args.blas_threads, args.party_workers, args.repeats)
     if args.part in ("all", "parties"):
-        ok &= parties_figures(min(args.subjects), args.blas_threads, args.party_workers)
+        ok &= parties_figures(min(args.subjects), args.parties_row_groups, args.blas_threads, args.party_workers,
+                              args.quick)
     return 0 if ok else 1
 
 

@@ -36,12 +36,12 @@ disjoint sets of 500 seeds (the oracle AIPW's coverage too), as much as the targ
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
+from _run_mode import BenchmarkParser
 
 from collabcausal.simulations.dp_effects_benchmark import (
     Design,
@@ -187,28 +187,24 @@ def check_sanity(tables: list[dict[str, Summary]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tables; 1 when a target (full) or a sanity check (quick) is missed."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="few replications, 4 x 5000 subjects, sanity only")
-    parser.add_argument("--reps", type=int, help=f"replications of the binary study (default {DEFAULT_REPS}; quick 3)")
-    parser.add_argument("--continuous-reps", type=int, help="replications of the continuous study (default 50; "
-                        "quick 2)")
-    parser.add_argument("--lalonde-reps", type=int, help="DP draws per eps on LaLonde (default 20; quick 2)")
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--reps", type=int, full=DEFAULT_REPS, quick=2, help="replications of the binary study")
+    parser.add_size("--continuous-reps", type=int, full=50, quick=2, help="replications of the continuous study")
+    parser.add_size("--lalonde-reps", type=int, full=20, quick=2, help="DP draws per eps on LaLonde")
     parser.add_argument("--seed", type=int, default=0, help="replication r draws its data with seed + r")
     parser.add_argument("--target-only", action="store_true",
                         help="only the target's rows (federated AIPW, secure eps 1, binary): about 3 s a replication")
     parser.add_argument("--ridge-scale", type=float, help="the studies' ridge_scale (default: DPEffectsSpec's)")
     args = parser.parse_args(argv)
     changes: dict[str, object] = {} if args.ridge_scale is None else {"ridge_scale": args.ridge_scale}
-    quick = args.quick
-    reps = args.reps or (3 if quick else DEFAULT_REPS)
+    quick, reps = args.quick, args.reps
     n_per_site = 5000 if quick else 25_000  # 2500 made eps 0.25 without secure aggregation too small a study (refused)
     start = time.perf_counter()
     binary = replicate("binary", n_per_site, reps, args.seed, args.target_only, changes)
     tables = [binary]
     if not args.target_only:
-        tables.append(replicate("continuous", n_per_site, args.continuous_reps or (2 if quick else 50), args.seed,
-                                changes=changes))
-        lalonde(args.lalonde_reps or (2 if quick else 20), args.seed, changes=changes)
+        tables.append(replicate("continuous", n_per_site, args.continuous_reps, args.seed, changes=changes))
+        lalonde(args.lalonde_reps, args.seed, changes=changes)
     print(f"\n{time.perf_counter() - start:.0f} s")
     print(target_line(binary))
     missed = check_sanity(tables) if quick else check_targets(binary, reps)

@@ -1,7 +1,8 @@
 """Empirical DP audit of dp_effects' two releases through Party.handle (issue 21, item 5).
 
     .venv/bin/python benchmarks/bench_dp_effects_audit.py                 # 2,000 releases per table, ~10 min
-    .venv/bin/python benchmarks/bench_dp_effects_audit.py --releases 500 --seeded 200000   # a quick look
+    .venv/bin/python benchmarks/bench_dp_effects_audit.py --releases 500 --seeded 200000   # a closer look
+    .venv/bin/python benchmarks/bench_dp_effects_audit.py --quick   # 40 releases at eps 1, seconds (no power)
 
 For each release (statistics: 2 covariates and 2 sites; scores: AIPW and Hajek, ATE and ATT, trim
 0.1, hostile nuisances) and each claimed epsilon, two real parties hold worst-case neighbouring
@@ -20,7 +21,6 @@ the power to see (miss < 1e-4) is not caught.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from _run_mode import BenchmarkParser
 
 import collabcausal.party.dp_effects as dp_effects
 from collabcausal.attacks.dp_audit import audit_gaussian_release
@@ -100,13 +101,15 @@ def ledger_root() -> str | None:
     return str(shm) if shm.is_dir() and shm.stat().st_mode & 0o002 else None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run every release, setting and epsilon; print one row each; 1 on a violation."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--releases", type=int, default=2000, help="Party.handle releases per neighbouring table")
-    parser.add_argument("--seeded", type=int, default=2_000_000, help="releases of the seeded numpy audit (0: skip)")
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    args = parser.parse_args()
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--releases", type=int, full=2000, quick=40, help="Party.handle releases per neighbouring table")
+    parser.add_size("--seeded", type=int, full=2_000_000, quick=20_000,
+                    help="releases of the seeded numpy audit (0: skip)")
+    parser.add_size("--epsilons", type=float, nargs="+", full=[0.5, 1.0, 2.0, 4.0], quick=[1.0],
+                    help="claimed epsilons")
+    args = parser.parse_args(argv)
     print(f"{args.releases} releases per table through Party.handle (OpenDP), delta = {DELTA:g}, "
           f"confidence 1 - 1e-6; seeded numpy audit: {args.seeded} releases")
     print(f"{'release':<22} {'setting':<8} {'eps':>4} {'mu':>6} {'dist/D':>6} {'mu_low':>6} {'eps_low':>7} "

@@ -26,13 +26,13 @@ AIPW's and coverage in [0.93, 0.97] over >= 200 replications. ``--quick`` checks
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
+from _run_mode import BenchmarkParser
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec
 from collabcausal.estimators.dp.effects.vertical import ColumnGroups
@@ -146,14 +146,13 @@ def check_targets(table: dict[str, Summary], reps: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few small replications, sanity checks only")
-    parser.add_argument("--reps", type=int, default=MIN_REPS)
-    parser.add_argument("--subjects", type=int, default=100_000)
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--reps", type=int, full=MIN_REPS, quick=2, help="seeded replications")
+    parser.add_size("--subjects", type=int, full=100_000, quick=4000, help="subjects of a replication")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target-only", action="store_true", help="only the target's rows (about 2 s a replication)")
     args = parser.parse_args(argv)
-    n, reps = (4000, 2) if args.quick else (args.subjects, args.reps)
+    n, reps = args.subjects, args.reps
     start = time.perf_counter()
     table = replicate(n, reps, args.seed, args.quick, args.target_only)
     print(f"\n{time.perf_counter() - start:.0f} s")

@@ -13,13 +13,13 @@ SIGKILL after a random delay, restarts it on the same files, and after the last 
   never released: the safe direction);
 * a second loop kills a process that only charges the ledger (the ledger's own test, longer).
 
-Run: ``python benchmarks/bench_faults.py [--kills 40] [--seed 0]``. Prints the figures of
-docs/protocol.md, "Faults and timeouts".
+Exit 1 when a check fails (quick runs included). Run: ``python benchmarks/bench_faults.py [--kills 40]
+[--seed 0] [--quick]`` (``--quick``: 4 kills each). Prints the figures of docs/protocol.md, "Faults
+and timeouts".
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sqlite3
 import sys
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _run_mode import BenchmarkParser
 
 import collabcausal.party  # noqa: F401  (registers the operations)
 from collabcausal.ledger import PrivacyLedger
@@ -119,11 +120,20 @@ def ledger_loop(kills: int, seed: int, folder: Path) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=40)
+def problems(party: dict, ledger: dict) -> list[str]:
+    """The checks of the module docstring that failed, one line each."""
+    found = [f"{party[key]} {key.replace('_', ' ')}" for key in ("missing_released_line", "chain_problems",
+                                                                  "ledger_missing") if party[key]]
+    found += [f"{name} integrity {value}" for name, value in (("party ledger", party["ledger_integrity"]),
+                                                               ("ledger alone", ledger["integrity"])) if value != "ok"]
+    return found + ([f"ledger alone: {ledger['lost']} acknowledged charges lost"] if ledger["lost"] else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--kills", type=int, full=40, quick=4, help="SIGKILLs of each loop")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         p = party_loop(args.kills, args.seed, Path(tmp))
         q = ledger_loop(args.kills, args.seed, Path(tmp))
@@ -145,7 +155,10 @@ def main() -> None:
         f"ledger alone killed {q['kills']} times: {q['acknowledged']} charges acknowledged, {q['lost']} lost, "
         f"integrity {q['integrity']}"
     )
+    failed = problems(p, q)
+    print(f"checks: {'; '.join(failed) if failed else 'nothing acknowledged lost, chain and ledgers intact'}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,17 +6,20 @@ centred ``HKH`` and ``trace(HKH L)`` as an elementwise sum (``--textbook`` also 
 ``trace(K H L H)`` with three m x m matrix products, which is far slower). Peak memory is measured
 with tracemalloc (numpy reports its buffers to it).
 
-    .venv/bin/python benchmarks/bench_hsic.py [--m 5000] [--block 256] [--textbook]
+No target: the figures are printed; exit 1 when the two values differ by more than 1e-9 relative.
+
+    .venv/bin/python benchmarks/bench_hsic.py [--m 5000] [--block 256] [--textbook] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
+from _run_mode import BenchmarkParser
 
 from collabcausal.estimators.discovery.krr import gaussian_kernel
 from collabcausal.estimators.discovery.scores import HSIC_BLOCK, hsic_score
@@ -53,12 +56,12 @@ def measure(fn: Callable[[], float]) -> tuple[float, float, float]:
     return value, seconds, peak
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--m", type=int, default=5000)
+def main(argv: list[str] | None = None) -> int:
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--m", type=int, full=5000, quick=500, help="test points")
     parser.add_argument("--block", type=int, default=HSIC_BLOCK)
     parser.add_argument("--textbook", action="store_true", help="also time trace(K H L H) with matrix products")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, args.m)
     b = 0.3 * a**2 + 0.1 * rng.normal(size=args.m)
@@ -80,7 +83,8 @@ def main() -> None:
         f"dense / blocked: time x{dense[1] / blocked[1]:.2f}, peak memory x{dense[2] / blocked[2]:.1f}; "
         f"|difference| = {abs(dense[0] - blocked[0]):.2e}"
     )
+    return 0 if abs(dense[0] - blocked[0]) <= 1e-9 * abs(dense[0]) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -36,7 +36,6 @@ Run: ``python benchmarks/bench_reconstruction.py`` (``--quick``: fewer settings 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import tempfile
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _run_mode import BenchmarkParser
 from numpy.typing import NDArray
 
 from collabcausal.analyst.dcqe import DCQEPlan, describe_parties, run_dcqe
@@ -397,8 +397,7 @@ def _effect(compute: Callable[[], Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer settings and requests (a smoke run)")
+    parser = BenchmarkParser(__doc__)
     parser.add_argument("--csv", type=Path, help="write every attacked column's scores to this CSV file")
     parser.add_argument("--figure", type=Path, help="write the privacy-utility curve to this PNG file")
     args = parser.parse_args(argv)

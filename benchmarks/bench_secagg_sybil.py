@@ -1,6 +1,6 @@
 """What a coordinator holding the study CA reads from a victim it surrounds with k parties of its own.
 
-    .venv/bin/python benchmarks/bench_secagg_sybil.py
+    .venv/bin/python benchmarks/bench_secagg_sybil.py    # --quick: the same (instant)
 
 The victim (one party of a dp_effects statistics release, eps 1, delta 1e-6, the design of
 tests/secagg/test_secagg_attacks.py) calibrates its noise share to the k other shares of the roster
@@ -12,6 +12,8 @@ through ``Party.handle`` with real certificates). Analytic, instant; no timing.
 """
 
 from __future__ import annotations
+
+from _run_mode import BenchmarkParser
 
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
@@ -30,8 +32,9 @@ def effective_epsilon(k: int) -> float:
     return sum_epsilon(sensitivity, sigma, 1, length, DELTA)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Print the table of docs/secure-aggregation.md ("Pinned peers")."""
+    BenchmarkParser(__doc__).parse_args(argv)
     print(f"victim charged eps {EPSILON:g} (delta {DELTA:g}); roster = victim + k coordinator parties")
     print(f"{'k':>4} {'effective eps, peers = any':>27} {'pinned victim':>26}")
     for k in (1, 2, 9, 99):

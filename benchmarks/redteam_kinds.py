@@ -1,6 +1,6 @@
 """Figures of the red team of the study kinds' DP operations (docs/threat-model.md).
 
-    .venv/bin/python benchmarks/redteam_kinds.py
+    .venv/bin/python benchmarks/redteam_kinds.py [--quick]
 
 1. ``dp_discover`` with a negative residual HSIC width (refused now): the noise scale the old code
    used (the test split's alone) beside the honest one, and a worst-case search for the privacy loss of one
@@ -10,11 +10,14 @@
    Gaussian-DP mu under the substitution sensitivities and converted to epsilon at delta/2 per part.
 3. An audited party's time per ``dp_count`` request as its ledger history grows (a coordinator's
    flood of eps-1e-12 requests): flat since requests read only their own charges.
+
+No target: the figures are printed (``--quick``: 2 training rows moved, eps 1 only, shorter histories).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from _run_mode import BenchmarkParser
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
@@ -23,7 +26,7 @@ from collabcausal.estimators.discovery.sensitivity import score_sensitivity
 from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor, gdp_epsilon, gdp_mu
 
 
-def negative_width(n: int = 300) -> None:
+def negative_width(moved_rows: int, n: int = 300) -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, n)
     y = 0.5 * x
@@ -37,7 +40,7 @@ def negative_width(n: int = 300) -> None:
             scale = 2.0 * score_sensitivity("hsic", model.m_test_) / 1.0
         test = np.random.default_rng(0).permutation(n)[: model.m_test_]
         exact, worst = released_scores(model, "hsic"), 0.0
-        for k in np.setdiff1d(np.arange(n), test)[:6]:
+        for k in np.setdiff1d(np.arange(n), test)[:moved_rows]:
             for corner in ((1, -1), (-1, 1), (1, 1), (-1, -1)):
                 x2, y2 = x.copy(), y.copy()
                 x2[k], y2[k] = corner
@@ -47,10 +50,10 @@ def negative_width(n: int = 300) -> None:
               f"row {worst:.4g}, privacy loss {worst / scale:.3g} (claimed 1)")
 
 
-def dp_ebm(delta: float = 1e-5, f: float = 0.1) -> None:
+def dp_ebm(epsilons: list[float], delta: float = 1e-5, f: float = 0.1) -> None:
     rng = np.random.default_rng(0)
     X, y = rng.uniform(size=(300, 3)), rng.uniform(0, 2, size=300)
-    for eps in (0.5, 1.0, 4.0):
+    for eps in epsilons:
         for name, model, span in (
             ("regressor", DPEBMRegressor(epsilon=eps, delta=delta, feature_bounds=[(0, 1)] * 3,
                                          target_bounds=(0.0, 2.0)).fit(X, y), 2.0),
@@ -67,7 +70,7 @@ def dp_ebm(delta: float = 1e-5, f: float = 0.1) -> None:
                   f"substitution eps {eps_bin:.6f} + {eps_boost:.6f} = {eps_bin + eps_boost:.6f}")
 
 
-def audited_request_time() -> None:
+def audited_request_time(histories: list[int]) -> None:
     import tempfile
     import time
     from pathlib import Path
@@ -86,7 +89,7 @@ def audited_request_time() -> None:
                       ledger=PrivacyLedger(d / "l.sqlite", epsilon=1.0, dataset="d"))
         request = Message("dp_count", {"study": "s", "epsilon": 1e-12, "columns": []})
         done = 0
-        for history in (100, 1000, 3000):
+        for history in histories:
             for _ in range(history - done):
                 party.handle(request)
             start = time.perf_counter()
@@ -97,7 +100,17 @@ def audited_request_time() -> None:
                   f"{1000 * (time.perf_counter() - start) / 20:.1f} ms per request")
 
 
+def main(argv: list[str] | None = None) -> None:
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--moved-rows", type=int, full=6, quick=2, help="training rows moved to the corners")
+    parser.add_size("--epsilons", type=float, nargs="+", full=[0.5, 1.0, 4.0], quick=[1.0], help="DP-EBM budgets")
+    parser.add_size("--histories", type=int, nargs="+", full=[100, 1000, 3000], quick=[100, 300],
+                    help="ledger histories (charges) at which a request is timed")
+    args = parser.parse_args(argv)
+    negative_width(args.moved_rows)
+    dp_ebm(args.epsilons)
+    audited_request_time(args.histories)
+
+
 if __name__ == "__main__":
-    negative_width()
-    dp_ebm()
-    audited_request_time()
+    main()
