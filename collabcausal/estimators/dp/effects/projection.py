@@ -61,7 +61,7 @@ sum's ``sd / count`` with a width ``2 R / t`` the count's 1 cannot match, so it 
 
 @dataclass(frozen=True)
 class Partition:
-    """Bins ``[e_0, e_1), ..., [e_{k-1}, e_k]`` of design column ``column`` (raw units, inside its public range)."""
+    """Bins ``[e_0, e_1), ..., [e_{k-1}, e_k]`` of covariate ``column`` (raw units; values clipped to its range)."""
 
     column: int
     edges: tuple[float, ...]
@@ -120,7 +120,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
 
     Modifiers: distinct covariate indices, at most :data:`MAX_MODIFIERS`. Partitions: a covariate
     each (at most one partition per covariate), 2..:data:`MAX_BINS` + 1 finite, strictly increasing
-    edges inside the covariate's public range (so bins are bounded and disjoint).
+    edges (so bins are bounded and disjoint; values are clipped to the public range before binning).
     """
     m = feature_map.n_covariates
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
@@ -137,7 +137,6 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
             raise InputError(f"dp_effects subgroup column {g.column!r} is not a covariate, or is declared twice",
                              "give each subgroup covariate once, among the study's covariates")
         seen.add(g.column)
-        lo, hi = feature_map.bounds[g.column]
         edges = g.edges
         numeric = all(not isinstance(e, bool) and isinstance(e, (int, float)) and math.isfinite(e) for e in edges)
         if not numeric or not 2 <= len(edges) <= MAX_BINS + 1:
@@ -146,9 +145,6 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
         if any(b <= a for a, b in itertools.pairwise(edges)):
             raise InputError(f"subgroup edges {list(edges)} of {label(g.column)} are not strictly increasing "
                              "(overlapping bins)", "sort the edges and list each once")
-        if edges[0] < lo or edges[-1] > hi:
-            raise InputError(f"subgroup edges {list(edges)} of {label(g.column)} leave its public range "
-                             f"[{lo:g}, {hi:g}]", "keep the edges inside the declared range")
 
 
 @dataclass(frozen=True)

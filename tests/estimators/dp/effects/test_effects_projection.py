@@ -136,7 +136,6 @@ def test_bonferroni_widens_each_subgroup_interval_to_the_family_level():
     (Projection((), (Partition(0, (5.0, 2.0)),)), "overlapping"),
     (Projection((), (Partition(0, (0.0, math.inf)),)), "unbounded"),
     (Projection((), (Partition(0, (0.0,)),)), "unbounded"),
-    (Projection((), (Partition(0, (-1.0, 5.0)),)), "public range"),
     (Projection((), (Partition(0, (0.0, 5.0)), Partition(0, (5.0, 10.0)))), "declared twice"),
 ])
 def test_bad_modifiers_and_subgroups_are_refused_naming_the_problem(projection, match):
