@@ -92,7 +92,8 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cells", type=comma_list(int), metavar="N,N",
         help="adum: regular-grid cells, one per partition column, as study.toml's cells = [N, N] (default 10 each)")
     add("--kmeans", type=int, metavar="K", help="adum: a DP k-means partition of K clusters instead")
-    add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
+    add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r); cate gives no guarantee "
+        "against the coordinator: dp_effects --modifiers is the private path (docs/dp-cate-projection.md)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
     add("--trim", type=float, help="dp_effects: propensities trimmed to [t, 1 - t] (default 0.1)")

@@ -64,3 +64,14 @@ def test_a_bad_declaration_is_refused_before_any_party_is_charged(tmp_path, chan
         _run(tmp_path, replace(SPEC, epsilon=1.0, **changes))
     for i in range(4):
         assert PrivacyLedger.from_file(tmp_path / f"site{i}.sqlite").history() == []
+
+
+def test_the_cate_kind_says_it_gives_no_guarantee_against_the_coordinator_and_points_here(capsys):
+    from collabcausal.analyst.kind_cate import CATE_NOTE
+    from collabcausal.cli import main
+
+    assert "NO guarantee" in CATE_NOTE and "dp_effects with modifiers" in CATE_NOTE
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "NO guarantee against the coordinator" in text and "dp_effects --modifiers" in text
