@@ -63,6 +63,7 @@ def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int) -> d
         pehe_projection = np.sqrt(np.mean((modifier_matrix(X) @ run.coef - tau) ** 2))
         pehe_constant = np.sqrt(np.mean((run.ate - tau) ** 2))
         wins.append(pehe_projection < pehe_constant)
+        print(f"{outcome} replication {r}: coefficients {np.round(run.coef, 4).tolist()}", file=sys.stderr, flush=True)
         growth = run.noise_growth
     P, L = np.array(private), np.array(learner)
     rmse_p, rmse_l = np.sqrt(((P - truth) ** 2).mean(axis=0)), np.sqrt(((L - truth) ** 2).mean(axis=0))
