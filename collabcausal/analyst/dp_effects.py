@@ -170,7 +170,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         study=study)
     report = _report(spec, every, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
     if plan is not None:
-        report["cate"] = projection_report(spec, plan, every, scores, stats, feature_map,
+        report["effect_modification"] = projection_report(spec, plan, every, scores, stats, feature_map,
                                            sum(n_subjects[p] for p in scores.parties))
     return report
 

@@ -102,7 +102,7 @@ def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec,
 
 def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence[Component], scores: Round,
                       stats: Round, feature_map: FeatureMap, n: int) -> dict[str, Any]:
-    """report.json's ``cate`` section: coefficients and subgroup effects with intervals (strict-JSON ready)."""
+    """report.json's ``effect_modification``: coefficients and subgroup effects with intervals (strict JSON)."""
     assert scores.total is not None and stats.total is not None
     widths = np.array([c.width for c in parts])
     weights = np.array([c.weight for c in parts])

@@ -99,7 +99,7 @@ def run_private(sites: Sequence[Site], spec: DPEffectsSpec) -> PrivateRun:
         names = [p.name for p in parties]
         attach_identities(parties, simulation_identities("bench", names))
         report = dp_effects_results(InProcessGrid(parties), spec, "bench", names)
-    cate_section = report["cate"]
+    cate_section = report["effect_modification"]
     coefficients = cate_section.get("coefficients", [])
     subgroups = cate_section.get("subgroups", [])
     return PrivateRun(np.array([c["estimate"] for c in coefficients]), np.array([c["se"] for c in coefficients]),

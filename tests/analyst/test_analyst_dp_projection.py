@@ -37,7 +37,7 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
 
 def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path):
     report = _run(tmp_path, SPEC)
-    cate = json.loads(json.dumps(report["cate"], allow_nan=False))
+    cate = json.loads(json.dumps(report["effect_modification"], allow_nan=False))
     ate = report["estimates"]["aipw-ate"]
     names = [c["name"] for c in cate["coefficients"]]
     assert names == ["intercept", "x0", "x8"]
