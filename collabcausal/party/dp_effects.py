@@ -33,7 +33,10 @@ in the one-hot), ``n_folds`` (1: full-sample nuisances; K >= 2: cross-fitting), 
 ``secagg``. Scores add ``models`` (one :meth:`NuisanceModel.to_spec` per fold), ``estimators``,
 ``estimands``, ``trim`` and optional ``replicates`` (up to 32 noise replicates, each one model per
 fold: the release then also carries, per replicate, the sums of the clipped score differences its
-models make; :mod:`~collabcausal.estimators.dp.effects.scores`).
+models make; :mod:`~collabcausal.estimators.dp.effects.scores`). Optional ``projection`` (modifiers and
+subgroup bins, :meth:`~collabcausal.estimators.dp.effects.projection.Projection.to_spec`) appends the
+effect-modification sums of :mod:`~collabcausal.estimators.dp.effects.projection` to the same vector,
+noise for the joint sensitivity (docs/dp-cate-projection.md).
 """
 
 from __future__ import annotations
