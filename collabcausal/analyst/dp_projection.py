@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.analysis import released_sums
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.projection import (
     Partition,
@@ -106,17 +107,8 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
     assert scores.total is not None and stats.total is not None
     widths = np.array([c.width for c in parts])
     weights = np.array([c.weight for c in parts])
-    values = (scores.total * widths / weights).tolist()
-    sds = unscaled_noise_sd(scores.total_noise_sd, parts).tolist()
-    sums = {c.name: v for c, v in zip(parts, values, strict=True) if c.of is None}
-    noise = {c.name: v for c, v in zip(parts, sds, strict=True) if c.of is None}
-    copies = max((c.copy for c in parts), default=-1) + 1
-    replicates: list[dict[str, float]] = [{} for _ in range(copies)]
-    replicate_sd: dict[str, float] = {}
-    for c, v, sd in zip(parts, values, sds, strict=True):
-        if c.of is not None:
-            replicates[c.copy][c.of] = v
-            replicate_sd[c.of] = sd
+    sums, noise, replicates, replicate_sd = released_sums(
+        scores.total * widths / weights, unscaled_noise_sd(scores.total_noise_sd, parts), parts)
     projection = plan.projection
     names = [spec.columns[j] for j in projection.modifiers]
     out: dict[str, Any] = {
