@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.analyst.dp_effects_feasibility import check_study_size
+from collabcausal.analyst.dp_projection import plan_projection, projection_report
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
 from collabcausal.analyst.secure_sum import secure_sum
@@ -91,6 +92,9 @@ class DPEffectsSpec:
     alpha: float = 0.05
     nuisance_replicates: int = DEFAULT_REPLICATES
     seed: int = 0
+    modifiers: tuple[str, ...] = ()
+    subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    simultaneous: str = "none"
 
     @property
     def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -131,6 +135,9 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     check_study_size(spec, n_subjects)  # before the first charge: a study too small for its eps is refused
     pooled = spec.nuisance == "pooled"
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(parties) if pooled else 1)
+    parts = components(spec.estimators, spec.estimands, feature_map.outcome_width, spec.trim)
+    parts += replicate_components(parts, spec.nuisance_replicates)
+    plan = plan_projection(spec, feature_map, parts)  # refusals before any charge
     sites = {p: (i if pooled else 0) for i, p in enumerate(parties)}
     (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
     base = {"study": study, "columns": list(spec.columns), "design": feature_map.to_spec(), "n_folds": spec.n_folds}
@@ -158,16 +165,22 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
             models[p] = (fold_models(rows, *fit, ridge_scale=spec.ridge_scale),
                          noise_replicates(rows, *fit, spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale))
 
-    parts = components(spec.estimators, spec.estimands, feature_map.outcome_width, spec.trim)
-    parts += replicate_components(parts, spec.nuisance_replicates)
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
+    every, sensitivity = parts, release_sensitivity(parts)
+    if plan is not None:
+        extra["projection"] = plan.projection.to_spec()
+        every, sensitivity = parts + plan.layout.parts, plan.sensitivity
     release_scores = _secure_round if secure else _plain_round
     scores = release_scores(grid, SCORES, stats.parties, lambda p: base | extra | {
         "site": sites[p], "rho": rho_s, "delta": delta_s, "models": [m.to_spec() for m in models[p][0]],
         "replicates": [[m.to_spec() for m in replicate] for replicate in models[p][1]]},
-        release_sensitivity(parts), rho_s, length=len(parts), value_bound=largest, timeout=timeout,
+        sensitivity, rho_s, length=len(every), value_bound=largest, timeout=timeout,
         study=study)
-    return _report(spec, parts, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
+    report = _report(spec, every, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
+    if plan is not None:
+        report["effect_modification"] = projection_report(spec, plan, every, scores, stats, feature_map,
+                                           sum(n_subjects[p] for p in scores.parties))
+    return report
 
 
 def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_subjects: dict[str, int],

@@ -27,7 +27,9 @@ CATE_NOTE = (
     "DP-CATE: the function is (eps, delta)-DP under substitution of one row of the analyst's table (X^, T, Y), "
     "the DC-QE maps treated as public (paper 004, Theorem 3); it is NOT subject-level DP, the representation "
     "X^ is not DP, and the summaries here (the function at the analyst's own rows) are not DP releases: "
-    "publish only the function's values at public points. The DC-QE rows are not DP."
+    "publish only the function's values at public points. The DC-QE rows are not DP. Against the coordinator, "
+    "who holds the representation, this kind gives NO guarantee: for effect modification that is DP against it, "
+    "use kind dp_effects with modifiers and subgroups (docs/dp-cate-projection.md)."
 )
 
 

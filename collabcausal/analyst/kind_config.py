@@ -165,6 +165,11 @@ class DPEffectsSection(Section):
         DEFAULT_REPLICATES, ge=0, le=MAX_REPLICATES,
         description=f"refits on re-noised statistics whose effect the interval counts, 0..{MAX_REPLICATES} (0: none)",
     )
+    modifiers: list[str] = Field([], description='covariates the CATE is projected on, e.g. ["age", "hba1c"] '
+                                 "(docs/dp-cate-projection.md)")
+    subgroups: dict[str, list[float]] = Field({}, description="bin edges per covariate, e.g. { age = [18, 50, 95] }")
+    simultaneous: Literal["none", "bonferroni"] = Field(
+        "none", description='"bonferroni": subgroup intervals simultaneous over all bins (default "none")')
 
     @field_validator("outcome_range")
     @classmethod

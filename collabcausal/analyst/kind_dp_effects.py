@@ -37,4 +37,6 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         nuisance_share=section.nuisance_share, n_folds=section.n_folds,
         secure_aggregation=section.secure_aggregation, ridge_scale=section.ridge_scale,
         nuisance_replicates=section.nuisance_replicates, seed=config.settings.get("seed", 0),
+        modifiers=tuple(section.modifiers), subgroups=tuple((c, tuple(e)) for c, e in section.subgroups.items()),
+        simultaneous=section.simultaneous,
     )

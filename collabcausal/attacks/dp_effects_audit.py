@@ -37,6 +37,7 @@ from collabcausal.attacks.dp_audit import ReleaseAudit, projection_errors, relea
 from collabcausal.attacks.privacy_audit import clopper_pearson
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.projection import Projection, party_projection_sums, projection_layout
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import (
     Component,
@@ -77,13 +78,14 @@ def statistics_neighbours(
 def scores_neighbours(
     feature_map: FeatureMap, columns: Sequence[str], background: pd.DataFrame, site: int,
     model: NuisanceModel, parts: Sequence[Component], trim: float, grid: int = 3,
-    replicates: Sequence[NuisanceModel] = (),
+    replicates: Sequence[NuisanceModel] = (), projection: Projection | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two candidate records whose scaled scores under ``model`` are furthest apart (module docstring).
 
     Candidates: every point of a ``grid``-per-axis lattice of the covariate box, either arm, the
     outcome at either end of its range. With noise ``replicates`` (one model each) the scaled vector
-    also holds each candidate's replicate values, as the release does.
+    also holds each candidate's replicate values, as the release does; with a ``projection``
+    (modifiers, subgroups: docs/dp-cate-projection.md) its added sums too.
     """
     axes = [np.linspace(lo, hi, grid) for lo, hi in feature_map.bounds]
     records = [dict(zip(columns, point, strict=True)) | {"t": t, "y": y}
@@ -104,6 +106,12 @@ def scores_neighbours(
         for b, m in enumerate(replicates)
     ]
     every = (*parts, *copies)  # copy-major, as columns_of
+    if projection:  # each candidate's added sums: the party's own function on a one-row table
+        layout = projection_layout(projection, feature_map.outcome_width, trim, len(replicates))
+        columns_of.append(np.stack([party_projection_sums(
+            X[k : k + 1], t[k : k + 1], [records[k]["y"]], feature_map, site, np.zeros(1, np.int64), [model], layout,
+            trim, projection, [[m] for m in replicates]) for k in range(len(records))]))
+        every = (*every, *layout.parts)
     scaled = np.hstack(columns_of) * release_weights(every) / np.array([c.width for c in every])
     gaps = np.linalg.norm(scaled[:, None, :] - scaled[None, :, :], axis=2)
     i, j = np.unravel_index(int(np.argmax(gaps)), gaps.shape)
@@ -128,7 +136,13 @@ def exact_values(table: PartyTable, request: Message) -> NDArray[np.float64]:
     replicates = [[NuisanceModel.from_spec(m, feature_map.dim) for m in r] for r in p.get("replicates", [])]
     parts = base + replicate_components(base, len(replicates))
     models = [NuisanceModel.from_spec(m, feature_map.dim) for m in p["models"]]
-    return scaled_sums(party_score_sums(*args, models, parts, p["trim"], replicates), parts)
+    values = scaled_sums(party_score_sums(*args, models, parts, p["trim"], replicates), parts)
+    if "projection" not in p:
+        return values
+    projection = Projection.from_spec(p["projection"], feature_map)
+    layout = projection_layout(projection, feature_map.outcome_width, p["trim"], len(replicates))
+    added = party_projection_sums(*args, models, layout, p["trim"], projection, replicates)
+    return np.concatenate([values, scaled_sums(added, layout.parts)])
 
 
 def audit_through_parties(

@@ -27,7 +27,9 @@ and writes table.csv, results.json, bootstrap.png and report.html to --out.
 With a KIND other than dcqe, runs that study kind on the grid through the code of `analyst serve`
 (the parties' policies and privacy ledgers included) and writes report.json and report.html:
 adum (eps-ADUM, paper 001, parties split by rows), cate (DC-QE, then DP-CATE on the analyst's
-representation, paper 004) or discovery (each party's private ANM direction, paper 002).
+representation, paper 004; NO guarantee against the coordinator, who holds the representation: for
+effect modification that is DP against it use dp_effects --modifiers/--subgroups,
+docs/dp-cate-projection.md) or discovery (each party's private ANM direction, paper 002).
 
 examples:
   # paper 003's LaLonde table (Experiment II) with 1000 bootstrap replicates

@@ -79,6 +79,9 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "trim": (("dp_effects",), 0.1),
     "nuisance": (("dp_effects",), "pooled"),
     "secure_aggregation": (("dp_effects",), True),
+    "modifiers": (("dp_effects",), None),
+    "subgroups": (("dp_effects",), None),
+    "simultaneous": (("dp_effects",), "none"),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -105,7 +108,8 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cells", type=comma_list(int), metavar="N,N",
         help="adum: regular-grid cells, one per partition column, as study.toml's cells = [N, N] (default 10 each)")
     add("--kmeans", type=int, metavar="K", help="adum: a DP k-means partition of K clusters instead")
-    add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r)")
+    add("--learner", choices=("r", "dr"), help="cate: R- or DR-learner (default r); cate gives no guarantee "
+        "against the coordinator: dp_effects --modifiers is the private path (docs/dp-cate-projection.md)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
     add("--trim", type=float, help="dp_effects: propensities trimmed to [t, 1 - t] (default 0.1)")
@@ -113,6 +117,12 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         help="dp_effects: one pooled nuisance model with site intercepts (default) or one per party")
     add("--secure-aggregation", action=argparse.BooleanOptionalAction,
         help="dp_effects: the analyst sees only sums over parties (default on)")
+    add("--modifiers", metavar="A,B", help="dp_effects: covariates the CATE is projected on, with intervals "
+        "(docs/dp-cate-projection.md)")
+    add("--subgroups", metavar="A=E0,E1,..;B=..", help="dp_effects: AIPW effects in bins of covariates by their "
+        "edges, e.g. age=18,50,65,95;sex=0,0.5,1")
+    add("--simultaneous", choices=("none", "bonferroni"),
+        help="dp_effects: subgroup intervals simultaneous over all bins (Bonferroni) or not (default none)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -287,7 +297,8 @@ def simulated_study(
         sections["dp_effects"] = {
             "epsilon": args.epsilon, "delta": args.delta or 1e-6, "outcome_range": outcome, "trim": args.trim,
             "estimands": [args.estimand or dataset.estimand], "nuisance": args.nuisance,
-            "secure_aggregation": args.secure_aggregation,
+            "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
+            "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
         }
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,
@@ -319,6 +330,23 @@ def party_budget(doc: dict[str, Any], config: StudyConfig) -> tuple[float, float
         return epsilon, 0.0
     requests = config.plan().balance_requests()
     return epsilon + requests * config.balance.epsilon, requests * config.balance.delta
+
+
+def _subgroups(text: str | None) -> dict[str, list[float]]:
+    """``"age=18,50,95;sex=0,0.5,1"`` as ``{"age": [18, 50, 95], "sex": [0, 0.5, 1]}``."""
+    out: dict[str, list[float]] = {}
+    for item in (text or "").split(";"):
+        if not item.strip():
+            continue
+        name, _, edges = item.partition("=")
+        try:
+            out[name.strip()] = [float(e) for e in edges.split(",")]
+        except ValueError:
+            raise InputError(f"--subgroups item {item!r} is not NAME=EDGE,EDGE,...",
+                             "give e.g. --subgroups 'age=18,50,65,95;sex=0,0.5,1'") from None
+        if not name.strip():
+            raise InputError(f"--subgroups item {item!r} names no covariate", "give e.g. age=18,50,95")
+    return out
 
 
 def _names(text: str | None) -> list[str]:

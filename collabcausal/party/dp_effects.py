@@ -33,7 +33,10 @@ in the one-hot), ``n_folds`` (1: full-sample nuisances; K >= 2: cross-fitting), 
 ``secagg``. Scores add ``models`` (one :meth:`NuisanceModel.to_spec` per fold), ``estimators``,
 ``estimands``, ``trim`` and optional ``replicates`` (up to 32 noise replicates, each one model per
 fold: the release then also carries, per replicate, the sums of the clipped score differences its
-models make; :mod:`~collabcausal.estimators.dp.effects.scores`).
+models make; :mod:`~collabcausal.estimators.dp.effects.scores`). Optional ``projection`` (modifiers and
+subgroup bins, :meth:`~collabcausal.estimators.dp.effects.projection.Projection.to_spec`) appends the
+effect-modification sums of :mod:`~collabcausal.estimators.dp.effects.projection` to the same vector,
+noise for the joint sensitivity (docs/dp-cate-projection.md).
 """
 
 from __future__ import annotations
@@ -50,9 +53,18 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.folds import fold_labels, fold_seed
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.projection import (
+    Projection,
+    ProjectionLayout,
+    bin_arm_counts,
+    party_projection_sums,
+    projection_layout,
+    scores_sensitivity,
+)
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import (
     MAX_REPLICATES,
+    Component,
     components,
     release_sensitivity,
     replicate_components,
@@ -245,13 +257,52 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
         raise InputError(f"{SCORES} trim {trim:g} makes the score ranges overflow floating point",
                          "declare a trim such as 0.1") from None
     parts += replicate_components(parts, len(replicates))
-    _check_scores_arithmetic(party, [c.width for c in parts], models + [m for r in replicates for m in r])
-    sensitivity = release_sensitivity(parts)
-    details = {"components": [c.name for c in parts], "trim": trim, "replicates": len(replicates)}
-    return _release(party, request, req, sensitivity, len(parts), details, lambda: scaled_sums(row_sums(
-        party, req, lambda X, t, y, folds: party_score_sums(X, t, y, req.feature_map, req.site, folds, models, parts,
-                                                            trim, replicates),
-    ), parts))
+    projection, layout = _projection(party, req, p.get("projection"), parts, trim, len(replicates))
+    every = parts + (layout.parts if layout is not None else ())
+    _check_scores_arithmetic(party, [c.width for c in every], models + [m for r in replicates for m in r])
+    sensitivity = release_sensitivity(parts) if layout is None else scores_sensitivity(parts, layout)
+    details = {"components": [c.name for c in every], "trim": trim, "replicates": len(replicates)}
+
+    def sums(X: NDArray[np.float64], t: NDArray[np.int8], y: NDArray[np.float64],
+             folds: NDArray[np.int8]) -> NDArray[np.float64]:
+        base = party_score_sums(X, t, y, req.feature_map, req.site, folds, models, parts, trim, replicates)
+        if layout is None:
+            return base
+        return np.concatenate([base, party_projection_sums(X, t, y, req.feature_map, req.site, folds, models,
+                                                           layout, trim, projection, replicates)])
+
+    return _release(party, request, req, sensitivity, len(every), details,
+                    lambda: scaled_sums(row_sums(party, req, sums), every))
+
+
+def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Component, ...], trim: float,
+                n_replicates: int) -> tuple[Projection, ProjectionLayout | None]:
+    """The request's modifiers and subgroups (docs/dp-cate-projection.md), checked before any charge.
+
+    Refused: a malformed or out-of-range declaration, a release without the AIPW ATE (its score is what
+    the projection projects), and a bin with fewer than ``min_subjects`` subjects in an arm at this party
+    (like the arm counts of :func:`_check_labels`, a public precondition, not DP).
+    """
+    if spec is None:
+        return Projection(), None
+    projection = Projection.from_spec(spec, req.feature_map)
+    if not projection:
+        return projection, None
+    if "aipw_ate" not in {c.name for c in parts}:
+        raise InputError(f"{SCORES} modifiers and subgroups project the AIPW ATE's score, which this release lacks",
+                         'request estimators = ["aipw"] and estimands = ["ate"] with them')
+    if projection.partitions:
+        fm = req.feature_map
+        counts = party.table.reduce_rows(lambda rows, X, t, y: bin_arm_counts(X, t, projection, fm), req.columns,
+                                         np.add)
+        floor = max(getattr(party.policy, "min_subjects", DEFAULT_MIN_SUBJECTS), req.n_folds)
+        for g, part in enumerate(projection.partitions):
+            low = counts[g, : part.n_bins].min()
+            if low < floor:
+                raise PolicyError(f"party {party.name!r} has a subgroup of {req.columns[part.column]!r} with fewer "
+                                  f"than {floor} subjects in an arm (its min_subjects) for {SCORES}",
+                                  "merge that subgroup's bins with a neighbour's, or leave this party out")
+    return projection, projection_layout(projection, req.feature_map.outcome_width, trim, n_replicates)
 
 
 def _release(

@@ -166,6 +166,7 @@ def study_document(
         "bootstrap": {},
         "privacy": spend,
         "dp_effects": report.get("dp_effects"),
+        "effect_modification": report.get("effect_modification"),
         "privacy_note": report.get("privacy_note")
         or (DC_QE_PRIVACY_NOTE if not spend or any(s["epsilon"] is None for s in spend.values()) else ""),
         "warnings": warnings,

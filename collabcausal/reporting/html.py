@@ -17,6 +17,7 @@ from typing import Any
 
 from collabcausal.estimators.balance import SMD_THRESHOLD
 from collabcausal.reporting.figures import bootstrap_plot, love_plot, overlap_plot, to_svg
+from collabcausal.reporting.forest import effect_modification_section
 
 REPORT_HTML = "report.html"
 
@@ -93,6 +94,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         parts += [f"<h2>{escape(heading)}</h2>", f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"]
     parts += _dp_balance(doc["balance"])
     parts += _dp_effects(doc.get("dp_effects"))
+    parts += effect_modification_section(doc.get("effect_modification"), doc.get("privacy"))
     parts += [
         "<h2>Privacy spend per party</h2>",
         _privacy(doc.get("privacy"), doc.get("privacy_note", "")),

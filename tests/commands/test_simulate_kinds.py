@@ -160,6 +160,9 @@ FLAG_KEYS = {
     "--seed": ("dcqe", ["--balance-epsilon", "1"], "study", "seed", 3),
     "--trim": ("dp_effects", [], "dp_effects", "trim", 0.05),
     "--nuisance": ("dp_effects", [], "dp_effects", "nuisance", "site"),
+    "--modifiers": ("dp_effects", [], "dp_effects", "modifiers", ["age", "re74"]),
+    "--subgroups": ("dp_effects", [], "dp_effects", "subgroups", {"age": [17.0, 30.0, 55.0], "black": [0.0, 0.5, 1.0]}),
+    "--simultaneous": ("dp_effects", [], "dp_effects", "simultaneous", "bonferroni"),
 }
 # switches (no value): flag -> (kind, section, key, the value the flag sets)
 SWITCH_KEYS = {
@@ -175,6 +178,8 @@ NOT_STUDY_KEYS = {
 
 
 def _cli_text(value) -> str:
+    if isinstance(value, dict):
+        return ";".join(f"{k}={_cli_text(v)}" for k, v in value.items())
     if isinstance(value, list):
         return ";".join(map(_cli_text, value)) if value and isinstance(value[0], list) else ",".join(map(str, value))
     return str(value)
@@ -221,7 +226,9 @@ def test_a_simulate_flag_takes_the_value_its_study_toml_key_takes(flag):
     import tomllib
 
     kind, extra, section, key, value = FLAG_KEYS[flag]
-    assert tomllib.loads(f"[{section}]\n{key} = {json.dumps(value)}")[section][key] == value  # a study.toml line
+    text = ("{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + "}" if isinstance(value, dict)
+            else json.dumps(value))  # a TOML inline table for a mapping
+    assert tomllib.loads(f"[{section}]\n{key} = {text}")[section][key] == value  # a study.toml line
     assert _simulated_doc(kind, [*extra, flag, _cli_text(value)])[section][key] == value
 
 

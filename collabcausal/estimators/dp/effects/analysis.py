@@ -71,6 +71,16 @@ def effects_from_sums(
     Replicate parts (:func:`~.scores.replicate_components`) among ``parts`` feed the nuisance-noise
     variance of each estimate (:mod:`.pooling`).
     """
+    point, point_sd, replicates, replicate_sd = released_sums(sums, noise_sd, parts)
+    return [estimate_effect(point, point_sd, n, est, estimand, alpha=alpha, replicates=replicates,
+                            replicate_sd=replicate_sd) for est in estimators for estimand in estimands]
+
+
+def released_sums(
+    sums: ArrayLike, noise_sd: ArrayLike, parts: Sequence[Component],
+) -> tuple[dict[str, float], dict[str, float], list[dict[str, float]], dict[str, float]]:
+    """The released vector by name: point sums, their noise sds, each replicate copy's sums (keyed by the
+    point sum they replicate) and the noise sd of one replicate sum."""
     values, sds = np.asarray(sums, dtype=float).tolist(), np.asarray(noise_sd, dtype=float).tolist()
     point = {c.name: v for c, v in zip(parts, values, strict=True) if c.of is None}
     point_sd = {c.name: v for c, v in zip(parts, sds, strict=True) if c.of is None}
@@ -81,5 +91,4 @@ def effects_from_sums(
         if c.of is not None:
             replicates[c.copy][c.of] = v
             replicate_sd[c.of] = sd
-    return [estimate_effect(point, point_sd, n, est, estimand, alpha=alpha, replicates=replicates,
-                            replicate_sd=replicate_sd) for est in estimators for estimand in estimands]
+    return point, point_sd, replicates, replicate_sd

@@ -100,14 +100,16 @@ def estimate_effect(
     alpha: float = 0.05,
     replicates: Sequence[Mapping[str, float]] = (),
     replicate_sd: Mapping[str, float] | None = None,
+    ratios: tuple[tuple[Ratio, ...], tuple[Ratio, ...]] | None = None,
 ) -> DPEffect:
     """The ``estimator``'s ``estimand`` from released ``sums`` with noise sds ``noise_sd`` (n public).
 
     ``replicates[b]`` maps a point sum's name to its released replicate sum of copy ``b`` (model-free sums
-    absent), ``replicate_sd`` to the noise sd of one such sum (module docstring).
+    absent), ``replicate_sd`` to the noise sd of one such sum (module docstring). ``ratios`` (added,
+    subtracted) replace :data:`ESTIMANDS`' for another estimand of the same form (a subgroup's effect).
     """
     try:
-        plus, minus = ESTIMANDS[estimator, estimand]
+        plus, minus = ratios if ratios is not None else ESTIMANDS[estimator, estimand]
     except KeyError:
         raise InputError(f"no {estimator} {estimand} in dp_effects", f"use one of {sorted(ESTIMANDS)}") from None
     if not 0.0 < alpha < 1.0:

@@ -1,0 +1,144 @@
+"""Private effect modification (``dp_effects`` with modifiers and subgroups) beside the non-private linear DR-learner.
+
+    .venv/bin/python benchmarks/bench_dp_cate_projection.py --reps 200     # the issue's targets (long)
+    .venv/bin/python benchmarks/bench_dp_cate_projection.py --quick        # 2 replications, small n: sanity
+
+Design (collabcausal/simulations/cate_benchmark.py): 4 sites x 25,000, 10 confounders, a CATE linear
+in x0 (Gaussian) and x8 (binary), binary then continuous outcome; modifiers (x0, x8), subgroups:
+four bins of x0. Each replication ``r`` draws its data with seed ``--seed + r`` (the DP noise comes
+from OpenDP, not seedable) and runs, side by side: ``dp_effects`` at ``--epsilon`` per party in total
+(secure aggregation), EconML's ``LinearDRLearner`` on the pooled rows (non-private; logistic
+propensity, linear outcome models, site dummies as controls), and the constant private ATE as a CATE.
+Printed per outcome: each coefficient's RMSE (private, DR-learner) against the exact projection,
+coverage of the 95% intervals with Monte Carlo SE, the subgroup effects' RMSE and coverage, and how
+often the private projection's PEHE beats the constant ATE's.
+
+Targets (full mode, exit 1 when one is missed): per outcome, at eps 1, the RMSE over the three
+coefficients (root of their mean squared error) <= 1.5x the DR-learner's; each coefficient's
+coverage in [0.93, 0.97] (at >= 200 replications: fewer prints the figures and fails the count);
+projection beats the constant in PEHE on >= 95% of replications. ``--quick`` checks that every
+number is finite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import numpy as np
+
+from collabcausal.simulations.cate_benchmark import (
+    cate,
+    linear_dr_learner,
+    modifier_matrix,
+    run_private,
+    simulate_cate_sites,
+    study_spec,
+    true_projection,
+    true_subgroup_effects,
+)
+
+Z95 = 1.959963984540054
+
+
+def _coverage(estimates: np.ndarray, ses: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    return (np.abs(estimates - truth) <= Z95 * ses).mean(axis=0)
+
+
+def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int) -> dict[str, object]:
+    """Every replication of one outcome; returns the summary figures."""
+    truth, sub_truth = true_projection(outcome), true_subgroup_effects(outcome)  # type: ignore[arg-type]
+    spec = study_spec(outcome, epsilon)  # type: ignore[arg-type]
+    private, private_se, learner, learner_se, sub, sub_se, wins = [], [], [], [], [], [], []
+    growth = math.nan
+    for r in range(reps):
+        sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed + r))  # type: ignore[arg-type]
+        run = run_private(sites, spec)
+        coef, se = linear_dr_learner(sites, seed + r)
+        private.append(run.coef), private_se.append(run.coef_se), learner.append(coef), learner_se.append(se)
+        sub.append(run.subgroup), sub_se.append(run.subgroup_se)
+        X = np.vstack([s.X for s in sites])
+        tau = cate(X, outcome)  # type: ignore[arg-type]
+        pehe_projection = np.sqrt(np.mean((modifier_matrix(X) @ run.coef - tau) ** 2))
+        pehe_constant = np.sqrt(np.mean((run.ate - tau) ** 2))
+        wins.append(pehe_projection < pehe_constant)
+        print(f"{outcome} replication {r}: coefficients {np.round(run.coef, 4).tolist()}", file=sys.stderr, flush=True)
+        growth = run.noise_growth
+    P, L = np.array(private), np.array(learner)
+    rmse_p, rmse_l = np.sqrt(((P - truth) ** 2).mean(axis=0)), np.sqrt(((L - truth) ** 2).mean(axis=0))
+    return {
+        "outcome": outcome, "reps": reps, "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
+        "rmse_ratio": float(np.sqrt((rmse_p**2).mean() / (rmse_l**2).mean())),
+        "coverage_private": _coverage(P, np.array(private_se), truth),
+        "coverage_learner": _coverage(L, np.array(learner_se), truth),
+        "subgroup_rmse": np.sqrt(((np.array(sub) - sub_truth) ** 2).mean(axis=0)),
+        "subgroup_coverage": _coverage(np.array(sub), np.array(sub_se), sub_truth),
+        "pehe_wins": float(np.mean(wins)), "noise_growth": growth,
+        "mean_se_private": np.array(private_se).mean(axis=0), "mean_se_learner": np.array(learner_se).mean(axis=0),
+    }
+
+
+def _row(name: str, values: np.ndarray, digits: int = 4) -> str:
+    return f"  {name:<34}" + "  ".join(f"{v:>9.{digits}f}" for v in np.atleast_1d(values))
+
+
+def report(s: dict[str, object]) -> None:
+    """Print one outcome's figures."""
+    reps = int(s["reps"])  # type: ignore[call-overload]
+    mcse = math.sqrt(0.95 * 0.05 / reps)
+    print(f"\n{s['outcome']} outcome, {reps} replications; coefficients (intercept, z0, z8); "
+          f"noise growth of the score release {s['noise_growth']:.2f}x")
+    for key, name in (("truth", "exact projection"), ("rmse_private", "RMSE dp_effects projection"),
+                      ("rmse_learner", "RMSE LinearDRLearner (non-private)"), ("mean_se_private", "mean SE dp_effects"),
+                      ("mean_se_learner", "mean SE LinearDRLearner"), ("coverage_private", "coverage dp_effects"),
+                      ("coverage_learner", "coverage LinearDRLearner"), ("subgroup_rmse", "subgroups (4 x0 bins) RMSE"),
+                      ("subgroup_coverage", "subgroups coverage")):
+        print(_row(name, s[key]))  # type: ignore[arg-type]
+    print(f"  RMSE ratio over the coefficients: {s['rmse_ratio']:.3f}x; coverage Monte Carlo SE {mcse:.3f}; "
+          f"projection beats the constant ATE in PEHE on {s['pehe_wins']:.3f} of replications")
+
+
+def misses(s: dict[str, object]) -> list[str]:
+    """The targets (module docstring) this outcome missed."""
+    out = []
+    if float(s["rmse_ratio"]) > 1.5:  # type: ignore[arg-type]
+        out.append(f"{s['outcome']}: RMSE ratio {s['rmse_ratio']:.3f} > 1.5")
+    cov = np.asarray(s["coverage_private"])
+    if ((cov < 0.93) | (cov > 0.97)).any():
+        out.append(f"{s['outcome']}: coverage {np.round(cov, 3).tolist()} outside [0.93, 0.97]")
+    if int(s["reps"]) < 200:  # type: ignore[call-overload]
+        out.append(f"{s['outcome']}: {s['reps']} replications < 200")
+    if float(s["pehe_wins"]) < 0.95:  # type: ignore[arg-type]
+        out.append(f"{s['outcome']}: projection beats the constant on {s['pehe_wins']:.3f} < 0.95")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print, and return 0 when every target is met (or ``--quick`` gave finite numbers), else 1."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--n", type=int, default=25_000, help="subjects per site")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--outcomes", default="binary,continuous")
+    parser.add_argument("--quick", action="store_true", help="2 replications of 2,500 per site: sanity only")
+    args = parser.parse_args(argv)
+    reps, n = (2, 2500) if args.quick else (args.reps, args.n)
+    print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
+          f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
+    summaries = [run_outcome(o, reps, n, args.epsilon, args.seed) for o in args.outcomes.split(",")]
+    for s in summaries:
+        report(s)
+    if args.quick:
+        finite = all(np.isfinite(np.asarray(v, dtype=float)).all() for s in summaries for k, v in s.items()
+                     if k not in ("outcome",))
+        print("quick: every figure finite" if finite else "quick: a figure is not finite")
+        return 0 if finite else 1
+    missed = [m for s in summaries for m in misses(s)]
+    print("\n" + ("every target met" if not missed else "MISSED: " + "; ".join(missed)))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

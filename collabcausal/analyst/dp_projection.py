@@ -1,0 +1,149 @@
+"""The coordinator's side of effect modification in ``dp_effects`` (docs/dp-cate-projection.md).
+
+:func:`plan_projection` turns ``[dp_effects] modifiers`` and ``subgroups`` into the request's
+projection and its added sums, and refuses a bad declaration before anything is charged, saying
+how much each modifier and partition adds to the noise; :func:`projection_report` computes the
+best linear projection and the subgroup effects from the released sums (post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.analysis import released_sums
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.projection import (
+    Partition,
+    Projection,
+    ProjectionLayout,
+    check_projection,
+    projection_layout,
+    scores_sensitivity,
+)
+from collabcausal.estimators.dp.effects.projection_analysis import (
+    SIMULTANEOUS,
+    best_linear_projection,
+    bin_labels,
+    modifier_gram,
+    subgroup_effects,
+)
+from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
+from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
+
+if TYPE_CHECKING:
+    from collabcausal.analyst.dp_effects import DPEffectsSpec, Round
+
+MAX_NOISE_GROWTH = 3.0
+"""Largest factor by which the modifiers and subgroups may raise the noise sd of every score sum (the ATE's too)."""
+
+
+@dataclass(frozen=True)
+class ProjectionPlan:
+    """The projection a study asks, its added sums and the score release's sensitivity with and without them."""
+
+    projection: Projection
+    layout: ProjectionLayout
+    sensitivity: float
+    base_sensitivity: float
+
+
+def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
+                    parts: tuple[Component, ...]) -> ProjectionPlan | None:
+    """The study's projection, or ``None`` without modifiers and subgroups; refusals name the problem and the fix."""
+    if not spec.modifiers and not spec.subgroups:
+        return None
+    columns = list(spec.columns)
+
+    def index(name: str, what: str) -> int:
+        if name not in columns:
+            raise InputError(f"dp_effects {what} {name!r} is not a covariate of the study ({', '.join(columns)})",
+                             f"declare {name!r} in [anchor_ranges] (and columns), or drop it from {what}s")
+        return columns.index(name)
+
+    if spec.simultaneous not in SIMULTANEOUS:
+        raise InputError(f"simultaneous = {spec.simultaneous!r} is not one of {SIMULTANEOUS}",
+                         'use "bonferroni" or "none"')
+    if "aipw_ate" not in {c.name for c in parts}:
+        raise InputError("dp_effects modifiers and subgroups project the AIPW ATE's score",
+                         'include "aipw" in estimators and "ate" in estimands')
+    projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
+                            tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups))
+    check_projection(projection, feature_map, columns)
+    layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
+    base = release_sensitivity(parts)
+    total = scores_sensitivity(parts, layout)
+    if total > MAX_NOISE_GROWTH * base:
+        raise InputError(
+            f"{len(projection.modifiers)} modifiers and {len(projection.partitions)} subgroup partitions raise the "
+            f"noise sd of every score sum (the ATE's too) {total / base:.2f}-fold, above {MAX_NOISE_GROWTH:g} "
+            f"({_costs(projection, feature_map, spec, parts)}); nothing was charged",
+            "declare fewer modifiers or subgroups, or a larger epsilon")
+    return ProjectionPlan(projection, layout, total, base)
+
+
+def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec, parts: tuple[Component, ...]) -> str:
+    """What one modifier and each partition alone would do to the noise sd (for the refusal)."""
+    base = release_sensitivity(parts)
+
+    def growth(p: Projection) -> float:
+        layout = projection_layout(p, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
+        return scores_sensitivity(parts, layout) / base
+
+    one = growth(Projection(projection.modifiers[:1])) if projection.modifiers else 1.0
+    cells = ", ".join(f"{spec.columns[g.column]}'s {g.n_bins} bins {growth(Projection((), (g,))):.2f}x"
+                      for g in projection.partitions)
+    return f"one modifier alone {one:.2f}x" + (f", {cells}" if cells else "")
+
+
+def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence[Component], scores: Round,
+                      stats: Round, feature_map: FeatureMap, n: int) -> dict[str, Any]:
+    """report.json's ``effect_modification``: coefficients and subgroup effects with intervals (strict JSON)."""
+    assert scores.total is not None and stats.total is not None
+    widths = np.array([c.width for c in parts])
+    weights = np.array([c.weight for c in parts])
+    sums, noise, replicates, replicate_sd = released_sums(
+        scores.total * widths / weights, unscaled_noise_sd(scores.total_noise_sd, parts), parts)
+    projection = plan.projection
+    names = [spec.columns[j] for j in projection.modifiers]
+    out: dict[str, Any] = {
+        "modifiers": names, "simultaneous": spec.simultaneous,
+        "noise_growth": plan.sensitivity / plan.base_sensitivity,
+        "note": ("coefficients of the best linear projection of the CATE on (1, z) with z the modifiers scaled to "
+                 "[-1, 1] by their public ranges; 'intercept' is the projected effect at the ranges' midpoints, "
+                 "'per_unit' a slope per unit of the modifier"),
+    }
+    if projection.modifiers:
+        rows = stats.total.reshape(spec.n_folds, -1)
+        gram, gram_sd = modifier_gram(rows, feature_map, projection, n, stats.total_noise_sd)
+        scales = [(feature_map.bounds[j][1] - feature_map.bounds[j][0]) / 2 for j in projection.modifiers]
+        coefficients = best_linear_projection(sums, noise, gram, gram_sd, names, scales, replicates=replicates,
+                                              replicate_sd=replicate_sd, alpha=spec.alpha)
+        out["coefficients"] = [c.to_dict() for c in coefficients]
+    if projection.partitions:
+        labels = bin_labels(projection, list(spec.columns))
+        effects = subgroup_effects(sums, noise, projection, labels, replicates=replicates, replicate_sd=replicate_sd,
+                                   alpha=spec.alpha, simultaneous=spec.simultaneous)
+        out["subgroups"] = [e.to_dict() | {"subgroup": e.estimand, "n_noisy": sums[f"cell_{g}_{c}_n"]}
+                            for e, (g, c) in zip(effects, _bins(projection), strict=True)]
+    return _finite(out)
+
+
+def _bins(projection: Projection) -> list[tuple[int, int]]:
+    return [(g, c) for g, part in enumerate(projection.partitions) for c in range(part.n_bins)]
+
+
+def _finite(value: Any) -> Any:
+    """Strict JSON: non-finite floats become ``None``."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

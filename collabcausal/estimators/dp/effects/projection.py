@@ -1,0 +1,283 @@
+"""Effect modification in ``dp_effects``: the score sums of the CATE's projection and of subgroups (release side).
+
+docs/dp-cate-projection.md derives everything here. With the AIPW score ``phi`` of :mod:`.scores`
+(``|phi| <= A = R / t``) and the modifier vector ``m = (1, z_1, ..., z_p)`` of the declared
+modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to the score vector:
+
+* ``blp_q = sum z_q phi`` (q = 1..p; ``sum phi`` is already ``aipw_ate``), in ``[-A, A]`` per subject:
+  the right-hand side of the best linear projection ``beta = (sum m m^T)^{-1} sum m phi``
+  (Semenova & Chernozhukov 2021, eq. 2.5; the DR-learner's final stage, Kennedy 2023);
+* ``blp_meat_a_b = sum phi^2 m_a m_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``), in
+  ``[0, A^2]`` on the diagonal and ``[-A^2, A^2]`` off it: the sandwich's meat, uncentred;
+* per declared partition ``g`` (bins of one covariate) and bin ``c``: ``cell_g_c_n = sum 1[c]``,
+  ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
+  ratio of the first two);
+* the noise replicates (:func:`~.scores.replicate_components`) of every model-dependent point sum.
+
+**Sensitivity under substitution.** Every added sum ``j`` has one per-subject value in a public
+interval of width ``r_j`` that contains 0, released as ``s_j w_j / r_j``. A sum on its own moves by
+at most ``w_j``. The bins of one partition are disjoint, so of the sums of one kind (counts, sums,
+squares, or one replicate copy's sums) of one partition a subject has a nonzero value in at most one:
+substituting it changes at most two of them, by at most ``w_j`` when it stays in its bin and by at
+most ``w_c a_c / r_c`` and ``w_c' a_c' / r_c'`` (``a_j = max(|lo_j|, |hi_j|)``, the most one value is
+away from 0) when it moves from bin ``c`` to ``c'``. Such a group adds
+``max(max_j w_j^2, the two largest (w_j a_j / r_j)^2 summed)`` to the squared L2 sensitivity, any
+other sum ``w_j^2`` (:func:`projection_sensitivity_squared`): counts and squares (``a_j = r_j``) pay
+``2 w^2`` per partition, symmetric sums (``a_j = r_j / 2``) only ``w^2`` however many bins.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.scores import (
+    POINT_WEIGHT,
+    SPREAD_WEIGHT,
+    Component,
+    components,
+    release_sensitivity,
+    replicate_components,
+    replicate_differences,
+    subject_scores,
+)
+from collabcausal.estimators.validation import check_treatment
+
+MAX_MODIFIERS = 6
+MAX_BINS = 12
+"""Bins of one partition; partitions are at most :data:`MAX_MODIFIERS` too."""
+COUNT_WEIGHT = SPREAD_WEIGHT
+"""A bin's count is the ratio's denominator: its noise moves the effect by ``effect x sd / count``, against the
+sum's ``sd / count`` with a width ``2 R / t`` the count's 1 cannot match, so it weighs as a sum of squares."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Bins ``[e_0, e_1), ..., [e_{k-1}, e_k]`` of covariate ``column`` (raw units; values clipped to its range)."""
+
+    column: int
+    edges: tuple[float, ...]
+
+    @property
+    def n_bins(self) -> int:
+        """``k``."""
+        return len(self.edges) - 1
+
+    def bin_of(self, x: ArrayLike) -> NDArray[np.int64]:
+        """Each value's bin, ``-1`` outside ``[e_0, e_k]`` (the last bin is closed)."""
+        v = np.asarray(x, dtype=float)
+        edges = np.asarray(self.edges)
+        index = np.searchsorted(edges, v, side="right") - 1
+        index = np.where(v == edges[-1], self.n_bins - 1, index)
+        return np.where((v < edges[0]) | (v > edges[-1]) | (index >= self.n_bins), -1, index).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The declared modifiers (design columns) and subgroup partitions of a study."""
+
+    modifiers: tuple[int, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.modifiers or self.partitions)
+
+    def to_spec(self) -> dict[str, object]:
+        """JSON-ready (sent in the scores request)."""
+        return {"modifiers": list(self.modifiers),
+                "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions]}
+
+    @classmethod
+    def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
+        """Inverse of :meth:`to_spec`, checked against the public ranges (:func:`check_projection`)."""
+        if not isinstance(spec, dict) or not isinstance(spec.get("modifiers", []), list) or not isinstance(
+                spec.get("subgroups", []), list):
+            raise InputError("malformed dp_effects projection", "send modifiers=[column index, ...], subgroups=[...]")
+        partitions = []
+        for g in spec.get("subgroups", []):
+            if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
+                raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
+            partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
+        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions))
+        check_projection(projection, feature_map)
+        return projection
+
+
+def _is_index(value: object, size: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < size
+
+
+def check_projection(projection: Projection, feature_map: FeatureMap, names: Sequence[str] | None = None) -> None:
+    """Refuse bad modifiers and subgroups with a one-line :class:`InputError` (no data read, nothing charged).
+
+    Modifiers: distinct covariate indices, at most :data:`MAX_MODIFIERS`. Partitions: a covariate
+    each (at most one partition per covariate), 2..:data:`MAX_BINS` + 1 finite, strictly increasing
+    edges (so bins are bounded and disjoint; values are clipped to the public range before binning).
+    """
+    m = feature_map.n_covariates
+    label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
+    mods = projection.modifiers
+    if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):
+        raise InputError(f"dp_effects modifiers {list(mods)} are not distinct covariates",
+                         "list each modifier once, among the study's covariates")
+    if len(mods) > MAX_MODIFIERS or len(projection.partitions) > MAX_MODIFIERS:
+        raise InputError(f"{len(mods)} modifiers and {len(projection.partitions)} subgroup partitions: more than "
+                         f"{MAX_MODIFIERS} of either", "declare the few covariates the question is about")
+    seen = set()
+    for g in projection.partitions:
+        if not _is_index(g.column, m) or g.column in seen:
+            raise InputError(f"dp_effects subgroup column {g.column!r} is not a covariate, or is declared twice",
+                             "give each subgroup covariate once, among the study's covariates")
+        seen.add(g.column)
+        edges = g.edges
+        numeric = all(not isinstance(e, bool) and isinstance(e, (int, float)) and math.isfinite(e) for e in edges)
+        if not numeric or not 2 <= len(edges) <= MAX_BINS + 1:
+            raise InputError(f"subgroup edges {list(edges)} of {label(g.column)} are not 2..{MAX_BINS + 1} finite "
+                             "numbers (unbounded bins)", "give finite edges, e.g. [18, 50, 65, 95]")
+        if any(b <= a for a, b in itertools.pairwise(edges)):
+            raise InputError(f"subgroup edges {list(edges)} of {label(g.column)} are not strictly increasing "
+                             "(overlapping bins)", "sort the edges and list each once")
+
+
+@dataclass(frozen=True)
+class ProjectionLayout:
+    """The added sums of a release (module docstring) and the groups of disjoint-support sums among them."""
+
+    parts: tuple[Component, ...]
+    groups: tuple[tuple[int, ...], ...]
+
+
+def projection_layout(projection: Projection, outcome_width: float, trim: float,
+                      n_replicates: int) -> ProjectionLayout:
+    """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates."""
+    ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
+    a = ate.high
+    p = len(projection.modifiers)
+    parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1, p + 1)]
+    parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
+              for i in range(p + 1) for j in range(i, p + 1) if j > 0]
+    kinds: list[list[int]] = []
+    for g, part in enumerate(projection.partitions):
+        for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT), ("", True, -a, a, POINT_WEIGHT),
+                                               ("_sq", False, 0.0, a * a, SPREAD_WEIGHT)):
+            kinds.append(list(range(len(parts), len(parts) + part.n_bins)))
+            parts += [Component(f"cell_{g}_{c}{name}", point, low, high, weight) for c in range(part.n_bins)]
+    copies = replicate_components(parts, n_replicates)
+    start = len(parts)
+    for b in range(n_replicates):
+        for g in range(len(projection.partitions)):
+            kinds.append([start + k for k, c in enumerate(copies) if c.copy == b and c.of.startswith(f"cell_{g}_")])
+    return ProjectionLayout((*parts, *copies), tuple(tuple(k) for k in kinds if k))
+
+
+def projection_sensitivity_squared(layout: ProjectionLayout) -> float:
+    """The added sums' share of the squared L2 sensitivity (module docstring)."""
+    weights = np.array([c.weight for c in layout.parts])
+    reach = np.array([c.weight * max(abs(c.low), abs(c.high)) / c.width for c in layout.parts])
+    grouped = {j for group in layout.groups for j in group}
+    total = float(sum(weights[j] ** 2 for j in range(len(layout.parts)) if j not in grouped))
+    for group in layout.groups:
+        top = np.sort(reach[list(group)] ** 2)[::-1]
+        total += max(float(np.max(weights[list(group)] ** 2)), float(top[:2].sum()))
+    return total
+
+
+def scores_sensitivity(parts: Sequence[Component], layout: ProjectionLayout | None) -> float:
+    """L2 sensitivity of the whole score release: today's parts (:func:`~.scores.release_sensitivity`) and the added."""
+    base = release_sensitivity(parts)
+    if layout is None:
+        return base
+    return math.sqrt(base * base + projection_sensitivity_squared(layout))
+
+
+def subject_projection_values(
+    parts: Sequence[Component], phi: NDArray[np.float64], modifiers: NDArray[np.float64], bins: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """Per-subject values (n x J) of the non-replicate ``parts`` (module docstring), clipped to their ranges.
+
+    ``modifiers`` holds ``z_1..z_p`` (n x p), ``bins`` each subject's bin per partition (n x G, -1: none).
+    """
+    m = np.column_stack([np.ones_like(phi), modifiers])
+    columns = []
+    for c in parts:
+        kind, *index = c.name.split("_")
+        if c.name.startswith("blp_meat_"):
+            i, j = int(index[1]), int(index[2])
+            columns.append(phi * phi * m[:, i] * m[:, j])
+        elif kind == "blp":
+            columns.append(phi * m[:, int(index[0])])
+        else:
+            inside = (bins[:, int(index[0])] == int(index[1])).astype(float)
+            suffix = index[2] if len(index) > 2 else ""
+            columns.append(inside * {"n": 1.0, "": phi, "sq": phi * phi}[suffix])
+    out = np.column_stack(columns) if columns else np.zeros((phi.size, 0))
+    return np.clip(out, [c.low for c in parts], [c.high for c in parts])
+
+
+def subject_bins(X: NDArray[np.float64], projection: Projection, feature_map: FeatureMap) -> NDArray[np.int64]:
+    """Each subject's bin per partition (n x G) from its covariates clipped to the public ranges."""
+    out = np.empty((X.shape[0], len(projection.partitions)), dtype=np.int64)
+    for g, part in enumerate(projection.partitions):
+        out[:, g] = part.bin_of(np.clip(X[:, part.column], *feature_map.bounds[part.column]))
+    return out
+
+
+def bin_arm_counts(X: ArrayLike, treatment: ArrayLike, projection: Projection,
+                   feature_map: FeatureMap) -> NDArray[np.int64]:
+    """Subjects per (partition, bin, arm), shape ``(G, MAX_BINS, 2)``: a sum over rows (``min_subjects`` check)."""
+    arr = np.asarray(X, dtype=float)
+    t = np.asarray(treatment, dtype=np.int64)
+    bins = subject_bins(arr, projection, feature_map)
+    out = np.zeros((len(projection.partitions), MAX_BINS, 2), dtype=np.int64)
+    for g in range(bins.shape[1]):
+        inside = bins[:, g] >= 0
+        np.add.at(out[g], (bins[inside, g], t[inside]), 1)
+    return out
+
+
+def party_projection_sums(
+    X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
+    folds: NDArray[np.integer], models: Sequence[NuisanceModel], layout: ProjectionLayout, trim: float,
+    projection: Projection, replicates: Sequence[Sequence[NuisanceModel]] = (),
+) -> NDArray[np.float64]:
+    """Exact sums of ``layout.parts`` over the rows, each fold scored with its own model (and each replicate's).
+
+    The AIPW score is :func:`~.scores.subject_scores`' ``aipw_ate``, clipped to ``[-R/t, R/t]``; a sum
+    over rows like :func:`~.release.party_score_sums`, whose fold checks the caller has run.
+    """
+    arr = np.asarray(X, dtype=float)
+    D = feature_map.design(arr, site)
+    t = check_treatment(treatment, "treatment", n=D.shape[0], both_arms=False)
+    y = feature_map.centred_outcome(outcome)
+    ate = components(["aipw"], ["ate"], feature_map.outcome_width, trim)[:1]
+    Z = D[:, feature_map.n_sites + np.asarray(projection.modifiers, dtype=np.int64)]
+    bins = subject_bins(arr, projection, feature_map)
+    base = [c for c in layout.parts if c.of is None]
+    point = [c for c in base if c.point]
+    total = np.zeros(len(layout.parts))
+    n_base = len(base)
+    for k, model in enumerate(models):
+        rows = folds == k
+
+        def values(m: NuisanceModel, rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
+            Dk = D[rows]
+            phi = subject_scores(ate, t[rows], y[rows], m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map),
+                                 m.outcome(Dk, 1, feature_map))[:, 0]
+            return subject_projection_values(base, phi, Z[rows], bins[rows])
+
+        at_model = values(model)
+        total[:n_base] += at_model.sum(axis=0)
+        point_at = at_model[:, [j for j, c in enumerate(base) if c.point]]
+        for b, replicate in enumerate(replicates):
+            index = [j for j, c in enumerate(layout.parts) if c.copy == b]
+            at_copy = values(replicate[k])[:, [j for j, c in enumerate(base) if c.point]]
+            total[index] += replicate_differences(point, [layout.parts[j] for j in index], point_at, at_copy).sum(0)
+    return total

@@ -1,0 +1,149 @@
+"""Effect modification in dp_effects: the added sums, their sensitivity, the projection and subgroup effects.
+
+Deterministic (seeded data, no DP noise): the sums are exact, the estimates post-processing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.projection import (
+    MAX_MODIFIERS,
+    Partition,
+    Projection,
+    check_projection,
+    party_projection_sums,
+    projection_layout,
+    projection_sensitivity_squared,
+    subject_projection_values,
+)
+from collabcausal.estimators.dp.effects.projection_analysis import (
+    best_linear_projection,
+    modifier_gram,
+    subgroup_effects,
+)
+from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics
+from collabcausal.estimators.dp.effects.scores import components, subject_scores
+
+FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0), (0.0, 1.0)), (0.0, 5.0), n_sites=2)
+PROJECTION = Projection((0, 1), (Partition(2, (0.0, 0.5, 1.0)), Partition(0, (0.0, 2.0, 6.0, 10.0))))
+TRIM = 0.1
+A = FM.outcome_width / TRIM
+MODEL = NuisanceModel(np.array([0.0, 0.2, 0.3, -0.4, 0.2]),
+                      (np.array([0.0, 0.1, 0.1, 0.0, 0.1]), np.array([0.1, 0.2, 0.0, -0.2, 0.1])))
+
+
+def _data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.uniform(0, 10, n), rng.uniform(-1, 1, n), rng.integers(0, 2, n)])
+    t = rng.integers(0, 2, n).astype(np.int8)
+    y = np.clip(2.5 + 0.3 * X[:, 1] + t * (0.5 + 0.1 * X[:, 0]) + rng.normal(0, 1, n), 0, 5)
+    return X, t, y
+
+
+def _phi(X, t, y, site=1):
+    D = FM.design(X, site)
+    ate = components(["aipw"], ["ate"], FM.outcome_width, TRIM)[:1]
+    return subject_scores(ate, t, FM.centred_outcome(y), MODEL.propensity(D, TRIM), MODEL.outcome(D, 0, FM),
+                          MODEL.outcome(D, 1, FM))[:, 0], D
+
+
+def test_the_added_sums_never_move_further_than_the_derived_sensitivity():
+    # every substitution between extreme subjects (score at -A, 0, A; modifiers at the box's corners and centre;
+    # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared)
+    layout = projection_layout(PROJECTION, FM.outcome_width, TRIM, 0)
+    parts = [c for c in layout.parts if c.of is None]
+    scale = np.array([c.weight / c.width for c in parts])
+    rows = []
+    for phi, z0, z1, b0, b1 in itertools.product((-A, 0.0, A), (-1.0, 0.0, 1.0), (-1.0, 1.0), (-1, 0, 1),
+                                                 (-1, 0, 2)):
+        rows.append(subject_projection_values(parts, np.array([phi]), np.array([[z0, z1]]), np.array([[b0, b1]]))[0])
+    scaled = np.array(rows) * scale
+    worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(scaled, 2))
+    bound = math.sqrt(projection_sensitivity_squared(layout))
+    assert worst <= bound + 1e-12
+    assert worst >= 0.8 * bound
+    # the disjoint-bin rule is needed: a count moving bins changes two counts (sqrt(2) w, not w)
+    counts = [j for j, c in enumerate(parts) if c.name.startswith("cell_0_") and c.name.endswith("_n")]
+    move = scaled[:, counts]
+    assert max(np.linalg.norm(a - b) for a, b in itertools.combinations(move, 2)) == pytest.approx(
+        math.sqrt(2) * parts[counts[0]].weight)
+
+
+def test_the_projection_of_exact_sums_is_least_squares_of_the_scores_on_the_modifiers():
+    X, t, y = _data(3000, 1)
+    folds = np.zeros(len(t), dtype=np.int64)
+    layout = projection_layout(PROJECTION, FM.outcome_width, TRIM, 0)
+    added = party_projection_sums(X, t, y, FM, 1, folds, [MODEL], layout, TRIM, PROJECTION)
+    base_parts = components(["aipw"], ["ate"], FM.outcome_width, TRIM)
+    base = party_score_sums(X, t, y, FM, 1, folds, [MODEL], base_parts, TRIM)
+    sums = {c.name: v for c, v in zip((*base_parts, *layout.parts), np.concatenate([base, added]), strict=True)}
+    zero = dict.fromkeys(sums, 0.0)
+    stats = party_statistics(X, t, y, FM, 1, folds, 1)
+    gram, gram_sd = modifier_gram(stats, FM, PROJECTION, len(t), 0.0)
+    phi, D = _phi(X, t, y)
+    m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
+    np.testing.assert_allclose(gram, m.T @ m, rtol=1e-10)
+    coefficients = best_linear_projection(sums, zero, gram, gram_sd, ["a", "b"], [5.0, 1.0])
+    ols = np.linalg.lstsq(m, phi, rcond=None)[0]
+    np.testing.assert_allclose([c.estimate for c in coefficients], ols, rtol=1e-9, atol=1e-12)
+    Minv = np.linalg.inv(m.T @ m)
+    hc0 = Minv @ (m.T * phi**2) @ m @ Minv  # the uncentred meat, as released
+    np.testing.assert_allclose([c.se**2 for c in coefficients], np.diag(hc0), rtol=1e-9)
+    assert coefficients[1].per_unit == pytest.approx(ols[1] / 5.0)
+    effects = subgroup_effects(sums, zero, PROJECTION, [["x", "y"], ["p", "q", "r"]])
+    for effect, inside in zip(effects, [X[:, 2] < 0.5, X[:, 2] >= 0.5, X[:, 0] < 2, (X[:, 0] >= 2) & (X[:, 0] < 6),
+                                        X[:, 0] >= 6], strict=True):
+        assert effect.estimate == pytest.approx(phi[inside].mean(), rel=1e-9)
+        assert effect.se**2 == pytest.approx(phi[inside].var() / inside.sum(), rel=1e-9)
+
+
+def test_bonferroni_widens_each_subgroup_interval_to_the_family_level():
+    X, t, y = _data(2000, 2)
+    phi, _ = _phi(X, t, y)
+    sums, zero = {}, {}
+    for g, part in enumerate(PROJECTION.partitions):
+        column = X[:, part.column]
+        for c in range(part.n_bins):
+            inside = part.bin_of(column) == c
+            sums |= {f"cell_{g}_{c}": phi[inside].sum(), f"cell_{g}_{c}_n": float(inside.sum()),
+                     f"cell_{g}_{c}_sq": (phi[inside] ** 2).sum()}
+    zero = dict.fromkeys(sums, 0.0)
+    labels = [["x", "y"], ["p", "q", "r"]]
+    plain = subgroup_effects(sums, zero, PROJECTION, labels)
+    joint = subgroup_effects(sums, zero, PROJECTION, labels, simultaneous="bonferroni")
+    from scipy.stats import norm
+
+    for p, j in zip(plain, joint, strict=True):
+        assert (j.ci_high - j.estimate) / (p.ci_high - p.estimate) == pytest.approx(norm.ppf(1 - 0.05 / 10) /
+                                                                                 norm.ppf(0.975))
+    with pytest.raises(InputError, match="simultaneous"):
+        subgroup_effects(sums, zero, PROJECTION, labels, simultaneous="max")
+
+
+@pytest.mark.parametrize(("projection", "match"), [
+    (Projection((3,)), "not distinct covariates"),
+    (Projection((0, 0)), "not distinct covariates"),
+    (Projection(tuple(range(3)) * 3), "not distinct"),
+    (Projection((), (Partition(0, (0.0, 5.0, 5.0)),)), "overlapping"),
+    (Projection((), (Partition(0, (5.0, 2.0)),)), "overlapping"),
+    (Projection((), (Partition(0, (0.0, math.inf)),)), "unbounded"),
+    (Projection((), (Partition(0, (0.0,)),)), "unbounded"),
+    (Projection((), (Partition(0, (0.0, 5.0)), Partition(0, (5.0, 10.0)))), "declared twice"),
+])
+def test_bad_modifiers_and_subgroups_are_refused_naming_the_problem(projection, match):
+    with pytest.raises(InputError, match=match):
+        check_projection(projection, FM)
+
+
+def test_more_modifiers_than_allowed_are_refused():
+    fm = FeatureMap(((0.0, 1.0),) * (MAX_MODIFIERS + 1), (0.0, 1.0))
+    with pytest.raises(InputError, match="more than"):
+        check_projection(Projection(tuple(range(MAX_MODIFIERS + 1))), fm)

@@ -1,0 +1,89 @@
+"""The party's score release with modifiers and subgroups (docs/dp-cate-projection.md): exact sums plus
+calibrated noise, refusals before the charge.
+
+Noise checks at epsilon = 1e4 (zCDP), tolerance 8 noise sds per entry (two-sided tail 1e-15).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collabcausal.errors import InputError, PolicyError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.projection import (
+    Partition,
+    Projection,
+    party_projection_sums,
+    projection_layout,
+    scores_sensitivity,
+)
+from collabcausal.estimators.dp.effects.release import party_score_sums, scaled_sums
+from collabcausal.estimators.dp.effects.scores import components
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_rho
+from collabcausal.ledger import PrivacyLedger
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.dp_effects import SCORES
+
+N = 400
+COLUMNS = ["a", "b"]
+FM = FeatureMap(((0.0, 10.0), (0.0, 1.0)), (0.0, 5.0), n_sites=2)
+MODEL = NuisanceModel(np.array([0.0, 0.1, 0.2, -0.3]), (np.array([0.0, 0.1, 0.0, 0.1]), np.array([0.1, 0.1, 0, 0])))
+PROJECTION = Projection((0,), (Partition(1, (0.0, 0.5, 1.0)),))
+RHO = zcdp_rho(1e4, 1e-6)
+
+
+def _party(tmp_path) -> Party:
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, N), "b": rng.integers(0, 2, N), "t": np.arange(N) % 2,
+                          "y": rng.uniform(0, 5, N)})
+    ledger = PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=1e5, delta=1e-3)
+    return Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
+
+
+def _request(projection: object) -> Message:
+    return Message(SCORES, {"study": "s", "rho": RHO, "delta": 1e-6, "columns": COLUMNS, "design": FM.to_spec(),
+                            "site": 1, "n_folds": 1, "models": [MODEL.to_spec()], "estimators": ["aipw"],
+                            "estimands": ["ate"], "trim": 0.1, "projection": projection})
+
+
+def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_path):
+    party = _party(tmp_path)
+    reply = party.handle(_request(PROJECTION.to_spec()))
+    parts = components(["aipw"], ["ate"], FM.outcome_width, 0.1)
+    layout = projection_layout(PROJECTION, FM.outcome_width, 0.1, 0)
+    sigma = gaussian_zcdp_sigma(scores_sensitivity(parts, layout), RHO)
+    assert reply.params["sigma"] == pytest.approx(sigma)
+    t = party.table
+    folds = np.zeros(N, dtype=np.int64)
+    exact = np.concatenate([
+        scaled_sums(party_score_sums(t.covariates, t.treatment, t.outcome, FM, 1, folds, [MODEL], parts, 0.1), parts),
+        scaled_sums(party_projection_sums(t.covariates, t.treatment, t.outcome, FM, 1, folds, [MODEL], layout, 0.1,
+                                          PROJECTION), layout.parts)])
+    assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
+    assert len(party.ledger.history()) == 1
+
+
+@pytest.mark.parametrize(("projection", "error", "match"), [
+    ({"modifiers": [2]}, InputError, "not distinct covariates"),
+    ({"subgroups": [{"column": 0, "edges": [0, 5, 3]}]}, InputError, "overlapping"),
+    ({"subgroups": [{"column": 0, "edges": [0, None]}]}, InputError, "unbounded"),
+    ({"subgroups": "age"}, InputError, "malformed"),
+    ({"subgroups": [{"column": 0, "edges": [0.0, 9.9, 10.0]}]}, PolicyError, "fewer than 10 subjects in an arm"),
+])
+def test_a_bad_projection_or_a_thin_subgroup_is_refused_uncharged(tmp_path, projection, error, match):
+    party = _party(tmp_path)
+    with pytest.raises(error, match=match):
+        party.handle(_request(projection))
+    assert party.ledger.history() == []
+
+
+def test_modifiers_without_the_aipw_ate_are_refused_uncharged(tmp_path):
+    party = _party(tmp_path)
+    request = _request(PROJECTION.to_spec())
+    with pytest.raises(InputError, match="AIPW ATE"):
+        party.handle(Message(SCORES, request.params | {"estimators": ["ipw"]}))
+    assert party.ledger.history() == []
