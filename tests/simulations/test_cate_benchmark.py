@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +27,3 @@ def test_the_stated_projection_is_least_squares_of_the_cate_on_the_scaled_modifi
     np.testing.assert_allclose(gain, cate(X, outcome), atol=1e-12)
     means = np.concatenate([s.mean_control for s in sites] + [s.mean_treated for s in sites])
     assert outcome == "continuous" or (means.min() > 0 and means.max() < 1)
-
-
-def test_the_quick_benchmark_runs_and_gives_finite_figures(capsys):
-    spec = importlib.util.spec_from_file_location("bench_cate", ROOT / "benchmarks" / "bench_dp_cate_projection.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--quick", "--outcomes", "binary"]) == 0
-    assert "quick: every figure finite" in capsys.readouterr().out
