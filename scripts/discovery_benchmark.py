@@ -8,9 +8,17 @@ interval over pairs, its range over split seeds and the majority-direction basel
 --reference FAMILY=ACCURACY (Mooij et al. 2016; none is built in: see docs/causal-discovery.md).
 Exits 1 when a family falls more than 3 points below its reference.
 
+With --peers causal-learn,lingam (the ``benchmarks`` extra) it instead runs, on the same pairs and in
+the same process, each rule/score of the project's ANM beside causal-learn's ANM and lingam's RESIT
+(their documented defaults), one decision per pair: accuracy with its exact binomial 95% interval,
+the majority baseline and seconds per pair, written to results/discovery/peers.csv (appended family
+by family) and checked against issue 40's targets for --method (exit 1 on a missed target).
+
     .venv/bin/python scripts/discovery_benchmark.py --quick                    # seconds
     .venv/bin/python scripts/discovery_benchmark.py --pairs 100 --rows 1000 --max-rows 500 --seeds 3 \\
         --reference SIM=0.XX --reference SIM-c=0.XX ...                       # about an hour on 2 cores
+    .venv/bin/python scripts/discovery_benchmark.py --quick --peers causal-learn,lingam   # seconds
+    .venv/bin/python scripts/discovery_benchmark.py --peers causal-learn,lingam --pairs 100 --rows 200
 """
 
 from __future__ import annotations
@@ -23,11 +31,15 @@ import pandas as pd
 
 from collabcausal.simulations.discovery_benchmark import (
     TOLERANCE,
+    binomial_summary,
     full_protection_accuracy,
+    peer_records,
+    peer_targets,
     reference_gaps,
     run_benchmark,
     subsample,
 )
+from collabcausal.simulations.discovery_peers import check_peers
 from collabcausal.simulations.pair_families import FAMILIES, family_pairs
 
 QUICK = {"n_pairs": 6, "n_rows": 200, "max_rows": 200, "split_seeds": (0,), "rules": ("fixed", "gp"),
@@ -79,6 +91,37 @@ def print_full_protection(args: argparse.Namespace, options: dict) -> None:
     print(wide.round(3).to_string())
 
 
+def run_peers(args: argparse.Namespace, options: dict) -> int:
+    """The project's ANM beside the peers, family by family; 0 when ``--method`` meets every target."""
+    peers = check_peers(args.peers.split(","))
+    methods = [f"{rule}/{score}" for rule in options["rules"] for score in options["scores"]]
+    if args.method not in methods:
+        sys.exit(f"--method {args.method!r} is not among the rule/score pairs run: {methods}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    tables = []
+    for family in args.families.split(","):
+        pairs = [subsample(p, options["max_rows"], 0) for p in family_pairs(family, options["n_pairs"],
+                                                                              options["n_rows"], seed=args.seed)]
+        records = peer_records(pairs, rules=options["rules"], scores=options["scores"], peers=peers)
+        tables.append(binomial_summary(records, pairs).assign(family=family))
+        table = pd.concat(tables, ignore_index=True)
+        table.to_csv(args.out / "peers.csv", index=False)
+        for r in tables[-1].itertuples(index=False):
+            print(f"{family:7s} {r.method:14s} {r.accuracy:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] "
+                  f"({r.correct}/{r.n_pairs})  {r.seconds_per_pair:7.3f} s/pair  majority {r.majority_baseline:.2f}",
+                  flush=True)
+    targets = peer_targets(table, args.method, peers)
+    targets.to_csv(args.out / "peer_targets.csv", index=False)
+    print(f"\n{args.method} against the better peer per family (targets: not below it within the interval, "
+          "above the majority baseline, no slower):")
+    for r in targets.itertuples(index=False):
+        missed = [name for name in ("not_below_peer", "above_majority", "no_slower") if not getattr(r, name)]
+        print(f"  {r.family}: {r.accuracy:.2f} vs {r.best_peer} {r.peer_accuracy:.2f} (ratio {r.accuracy_ratio:.2f}), "
+              f"majority {r.majority_baseline:.2f}, time x{r.time_ratio:.2f}"
+              f"{'' if r.ok else '  MISSED: ' + ', '.join(missed)}")
+    return 0 if targets["ok"].all() else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, write, print; 1 when a family is more than 3 points below its reference."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -95,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="published non-private ANM-HSIC accuracy of a family (repeat per family)")
     parser.add_argument("--both", action="store_true",
                         help="also the party's release (HSIC, every row protected) per residual width and epsilon")
+    parser.add_argument("--peers", default="", help="comma-separated peers (causal-learn, lingam): compare with them")
+    parser.add_argument("--method", default="fixed/hsic", help="the project's rule/score the peer targets check")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated pairs (held-out checks: another)")
     parser.add_argument("--out", type=Path, default=Path("results/discovery"))
     args = parser.parse_args(argv)
     references = parse_references(args.reference)
@@ -103,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                "scores": tuple(args.scores.split(",")), "epsilons": tuple(float(e) for e in args.epsilons.split(","))}
     if args.quick:
         options = QUICK
+    if args.peers:
+        return run_peers(args, options)
     table = run_benchmark(families=tuple(args.families.split(",")), **options)
     gaps = reference_gaps(table, references) if "gp" in options["rules"] else pd.DataFrame()
     args.out.mkdir(parents=True, exist_ok=True)
