@@ -35,6 +35,8 @@ from collabcausal.simulations.discovery_benchmark import (
     full_protection_accuracy,
     peer_records,
     peer_targets,
+    private_records,
+    private_targets,
     reference_gaps,
     run_benchmark,
     subsample,
@@ -122,6 +124,29 @@ def run_peers(args: argparse.Namespace, options: dict) -> int:
     return 0 if targets["ok"].all() else 1
 
 
+def run_private(args: argparse.Namespace, options: dict) -> int:
+    """Issue 40's private targets per family: 0 when every family meets both (module docstring)."""
+    epsilons = sorted({1.0, *options["epsilons"]})
+    args.out.mkdir(parents=True, exist_ok=True)
+    means = []
+    for family in args.families.split(","):
+        pairs = [subsample(p, options["max_rows"], 0) for p in family_pairs(family, options["n_pairs"],
+                                                                              options["n_rows"], seed=args.seed)]
+        records = private_records(pairs, epsilons=epsilons, rule=args.private_rule, group_size=args.group_size)
+        majority = float(pd.Series([p.direction for p in pairs]).value_counts(normalize=True).max())
+        means.append({"family": family, **records.drop(columns="pair").mean().to_dict(), "majority": majority})
+        pd.DataFrame(means).to_csv(args.out / "private.csv", index=False)
+        print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in means[-1].items()),
+              flush=True)
+    targets = private_targets(pd.DataFrame(means), epsilons)
+    print(f"\nrule {args.private_rule}: loss vs non-private (targets: test-set eps=1 <= 0.05, all rows <= 0.10):")
+    for r in targets.itertuples(index=False):
+        print(f"  {r.family}: non-private {r.nonprivate:.2f}, test-set eps=1 loss {r.test_loss:+.3f}"
+              f"{'' if r.test_ok else ' MISSED'}, every row eps={r.vote_eps:g} loss {r.vote_loss:+.3f}"
+              f"{'' if r.vote_ok else ' MISSED'}")
+    return 0 if (targets["test_ok"] & targets["vote_ok"]).all() else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, write, print; 1 when a family is more than 3 points below its reference."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -140,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also the party's release (HSIC, every row protected) per residual width and epsilon")
     parser.add_argument("--peers", default="", help="comma-separated peers (causal-learn, lingam): compare with them")
     parser.add_argument("--method", default="fixed/hsic", help="the project's rule/score the peer targets check")
+    parser.add_argument("--private", action="store_true",
+                        help="issue 40's private targets: test-set HSIC at eps 1, every-row vote release")
+    parser.add_argument("--private-rule", default="loo", help="the rule of --private (fixed or loo)")
+    parser.add_argument("--group-size", type=int, default=100, help="rows per group of the vote release")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated pairs (held-out checks: another)")
     parser.add_argument("--out", type=Path, default=Path("results/discovery"))
     args = parser.parse_args(argv)
@@ -151,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         options = QUICK
     if args.peers:
         return run_peers(args, options)
+    if args.private:
+        return run_private(args, options)
     table = run_benchmark(families=tuple(args.families.split(",")), **options)
     gaps = reference_gaps(table, references) if "gp" in options["rules"] else pd.DataFrame()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ import pandas as pd
 from scipy.stats import binomtest
 
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
+from collabcausal.estimators.discovery.subsample_vote import GROUP_SIZE, group_votes, vote_accuracy
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.anm_pairs import LabelledPair, evaluate_pairs, private_accuracy
 from collabcausal.simulations.discovery_peers import PEERS
@@ -252,3 +253,53 @@ def peer_targets(table: pd.DataFrame, method: str, peers: Sequence[str]) -> pd.D
         row["ok"] = row["not_below_peer"] and row["above_majority"] and row["no_slower"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+PRIVATE_TEST_LOSS = 0.05
+"""Issue 40: test-set-private HSIC at eps = 1 (m >= 1000) within this of the non-private accuracy."""
+FULL_PROTECTION_LOSS = 0.10
+"""Issue 40: the release protecting every row within this of the non-private accuracy at eps <= 10."""
+
+
+def private_records(
+    pairs: Sequence[LabelledPair], *, epsilons: Sequence[float], rule: str = "loo", group_size: int = GROUP_SIZE,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per pair: non-private, test-set-private and fully protected (vote) accuracy of one ``rule``.
+
+    ``nonprivate``: the ANM with ``rule`` on all rows (one seeded split), HSIC, right or wrong;
+    ``test_eps=E``: its released HSIC norm under test-set privacy (exact closed form, paper 002
+    Theorem 2); ``vote_eps=E``: the subsample-and-aggregate release of
+    :mod:`~collabcausal.estimators.discovery.subsample_vote` with the same rule in every group (exact
+    probability over the Laplace noise, :func:`vote_accuracy`), every row protected.
+    """
+    rows = []
+    for pair in pairs:
+        model = AdditiveNoiseModel(random_state=child_rng(seed, "split", pair.name), **TUNING_RULES[rule])
+        exact = model.fit(pair.x, pair.y).scores("hsic")
+        test = private_accuracy(model, exact, pair.direction, epsilons) if not model.data_tuned("test") else []
+        votes = group_votes(pair.x, pair.y, group_size=group_size, model=TUNING_RULES[rule],
+                            random_state=child_rng(seed, "vote", pair.name))
+        row = {"pair": pair.name, "m": model.m_test_, "n_groups": votes.size,
+               "nonprivate": float(exact.direction == pair.direction)}
+        row |= {f"test_eps={e:g}": float(a) for e, a in zip(epsilons, test, strict=False)}
+        row |= {f"vote_eps={e:g}": vote_accuracy(votes, pair.direction, e) for e in epsilons}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def private_targets(table: pd.DataFrame, epsilons: Sequence[float]) -> pd.DataFrame:
+    """Per family (rows of ``table`` = family means of :func:`private_records`): issue 40's private targets.
+
+    ``test_ok``: test-set-private accuracy at eps = 1 within :data:`PRIVATE_TEST_LOSS` of the non-private
+    one; ``vote_ok``: the fully protected release at the largest grid eps <= 10 within
+    :data:`FULL_PROTECTION_LOSS`.
+    """
+    eps_vote = max(e for e in epsilons if e <= 10)
+    out = table[["family", "nonprivate"]].copy()
+    out["test_loss"] = table["nonprivate"] - table["test_eps=1"] if "test_eps=1" in table else np.nan
+    out["vote_eps"] = eps_vote
+    out["vote_loss"] = table["nonprivate"] - table[f"vote_eps={eps_vote:g}"]
+    out["test_ok"] = out["test_loss"] <= PRIVATE_TEST_LOSS
+    out["vote_ok"] = out["vote_loss"] <= FULL_PROTECTION_LOSS
+    return out
