@@ -13,6 +13,10 @@ the same process, each rule/score of the project's ANM beside causal-learn's ANM
 (their documented defaults), one decision per pair: accuracy with its exact binomial 95% interval,
 the majority baseline and seconds per pair, written to results/discovery/peers.csv (appended family
 by family) and checked against issue 40's targets for --method (exit 1 on a missed target).
+With --private: per family, the non-private ANM of --private-rule on all rows beside its test-set-private
+release and the every-row subsample-and-aggregate vote, exact accuracy over the noise, written to
+private.csv; exit 1 unless test-set eps = 1 is within 5 points and the vote at the largest eps <= 10
+within 10 points of the non-private accuracy on every family.
 
     .venv/bin/python scripts/discovery_benchmark.py --quick                    # seconds
     .venv/bin/python scripts/discovery_benchmark.py --pairs 100 --rows 1000 --max-rows 500 --seeds 3 \\
