@@ -8,9 +8,21 @@ interval over pairs, its range over split seeds and the majority-direction basel
 --reference FAMILY=ACCURACY (Mooij et al. 2016; none is built in: see docs/causal-discovery.md).
 Exits 1 when a family falls more than 3 points below its reference.
 
+With --peers causal-learn,lingam (the ``benchmarks`` extra) it instead runs, on the same pairs and in
+the same process, each rule/score of the project's ANM beside causal-learn's ANM and lingam's RESIT
+(their documented defaults), one decision per pair: accuracy with its exact binomial 95% interval,
+the majority baseline and seconds per pair, written to results/discovery/peers.csv (appended family
+by family) and checked against issue 40's targets for --method (exit 1 on a missed target).
+With --private: per family, the non-private ANM of --private-rule on all rows beside its test-set-private
+release and the every-row subsample-and-aggregate vote, exact accuracy over the noise, written to
+private.csv; exit 1 unless test-set eps = 1 is within 5 points and the vote at the largest eps <= 10
+within 10 points of the non-private accuracy on every family.
+
     .venv/bin/python scripts/discovery_benchmark.py --quick                    # seconds
     .venv/bin/python scripts/discovery_benchmark.py --pairs 100 --rows 1000 --max-rows 500 --seeds 3 \\
         --reference SIM=0.XX --reference SIM-c=0.XX ...                       # about an hour on 2 cores
+    .venv/bin/python scripts/discovery_benchmark.py --quick --peers causal-learn,lingam   # seconds
+    .venv/bin/python scripts/discovery_benchmark.py --peers causal-learn,lingam --pairs 100 --rows 200
 """
 
 from __future__ import annotations
@@ -23,11 +35,17 @@ import pandas as pd
 
 from collabcausal.simulations.discovery_benchmark import (
     TOLERANCE,
+    binomial_summary,
     full_protection_accuracy,
+    peer_records,
+    peer_targets,
+    private_records,
+    private_targets,
     reference_gaps,
     run_benchmark,
     subsample,
 )
+from collabcausal.simulations.discovery_peers import check_peers
 from collabcausal.simulations.pair_families import FAMILIES, family_pairs
 
 QUICK = {"n_pairs": 6, "n_rows": 200, "max_rows": 200, "split_seeds": (0,), "rules": ("fixed", "gp"),
@@ -79,6 +97,60 @@ def print_full_protection(args: argparse.Namespace, options: dict) -> None:
     print(wide.round(3).to_string())
 
 
+def run_peers(args: argparse.Namespace, options: dict) -> int:
+    """The project's ANM beside the peers, family by family; 0 when ``--method`` meets every target."""
+    peers = check_peers(args.peers.split(","))
+    methods = [f"{rule}/{score}" for rule in options["rules"] for score in options["scores"]]
+    if args.method not in methods:
+        sys.exit(f"--method {args.method!r} is not among the rule/score pairs run: {methods}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    tables = []
+    for family in args.families.split(","):
+        pairs = [subsample(p, options["max_rows"], 0) for p in family_pairs(family, options["n_pairs"],
+                                                                              options["n_rows"], seed=args.seed)]
+        records = peer_records(pairs, rules=options["rules"], scores=options["scores"], peers=peers)
+        tables.append(binomial_summary(records, pairs).assign(family=family))
+        table = pd.concat(tables, ignore_index=True)
+        table.to_csv(args.out / "peers.csv", index=False)
+        for r in tables[-1].itertuples(index=False):
+            print(f"{family:7s} {r.method:14s} {r.accuracy:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] "
+                  f"({r.correct}/{r.n_pairs})  {r.seconds_per_pair:7.3f} s/pair  majority {r.majority_baseline:.2f}",
+                  flush=True)
+    targets = peer_targets(table, args.method, peers)
+    targets.to_csv(args.out / "peer_targets.csv", index=False)
+    print(f"\n{args.method} against the better peer per family (targets: not below it within the interval, "
+          "above the majority baseline, no slower):")
+    for r in targets.itertuples(index=False):
+        missed = [name for name in ("not_below_peer", "above_majority", "no_slower") if not getattr(r, name)]
+        print(f"  {r.family}: {r.accuracy:.2f} vs {r.best_peer} {r.peer_accuracy:.2f} (ratio {r.accuracy_ratio:.2f}), "
+              f"majority {r.majority_baseline:.2f}, time x{r.time_ratio:.2f}"
+              f"{'' if r.ok else '  MISSED: ' + ', '.join(missed)}")
+    return 0 if targets["ok"].all() else 1
+
+
+def run_private(args: argparse.Namespace, options: dict) -> int:
+    """Issue 40's private targets per family: 0 when every family meets both (module docstring)."""
+    epsilons = sorted({1.0, *options["epsilons"]})
+    args.out.mkdir(parents=True, exist_ok=True)
+    means = []
+    for family in args.families.split(","):
+        pairs = [subsample(p, options["max_rows"], 0) for p in family_pairs(family, options["n_pairs"],
+                                                                              options["n_rows"], seed=args.seed)]
+        records = private_records(pairs, epsilons=epsilons, rule=args.private_rule, group_size=args.group_size)
+        majority = float(pd.Series([p.direction for p in pairs]).value_counts(normalize=True).max())
+        means.append({"family": family, **records.drop(columns="pair").mean().to_dict(), "majority": majority})
+        pd.DataFrame(means).to_csv(args.out / "private.csv", index=False)
+        print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in means[-1].items()),
+              flush=True)
+    targets = private_targets(pd.DataFrame(means), epsilons)
+    print(f"\nrule {args.private_rule}: loss vs non-private (targets: test-set eps=1 <= 0.05, all rows <= 0.10):")
+    for r in targets.itertuples(index=False):
+        print(f"  {r.family}: non-private {r.nonprivate:.2f}, test-set eps=1 loss {r.test_loss:+.3f}"
+              f"{'' if r.test_ok else ' MISSED'}, every row eps={r.vote_eps:g} loss {r.vote_loss:+.3f}"
+              f"{'' if r.vote_ok else ' MISSED'}")
+    return 0 if (targets["test_ok"] & targets["vote_ok"]).all() else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, write, print; 1 when a family is more than 3 points below its reference."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -95,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="published non-private ANM-HSIC accuracy of a family (repeat per family)")
     parser.add_argument("--both", action="store_true",
                         help="also the party's release (HSIC, every row protected) per residual width and epsilon")
+    parser.add_argument("--peers", default="", help="comma-separated peers (causal-learn, lingam): compare with them")
+    parser.add_argument("--method", default="fixed/hsic", help="the project's rule/score the peer targets check")
+    parser.add_argument("--private", action="store_true",
+                        help="issue 40's private targets: test-set HSIC at eps 1, every-row vote release")
+    parser.add_argument("--private-rule", default="loo", help="the rule of --private (fixed or loo)")
+    parser.add_argument("--group-size", type=int, default=100, help="rows per group of the vote release")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated pairs (held-out checks: another)")
     parser.add_argument("--out", type=Path, default=Path("results/discovery"))
     args = parser.parse_args(argv)
     references = parse_references(args.reference)
@@ -103,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                "scores": tuple(args.scores.split(",")), "epsilons": tuple(float(e) for e in args.epsilons.split(","))}
     if args.quick:
         options = QUICK
+    if args.peers:
+        return run_peers(args, options)
+    if args.private:
+        return run_private(args, options)
     table = run_benchmark(families=tuple(args.families.split(",")), **options)
     gaps = reference_gaps(table, references) if "gp" in options["rules"] else pd.DataFrame()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -245,6 +245,9 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
     cluster = pd.DataFrame({"a": np.r_[-4.0, np.linspace(3.9, 4.0, n - 1)], "t": t, "y": y})
     rng = np.random.default_rng(2026)
     pairs = pd.DataFrame({"x": rng.uniform(-3, 3, 40), "z": rng.uniform(-1.5, 1.5, 40)})
+    # dp_discover_vote (two groups of 20): x is 0 but on one row, so a group abstains unless an x = 1 row
+    # is in its training half (its training x is constant otherwise); the substituted row adds another.
+    votes = pd.DataFrame({"x": np.r_[np.zeros(39), 1.0], "z": np.linspace(-1.0, 1.0, 40)})
     sums_a = [{"column": "a", "bounds": [-5.0, 5.0]}]
     sums_y = [{"column": OUTCOME, "bounds": [-1.0, 1.0]}]
     centers = CentersPartition(["a"], [[-2.5], [2.5]]).to_spec()
@@ -296,6 +299,11 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
             _request("dp_discover", epsilon, columns=["x", "z"], x_bounds=[-3, 3], y_bounds=[-1.5, 1.5],
                      regularization=1.0),
             ("x", "z"), ("score_xy", "score_yx", "n_train"), _pair(pairs, x=3.0, z=-1.5),
+        ),
+        AuditCase(
+            "dp_discover_vote",
+            _request("dp_discover_vote", epsilon, columns=["x", "z"], group_size=20, rule="krr"),
+            ("x", "z"), ("votes", "n_groups"), {SUBSTITUTION: _pair(votes, x=1.0)[SUBSTITUTION]},
         ),
     ]
 

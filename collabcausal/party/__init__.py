@@ -17,6 +17,7 @@ OPERATION_MODULES: tuple[str, ...] = (
     "dp_queries",
     "alignment",
     "discovery",
+    "discovery_vote",
     "dp_effects",
     "secagg",
 )

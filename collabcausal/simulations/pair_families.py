@@ -31,6 +31,22 @@ Families (cause ``X``, effect ``Y``; every output standardised; columns swapped 
 ``SIM-c``    as SIM with a hidden confounder ``Z`` (a random density) entering both:
              ``X = g(E_X, Z)``, ``Y = f(X, s E_Y, Z)``.
 ===========  ====================================================================================
+
+The families ``AN-s``, ``LS``, ``LS-s`` and ``MN-U`` are those of Tagasovska, Chavez-Demoulin and
+Vatter, "Distinguishing cause from effect using quantiles: bivariate quantile causal discovery",
+ICML 2020, section 5 (built on the generators of Peters, Mooij, Janzing and Schölkopf, JMLR 15,
+2014; they are not in Mooij et al. 2016). Their construction: cause ``X = sqrt(v) N``
+with ``v ~ U(1, 2)`` per row (a Gaussian scale mixture); noise ``E = 0.2 sqrt(v') N'``,
+``v' ~ U(1, 2)`` per row; mechanism either a GP path with unit length scale (``LS``) or a random
+sigmoid ``f(x) = c b (x + a) / (1 + |b (x + a)|)`` with ``a ~ U(-2, 2)``, ``|b| ~ U(0.5, 2)`` of
+random sign, ``c ~ 1 + Exp(4)`` (the ``-s`` families and ``MN-U``), and
+
+===========  ====================================================================================
+``AN-s``     ``Y = f(X) + E``, ``f`` a random sigmoid (injective): additive noise.
+``LS``       ``Y = f(X) + (f(X) - min f) E``: location-scale (heteroscedastic) noise, GP path.
+``LS-s``     as LS with a random sigmoid.
+``MN-U``     ``Y = f(X) U``, ``U ~ U(0, 1)``: multiplicative noise, random sigmoid.
+===========  ====================================================================================
 """
 
 from __future__ import annotations
@@ -45,7 +61,8 @@ from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.anm_pairs import LabelledPair
 
-FAMILIES: tuple[str, ...] = ("AN", "SIM", "SIM-ln", "SIM-G", "SIM-c")
+TAGASOVSKA_FAMILIES: tuple[str, ...] = ("AN-s", "LS", "LS-s", "MN-U")
+FAMILIES: tuple[str, ...] = ("AN", "AN-s", "LS", "LS-s", "MN-U", "SIM", "SIM-c", "SIM-ln", "SIM-G")
 N_FEATURES = 200
 _GRID = np.linspace(-5.0, 5.0, 401)
 
@@ -83,6 +100,9 @@ def family_pair(family: str, n: int, rng: np.random.Generator, *, name: str = ""
     """One pair of ``family`` (see the module docstring) with ``n`` rows."""
     if family not in FAMILIES:
         raise InputError(f"unknown pair family {family!r}", f"use one of {list(FAMILIES)}")
+    if family in TAGASOVSKA_FAMILIES:
+        cause, effect = quantile_family_columns(family, n, rng)
+        return _labelled(family, n, cause, effect, rng, name)
     gaussian = family == "SIM-G"
     e_x = rng.normal(size=n) if gaussian else random_density_sample(n, rng)
     e_y = rng.normal(size=n) if gaussian else random_density_sample(n, rng)
@@ -105,6 +125,35 @@ def family_pair(family: str, n: int, rng: np.random.Generator, *, name: str = ""
         measurement = rng.gamma(2.0, 0.01 if family == "SIM-ln" else 0.1, 2)
         cause = _standardise(cause) + measurement[0] * rng.normal(size=n)
         effect = _standardise(effect) + measurement[1] * rng.normal(size=n)
+    return _labelled(family, n, cause, effect, rng, name)
+
+
+def random_sigmoid(x: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    """``c b (x + a) / (1 + |b (x + a)|)`` with the random ``a, b, c`` of the module docstring (injective)."""
+    a = rng.uniform(-2.0, 2.0)
+    b = rng.uniform(0.5, 2.0) * rng.choice((-1.0, 1.0))
+    c = 1.0 + rng.exponential(0.25)
+    return c * b * (x + a) / (1.0 + np.abs(b * (x + a)))
+
+
+def quantile_family_columns(
+    family: str, n: int, rng: np.random.Generator
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Cause and effect of ``AN-s``, ``LS``, ``LS-s`` or ``MN-U`` (Tagasovska et al. 2020, section 5)."""
+    cause = np.sqrt(rng.uniform(1.0, 2.0, n)) * rng.normal(size=n)
+    mechanism = gp_path(cause[:, None], [1.0], rng) if family == "LS" else random_sigmoid(cause, rng)
+    noise = 0.2 * np.sqrt(rng.uniform(1.0, 2.0, n)) * rng.normal(size=n)
+    if family == "AN-s":
+        return cause, mechanism + noise
+    if family == "MN-U":
+        return cause, mechanism * rng.uniform(size=n)
+    return cause, mechanism + (mechanism - mechanism.min()) * noise
+
+
+def _labelled(
+    family: str, n: int, cause: NDArray[np.float64], effect: NDArray[np.float64], rng: np.random.Generator, name: str
+) -> LabelledPair:
+    """Standardised columns, swapped with probability 1/2, with the true direction."""
     cause, effect = _standardise(cause), _standardise(effect)
     label = name or f"{family}-{n}"
     if rng.random() < 0.5:

@@ -64,3 +64,16 @@ def test_discover_is_not_dp_under_add_remove_since_its_reply_carries_n():
     # The other relation: removing a row changes n_train, which the reply states exactly.
     result = audit(CASES["dp_discover hsic"], ADD_REMOVE, 200, confidence=CONFIDENCE)
     assert math.isinf(result.epsilon_hat) and result.epsilon_lower > result.claimed_epsilon
+
+
+def test_a_vote_release_with_a_hundredth_of_its_noise_is_caught(monkeypatch):
+    # The planted bug: noise for a sensitivity of 0.01 instead of 1. On the audit's neighbours the count
+    # reaches 2 (both groups vote) only on the substituted side, with probability about 0.13; with the
+    # bug the event "released count >= 1.75" almost never happens on the other side, and the audit's
+    # lower bound at confidence 1 - 1e-6 is about 1.8 > 1.
+    from collabcausal.party import discovery_vote
+
+    real = discovery_vote.release_votes
+    monkeypatch.setattr(discovery_vote, "release_votes", lambda votes, epsilon: real(votes, 100.0 * epsilon))
+    result = audit(CASES["dp_discover_vote"], SUBSTITUTION, 2000, confidence=CONFIDENCE)
+    assert result.epsilon_lower > result.claimed_epsilon, result

@@ -9,7 +9,11 @@ import pytest
 
 from collabcausal.simulations.anm_pairs import LabelledPair
 from collabcausal.simulations.discovery_benchmark import (
+    binomial_summary,
     full_protection_accuracy,
+    peer_targets,
+    private_records,
+    private_targets,
     reference_gaps,
     run_benchmark,
     subsample,
@@ -102,3 +106,53 @@ def test_private_hsic_keeps_the_non_private_accuracy_at_eps_10_on_every_family()
     for family in ("AN", "SIM", "SIM-ln"):  # where the ANM works, privacy at eps = 1 keeps a clear edge
         assert table.loc[(family, np.inf), "accuracy"] > table.loc[(family, np.inf), "majority_baseline"] + 0.15
         assert table.loc[(family, 1.0), "accuracy"] > 0.6, family
+
+
+def test_binomial_summary_counts_each_pair_once_with_its_exact_interval():
+    pairs = [LabelledPair(f"p{k}", np.zeros(3), np.zeros(3), "x->y" if k < 7 else "y->x") for k in range(10)]
+    records = pd.DataFrame({"pair": [p.name for p in pairs] * 2, "method": ["a"] * 10 + ["b"] * 10,
+                            "correct": [True] * 8 + [False] * 2 + [True] * 5 + [False] * 5,
+                            "seconds": [0.1] * 10 + [1.0] * 10})
+    table = binomial_summary(records, pairs).set_index("method")
+    assert table.loc["a", "correct"] == 8 and table.loc["a", "accuracy"] == pytest.approx(0.8)
+    # Clopper-Pearson 95% for 8/10: [0.444, 0.975]
+    assert table.loc["a", "ci_low"] == pytest.approx(0.4439, abs=1e-3)
+    assert table.loc["a", "ci_high"] == pytest.approx(0.9748, abs=1e-3)
+    assert table.loc["b", "seconds_per_pair"] == pytest.approx(1.0)
+    assert table.loc["a", "majority_baseline"] == pytest.approx(0.7)
+
+
+def test_peer_targets_compare_with_the_better_peer_and_flag_each_missed_target():
+    rows = [("F", "ours", 0.60, 0.80, 0.1), ("F", "p1", 0.75, 0.9, 1.0), ("F", "p2", 0.70, 0.9, 0.5),
+            ("G", "ours", 0.90, 0.97, 2.0), ("G", "p1", 0.50, 0.7, 1.0), ("G", "p2", 0.60, 0.8, 3.0)]
+    table = pd.DataFrame(rows, columns=["family", "method", "accuracy", "ci_high", "seconds_per_pair"])
+    table["majority_baseline"] = [0.65] * 3 + [0.5] * 3
+    targets = peer_targets(table, "ours", ["p1", "p2"]).set_index("family")
+    assert targets.loc["F", "best_peer"] == "p1" and targets.loc["F", "not_below_peer"]  # 0.75 <= 0.80
+    assert not targets.loc["F", "above_majority"] and not targets.loc["F", "ok"]
+    assert targets.loc["G", "best_peer"] == "p2" and targets.loc["G", "time_ratio"] == pytest.approx(2 / 3)
+    assert targets.loc["G", "ok"]
+
+
+def test_quick_peer_run_prints_every_method_with_its_interval_and_time(tmp_path, capsys):
+    pytest.importorskip("causallearn", reason="the benchmarks extra is not installed")
+    pytest.importorskip("lingam", reason="the benchmarks extra is not installed")
+    script = load_script()
+    code = script.main(["--quick", "--peers", "causal-learn,lingam", "--families", "AN-s", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    for method in ("fixed/hsic", "gp/hsic_p", "causal-learn", "lingam"):
+        assert f"AN-s    {method}" in out
+    # seeded pairs: the project's rule and both peers find all six AN-s pairs, and the KRR is faster
+    assert "AN-s: 1.00 vs causal-learn 1.00" in out and code == 0
+    assert (tmp_path / "peers.csv").is_file() and (tmp_path / "peer_targets.csv").is_file()
+
+
+def test_private_records_put_the_vote_release_beside_the_test_set_release():
+    pairs = family_pairs("AN", 2, 400, seed=1)
+    records = private_records(pairs, epsilons=(1.0, 10.0), rule="fixed", group_size=100)
+    assert list(records["n_groups"]) == [4, 4] and list(records["m"]) == [200, 200]
+    for column in ("test_eps=1", "test_eps=10", "vote_eps=1", "vote_eps=10"):
+        assert records[column].between(0.0, 1.0).all()
+    targets = private_targets(records.assign(family="AN").groupby("family", as_index=False).mean(numeric_only=True),
+                              (1.0, 10.0))
+    assert targets.loc[0, "vote_eps"] == 10.0 and set(targets.columns) >= {"test_ok", "vote_ok"}
