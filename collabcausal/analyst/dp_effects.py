@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.analyst.dp_effects_feasibility import check_study_size
+from collabcausal.analyst.dp_effects_spec import DPEffectsSpec, Round
 from collabcausal.analyst.dp_projection import plan_projection, projection_report
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
@@ -40,11 +40,9 @@ from collabcausal.analyst.secure_sum import secure_sum
 from collabcausal.errors import StudyFailedError
 from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models, noise_replicates
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
 from collabcausal.estimators.dp.effects.pooling import inverse_variance_pool
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import (
-    DEFAULT_REPLICATES,
     Component,
     components,
     release_sensitivity,
@@ -52,7 +50,7 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_components,
 )
 from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
-from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.messages import Message
 
 STATISTICS = "dp_effects_statistics"
@@ -70,50 +68,6 @@ SEED_NOTE = (
     "parties); the DP noise is not seeded (OpenDP draws it from the operating system's entropy), so every run of the "
     "same study gives another estimate, within its DP noise (dp_floor)"
 )
-
-
-@dataclass(frozen=True)
-class DPEffectsSpec:
-    """What a ``dp_effects`` study asks (``[dp_effects]`` of study.toml; docs/protocol.md)."""
-
-    epsilon: float
-    delta: float
-    outcome_range: tuple[float, float]
-    trim: float
-    columns: tuple[str, ...]
-    bounds: tuple[tuple[float, float], ...]
-    estimators: tuple[str, ...] = ("aipw",)
-    estimands: tuple[str, ...] = ("ate",)
-    nuisance: str = "pooled"
-    nuisance_share: float = 0.5
-    n_folds: int = 1
-    secure_aggregation: bool = True
-    ridge_scale: float = RIDGE_SCALE
-    alpha: float = 0.05
-    nuisance_replicates: int = DEFAULT_REPLICATES
-    seed: int = 0
-    modifiers: tuple[str, ...] = ()
-    subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()
-    simultaneous: str = "none"
-
-    @property
-    def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
-        """(rho, delta) of the statistics release and of the scores release (module docstring)."""
-        rho, share = zcdp_rho(self.epsilon, self.delta), self.nuisance_share
-        return (share * rho, self.delta / 2), ((1.0 - share) * rho, self.delta / 2)
-
-
-@dataclass
-class Round:
-    """One release over the study's parties: what each party was asked, and what came back (summed or not)."""
-
-    parties: list[str]
-    values: dict[str, NDArray[np.float64]] = field(default_factory=dict)
-    total: NDArray[np.float64] | None = None
-    total_noise_sd: float = 0.0
-    party_noise_sd: float = 0.0
-    attempts: int = 1
-    unpinned: list[str] = field(default_factory=list)
 
 
 def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Sequence[str], *,

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from collabcausal.analyst.dp_effects_spec import DPEffectsSpec, Round
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.analysis import released_sums
 from collabcausal.estimators.dp.effects.design import FeatureMap
@@ -35,9 +36,6 @@ from collabcausal.estimators.dp.effects.projection_analysis import (
 )
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
-
-if TYPE_CHECKING:
-    from collabcausal.analyst.dp_effects import DPEffectsSpec, Round
 
 MAX_NOISE_GROWTH = 3.0
 """Largest factor by which the modifiers and subgroups may raise the noise sd of every score sum (the ATE's too)."""

@@ -318,14 +318,15 @@ def _release(
     op = request.operation
     ledger = require_ledger(party, op)
     ranges = {**dict(zip(req.columns, req.feature_map.bounds, strict=True)), OUTCOME: req.feature_map.outcome_range}
-    log_clipping(party.name, op, values_outside(party.table, ranges), party.table.n_subjects)
     if req.secagg is not None:
         prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, rho=req.rho,
                                   length=length, value_bound=float(party.table.n_subjects))
         ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | prepared.details)
+        log_clipping(party.name, op, values_outside(party.table, ranges), party.table.n_subjects)
         return prepared.reply(op, exact())
     sigma = gaussian_zcdp_sigma(sensitivity, req.rho)
     ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | {"sigma": sigma})
+    log_clipping(party.name, op, values_outside(party.table, ranges), party.table.n_subjects)
     values = np.asarray(exact(), dtype=float)
     params = {"sigma": sigma, "sensitivity": sensitivity, "rho": req.rho, "delta": req.delta,
               "n_subjects": party.table.n_subjects}

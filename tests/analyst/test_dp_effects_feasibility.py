@@ -102,6 +102,6 @@ def test_the_report_and_its_page_say_the_dp_noise_is_not_seeded(tmp_path):
     spec = _spec(20.0)
     parties = _parties(tmp_path, cohort_sites(1600, np.random.default_rng(2)), spec)
     report = dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
-    assert any("seed 0 seeds only" in w and "the DP noise is not seeded" in w for w in report["warnings"])
+    assert any("seed 0 seeds only" in w and "the DP noise is not seeded" in w for w in report["notes"])
     page = render_html(study_document(report | {"study": "s", "seed": 0, "kind": "dp_effects"}, {}, seed=0))
     assert "seed 0 (the DP noise is not seeded: every run differs)" in page

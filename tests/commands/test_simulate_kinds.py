@@ -264,7 +264,7 @@ READS = {
              "--learner", "--feature-bound", "--balance-epsilon", "--balance-delta"},
     "discovery": {"--epsilon", "--pairs"},
     "dp_effects": {"--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
-                   "--secure-aggregation", "--no-secure-aggregation"},
+                   "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous"},
 }
 EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
               "--transport", "--out", "--quiet", "--help"}
@@ -276,7 +276,8 @@ VALUES = {
     "--epsilon": ["1"], "--delta": ["1e-6"], "--outcome-range": ["0,60"], "--partition-columns": ["age"],
     "--cells": ["4"], "--kmeans": ["4"], "--learner": ["dr"], "--feature-bound": ["0.3"], "--pairs": ["age,re74"],
     "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
-    "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"],
+    "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"], "--modifiers": ["age"], "--subgroups": ["age=17,30,55"],
+    "--simultaneous": ["bonferroni"],
 }
 
 

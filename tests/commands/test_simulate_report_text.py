@@ -31,7 +31,7 @@ def _strict(folder) -> dict:
 def dp_effects_run(tmp_path_factory):
     """The README's dp_effects quickstart."""
     out = tmp_path_factory.mktemp("dp_effects") / "out"
-    argv = ["simulate", "dp_effects", *COHORT, "--rows", "4", "--epsilon", "1", "--outcome-range", "0,1",
+    argv = ["simulate", "dp_effects", *COHORT, "--rows", "4", "--epsilon", "4", "--outcome-range", "0,1",
             "--estimand", "ate", "--out", str(out)]
     assert main(argv) == 0
     return out
@@ -93,7 +93,7 @@ def test_each_party_logs_what_it_clipped_and_releases_none_of_it(tmp_path, capsy
     import pandas as pd
 
     out = tmp_path / "out"
-    argv = ["simulate", "dp_effects", *COHORT, "--rows", "2", "--epsilon", "1", "--outcome-range", "0,0.5",
+    argv = ["simulate", "dp_effects", *COHORT, "--rows", "2", "--epsilon", "4", "--outcome-range", "0,0.5",
             "--estimand", "ate", "--out", str(out)]
     assert main(argv) == 0
     err = capsys.readouterr().err

@@ -6,12 +6,13 @@ from collabcausal.errors import InputError
 from collabcausal.simulations.discovery_peers import PEERS, check_peers
 from collabcausal.simulations.pair_families import family_pairs
 
-pytest.importorskip("causallearn", reason="the benchmarks extra (causal-learn) is not installed")
-pytest.importorskip("lingam", reason="the benchmarks extra (lingam) is not installed")
+MODULE = {"causal-learn": "causallearn", "lingam": "lingam"}
 
 
 @pytest.mark.parametrize("peer", list(PEERS))
 def test_each_peer_names_the_cause_of_clear_additive_noise_pairs_and_its_reverse(peer):
+    pytest.importorskip(MODULE[peer], reason=f"{peer} is not installed (`pip install -e '.[benchmarks]'`; lingam "
+                        "pins scipy <= 1.13.1, so the dev extra leaves it out)")
     # Seeded AN-s pairs (injective sigmoid plus noise): the direction is plain; swapped columns swap it.
     for pair in family_pairs("AN-s", 2, 200, seed=0):
         forward, backward = PEERS[peer](pair.x, pair.y), PEERS[peer](pair.y, pair.x)
