@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,15 +77,6 @@ def _replicated_request(epsilon: float) -> Message:
     request = _request(SCORES, epsilon)
     return Message(SCORES, request.params | {"replicates": [[m.to_spec()] for m in REPLICAS]})
 
-
-@pytest.fixture
-def ledger_dir(tmp_path):
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and shm.stat().st_mode & 0o002):
-        yield tmp_path
-        return
-    with tempfile.TemporaryDirectory(dir=shm) as fast:
-        yield Path(fast)
 
 
 @pytest.mark.parametrize("op", [STATISTICS, SCORES])

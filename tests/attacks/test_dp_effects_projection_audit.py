@@ -11,9 +11,6 @@ below 1e-4 in the test itself.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -63,15 +60,6 @@ def _neighbours():
     return scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM, replicates=REPLICAS,
                              projection=PROJECTION)
 
-
-@pytest.fixture
-def ledger_dir(tmp_path):
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and shm.stat().st_mode & 0o002):
-        yield tmp_path
-        return
-    with tempfile.TemporaryDirectory(dir=shm) as fast:
-        yield Path(fast)
 
 
 def test_the_worst_neighbours_stay_within_the_derived_sensitivity_and_come_close_to_it():
