@@ -196,11 +196,12 @@ def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: Column
     start = time.perf_counter()
     owner = KeyOwner(preset(1))
     columns = encrypt_label_vectors(owner, vectors)
-    sent = [c for column in columns.values() for c in column.to_bytes()]
-    wire.add("statistics: label holder encrypts", time.perf_counter() - start, [owner.public_context(), *sent])
+    sent = {k: column.to_bytes() for k, column in columns.items()}  # what crosses the relay, serialized once
+    wire.add("statistics: label holder encrypts", time.perf_counter() - start,
+             [owner.public_context(), *(c for chunks in sent.values() for c in chunks)])
     start = time.perf_counter()
     evaluator = load_public_context(owner.public_context())
-    relayed = {k: EncryptedColumn.from_bytes(evaluator, c.to_bytes(), rg.n) for k, c in columns.items()}
+    relayed = {k: EncryptedColumn.from_bytes(evaluator, chunks, rg.n) for k, chunks in sent.items()}
     totals = cross_totals(relayed, other, entries, shares[1, at], flood_sd=sigma * float(np.sqrt(share_variance(2))))
     wire.add("statistics: party totals cross entries", time.perf_counter() - start, totals)
     start = time.perf_counter()
@@ -231,11 +232,12 @@ def _scores(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGrou
     start = time.perf_counter()
     owner = KeyOwner(preset(7))
     encrypted = encrypt_score_inputs(owner, inputs(1))
-    sent = [c for column in encrypted for c in column.to_bytes()]
-    wire.add("scores: party encrypts its parts", time.perf_counter() - start, [owner.public_context(), *sent])
+    sent = [column.to_bytes() for column in encrypted]
+    wire.add("scores: party encrypts its parts", time.perf_counter() - start,
+             [owner.public_context(), *(c for chunks in sent for c in chunks)])
     start = time.perf_counter()
     evaluator = load_public_context(owner.public_context())
-    relayed = [EncryptedColumn.from_bytes(evaluator, c.to_bytes(), rg.n) for c in encrypted]
+    relayed = [EncryptedColumn.from_bytes(evaluator, chunks, rg.n) for chunks in sent]
     totals = score_totals(relayed, inputs(0), T, y, program.poly, program.parts, program.unit, shares[0],
                           flood_sd=sigma * float(np.sqrt(share_variance(2))))
     wire.add("scores: label holder evaluates and totals", time.perf_counter() - start, totals)
