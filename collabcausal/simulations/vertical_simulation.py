@@ -41,13 +41,13 @@ from collabcausal.estimators.dp.effects.vertical import (
 )
 from collabcausal.estimators.dp.effects.vertical_program import (
     ScoreProgram,
+    noise_share,
     program_from_statistics,
     score_inputs,
     scores_sigma,
     statistics_sigma,
     vertical_effect,
 )
-from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
 from collabcausal.vertical.dp_effects_rounds import (
     cross_totals,
@@ -85,16 +85,10 @@ class VerticalResult:
 
 
 def noise_shares(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | None) -> NDArray[np.float64]:
-    """Each computing party's noise share on each entry: row ``p`` is party ``p``'s (entry ``j`` is computed
-    by parties ``0 .. k[j] - 1``; zero elsewhere). Each party's shares come from its own draws (OpenDP
-    without ``rng``), calibrated by :func:`~collabcausal.estimators.dp.effects.vertical.share_variance`."""
-    shares = np.zeros((int(k.max()), k.size))
-    for parties in np.unique(k):
-        at = k == parties
-        sd = sigma * float(np.sqrt(share_variance(int(parties))))
-        for p in range(int(parties)):
-            shares[p, at] = draw_noise("gaussian", sd, int(at.sum()), rng=rng)
-    return shares
+    """Each computing party's noise share on each entry: row ``p`` is party ``p``'s
+    (:func:`~collabcausal.estimators.dp.effects.vertical_program.noise_share`; entry ``j`` is computed by
+    parties ``0 .. k[j] - 1``, zero elsewhere)."""
+    return np.stack([np.where(k > p, noise_share(k, sigma, rng), 0.0) for p in range(int(k.max()))])
 
 
 def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: DPEffectsSpec, *,

@@ -41,12 +41,14 @@ from collabcausal.estimators.dp.effects.vertical import (
     model_change,
     part_limits,
     score_scales,
+    share_variance,
     vertical_components,
     weight_polynomial,
 )
+from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 
-__all__ = ["ScoreProgram", "program_from_statistics", "score_inputs", "scores_sigma", "statistics_sigma",
+__all__ = ["ScoreProgram", "noise_share", "program_from_statistics", "score_inputs", "scores_sigma", "statistics_sigma",
            "vertical_effect"]
 
 
@@ -180,3 +182,16 @@ def statistics_sigma(feature_map: FeatureMap, rho: float) -> float:
 def scores_sigma(program: ScoreProgram, rho: float) -> float:
     """``sigma`` of the scores release at ``rho``-zCDP, from the program's proved ranges (which include the margin)."""
     return gaussian_zcdp_sigma(release_sensitivity(program.parts), rho)
+
+
+def noise_share(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
+    """One computing party's DP noise share on each entry (entry ``j`` computed by ``k[j]`` parties): Gaussian
+    of sd ``sigma`` times :func:`~.vertical.share_variance`'s root, from OpenDP's sampler (``rng=None``, as
+    parties draw) or, for reproducible simulations only, ``rng``."""
+    k = np.asarray(k, dtype=np.int64)
+    shares = np.zeros(k.size)
+    for parties in np.unique(k):
+        at = k == parties
+        shares[at] = draw_noise("gaussian", sigma * float(np.sqrt(share_variance(int(parties)))), int(at.sum()),
+                                rng=rng)
+    return shares
