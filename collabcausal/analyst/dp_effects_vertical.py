@@ -187,14 +187,22 @@ def _release(grid: Grid, release: str, pair: tuple[str, str], terms: dict[str, A
     encrypt, total, open_ = STEPS[release]
     owner, evaluator = pair if release == "statistics" else pair[::-1]
     params = terms | extra | {"round": terms["round"].format(release=release)}
-    columns = grid.request(owner, Message(encrypt, params), timeout=timeout)
-    totals = grid.request(evaluator, Message(total, params | _relayed(columns, "chunks", "context_advertisement",
-                                                                      "columns_advertisement"),
-                                             dict(columns.arrays)), timeout=timeout)
-    _check_sigma(evaluator, total, totals, sigma)
-    opened = grid.request(owner, Message(open_, {"study": params["study"], "round": params["round"]}
-                                         | _relayed(totals, "totals_advertisement"), dict(totals.arrays)),
-                          timeout=timeout)
+    done: list[str] = []
+    try:
+        columns = grid.request(owner, Message(encrypt, params), timeout=timeout)
+        done.append(f"{owner} was charged and encrypted")
+        totals = grid.request(evaluator, Message(total, params | _relayed(
+            columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
+            timeout=timeout)
+        done.append(f"{evaluator} was charged and returned its totals")
+        _check_sigma(evaluator, total, totals, sigma)
+        opened = grid.request(owner, Message(open_, {"study": params["study"], "round": params["round"]}
+                                             | _relayed(totals, "totals_advertisement"), dict(totals.arrays)),
+                              timeout=timeout)
+    except StudyFailedError as exc:
+        charged = "; ".join(done) or "nothing was charged"
+        raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no value of "
+                               "it reached the coordinator)", exc.fix) from exc
     _check_sigma(owner, open_, opened, sigma)
     values = np.asarray(opened.arrays.get("values"), dtype=float).ravel()
     if values.size != length or not np.isfinite(values).all():

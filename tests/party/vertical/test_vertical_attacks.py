@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_vertical_operations import _columns_request
-from vertical_party_world import STUDY, spent, world
+from vertical_parties import STUDY, spent, world
 
 from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.messages import Message

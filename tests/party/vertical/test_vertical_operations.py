@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from vertical_party_world import STUDY, spent, world
+from vertical_parties import STUDY, spent, world
 
 from collabcausal.analyst.dp_effects_vertical import vertical_effects_results
 from collabcausal.errors import InputError, PolicyError
