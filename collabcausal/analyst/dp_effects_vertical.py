@@ -164,8 +164,9 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
 
     groups = plan.groups
     sigma_n = statistics_sigma(feature_map, rho_n)
+    relayed: dict[str, int] = {}
     stats = [_release(grid, "statistics", plan.row_groups[s], terms(s, rho_n, delta_n), {}, sigma_n,
-                      statistics_length(feature_map.dim), timeout) for s in range(len(plan.row_groups))]
+                      statistics_length(feature_map.dim), timeout, relayed) for s in range(len(plan.row_groups))]
     k = entry_parties(groups, feature_map.n_sites)
     stats_sd = sigma_n * np.sqrt(released_variance(k) * len(plan.row_groups))
     program = program_from_statistics(np.sum(stats, axis=0), stats_sd, feature_map, groups, trim=spec.trim,
@@ -173,17 +174,20 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
                                       rng=np.random.default_rng(spec.seed))
     sigma_s = scores_sigma(program, rho_s)
     released = [_release(grid, "scores", plan.row_groups[s], terms(s, rho_s, delta_s),
-                         {"program": program.to_spec()}, sigma_s, len(program.parts), timeout)
+                         {"program": program.to_spec()}, sigma_s, len(program.parts), timeout, relayed)
                 for s in range(len(plan.row_groups))]
     scores_sd = float(sigma_s * math.sqrt(float(released_variance(2)) * len(plan.row_groups)))
     n = sum(plan.n_subjects)
     effect, sds = vertical_effect(np.sum(released, axis=0), scores_sd, program.parts, n, alpha=spec.alpha)
-    return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)))
+    report = _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)))
+    report["dp_effects"]["relayed_bytes"] = relayed
+    return report
 
 
 def _release(grid: Grid, release: str, pair: tuple[str, str], terms: dict[str, Any], extra: dict[str, Any],
-             sigma: float, length: int, timeout: float | None) -> NDArray[np.float64]:
-    """One row group's release: relay the key owner's columns to the evaluator and its totals back."""
+             sigma: float, length: int, timeout: float | None, relayed: dict[str, int]) -> NDArray[np.float64]:
+    """One row group's release: relay the key owner's columns to the evaluator and its totals back; count the
+    ciphertext bytes relayed (each crosses the wire twice: in from its sender, out to its receiver)."""
     encrypt, total, open_ = STEPS[release]
     owner, evaluator = pair if release == "statistics" else pair[::-1]
     params = terms | extra | {"round": terms["round"].format(release=release)}
@@ -204,6 +208,8 @@ def _release(grid: Grid, release: str, pair: tuple[str, str], terms: dict[str, A
         raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no value of "
                                "it reached the coordinator)", exc.fix) from exc
     _check_sigma(owner, open_, opened, sigma)
+    for step, reply in ((f"{release}: columns", columns), (f"{release}: totals", totals)):
+        relayed[step] = relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
     values = np.asarray(opened.arrays.get("values"), dtype=float).ravel()
     if values.size != length or not np.isfinite(values).all():
         raise StudyFailedError(f"party {owner!r} sent not {length} finite values for {open_}", "check that party")
