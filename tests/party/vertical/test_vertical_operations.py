@@ -108,3 +108,14 @@ def test_the_study_budget_is_the_zcdp_sum_of_both_releases(tmp_path) -> None:
     w = world(tmp_path)
     (rho_n, _), (rho_s, _) = w.spec.budgets
     assert rho_n + rho_s == pytest.approx(zcdp_rho(1.0, 1e-6))
+
+
+def test_a_request_over_the_budget_is_refused_uncharged(tmp_path) -> None:
+    """A ledger holding less than the release asks refuses it before anything is encrypted."""
+    from collabcausal.errors import BudgetExceededError
+
+    w = world(tmp_path)
+    request = _columns_request(w, rho=w.spec.budgets[0][0] * 40)
+    with pytest.raises(BudgetExceededError):
+        w.label.handle(request)
+    assert spent(w.label) == 0.0 and not w.label.vertical_rounds
