@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from collabcausal.analyst.dp_effects import check_stated_sigma, checked_values
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
@@ -199,7 +200,7 @@ def _release(grid: Grid, release: str, pair: tuple[str, str], terms: dict[str, A
             columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
             timeout=timeout)
         done.append(f"{evaluator} was charged and returned its totals")
-        _check_sigma(evaluator, total, totals, sigma)
+        check_stated_sigma(evaluator, total, totals, sigma)
         opened = grid.request(owner, Message(open_, {"study": params["study"], "round": params["round"]}
                                              | _relayed(totals, "totals_advertisement"), dict(totals.arrays)),
                               timeout=timeout)
@@ -207,25 +208,13 @@ def _release(grid: Grid, release: str, pair: tuple[str, str], terms: dict[str, A
         charged = "; ".join(done) or "nothing was charged"
         raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no value of "
                                "it reached the coordinator)", exc.fix) from exc
-    _check_sigma(owner, open_, opened, sigma)
     for step, reply in ((f"{release}: columns", columns), (f"{release}: totals", totals)):
         relayed[step] = relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
-    values = np.asarray(opened.arrays.get("values"), dtype=float).ravel()
-    if values.size != length or not np.isfinite(values).all():
-        raise StudyFailedError(f"party {owner!r} sent not {length} finite values for {open_}", "check that party")
-    return values
+    return checked_values(owner, open_, opened, sigma, length)
 
 
 def _relayed(reply: Message, *keys: str) -> dict[str, Any]:
     return {k: reply.params.get(k) for k in keys}
-
-
-def _check_sigma(party: str, operation: str, reply: Message, sigma: float) -> None:
-    stated = reply.params.get("sigma")
-    if isinstance(stated, bool) or not isinstance(stated, int | float) or not math.isclose(stated, sigma,
-                                                                                           rel_tol=1e-9):
-        raise StudyFailedError(f"party {party!r} stated noise sd {stated!r} for {operation}, but the request implies "
-                               f"{sigma:.6g}", "check that party's software version")
 
 
 def _report(spec: DPEffectsSpec, plan: VerticalPlan, feature_map: FeatureMap, program: ScoreProgram, effect: Any,
