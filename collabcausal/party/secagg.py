@@ -128,14 +128,15 @@ def secagg_keys(party: Party, request: Message) -> Message:
     return Message(KEYS_OPERATION, {"advertisement": advertisement})
 
 
-def require_identity(party: Party) -> Identity:
-    """The party's identity, or a one-line refusal saying how to get one."""
+def require_identity(party: Party, purpose: str = "secure-aggregation keys") -> Identity:
+    """The party's identity, or a one-line refusal saying how to get one (``purpose``: what it would sign)."""
     held = party.secagg_identity
     if held is None:
+        optional = purpose == "secure-aggregation keys"
         raise PolicyError(
-            f"party {party.name!r} has no study certificate to sign secure-aggregation keys",
-            "run the party with mutual TLS ([analyst] ca, cert, key in party.toml), or set "
-            "secure_aggregation = false in study.toml",
+            f"party {party.name!r} has no study certificate to sign {purpose}",
+            "run the party with mutual TLS ([analyst] ca, cert, key in party.toml)"
+            + (", or set secure_aggregation = false in study.toml" if optional else ""),
         )
     identity = held.identity if isinstance(held, IdentityFiles) else held
     require_peers(identity)

@@ -36,6 +36,8 @@ CONTEXT = "ckks_context"
 COLUMNS = "ckks_columns"
 TOTALS = "ckks_totals"
 """Message arrays of ciphertext bytes (capped by ``max_ciphertext_bytes``, not ``max_request_bytes``)."""
+SIGNS = "the vertical rounds' ciphertexts"
+"""What a party's certificate signs here (named in the refusal of a party without one)."""
 
 __all__ = ["COLUMNS", "CONTEXT", "TOTALS", "columns_reply", "totals_reply", "verified_columns", "verified_totals"]
 
@@ -43,7 +45,7 @@ __all__ = ["COLUMNS", "CONTEXT", "TOTALS", "columns_reply", "totals_reply", "ver
 def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: KeyOwner,
                   columns: Sequence[EncryptedColumn], terms: dict[str, Any]) -> Message:
     """The key owner's reply: its public context, its columns, both signed for ``terms`` and this round."""
-    signer = require_identity(party).signer
+    signer = require_identity(party, SIGNS).signer
     context = owner.public_context()
     chunks = [column.to_bytes() for column in columns]
     flat = [c for column in chunks for c in column]
@@ -60,7 +62,7 @@ def verified_columns(party: Party, request: Message, req: VerticalRequest, terms
     """The key owner's context and columns as relayed in ``request``, accepted only if the peer signed them
     for exactly ``terms`` (and this round); checked before the evaluator charges."""
     p = request.params
-    verifier = require_identity(party).verifier
+    verifier = require_identity(party, SIGNS).verifier
     context = blobs(request, CONTEXT)
     flat = blobs(request, COLUMNS)
     counts = p.get("chunks")
@@ -82,7 +84,7 @@ def verified_columns(party: Party, request: Message, req: VerticalRequest, terms
 def totals_reply(party: Party, request: Message, req: VerticalRequest, totals: Sequence[bytes],
                  terms: dict[str, Any], params: dict[str, Any]) -> Message:
     """The evaluator's reply: its totals, signed for ``terms`` and this round (``params`` added as they are)."""
-    signer = require_identity(party).signer
+    signer = require_identity(party, SIGNS).signer
     signature = sign_transcript(signer, req.study, req.round_id, TOTALS_KIND, terms, totals)
     return Message(request.operation, params | {"totals_advertisement": signature}, blob_arrays(TOTALS, totals))
 
@@ -93,9 +95,9 @@ def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, 
     if len(totals) != expected:
         raise ProtocolError(f"{request.operation}: {len(totals)} totals for a round of {expected}",
                             "relay the evaluator's reply unchanged")
-    verify_transcript(require_identity(party).verifier, request.params.get("totals_advertisement"), sender=peer,
-                      study=str(terms["study"]), round_id=str(terms["round"]), kind=TOTALS_KIND, terms=terms,
-                      payload=totals)
+    verifier = require_identity(party, SIGNS).verifier
+    verify_transcript(verifier, request.params.get("totals_advertisement"), sender=peer, study=str(terms["study"]),
+                      round_id=str(terms["round"]), kind=TOTALS_KIND, terms=terms, payload=totals)
     return totals
 
 

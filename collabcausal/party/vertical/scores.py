@@ -30,7 +30,7 @@ from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import require_identity
-from collabcausal.party.vertical.exchange import columns_reply, totals_reply, verified_columns
+from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
 from collabcausal.party.vertical.opening import open_release
 from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
@@ -62,7 +62,7 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
     """P: encrypt its clipped parts for the scores round (module docstring); charged first."""
     req = parse_vertical(party, request, KEY_OWNER)
     check_new_round(party, req.round_id)
-    require_identity(party)
+    require_identity(party, SIGNS)
     program = _program(req, request)
     sigma = scores_sigma(program, req.rho)
     charge(party, request, req, sigma, RELEASE)

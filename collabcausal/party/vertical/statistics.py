@@ -33,7 +33,7 @@ from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import require_identity
-from collabcausal.party.vertical.exchange import columns_reply, totals_reply, verified_columns
+from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
 from collabcausal.party.vertical.opening import open_release
 from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
@@ -66,7 +66,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     """L: encrypt its factors for the statistics round (module docstring); charged first."""
     req = parse_vertical(party, request, LABEL_HOLDER)
     check_new_round(party, req.round_id)
-    require_identity(party)
+    require_identity(party, SIGNS)
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho)
     charge(party, request, req, sigma, RELEASE)

@@ -119,3 +119,14 @@ def test_a_request_over_the_budget_is_refused_uncharged(tmp_path) -> None:
     with pytest.raises(BudgetExceededError):
         w.label.handle(request)
     assert spent(w.label) == 0.0 and not w.label.vertical_rounds
+
+
+def test_a_party_without_a_certificate_is_refused_uncharged_naming_mutual_tls(tmp_path) -> None:
+    """The vertical rounds sign every ciphertext: a party with no study certificate refuses, and the fix is mutual TLS
+    (not "secure_aggregation = false", which does not apply)."""
+    w = world(tmp_path)
+    w.label.secagg_identity = None
+    with pytest.raises(PolicyError, match="mutual TLS") as caught:
+        w.label.handle(_columns_request(w))
+    assert "secure_aggregation = false" not in str(caught.value)
+    assert spent(w.label) == 0.0
