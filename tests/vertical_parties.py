@@ -45,16 +45,29 @@ def subjects(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def world(folder: Path, *, n: int = 1500, seed: int = 0, epsilon: float = 1.0, replicates: int = 2) -> World:
     """Two parties in ``folder`` (their ledgers), pinned to each other."""
-    X, T, Y = subjects(n, seed)
-    label = Party("hospital", PartyTable.from_arrays(X[:, :3], NAMES[:3], treatment=("t", T.astype(float)),
-                                                     outcome=("y", Y)))
-    other = Party("registry", PartyTable.from_arrays(X[:, 3:], NAMES[3:]))
-    for party in (label, other):
-        party.ledger = PrivacyLedger(folder / f"{party.name}.sqlite", epsilon=epsilon, delta=1e-6, dataset=party.name)
-    attach_identities([label, other], simulation_identities(STUDY, [label.name, other.name]))
-    spec = DPEffectsSpec(epsilon, 1e-6, (0.0, 1.0), 0.1, NAMES, BOUNDS, secure_aggregation=False,
-                         nuisance_replicates=replicates, nuisance_share=0.65, ridge_scale=0.25)
-    return World(label, other, X, T, Y, spec)
+    return grid_world(folder, row_groups=1, n=n, seed=seed, epsilon=epsilon, replicates=replicates)[0]
+
+
+def grid_world(folder: Path, *, row_groups: int, n: int = 1500, seed: int = 0, epsilon: float = 1.0,
+               replicates: int = 2) -> list[World]:
+    """``row_groups`` row groups of a label holder and a second party (``hospital``/``registry``, suffixed ``-i``
+    beyond one row group), every party pinned to every other."""
+    worlds = []
+    for i in range(row_groups):
+        X, T, Y = subjects(n, seed + i)
+        suffix = f"-{i}" if row_groups > 1 else ""
+        label = Party(f"hospital{suffix}", PartyTable.from_arrays(X[:, :3], NAMES[:3],
+                                                                  treatment=("t", T.astype(float)), outcome=("y", Y)))
+        other = Party(f"registry{suffix}", PartyTable.from_arrays(X[:, 3:], NAMES[3:]))
+        for party in (label, other):
+            party.ledger = PrivacyLedger(folder / f"{party.name}.sqlite", epsilon=epsilon, delta=1e-6,
+                                         dataset=party.name)
+        spec = DPEffectsSpec(epsilon, 1e-6, (0.0, 1.0), 0.1, NAMES, BOUNDS, secure_aggregation=row_groups > 1,
+                             nuisance_replicates=replicates, nuisance_share=0.65, ridge_scale=0.25)
+        worlds.append(World(label, other, X, T, Y, spec))
+    parties = [p for w in worlds for p in (w.label, w.other)]
+    attach_identities(parties, simulation_identities(STUDY, [p.name for p in parties]))
+    return worlds
 
 
 def spent(party: Party) -> float:

@@ -15,15 +15,16 @@ signatures, then each release's noisy vector:
 4. the estimate and interval from the summed score sums
    (:func:`~collabcausal.estimators.dp.effects.vertical_program.vertical_effect`).
 
-Row groups are summed here in the clear: each row group's release is DP on its own (secure
-aggregation across row groups would lower the noise; not wired yet). The analyst recomputes every noise
-scale from its own requests and refuses a reply that states another.
+With :data:`MIN_SECURE` or more row groups (and ``secure_aggregation = true``) each release's key owners
+open under secure aggregation (:func:`~collabcausal.analyst.secure_sum.secure_sum`; the key owner's share
+calibrated to the verified roster, :mod:`collabcausal.party.vertical.opening`): the coordinator sees only
+the sum over row groups. Fewer row groups are summed here in the clear, each row group's release DP on its
+own. The analyst recomputes every noise scale from its own requests and refuses a reply that states another.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,20 +35,25 @@ from collabcausal.analyst.dp_effects import check_stated_sigma, checked_values
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
+from collabcausal.analyst.secure_sum import secure_sum
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.statistics import statistics_length
-from collabcausal.estimators.dp.effects.vertical import ColumnGroups, entry_parties, released_variance
+from collabcausal.estimators.dp.effects.vertical import ColumnGroups, entry_parties
 from collabcausal.estimators.dp.effects.vertical_program import (
     ScoreProgram,
     program_from_statistics,
-    scores_sigma,
-    statistics_sigma,
+    scores_bound,
+    statistics_bound,
     vertical_effect,
 )
-from collabcausal.estimators.dp.zcdp import zcdp_epsilon
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.messages import Message
+from collabcausal.secagg import NOISE_TAIL
+from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES
 
+MIN_SECURE = DEFAULT_MIN_PARTIES
+"""Row groups from which each release's key owners open under secure aggregation (a party's default
+``min_parties``); fewer open in the clear, each row group's release DP on its own."""
 STEPS = {"statistics": ("vertical_statistics_columns", "vertical_statistics_totals", "vertical_statistics_open"),
          "scores": ("vertical_scores_columns", "vertical_scores_totals", "vertical_scores_open")}
 """Each release's three operations: the key owner encrypts, the evaluator totals, the key owner opens."""
@@ -164,53 +170,82 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
                        "delta": delta, "round": f"{study}/{{release}}/{site}"}
 
     groups = plan.groups
-    sigma_n = statistics_sigma(feature_map, rho_n)
-    relayed: dict[str, int] = {}
-    stats = [_release(grid, "statistics", plan.row_groups[s], terms(s, rho_n, delta_n), {}, sigma_n,
-                      statistics_length(feature_map.dim), timeout, relayed) for s in range(len(plan.row_groups))]
-    k = entry_parties(groups, feature_map.n_sites)
-    stats_sd = sigma_n * np.sqrt(released_variance(k) * len(plan.row_groups))
-    program = program_from_statistics(np.sum(stats, axis=0), stats_sd, feature_map, groups, trim=spec.trim,
+    rounds = _Rounds(grid, plan, timeout, secure=spec.secure_aggregation and len(plan.row_groups) >= MIN_SECURE)
+    stats, stats_var = rounds.release("statistics", lambda s: terms(s, rho_n, delta_n), {},
+                                      statistics_bound(feature_map), rho_n, entry_parties(groups, feature_map.n_sites))
+    stats_sd = np.sqrt(stats_var)
+    program = program_from_statistics(stats, stats_sd, feature_map, groups, trim=spec.trim,
                                       ridge_scale=spec.ridge_scale, n_replicates=spec.nuisance_replicates,
                                       rng=np.random.default_rng(spec.seed))
-    sigma_s = scores_sigma(program, rho_s)
-    released = [_release(grid, "scores", plan.row_groups[s], terms(s, rho_s, delta_s),
-                         {"program": program.to_spec()}, sigma_s, len(program.parts), timeout, relayed)
-                for s in range(len(plan.row_groups))]
-    scores_sd = float(sigma_s * math.sqrt(float(released_variance(2)) * len(plan.row_groups)))
+    released, scores_var = rounds.release("scores", lambda s: terms(s, rho_s, delta_s), {"program": program.to_spec()},
+                                          scores_bound(program), rho_s, np.full(len(program.parts), 2))
     n = sum(plan.n_subjects)
-    effect, sds = vertical_effect(np.sum(released, axis=0), scores_sd, program.parts, n, alpha=spec.alpha)
-    report = _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)))
-    report["dp_effects"]["relayed_bytes"] = relayed
-    return report
+    effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
+    return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
 
 
-def _release(grid: Grid, release: str, pair: tuple[str, str], terms: dict[str, Any], extra: dict[str, Any],
-             sigma: float, length: int, timeout: float | None, relayed: dict[str, int]) -> NDArray[np.float64]:
-    """One row group's release: relay the key owner's columns to the evaluator and its totals back; count the
-    ciphertext bytes relayed (each crosses the wire twice: in from its sender, out to its receiver)."""
-    encrypt, total, open_ = STEPS[release]
-    owner, evaluator = pair if release == "statistics" else pair[::-1]
-    params = terms | extra | {"round": terms["round"].format(release=release)}
-    done: list[str] = []
-    try:
-        columns = grid.request(owner, Message(encrypt, params), timeout=timeout)
-        done.append(f"{owner} was charged and encrypted")
-        totals = grid.request(evaluator, Message(total, params | _relayed(
-            columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
-            timeout=timeout)
-        done.append(f"{evaluator} was charged and returned its totals")
+class _Rounds:
+    """The releases of one study: per row group, the key owner's columns relayed to the evaluator and its totals
+    back; then each key owner opens, in the clear or (``secure``) masked so only the sum over row groups is seen.
+    Counts the ciphertext bytes relayed (each crosses the wire twice: in from its sender, out to its receiver)."""
+
+    def __init__(self, grid: Grid, plan: VerticalPlan, timeout: float | None, *, secure: bool) -> None:
+        self.grid, self.plan, self.timeout, self.secure = grid, plan, timeout, secure
+        self.relayed: dict[str, int] = {}
+        self.unpinned: set[str] = set()
+
+    def release(self, release: str, terms: Callable[[int], dict[str, Any]], extra: dict[str, Any], sensitivity: float,
+                rho: float, computing: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The release summed over row groups and each entry's noise variance (``computing``: how many parties
+        compute each entry; the evaluator's share is on those computed by two)."""
+        sigma = gaussian_zcdp_sigma(sensitivity, rho)
+        S, length = len(self.plan.row_groups), int(computing.size)
+        params = [terms(s) | extra | {"round": terms(s)["round"].format(release=release)} for s in range(S)]
+        owners = [pair if release == "statistics" else pair[::-1] for pair in self.plan.row_groups]
+        totals = [self._totals(release, owners[s], params[s], sigma) for s in range(S)]
+        opening = STEPS[release][2]
+
+        def open_params(s: int) -> dict[str, Any]:
+            return {"study": params[s]["study"], "round": params[s]["round"]} | _relayed(totals[s],
+                                                                                     "totals_advertisement")
+
+        evaluators = np.where(computing >= 2, S * sigma**2, 0.0)
+        if not self.secure:
+            values = [self._open(owners[s][0], Message(opening, open_params(s), dict(totals[s].arrays)), sigma,
+                                 length) for s in range(S)]
+            return np.sum(values, axis=0), evaluators + S * sigma**2
+        by_owner = {owners[s][0]: s for s in range(S)}
+        summed = secure_sum(self.grid, opening, list(by_owner), lambda p: open_params(by_owner[p]), sensitivity, rho,
+                            length=length, value_bound=max(self.plan.n_subjects) + NOISE_TAIL * sigma,
+                            study=str(params[0]["study"]), timeout=self.timeout,
+                            arrays=lambda p: dict(totals[by_owner[p]].arrays), max_attempts=1)
+        self.unpinned |= set(summed.unpinned)
+        return summed.total, evaluators + summed.noise_sd**2
+
+    def _totals(self, release: str, pair: tuple[str, str], params: dict[str, Any], sigma: float) -> Message:
+        """Steps 1 and 2 in one row group: the key owner encrypts (charged), the evaluator totals (charged)."""
+        encrypt, total, _ = STEPS[release]
+        owner, evaluator = pair
+        done: list[str] = []
+        try:
+            columns = self.grid.request(owner, Message(encrypt, params), timeout=self.timeout)
+            done.append(f"{owner} was charged and encrypted")
+            totals = self.grid.request(evaluator, Message(total, params | _relayed(
+                columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
+                timeout=self.timeout)
+            done.append(f"{evaluator} was charged and returned its totals")
+        except StudyFailedError as exc:
+            charged = "; ".join(done) or "nothing was charged"
+            raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no "
+                                   "value of it reached the coordinator)", exc.fix) from exc
         check_stated_sigma(evaluator, total, totals, sigma)
-        opened = grid.request(owner, Message(open_, {"study": params["study"], "round": params["round"]}
-                                             | _relayed(totals, "totals_advertisement"), dict(totals.arrays)),
-                              timeout=timeout)
-    except StudyFailedError as exc:
-        charged = "; ".join(done) or "nothing was charged"
-        raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no value of "
-                               "it reached the coordinator)", exc.fix) from exc
-    for step, reply in ((f"{release}: columns", columns), (f"{release}: totals", totals)):
-        relayed[step] = relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
-    return checked_values(owner, open_, opened, sigma, length)
+        for step, reply in ((f"{release}: columns", columns), (f"{release}: totals", totals)):
+            self.relayed[step] = self.relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
+        return totals
+
+    def _open(self, owner: str, request: Message, sigma: float, length: int) -> NDArray[np.float64]:
+        reply = self.grid.request(owner, request, timeout=self.timeout)
+        return checked_values(owner, request.operation, reply, sigma, length)
 
 
 def _relayed(reply: Message, *keys: str) -> dict[str, Any]:
@@ -218,7 +253,7 @@ def _relayed(reply: Message, *keys: str) -> dict[str, Any]:
 
 
 def _report(spec: DPEffectsSpec, plan: VerticalPlan, feature_map: FeatureMap, program: ScoreProgram, effect: Any,
-            sds: NDArray[np.float64], n: int, statistics_sd: float) -> dict[str, Any]:
+            sds: NDArray[np.float64], n: int, statistics_sd: float, rounds: _Rounds) -> dict[str, Any]:
     (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
     rho, delta = rho_n + rho_s, delta_n + delta_s
     spend = {p: {"epsilon": zcdp_epsilon(rho, delta), "delta": delta, "rho": rho} for g in plan.row_groups for p in g}
@@ -233,14 +268,19 @@ def _report(spec: DPEffectsSpec, plan: VerticalPlan, feature_map: FeatureMap, pr
             "n_subjects": dict(zip([g[0] for g in plan.row_groups], plan.n_subjects, strict=True)),
             "column_groups": {p: list(plan.group_names[0 if p in holders else 1]) for g in plan.row_groups
                               for p in g},
-            "label_holders": sorted(holders), "nuisance": "pooled", "n_folds": 1, "secure_aggregation": False,
+            "label_holders": sorted(holders), "nuisance": "pooled", "n_folds": 1,
+            "secure_aggregation": rounds.secure, "secure_aggregation_unpinned": sorted(rounds.unpinned),
+            "relayed_bytes": rounds.relayed,
             "statistics_noise_sd": statistics_sd, "scores_noise_sd": {"aipw_ate": float(sds[0])},
             "design": feature_map.to_spec(), "trim": spec.trim,
             "weight_polynomial": {"degree": len(program.poly.coefficients) - 1, "domain": program.poly.domain,
                                   "error": program.poly.error},
         },
         "notes": [NOTE],
-        "warnings": ([] if len(plan.row_groups) == 1 else [
+        "warnings": ([] if len(plan.row_groups) == 1 or rounds.secure else [
             f"dp_effects on column groups: the {len(plan.row_groups)} row groups' releases were summed in the clear "
-            "(each is DP on its own; secure aggregation across row groups is not wired for column groups yet)"]),
+            f"(each is DP on its own; secure aggregation across row groups needs {MIN_SECURE} or more row groups and "
+            "secure_aggregation = true)"]) + ([] if not rounds.unpinned else [
+            f"secure aggregation: {', '.join(sorted(rounds.unpinned))} trust the coordinator's roster "
+            "(peers = \"any\"): their releases are protected only against an honest-but-curious coordinator"]),
     }

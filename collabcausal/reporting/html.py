@@ -223,8 +223,8 @@ def _dp_effects(release: Mapping[str, Any] | None) -> list[str]:
     columns = release.get("column_groups")
     if columns:
         secure = ("column groups: each row group's label holder and other party computed both releases under "
-                  "CKKS encryption, each adding a noise share that alone gives its guarantee; row groups summed in "
-                  "the clear")
+                  "CKKS encryption, each adding a noise share; row groups " + (
+                      "summed under secure aggregation" if release["secure_aggregation"] else "summed in the clear"))
     rows = [
         ["secure aggregation", secure],
         *([["covariates each party holds", _compact(columns)],

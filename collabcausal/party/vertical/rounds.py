@@ -42,7 +42,10 @@ class KeyRound:
     peer : str
         The evaluator, whose signature the totals must carry.
     sigma : float
-        The release's noise scale; this party's shares are drawn from it when it opens.
+        The release's noise scale; this party's shares are drawn from it when it opens (without secure
+        aggregation across row groups).
+    sensitivity : float
+        The release's L2 sensitivity (its share's calibration under secure aggregation).
     parties : ndarray of int
         For each entry of the released vector, how many parties compute it (its noise share's calibration).
     totals : ndarray of int
@@ -56,6 +59,7 @@ class KeyRound:
     terms: dict[str, Any]
     peer: str
     sigma: float
+    sensitivity: float
     parties: NDArray[np.int64]
     totals: NDArray[np.int64]
     local: NDArray[np.float64] | None = None

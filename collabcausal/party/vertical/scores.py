@@ -25,7 +25,13 @@ import numpy as np
 
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.vertical import share_variance
-from collabcausal.estimators.dp.effects.vertical_program import ScoreProgram, noise_share, score_inputs, scores_sigma
+from collabcausal.estimators.dp.effects.vertical_program import (
+    ScoreProgram,
+    noise_share,
+    score_inputs,
+    scores_bound,
+    scores_sigma,
+)
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -71,8 +77,8 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
                                                          req.feature_map))
     terms = _terms(req, program)
     n_sums = len(program.parts)
-    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, np.full(n_sums, 2),
-                                             np.arange(n_sums)))
+    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, scores_bound(program),
+                                             np.full(n_sums, 2), np.arange(n_sums)))
     return columns_reply(party, request, req, owner, encrypted, terms)
 
 

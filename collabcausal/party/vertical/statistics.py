@@ -28,7 +28,7 @@ import numpy as np
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
 from collabcausal.estimators.dp.effects.vertical import cross_entries, entry_parties, label_vectors, share_variance
-from collabcausal.estimators.dp.effects.vertical_program import noise_share, statistics_sigma
+from collabcausal.estimators.dp.effects.vertical_program import noise_share, statistics_bound, statistics_sigma
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -82,7 +82,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     terms = _terms(req)
     at = np.array([e.index for e in entries], dtype=np.int64)
     local[at] = 0.0  # the totals fill these
-    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma,
+    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, statistics_bound(fm),
                                              entry_parties(req.groups, fm.n_sites), at, local))
     return columns_reply(party, request, req, owner, list(columns.values()), terms)
 

@@ -48,8 +48,8 @@ from collabcausal.estimators.dp.effects.vertical import (
 from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 
-__all__ = ["ScoreProgram", "noise_share", "program_from_statistics", "score_inputs", "scores_sigma", "statistics_sigma",
-           "vertical_effect"]
+__all__ = ["ScoreProgram", "noise_share", "program_from_statistics", "score_inputs", "scores_bound", "scores_sigma",
+           "statistics_bound", "statistics_sigma", "vertical_effect"]
 
 
 @dataclass(frozen=True)
@@ -173,15 +173,25 @@ def vertical_effect(released: NDArray[np.float64], noise_sd: float, parts: Seque
     return effects_from_sums(sums, sds, parts, n, ("aipw",), ("ate",), alpha=alpha)[0], sds
 
 
+def statistics_bound(feature_map: FeatureMap) -> float:
+    """L2 sensitivity of the statistics release: the horizontal one of the whole design (a substituted subject is
+    substituted in every column group), widened by the encryption margin."""
+    return statistics_sensitivity(feature_map) * (1.0 + ENCRYPTION_MARGIN)
+
+
 def statistics_sigma(feature_map: FeatureMap, rho: float) -> float:
-    """``sigma`` of the statistics release at ``rho``-zCDP: the horizontal L2 sensitivity of the whole design
-    (a substituted subject is substituted in every column group), widened by the encryption margin."""
-    return gaussian_zcdp_sigma(statistics_sensitivity(feature_map) * (1.0 + ENCRYPTION_MARGIN), rho)
+    """``sigma`` of the statistics release at ``rho``-zCDP (:func:`statistics_bound`)."""
+    return gaussian_zcdp_sigma(statistics_bound(feature_map), rho)
+
+
+def scores_bound(program: ScoreProgram) -> float:
+    """L2 sensitivity of the scores release, from the program's proved ranges (which include the margin)."""
+    return release_sensitivity(program.parts)
 
 
 def scores_sigma(program: ScoreProgram, rho: float) -> float:
-    """``sigma`` of the scores release at ``rho``-zCDP, from the program's proved ranges (which include the margin)."""
-    return gaussian_zcdp_sigma(release_sensitivity(program.parts), rho)
+    """``sigma`` of the scores release at ``rho``-zCDP (:func:`scores_bound`)."""
+    return gaussian_zcdp_sigma(scores_bound(program), rho)
 
 
 def noise_share(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
