@@ -263,7 +263,7 @@ READS = {
     "cate": {"--columns", "--estimand", "--party-components", "--anchors", "--epsilon", "--delta", "--outcome-range",
              "--learner", "--feature-bound", "--balance-epsilon", "--balance-delta"},
     "discovery": {"--epsilon", "--pairs"},
-    "dp_effects": {"--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
+    "dp_effects": {"--columns", "--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
                    "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous"},
 }
 EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
