@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+UNALIGNED = ("dp_effects on column groups: align = false, so each row group's parties were taken to hold the same "
+             "subjects in the same row order; set align = true (a shared [alignment] key_file at the parties) unless "
+             "their tables were aligned beforehand")
+
 if TYPE_CHECKING:
     from collabcausal.analyst.config import StudyConfig
     from collabcausal.analyst.dcqe import DCQEPlan
@@ -25,8 +29,11 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
     if any(len(group) > 1 for group in plan.row_groups):
         from collabcausal.analyst.dp_effects_vertical import vertical_effects_results
 
-        return vertical_effects_results(grid, dp_effects_spec(config), config.study, plan.row_groups,
-                                        plan.label_holders, timeout=config.task_timeout)
+        report = vertical_effects_results(grid, dp_effects_spec(config), config.study, plan.row_groups,
+                                          plan.label_holders, timeout=config.task_timeout)
+        if not config.align:
+            report["warnings"].append(UNALIGNED)
+        return report
     from collabcausal.analyst.dp_effects import dp_effects_results
 
     return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout)

@@ -326,6 +326,7 @@ def test_dp_effects_with_columns_runs_the_split_it_names(tmp_path, transport):
     assert set(report["privacy"]) == {"p11", "p12"}
     assert all(abs(v["epsilon"] - 4.0) < 1e-6 for v in report["privacy"].values())
     assert "covariates each party holds" in (out / "report.html").read_text()
+    assert any("align = false" in w for w in report["warnings"])  # a simulation's rows are aligned by construction
 
 
 def test_simulate_dp_effects_refuses_the_600_subject_cohort_at_eps_1_naming_what_would_pass(tmp_path, capsys):
