@@ -248,6 +248,7 @@ def test_simulate_dp_effects_over_grpc_gives_the_in_process_numbers(tmp_path):
     assert local["privacy"] == remote["privacy"] == {p: pytest.approx(stated, rel=1e-9) for p in ("p11", "p21")}
     assert all(p["epsilon"] <= 1e4 for p in local["privacy"].values())
     assert set(local["estimates"]) == set(remote["estimates"]) == {"aipw-att"}  # the default estimator: AIPW
+    assert local["row_groups"] == [["p11"], ["p21"]] and "column_groups" not in local["dp_effects"]  # horizontal
     a, b = local["estimates"]["aipw-att"], remote["estimates"]["aipw-att"]
     assert abs(a["estimate"] - b["estimate"]) < 8 * (a["noise_var"] + b["noise_var"]) ** 0.5
     assert local["dp_effects"]["secure_aggregation"] is remote["dp_effects"]["secure_aggregation"] is True
