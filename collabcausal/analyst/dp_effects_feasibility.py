@@ -22,7 +22,7 @@ the epsilon and the n that would pass, before the first request that charges a l
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -76,33 +76,41 @@ def statistics_noise_sd(spec: StudySpec, n_subjects: Mapping[str, int]) -> float
     return sd * math.sqrt(max(spec.n_folds - 1, 1))
 
 
-def ridge_share(spec: StudySpec, n_subjects: Mapping[str, int]) -> float:
-    """``lambda`` over the smallest party's training rows (module docstring); public quantities only."""
+NoiseSd = Callable[[StudySpec, Mapping[str, int]], float]
+"""``noise_sd(spec, n_subjects)``: the noise sd of the statistics a nuisance model is fitted on."""
+
+
+def ridge_share(spec: StudySpec, n_subjects: Mapping[str, int], noise_sd: NoiseSd = statistics_noise_sd) -> float:
+    """``lambda`` over the smallest party's training rows (module docstring); public quantities only.
+
+    ``n_subjects`` has one entry per row group (a party, or a label holder with column groups); ``noise_sd`` is
+    :func:`statistics_noise_sd`, or the column groups' own (:mod:`collabcausal.analyst.dp_effects_vertical`).
+    """
     dim = (len(n_subjects) if spec.nuisance == "pooled" else 1) + len(spec.bounds)
-    ridge = ridge_penalty(statistics_noise_sd(spec, n_subjects), dim, spec.ridge_scale)
+    ridge = ridge_penalty(noise_sd(spec, n_subjects), dim, spec.ridge_scale)
     folds = spec.n_folds
     return ridge / (min(n_subjects.values()) * ((folds - 1) / folds if folds > 1 else 1.0))
 
 
-def check_study_size(spec: StudySpec, n_subjects: Mapping[str, int]) -> None:
+def check_study_size(spec: StudySpec, n_subjects: Mapping[str, int], noise_sd: NoiseSd = statistics_noise_sd) -> None:
     """Refuse (:class:`ConfigError`) a study whose :func:`ridge_share` exceeds :data:`MAX_RIDGE_SHARE`.
 
     The message names the smallest epsilon that passes with these parties (bisection: the share falls
     as epsilon grows) and the smallest party size that passes at this epsilon.
     """
-    share = ridge_share(spec, n_subjects)
+    share = ridge_share(spec, n_subjects, noise_sd)
     if share <= MAX_RIDGE_SHARE:
         return
     smallest = min(n_subjects.values())
     n_needed = math.ceil(smallest * share / MAX_RIDGE_SHARE)
-    while ridge_share(spec, {p: max(n, n_needed) for p, n in n_subjects.items()}) > MAX_RIDGE_SHARE:
+    while ridge_share(spec, {p: max(n, n_needed) for p, n in n_subjects.items()}, noise_sd) > MAX_RIDGE_SHARE:
         n_needed += max(1, n_needed // 100)  # the noise grows a little with the parties' fixed-point range
     raise ConfigError(
         f"dp_effects at epsilon {spec.epsilon:g} is too small a study for its budget: the nuisance ridge is "
         f"{share:.2f} of the smallest party's {smallest} subjects (at most {MAX_RIDGE_SHARE}; beyond it the "
         "noisy models bias the estimate, docs/dp-effects-benchmark.md, \"Small studies\")",
-        f"raise [dp_effects] epsilon to {_up3(_epsilon_needed(spec, n_subjects)):g} or more, or give every party "
-        f"{n_needed} or more subjects (n >= {n_needed * len(n_subjects)} over {len(n_subjects)} parties)",
+        f"raise [dp_effects] epsilon to {_up3(_epsilon_needed(spec, n_subjects, noise_sd)):g} or more, or give "
+        f"every party {n_needed} or more subjects (n >= {n_needed * len(n_subjects)} over {len(n_subjects)} parties)",
     )
 
 
@@ -114,14 +122,15 @@ def _up3(x: float) -> float:
     return round(math.ceil(x / unit - 1e-9) * unit, 12)
 
 
-def _epsilon_needed(spec: StudySpec, n_subjects: Mapping[str, int]) -> float:
+def _epsilon_needed(spec: StudySpec, n_subjects: Mapping[str, int], noise_sd: NoiseSd) -> float:
     """The smallest epsilon (to 0.1%) whose :func:`ridge_share` is at most :data:`MAX_RIDGE_SHARE`."""
     low, high = spec.epsilon, spec.epsilon
-    while ridge_share(replace(spec, epsilon=high), n_subjects) > MAX_RIDGE_SHARE:
+    while ridge_share(replace(spec, epsilon=high), n_subjects, noise_sd) > MAX_RIDGE_SHARE:
         if high >= LARGEST_EPSILON:
             return math.inf
         low, high = high, high * 2.0
     while high - low > 1e-3 * high:
         mid = 0.5 * (low + high)
-        low, high = (mid, high) if ridge_share(replace(spec, epsilon=mid), n_subjects) > MAX_RIDGE_SHARE else (low, mid)
+        too_small = ridge_share(replace(spec, epsilon=mid), n_subjects, noise_sd) > MAX_RIDGE_SHARE
+        low, high = (mid, high) if too_small else (low, mid)
     return high

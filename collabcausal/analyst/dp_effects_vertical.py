@@ -24,14 +24,17 @@ own. The analyst recomputes every noise scale from its own requests and refuses 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.analyst.dp_effects import check_stated_sigma, checked_values
+from collabcausal.analyst.dp_effects_feasibility import check_study_size
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
@@ -44,6 +47,7 @@ from collabcausal.estimators.dp.effects.vertical_program import (
     program_from_statistics,
     scores_bound,
     statistics_bound,
+    statistics_sigma,
     vertical_effect,
 )
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
@@ -159,6 +163,9 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     parties = [p for g in row_groups for p in g]
     described = grid.send_and_receive({p: Message("describe", {"study": study}) for p in parties}, timeout=timeout)
     plan = vertical_plan(described, row_groups, label_holders, spec.columns)
+    secure = spec.secure_aggregation and len(plan.row_groups) >= MIN_SECURE
+    check_study_size(spec, dict(zip([g[0] for g in plan.row_groups], plan.n_subjects, strict=True)),
+                     partial(statistics_noise_sd, secure=secure))  # before the first charge
     ranges = dict(zip(spec.columns, spec.bounds, strict=True))
     feature_map = FeatureMap(tuple(ranges[c] for c in plan.columns), spec.outcome_range, len(plan.row_groups))
     (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
@@ -170,7 +177,7 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
                        "delta": delta, "round": f"{study}/{{release}}/{site}"}
 
     groups = plan.groups
-    rounds = _Rounds(grid, plan, timeout, secure=spec.secure_aggregation and len(plan.row_groups) >= MIN_SECURE)
+    rounds = _Rounds(grid, plan, timeout, secure=secure)
     stats, stats_var = rounds.release("statistics", lambda s: terms(s, rho_n, delta_n), {},
                                       statistics_bound(feature_map), rho_n, entry_parties(groups, feature_map.n_sites))
     stats_sd = np.sqrt(stats_var)
@@ -182,6 +189,15 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     n = sum(plan.n_subjects)
     effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
     return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
+
+
+def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int], *, secure: bool) -> float:
+    """The largest noise sd of a summed statistics entry, as the study will draw it (the ridge's scale): an entry
+    computed by both parties carries every row group's evaluator share (``sigma`` each) and key owner share
+    (``sigma`` each in the clear; under secure aggregation about ``sigma / sqrt(S - 1)``)."""
+    S = len(n_subjects)
+    sigma = statistics_sigma(FeatureMap(spec.bounds, spec.outcome_range, S), spec.budgets[0][0])
+    return sigma * math.sqrt(S + (S / (S - 1) if secure else S))
 
 
 class _Rounds:

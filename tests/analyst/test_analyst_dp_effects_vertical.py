@@ -120,3 +120,14 @@ def test_three_row_groups_open_under_secure_aggregation_and_give_the_twins_study
     assert row["dp_floor"] < twin.dp_floor  # the key owners' shares are calibrated to the roster, not each alone
     for party in parties:
         assert spent(party) == pytest.approx(1000.0, rel=1e-6)
+
+
+def test_a_study_too_small_for_its_budget_is_refused_before_any_charge(tmp_path) -> None:
+    """As with row groups of one party (dp_effects_feasibility.py): 300 subjects at eps 0.1 would fit the
+    nuisances mostly to noise; refused naming the epsilon or n that would pass, nothing charged."""
+    from collabcausal.errors import ConfigError
+
+    w = world(tmp_path, n=300, epsilon=0.1)
+    with pytest.raises(ConfigError, match="raise \\[dp_effects\\] epsilon to"):
+        _run(InProcessGrid([w.label, w.other]), w)
+    assert spent(w.label) == spent(w.other) == 0.0
