@@ -128,6 +128,11 @@ class DiscoverySection(Section):
         min_length=1, description='covariate pairs [x, y], e.g. [["age", "re74"]]'
     )
     test_size: float = Field(0.5, gt=0, lt=1, description="the share of rows scored, in (0, 1), e.g. 0.5")
+    release: Literal["scores", "vote"] = Field(
+        "scores", description='"scores" (the ANM\'s DP scores, public bounds) or "vote" (subsample-and-aggregate: '
+        'every row protected, no bounds; docs/causal-discovery.md)')
+    group_size: int = Field(100, ge=20, description='with release = "vote": rows per voting group, e.g. 100')
+    rule: Literal["gp", "krr"] = Field("gp", description='with release = "vote": each group\'s ANM, "gp" or "krr"')
 
     @field_validator("pairs")
     @classmethod

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from collabcausal.analyst.replies import check_description, check_discovery
+from collabcausal.analyst.replies import check_description, check_discovery, check_vote
 from collabcausal.analyst.report_rows import point_row
 from collabcausal.errors import StudyFailedError
 from collabcausal.messages import Message
@@ -29,6 +29,12 @@ DISCOVERY_NOTE = (
 )
 
 
+VOTE_NOTE = (
+    "Discovery (release = \"vote\"): each party split its rows into groups at random, let each group decide the "
+    "direction with the non-private ANM and released the number of groups voting x -> y with Laplace noise: "
+    "epsilon-DP for every row, no public bounds (subsample and aggregate). 'estimate' is the share of all parties' "
+    "groups voting x -> y minus 1/2 (> 0 favours x -> y); noise_sd is its DP noise alone."
+)
 DISCOVERY_MODEL = {"regularization": 1.0, "kernel_width": 0.3, "hsic_widths": [0.3, 0.1]}
 """The ANM's public parameters every ``dp_discover`` request states (the party's defaults, paper 002
 section 5), so the analyst knows the noise scale each reply must carry."""
@@ -44,6 +50,10 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
     direction is named only when it is right with probability at least 0.95 given that noise
     (``Phi(|margin| / sd)``, :mod:`~collabcausal.estimators.discovery.decision`), otherwise
     ``"undecided"``; ``favoured`` and ``probability`` say which way the margin leans and how surely.
+
+    With ``release = "vote"`` parties are asked through ``dp_discover_vote`` instead (subsample and aggregate:
+    every row protected without public bounds, :mod:`collabcausal.party.discovery_vote`), and the margin is
+    the share of all parties' groups voting ``x -> y`` minus 1/2 (:func:`_vote`).
     """
     from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X
     from collabcausal.estimators.discovery.decision import UNDECIDED, gaussian_probability, noisy_decision
@@ -65,39 +75,65 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
             )
     spent = dict.fromkeys(parties, 0.0)
     estimates = {}
+    combine = _vote if spec.release == "vote" else _scores
     for (x, y), holders in holding.items():
-        params = {"columns": [x, y], "epsilon": spec.epsilon, "score": "hsic", "protect": "both",
-                  "x_bounds": list(config.anchor_ranges[x]), "y_bounds": list(config.anchor_ranges[y]),
-                  "test_size": spec.test_size, "study": config.study, **DISCOVERY_MODEL}
-        replies = grid.send_and_receive(
-            dict.fromkeys(holders, Message("dp_discover", params)), timeout=config.task_timeout
-        )
-        for p in holders:
-            check_discovery(p, replies[p], params, n_subjects=int(described[p].params["n_subjects"]))
-        releases = {p: replies[p].params for p in holders}
+        margin, noise_sd, method, releases = combine(grid, config, spec, x, y, holders, described)
         for p in holders:
             spent[p] += float(releases[p]["epsilon"])
-        m = np.array([r["m_test"] for r in releases.values()], dtype=float)
-        w = m / m.sum()
-        margins = np.array([r["score_yx"] - r["score_xy"] for r in releases.values()], dtype=float)
-        scales = np.array([r["noise_scale"] for r in releases.values()], dtype=float)
-        margin = float(w @ margins)
-        noise_sd = float(np.sqrt(np.sum(w**2 * 4.0 * scales**2)))
         decision = noisy_decision(margin, gaussian_probability(margin, noise_sd))
         arrows = {X_TO_Y: f"{x} -> {y}", Y_TO_X: f"{y} -> {x}", UNDECIDED: UNDECIDED}
+        keep = ("direction", "agreement", "m_test") if spec.release == "scores" else ("direction", "n_groups",
+                                                                                      "probability")
         estimates[f"{x}~{y}"] = point_row(
             margin,
-            "dp-anm-hsic",
+            method,
             direction=arrows[decision.direction],
             favoured=arrows[decision.favoured],
             probability=decision.probability,
             noise_sd=noise_sd,
-            parties={p: {k: r.get(k) for k in ("direction", "agreement", "m_test")} for p, r in releases.items()},
+            parties={p: {k: r.get(k) for k in keep} for p, r in releases.items()},
         )
     return {
         "estimand": "direction",
         "estimates": estimates,
         "privacy": {p: {"epsilon": e, "delta": 0.0} for p, e in spent.items()},
-        "notes": [DISCOVERY_NOTE],
+        "notes": [VOTE_NOTE if spec.release == "vote" else DISCOVERY_NOTE],
         "warnings": [],
     }
+
+
+Releases = dict[str, Any]
+
+
+def _scores(grid: Grid, config: StudyConfig, spec: DiscoverySection, x: str, y: str, holders: list[str],
+            described: dict[str, Message]) -> tuple[float, float, str, dict[str, Releases]]:
+    """``dp_discover`` at every holder: the test-size-weighted mean margin and its DP noise sd (:func:`run`)."""
+    params = {"columns": [x, y], "epsilon": spec.epsilon, "score": "hsic", "protect": "both",
+              "x_bounds": list(config.anchor_ranges[x]), "y_bounds": list(config.anchor_ranges[y]),
+              "test_size": spec.test_size, "study": config.study, **DISCOVERY_MODEL}
+    replies = grid.send_and_receive(dict.fromkeys(holders, Message("dp_discover", params)), timeout=config.task_timeout)
+    for p in holders:
+        check_discovery(p, replies[p], params, n_subjects=int(described[p].params["n_subjects"]))
+    releases = {p: dict(replies[p].params) for p in holders}
+    m = np.array([r["m_test"] for r in releases.values()], dtype=float)
+    w = m / m.sum()
+    margins = np.array([r["score_yx"] - r["score_xy"] for r in releases.values()], dtype=float)
+    scales = np.array([r["noise_scale"] for r in releases.values()], dtype=float)
+    return float(w @ margins), float(np.sqrt(np.sum(w**2 * 4.0 * scales**2))), "dp-anm-hsic", releases
+
+
+def _vote(grid: Grid, config: StudyConfig, spec: DiscoverySection, x: str, y: str, holders: list[str],
+          described: dict[str, Message]) -> tuple[float, float, str, dict[str, Releases]]:
+    """``dp_discover_vote`` at every holder: the share of all groups voting ``x -> y`` minus 1/2, and its DP noise
+    sd ``sqrt(sum_j 2 b_j^2) / sum_j k_j`` for Laplace scales ``b_j = 1/epsilon``."""
+    params = {"columns": [x, y], "epsilon": spec.epsilon, "group_size": spec.group_size, "rule": spec.rule,
+              "study": config.study}
+    replies = grid.send_and_receive(dict.fromkeys(holders, Message("dp_discover_vote", params)),
+                                    timeout=config.task_timeout)
+    for p in holders:
+        check_vote(p, replies[p], params, n_subjects=int(described[p].params["n_subjects"]))
+    releases = {p: dict(replies[p].params) for p in holders}
+    groups = float(sum(r["n_groups"] for r in releases.values()))
+    margin = sum(r["votes"] - r["n_groups"] / 2.0 for r in releases.values()) / groups
+    noise_sd = float(np.sqrt(sum(2.0 * r["noise_scale"] ** 2 for r in releases.values()))) / groups
+    return float(margin), noise_sd, f"dp-anm-vote-{spec.rule}", releases

@@ -364,3 +364,29 @@ def _refused(party: str, problem: str, operation: str = "dc_representation") -> 
         f"party {party!r} sent a {operation} reply the analyst did not ask for: {problem}",
         f"check {party}'s software and data; the study cannot use its reply",
     )
+
+
+def check_vote(party: str, reply: Message, request: Mapping[str, Any], *, n_subjects: int) -> None:
+    """Refuse a ``dp_discover_vote`` reply unlike the ``request``: its epsilon, its Laplace scale ``1/epsilon``, its
+    number of groups ``floor(n / group_size)`` (n public) and a finite vote count.
+
+    Raises
+    ------
+    StudyFailedError
+        Naming the party and the field.
+    """
+    from collabcausal.estimators.dp.mechanisms import laplace_scale
+
+    p = reply.params
+    votes = p.get("votes")
+    if isinstance(votes, bool) or not isinstance(votes, (int, float)) or not np.isfinite(votes):
+        raise _refused(party, f"votes is {votes!r}, not a finite number", "dp_discover_vote")
+    if p.get("n_groups") != n_subjects // request["group_size"]:
+        raise _refused(party, f"n_groups {p.get('n_groups')!r} is not its {n_subjects} subjects in groups of "
+                       f"{request['group_size']}", "dp_discover_vote")
+    expected = laplace_scale(1.0, request["epsilon"])
+    scale = p.get("noise_scale")
+    if p.get("epsilon") != request["epsilon"] or not (isinstance(scale, (int, float)) and np.isclose(
+            scale, expected, rtol=1e-9, atol=0.0)):
+        raise _refused(party, f"noise scale {scale!r} or epsilon {p.get('epsilon')!r} is not what was asked",
+                       "dp_discover_vote")

@@ -77,6 +77,9 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "learner": (("cate",), "r"),
     "feature_bound": (("cate",), 0.2),
     "pairs": (("discovery",), None),
+    "release": (("discovery",), "scores"),
+    "group_size": (("discovery",), 100),
+    "rule": (("discovery",), "gp"),
     "trim": (("dp_effects",), 0.1),
     "nuisance": (("dp_effects",), "pooled"),
     "secure_aggregation": (("dp_effects",), True),
@@ -113,6 +116,10 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         "against the coordinator: dp_effects --modifiers is the private path (docs/dp-cate-projection.md)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
+    add("--release", choices=("scores", "vote"), help="discovery: the ANM's DP scores (default) or subsample-and-"
+        "aggregate votes, every row protected without public bounds (docs/causal-discovery.md)")
+    add("--group-size", type=int, help="discovery --release vote: rows per voting group (default 100)")
+    add("--rule", choices=("gp", "krr"), help="discovery --release vote: each group's ANM (default gp)")
     add("--trim", type=float, help="dp_effects: propensities trimmed to [t, 1 - t] (default 0.1)")
     add("--nuisance", choices=("pooled", "site"),
         help="dp_effects: one pooled nuisance model with site intercepts (default) or one per party")
@@ -305,7 +312,8 @@ def simulated_study(
         sections["adum"] = {"epsilon": args.epsilon, "outcome_range": outcome, "columns": names, **partition_keys}
     elif args.kind == "discovery":
         pairs = [_names(p) for p in args.pairs.split(";")] if args.pairs else [list(dataset.covariates[:2])]
-        sections["discovery"] = {"epsilon": args.epsilon, "pairs": pairs}
+        sections["discovery"] = {"epsilon": args.epsilon, "pairs": pairs, "release": args.release,
+                                 "group_size": args.group_size, "rule": args.rule}
     elif args.kind == "dp_effects":
         study.pop("estimand")
         estimand = args.estimand or (dataset.estimand if len(partition.column_groups) == 1 else "ate")

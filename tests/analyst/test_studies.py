@@ -263,3 +263,19 @@ def test_an_adum_study_whose_noisy_counts_are_all_non_positive_reports_no_estima
     assert any("no noisy count above 0" in w for w in report["warnings"])
     json_path, html_path = publish_report(report, {}, tmp_path / "out")
     assert json_path.is_file() and html_path.is_file()
+
+
+def test_a_discovery_study_with_the_vote_release_names_the_cause_and_charges_each_party_once_per_pair(data, tmp_path):
+    """release = "vote" (dp_discover_vote: every row protected, no public bounds): 4 parties x 5 groups of 100 each
+    vote with the reference ANM on w = x^3 + noise; at eps 1e4 the combined share of groups names x -> w (each group
+    right with probability about 0.99 on this pair: a wrong majority of 20 is below 1e-12)."""
+    parties = four_parties(data, tmp_path, BIG)
+    section = f'epsilon = {BIG}\npairs = [["x", "w"]]\nrelease = "vote"\ngroup_size = 100'
+    report = run_study(InProcessGrid(parties), study_toml(tmp_path, "discovery", parties, section))
+    row = report["estimates"]["x~w"]
+    assert row["method"] == "dp-anm-vote-gp" and row["direction"] == "x -> w" and row["estimate"] > 0.25
+    assert {p: r["n_groups"] for p, r in row["parties"].items()} == {p.name: 5 for p in parties}
+    assert row["noise_sd"] == pytest.approx(np.sqrt(4 * 2.0 / BIG**2) / 20)
+    assert "subsample and aggregate" in report["notes"][0]
+    for party in parties:
+        assert [c.operation for c in party.ledger.history()] == ["dp_discover_vote"]

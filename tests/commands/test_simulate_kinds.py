@@ -149,6 +149,9 @@ FLAG_KEYS = {
     "--learner": ("cate", [], "cate", "learner", "dr"),
     "--feature-bound": ("cate", [], "cate", "feature_bound", 0.3),
     "--pairs": ("discovery", [], "discovery", "pairs", [["age", "re74"], ["education", "re75"]]),
+    "--release": ("discovery", [], "discovery", "release", "vote"),
+    "--group-size": ("discovery", [], "discovery", "group_size", 50),
+    "--rule": ("discovery", [], "discovery", "rule", "krr"),
     "--balance-epsilon": ("dcqe", [], "balance", "epsilon", 2.0),
     "--balance-delta": ("dcqe", ["--balance-epsilon", "1"], "balance", "delta", 1e-7),
     "--estimators": ("dcqe", ["--balance-epsilon", "1"], "study", "estimators", ["psm", "ipw"]),
@@ -263,7 +266,7 @@ READS = {
     "adum": {"--estimand", "--epsilon", "--outcome-range", "--partition-columns", "--cells", "--kmeans"},
     "cate": {"--columns", "--estimand", "--party-components", "--anchors", "--epsilon", "--delta", "--outcome-range",
              "--learner", "--feature-bound", "--balance-epsilon", "--balance-delta"},
-    "discovery": {"--epsilon", "--pairs"},
+    "discovery": {"--epsilon", "--pairs", "--release", "--group-size", "--rule"},
     "dp_effects": {"--columns", "--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
                    "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous"},
 }
@@ -278,7 +281,7 @@ VALUES = {
     "--cells": ["4"], "--kmeans": ["4"], "--learner": ["dr"], "--feature-bound": ["0.3"], "--pairs": ["age,re74"],
     "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
     "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"], "--modifiers": ["age"], "--subgroups": ["age=17,30,55"],
-    "--simultaneous": ["bonferroni"],
+    "--simultaneous": ["bonferroni"], "--release": ["vote"], "--group-size": ["50"], "--rule": ["krr"],
 }
 
 
