@@ -23,8 +23,10 @@ number is finite.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -46,37 +48,57 @@ def _coverage(estimates: np.ndarray, ses: np.ndarray, truth: np.ndarray) -> np.n
     return (np.abs(estimates - truth) <= Z95 * ses).mean(axis=0)
 
 
-def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int) -> dict[str, object]:
-    """Every replication of one outcome; returns the summary figures."""
+def replicate(outcome: str, n: int, epsilon: float, seed: int) -> dict[str, object]:
+    """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready."""
+    sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
+    run = run_private(sites, study_spec(outcome, epsilon))  # type: ignore[arg-type]
+    coef, se = linear_dr_learner(sites, seed)
+    X = np.vstack([s.X for s in sites])
+    tau = cate(X, outcome)  # type: ignore[arg-type]
+    return {
+        "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon,
+        "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
+        "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
+        "pehe_projection": float(np.sqrt(np.mean((modifier_matrix(X) @ run.coef - tau) ** 2))),
+        "pehe_constant": float(np.sqrt(np.mean((run.ate - tau) ** 2))), "noise_growth": run.noise_growth,
+    }
+
+
+def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
+    """The summary figures of one outcome's replications (:func:`replicate` rows)."""
     truth, sub_truth = true_projection(outcome), true_subgroup_effects(outcome)  # type: ignore[arg-type]
-    spec = study_spec(outcome, epsilon)  # type: ignore[arg-type]
-    private, private_se, learner, learner_se, sub, sub_se, wins = [], [], [], [], [], [], []
-    growth = math.nan
-    for r in range(reps):
-        sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed + r))  # type: ignore[arg-type]
-        run = run_private(sites, spec)
-        coef, se = linear_dr_learner(sites, seed + r)
-        private.append(run.coef), private_se.append(run.coef_se), learner.append(coef), learner_se.append(se)
-        sub.append(run.subgroup), sub_se.append(run.subgroup_se)
-        X = np.vstack([s.X for s in sites])
-        tau = cate(X, outcome)  # type: ignore[arg-type]
-        pehe_projection = np.sqrt(np.mean((modifier_matrix(X) @ run.coef - tau) ** 2))
-        pehe_constant = np.sqrt(np.mean((run.ate - tau) ** 2))
-        wins.append(pehe_projection < pehe_constant)
-        print(f"{outcome} replication {r}: coefficients {np.round(run.coef, 4).tolist()}", file=sys.stderr, flush=True)
-        growth = run.noise_growth
-    P, L = np.array(private), np.array(learner)
+
+    def col(key: str) -> np.ndarray:
+        return np.array([r[key] for r in rows], dtype=float)
+
+    P, L = col("private"), col("learner")
     rmse_p, rmse_l = np.sqrt(((P - truth) ** 2).mean(axis=0)), np.sqrt(((L - truth) ** 2).mean(axis=0))
     return {
-        "outcome": outcome, "reps": reps, "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
+        "outcome": outcome, "reps": len(rows), "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
         "rmse_ratio": float(np.sqrt((rmse_p**2).mean() / (rmse_l**2).mean())),
-        "coverage_private": _coverage(P, np.array(private_se), truth),
-        "coverage_learner": _coverage(L, np.array(learner_se), truth),
-        "subgroup_rmse": np.sqrt(((np.array(sub) - sub_truth) ** 2).mean(axis=0)),
-        "subgroup_coverage": _coverage(np.array(sub), np.array(sub_se), sub_truth),
-        "pehe_wins": float(np.mean(wins)), "noise_growth": growth,
-        "mean_se_private": np.array(private_se).mean(axis=0), "mean_se_learner": np.array(learner_se).mean(axis=0),
+        "coverage_private": _coverage(P, col("private_se"), truth),
+        "coverage_learner": _coverage(L, col("learner_se"), truth),
+        "subgroup_rmse": np.sqrt(((col("subgroup") - sub_truth) ** 2).mean(axis=0)),
+        "subgroup_coverage": _coverage(col("subgroup"), col("subgroup_se"), sub_truth),
+        "pehe_wins": float(np.mean(col("pehe_projection") < col("pehe_constant"))),
+        "noise_growth": float(rows[-1]["noise_growth"]),  # type: ignore[arg-type]
+        "mean_se_private": col("private_se").mean(axis=0), "mean_se_learner": col("learner_se").mean(axis=0),
     }
+
+
+def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None) -> list[
+        dict[str, object]]:
+    """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends."""
+    rows = []
+    for r in range(reps):
+        row = replicate(outcome, n, epsilon, seed + r)
+        rows.append(row)
+        if log is not None:
+            with log.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+        print(f"{outcome} replication {r}: coefficients {np.round(row['private'], 4).tolist()}", file=sys.stderr,
+              flush=True)
+    return rows
 
 
 def _row(name: str, values: np.ndarray, digits: int = 4) -> str:
@@ -123,11 +145,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--outcomes", default="binary,continuous")
     parser.add_argument("--quick", action="store_true", help="2 replications of 2,500 per site: sanity only")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="append each replication's figures to this JSON-lines file as it ends")
+    parser.add_argument("--from-log", type=Path, default=None,
+                        help="summarize the replications of a --log file (no new run)")
     args = parser.parse_args(argv)
-    reps, n = (2, 2500) if args.quick else (args.reps, args.n)
-    print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
-          f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
-    summaries = [run_outcome(o, reps, n, args.epsilon, args.seed) for o in args.outcomes.split(",")]
+    outcomes = args.outcomes.split(",")
+    if args.from_log is not None:
+        rows = [json.loads(line) for line in args.from_log.read_text().splitlines() if line.strip()]
+        first = rows[0] if rows else {"epsilon": math.nan, "n": 0}
+        print(f"dp_effects effect modification at eps {first['epsilon']:g} per party in total, delta 1e-6, "
+              f"4 sites x {first['n']}, from {args.from_log}")
+        by_outcome = {o: [r for r in rows if r["outcome"] == o] for o in outcomes}
+    else:
+        reps, n = (2, 2500) if args.quick else (args.reps, args.n)
+        print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
+              f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
+        by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log) for o in outcomes}
+    summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)
     if args.quick:

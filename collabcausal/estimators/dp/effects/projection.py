@@ -230,19 +230,6 @@ def subject_bins(X: NDArray[np.float64], projection: Projection, feature_map: Fe
     return out
 
 
-def bin_arm_counts(X: ArrayLike, treatment: ArrayLike, projection: Projection,
-                   feature_map: FeatureMap) -> NDArray[np.int64]:
-    """Subjects per (partition, bin, arm), shape ``(G, MAX_BINS, 2)``: a sum over rows (``min_subjects`` check)."""
-    arr = np.asarray(X, dtype=float)
-    t = np.asarray(treatment, dtype=np.int64)
-    bins = subject_bins(arr, projection, feature_map)
-    out = np.zeros((len(projection.partitions), MAX_BINS, 2), dtype=np.int64)
-    for g in range(bins.shape[1]):
-        inside = bins[:, g] >= 0
-        np.add.at(out[g], (bins[inside, g], t[inside]), 1)
-    return out
-
-
 def party_projection_sums(
     X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
     folds: NDArray[np.integer], models: Sequence[NuisanceModel], layout: ProjectionLayout, trim: float,
