@@ -59,20 +59,21 @@ def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
     return float(np.sqrt(np.mean((estimate - tau) ** 2)))
 
 
-def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False) -> dict[str, object]:
+def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
+              clip: float | None = None) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
     ATE's and the private projection's at the same rows) and its implied projection on ``(1, z0, z8)``.
     """
     sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
-    run = run_private(sites, study_spec(outcome, epsilon))  # type: ignore[arg-type]
+    run = run_private(sites, study_spec(outcome, epsilon, projection_clip=clip))  # type: ignore[arg-type]
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
     tau = cate(X, outcome)  # type: ignore[arg-type]
     Z = modifier_matrix(X)
     row: dict[str, object] = {
-        "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon,
+        "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -108,7 +109,8 @@ def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
         "noise_growth": float(rows[-1]["noise_growth"]),  # type: ignore[arg-type]
         "mean_se_private": col("private_se").mean(axis=0), "mean_se_learner": col("learner_se").mean(axis=0),
         "pehe": {"dp_effects projection": col("pehe_projection").mean(), "constant private ATE":
-                 col("pehe_constant").mean(), "LinearDRLearner (non-private)": col("pehe_learner").mean()},
+                 col("pehe_constant").mean()} | ({"LinearDRLearner (non-private)": col("pehe_learner").mean()}
+                                                 if all("pehe_learner" in r for r in rows) else {}),
         "peers": _peer_summary(rows, truth),
     }
 
@@ -130,12 +132,12 @@ def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str,
 
 
 def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
-                peers: int = 0) -> list[dict[str, object]]:
+                peers: int = 0, clip: float | None = None) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
     for r in range(reps):
-        row = replicate(outcome, n, epsilon, seed + r, peers=r < peers)
+        row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -208,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=int, default=0, metavar="K",
                         help="also run the private CATE peers (paper 000's DP-EBM DR-learner, paper 004's DP-CATE, the "
                              "cate kind) on the first K replications of each outcome (about 20 s each)")
+    parser.add_argument("--projection-clip", type=float, default=None, metavar="C",
+                        help="[dp_effects] projection_clip: the added per-subject scores bounded at C outcome-range "
+                             "widths (default: the score's own bound)")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
     parser.add_argument("--from-log", type=Path, default=None,
@@ -224,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         reps, n = (2, 2500) if args.quick else (args.reps, args.n)
         print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
               f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
-        by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers) for o in outcomes}
+        by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
+                                      args.projection_clip) for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)

@@ -8,7 +8,7 @@ coefficient SE.
 
     .venv/bin/python scripts/ihdp_projection.py --outcome-bounds -5 25 [--data-dir DIR]
         [--replications 1 2 ...] [--epsilons 1 4 16] [--modifiers x1 x2 ...] [--parties 1]
-        [--draws 5] [--quick]
+        [--draws 5] [--projection-clip C] [--quick]
 
 ``--quick`` runs replication 1 at epsilon 16 with one draw and the S-learner only.
 """
@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outcome-bounds", type=float, nargs=2, required=True, metavar=("LOW", "HIGH"),
                         help="the declared public outcome range (IHDP outcomes have none known in advance)")
     parser.add_argument("--parties", type=int, default=1, help="parties per study (subject k to party k mod K)")
+    parser.add_argument("--projection-clip", type=float, default=None, metavar="C",
+                        help="[dp_effects] projection_clip in outcome-range widths (default: the score's own bound)")
     parser.add_argument("--draws", type=int, default=5, help="private studies per replication and epsilon")
     parser.add_argument("--quick", action="store_true", help="replication 1, epsilon 16, one draw, S-learner")
     args = parser.parse_args(argv)
@@ -63,14 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bounds = tuple(args.outcome_bounds)
     print(f"IHDP replications {reps}, modifiers {' '.join(args.modifiers)}, {args.parties} part"
-          f"{'y' if args.parties == 1 else 'ies'}, outcome bounds {bounds}, {draws} draw(s) per cell\n")
+          f"{'y' if args.parties == 1 else 'ies'}, outcome bounds {bounds}, projection clip {args.projection_clip}, "
+          f"{draws} draw(s) per cell\n")
     truth_const = [float(np.sqrt(np.mean((d.tau - d.tau.mean()) ** 2))) for d in data]
     rows: list[tuple[str, str, list[float], list[float], str, str]] = []
     for eps in [*epsilons, NEAR_NON_PRIVATE]:
         pehe, own, truth, ses, refusals = [], [], [], [], []
         for d, const in zip(data, truth_const, strict=True):
             for _ in range(draws if eps != NEAR_NON_PRIVATE else 1):
-                cell = private_projection(d, eps, args.modifiers, bounds, n_parties=args.parties)
+                cell = private_projection(d, eps, args.modifiers, bounds, n_parties=args.parties,
+                                          projection_clip=args.projection_clip)
                 if cell.refused:
                     refusals.append(cell.refused)
                     continue

@@ -71,7 +71,8 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
         raise InputError("dp_effects modifiers and subgroups project the AIPW ATE's score",
                          'include "aipw" in estimators and "ate" in estimands')
     projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
-                            tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups))
+                            tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
+                            spec.projection_clip)
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)

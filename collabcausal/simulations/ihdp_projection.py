@@ -82,7 +82,7 @@ def oracle_sqrt_pehe(data: IHDPReplication, modifiers: Sequence[str], continuous
 
 def private_projection(data: IHDPReplication, epsilon: float, modifiers: Sequence[str],
                        outcome_bounds: tuple[float, float], *, n_parties: int = 1,
-                       continuous_bound: float = 6.0) -> ProjectionCell:
+                       continuous_bound: float = 6.0, projection_clip: float | None = None) -> ProjectionCell:
     """One ``dp_effects`` study with ``modifiers`` on the replication (module docstring)."""
     unknown = [m for m in modifiers if m not in COVARIATES]
     if unknown:
@@ -92,7 +92,7 @@ def private_projection(data: IHDPReplication, epsilon: float, modifiers: Sequenc
     spec = DPEffectsSpec(epsilon=epsilon, delta=1e-6, outcome_range=outcome_bounds, trim=TRIM, columns=columns,
                          bounds=tuple(feature_bounds(continuous_bound, data.X.shape[1])),
                          modifiers=tuple(columns[COVARIATES.index(m)] for m in modifiers),
-                         secure_aggregation=n_parties >= 3)
+                         secure_aggregation=n_parties >= 3, projection_clip=projection_clip)
     nan = np.full(len(modifiers) + 1, np.nan)
     try:
         with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:

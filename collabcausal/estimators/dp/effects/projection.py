@@ -82,10 +82,16 @@ class Partition:
 
 @dataclass(frozen=True)
 class Projection:
-    """The declared modifiers (design columns) and subgroup partitions of a study."""
+    """The declared modifiers (design columns) and subgroup partitions of a study.
+
+    ``clip``: the bound on every added per-subject point value (``z_q phi``, ``1[c] phi``; squares at
+    its square) in outcome-range widths ``R``, when below the score's own bound ``A = R / t``
+    (:func:`projection_layout`); ``None``: ``A``.
+    """
 
     modifiers: tuple[int, ...] = ()
     partitions: tuple[Partition, ...] = ()
+    clip: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -93,7 +99,8 @@ class Projection:
     def to_spec(self) -> dict[str, object]:
         """JSON-ready (sent in the scores request)."""
         return {"modifiers": list(self.modifiers),
-                "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions]}
+                "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions],
+                "clip": self.clip}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -106,7 +113,7 @@ class Projection:
             if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
                 raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
             partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
-        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions))
+        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"))
         check_projection(projection, feature_map)
         return projection
 
@@ -124,6 +131,11 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     """
     m = feature_map.n_covariates
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
+    clip = projection.clip
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip)
+                             or clip <= 0):
+        raise InputError(f"dp_effects projection clip {clip!r} is not a finite number > 0",
+                         "declare it in outcome-range widths, e.g. 2, or leave it out")
     mods = projection.modifiers
     if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):
         raise InputError(f"dp_effects modifiers {list(mods)} are not distinct covariates",
@@ -157,9 +169,13 @@ class ProjectionLayout:
 
 def projection_layout(projection: Projection, outcome_width: float, trim: float,
                       n_replicates: int) -> ProjectionLayout:
-    """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates."""
+    """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates.
+
+    Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A = R / t`` the AIPW score's bound,
+    ``projection.clip`` in widths ``R``), squares over ``[0, a^2]``.
+    """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
-    a = ate.high
+    a = ate.high if projection.clip is None else min(ate.high, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
     parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1, p + 1)]
     parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)

@@ -55,10 +55,13 @@ def _phi(X, t, y, site=1):
                           MODEL.outcome(D, 1, FM))[:, 0], D
 
 
-def test_the_added_sums_never_move_further_than_the_derived_sensitivity():
+@pytest.mark.parametrize("clip", [None, 2.0])
+def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip):
     # every substitution between extreme subjects (score at -A, 0, A; modifiers at the box's corners and centre;
-    # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared)
-    layout = projection_layout(PROJECTION, FM.outcome_width, TRIM, 0)
+    # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared),
+    # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling)
+    layout = projection_layout(Projection(PROJECTION.modifiers, PROJECTION.partitions, clip), FM.outcome_width,
+                                TRIM, 0)
     parts = [c for c in layout.parts if c.of is None]
     scale = np.array([c.weight / c.width for c in parts])
     rows = []
@@ -141,6 +144,26 @@ def test_bonferroni_widens_each_subgroup_interval_to_the_family_level():
 def test_bad_modifiers_and_subgroups_are_refused_naming_the_problem(projection, match):
     with pytest.raises(InputError, match=match):
         check_projection(projection, FM)
+
+
+def test_a_clip_narrows_every_added_point_range_to_clip_widths_and_leaves_the_sensitivity_alone():
+    clipped = projection_layout(Projection((0,), (Partition(2, (0.0, 0.5, 1.0)),), 2.0), FM.outcome_width, TRIM, 2)
+    plain = projection_layout(Projection((0,), (Partition(2, (0.0, 0.5, 1.0)),)), FM.outcome_width, TRIM, 2)
+    ranges = {c.name: (c.low, c.high) for c in clipped.parts}
+    assert ranges["blp_1"] == ranges["cell_0_1"] == (-10.0, 10.0) and ranges["cell_0_1_sq"] == (0.0, 100.0)
+    assert {c.name: (c.low, c.high) for c in plain.parts}["blp_1"] == (-A, A)
+    assert projection_sensitivity_squared(clipped) == pytest.approx(projection_sensitivity_squared(plain))
+    values = subject_projection_values([c for c in clipped.parts if c.of is None], np.array([A]), np.array([[1.0]]),
+                                       np.array([[1]]))
+    assert values.max() == 100.0 and values[0, 0] == 10.0
+    wide = projection_layout(Projection((0,), (), 1e9), FM.outcome_width, TRIM, 0)
+    assert wide.parts[0].high == A
+
+
+@pytest.mark.parametrize("clip", [0.0, -1.0, math.nan, math.inf, True, "2"])
+def test_a_bad_clip_is_refused(clip):
+    with pytest.raises(InputError, match="clip"):
+        check_projection(Projection((0,), (), clip), FM)
 
 
 def test_more_modifiers_than_allowed_are_refused():
