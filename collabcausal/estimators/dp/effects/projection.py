@@ -9,6 +9,9 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   (Semenova & Chernozhukov 2021, eq. 2.5; the DR-learner's final stage, Kennedy 2023);
 * ``blp_meat_a_b = sum phi^2 m_a m_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``), in
   ``[0, A^2]`` on the diagonal and ``[-A^2, A^2]`` off it: the sandwich's meat, uncentred;
+* with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
+  ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
+  sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
 * per declared partition ``g`` (bins of one covariate) and bin ``c``: ``cell_g_c_n = sum 1[c]``,
   ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
   ratio of the first two);
@@ -177,9 +180,10 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
     a = ate.high if projection.clip is None else min(ate.high, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
-    parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1, p + 1)]
+    own = int(bool(p) and a < ate.high)  # a clipped intercept row: blp_0 and blp_meat_0_0 replace the ATE's sums
+    parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1 - own, p + 1)]
     parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
-              for i in range(p + 1) for j in range(i, p + 1) if j > 0]
+              for i in range(p + 1) for j in range(i, p + 1) if j > 0 or own]
     kinds: list[list[int]] = []
     for g, part in enumerate(projection.partitions):
         for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT), ("", True, -a, a, POINT_WEIGHT),
