@@ -72,6 +72,7 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"subgroups": [{"column": 0, "edges": [0, 5, 3]}]}, InputError, "overlapping"),
     ({"subgroups": [{"column": 0, "edges": [0, None]}]}, InputError, "unbounded"),
     ({"subgroups": "age"}, InputError, "malformed"),
+    ({"modifiers": [0], "clip": 1e-300}, InputError, "clip"),
 ])
 def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)

@@ -57,6 +57,8 @@ from collabcausal.estimators.validation import check_treatment
 MAX_MODIFIERS = 6
 MAX_BINS = 12
 """Bins of one partition; partitions are at most :data:`MAX_MODIFIERS` too."""
+MIN_CLIP = 1e-3
+"""Smallest projection clip (outcome-range widths): below it the squares' ranges could underflow to width 0."""
 COUNT_WEIGHT = SPREAD_WEIGHT
 """A bin's count is the ratio's denominator: its noise moves the effect by ``effect x sd / count``, against the
 sum's ``sd / count`` with a width ``2 R / t`` the count's 1 cannot match, so it weighs as a sum of squares."""
@@ -136,8 +138,8 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
     clip = projection.clip
     if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip)
-                             or clip <= 0):
-        raise InputError(f"dp_effects projection clip {clip!r} is not a finite number > 0",
+                             or clip < MIN_CLIP):
+        raise InputError(f"dp_effects projection clip {clip!r} is not a finite number >= {MIN_CLIP:g}",
                          "declare it in outcome-range widths, e.g. 2, or leave it out")
     mods = projection.modifiers
     if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):

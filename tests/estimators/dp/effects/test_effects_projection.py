@@ -188,7 +188,7 @@ def test_a_clip_narrows_every_added_point_range_and_adds_only_the_intercept_rows
     assert wide.parts[0].high == A
 
 
-@pytest.mark.parametrize("clip", [0.0, -1.0, math.nan, math.inf, True, "2"])
+@pytest.mark.parametrize("clip", [0.0, 1e-300, -1.0, math.nan, math.inf, True, "2"])
 def test_a_bad_clip_is_refused(clip):
     with pytest.raises(InputError, match="clip"):
         check_projection(Projection((0,), (), clip), FM)
