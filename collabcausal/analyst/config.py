@@ -255,11 +255,17 @@ class StudyFile(Section):
                 "eps-ADUM sums parties holding different subjects (a horizontal split); "
                 "fix: list one party per [[row_groups]]"
             )
-        if kind == "dp_effects" and any(len(g.parties) != 1 for g in self.row_groups):
+        if kind == "dp_effects" and len({len(g.parties) for g in self.row_groups}) > 1:
             raise ValueError(
-                "dp_effects needs each party to hold all covariates, T and Y of its own subjects (row groups only): "
-                "a vertical split has no private path yet; fix: one party per [[row_groups]], or kind = \"dcqe\" "
-                "(plain DC-QE: no guarantee) or [dp_representation] (DP representations)"
+                "dp_effects takes row groups of one party each (parties hold different subjects) or of two each (a "
+                "label holder and a party holding other covariates of the same subjects), not a mix; fix: list "
+                "the same number of parties in every [[row_groups]]"
+            )
+        if kind == "dp_effects" and any(len(g.parties) > 2 for g in self.row_groups):
+            raise ValueError(
+                "dp_effects on column groups takes two parties per row group (the label holder and one other); "
+                "three or more column groups run only in benchmarks/bench_dp_effects_vertical.py's plaintext twin "
+                "so far; fix: two parties per [[row_groups]]"
             )
         needed = {"adum": lambda s: s.columns, "discovery": lambda s: [c for p in s.pairs for c in p],
                   "dp_effects": lambda s: s.columns or []}.get(kind)

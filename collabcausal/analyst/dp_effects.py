@@ -201,12 +201,13 @@ def _plain_round(grid: Grid, operation: str, parties: list[str], params: Any, se
     """Each party adds its own full noise; the analyst sees every party's release (and their sum)."""
     replies = grid.send_and_receive({p: Message(operation, params(p)) for p in parties}, timeout=timeout)
     sigma = gaussian_zcdp_sigma(sensitivity, rho)
-    values = {p: _checked_values(p, operation, replies[p], sigma, length) for p in parties}
+    values = {p: checked_values(p, operation, replies[p], sigma, length) for p in parties}
     total = np.sum([values[p] for p in parties], axis=0)
     return Round(parties, values, total, sigma * math.sqrt(len(parties)), sigma)
 
 
-def _checked_values(party: str, operation: str, reply: Message, sigma: float, length: int) -> NDArray[np.float64]:
+def check_stated_sigma(party: str, operation: str, reply: Message, sigma: float) -> None:
+    """Refuse a reply whose stated noise sd is not the one the analyst's own request implies."""
     stated = reply.params.get("sigma")
     if isinstance(stated, bool) or not isinstance(stated, (int, float)) or not math.isclose(stated, sigma,
                                                                                             rel_tol=1e-9):
@@ -214,6 +215,11 @@ def _checked_values(party: str, operation: str, reply: Message, sigma: float, le
             f"party {party!r} stated noise sd {stated!r} for {operation}, but the request implies {sigma:.6g}",
             "check that party's software version",
         )
+
+
+def checked_values(party: str, operation: str, reply: Message, sigma: float, length: int) -> NDArray[np.float64]:
+    """The reply's ``length`` finite values, once its stated noise sd is checked (:func:`check_stated_sigma`)."""
+    check_stated_sigma(party, operation, reply, sigma)
     values = np.asarray(reply.arrays.get("values"), dtype=float).ravel()
     if values.size != length or not np.isfinite(values).all():
         raise StudyFailedError(f"party {party!r} sent not {length} finite values for {operation}", "check that party")

@@ -2,12 +2,18 @@
 
 Registered in :data:`collabcausal.analyst.kinds.KIND_MODULES`; :func:`run` is its entry point: it
 builds the :class:`~collabcausal.analyst.dp_effects.DPEffectsSpec` of the study's ``[dp_effects]``
-section and runs :func:`~collabcausal.analyst.dp_effects.dp_effects_results`.
+section and runs :func:`~collabcausal.analyst.dp_effects.dp_effects_results` (row groups of one party),
+or :func:`~collabcausal.analyst.dp_effects_vertical.vertical_effects_results` (row groups of two parties
+holding different covariates of the same subjects: docs/dp-effects-vertical.md).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+UNALIGNED = ("dp_effects on column groups: align = false, so each row group's parties were taken to hold the same "
+             "subjects in the same row order; set align = true (a shared [alignment] key_file at the parties) unless "
+             "their tables were aligned beforehand")
 
 if TYPE_CHECKING:
     from collabcausal.analyst.config import StudyConfig
@@ -18,7 +24,16 @@ if TYPE_CHECKING:
 
 
 def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = False) -> dict[str, Any]:
-    """The ``dp_effects`` study over the joined parties of ``plan``."""
+    """The ``dp_effects`` study over the joined parties of ``plan``: row groups of one party each, or of a
+    label holder and a party holding other covariates of the same subjects (column groups)."""
+    if any(len(group) > 1 for group in plan.row_groups):
+        from collabcausal.analyst.dp_effects_vertical import vertical_effects_results
+
+        report = vertical_effects_results(grid, dp_effects_spec(config), config.study, plan.row_groups,
+                                          plan.label_holders, timeout=config.task_timeout)
+        if not config.align:
+            report["warnings"].append(UNALIGNED)
+        return report
     from collabcausal.analyst.dp_effects import dp_effects_results
 
     return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout)

@@ -58,6 +58,8 @@ def secure_sum(
     value_bound: float,
     study: str,
     timeout: float | None = None,
+    arrays: Callable[[str], dict[str, NDArray[Any]]] | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
 ) -> SecureSum:
     """Run one secure-aggregation release of ``operation``; restart without parties that drop out.
 
@@ -78,6 +80,11 @@ def secure_sum(
         Public bound on |entry| of one party's vector (the largest party's ``n``).
     study : str
     timeout : float, optional
+    arrays : callable, optional
+        ``arrays(party)`` -> the request's arrays for that party (none by default).
+    max_attempts : int
+        Rounds tried before the study fails; 1 for a release whose parties can answer once (a vertical
+        round's key owner opens once).
 
     Returns
     -------
@@ -90,7 +97,7 @@ def secure_sum(
         share other than the one the request implies.
     """
     roster = list(parties)
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+    for attempt in range(1, max_attempts + 1):
         if len(roster) < 2:
             raise StudyFailedError(
                 f"secure aggregation of {operation} needs two or more parties, {len(roster)} left",
@@ -106,7 +113,8 @@ def secure_sum(
             continue
         advertisements = [keys[p].params["advertisement"] for p in roster]
         requests = {p: Message(operation, params(p) | {"secagg": {"round": round_id,
-                                                                   "advertisements": advertisements}})
+                                                                   "advertisements": advertisements}},
+                               {} if arrays is None else arrays(p))
                     for p in roster}
         uploads, lost = grid.send_each(requests, timeout=timeout)
         try:
@@ -118,7 +126,7 @@ def secure_sum(
         unpinned = sorted(p for p in roster if uploads[p].params.get("pinned") is not True)
         return SecureSum(roster, decode(total, SCALE_BITS), noise_sd, sigma / 2.0**SCALE_BITS, attempt, unpinned)
     raise StudyFailedError(
-        f"secure aggregation of {operation} failed {MAX_ATTEMPTS} times (parties kept dropping out)",
+        f"secure aggregation of {operation} failed {max_attempts} time(s) (parties dropped out)",
         "check the parties' connections and restart the study",
     )
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,12 +56,8 @@ TABLE = "dcqe table"
 # (paper 003's table and, with --balance-epsilon, the study), TABLE the table only. Options every kind reads
 # (the data set, --rows, --row-rule, --seed, --transport, --out, --quiet: a kind without a progress bar shows
 # none either way) are not listed.
-NOT_YET = {("dp_effects", "columns"): " yet: parties holding different columns run in benchmarks/"
-                                       "bench_dp_effects_vertical.py until the party operations exist "
-                                       "(docs/dp-effects-vertical.md)"}
-"""Options a kind will read once the work named lands: said in the refusal."""
 KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
-    "columns": (("dcqe", "cate"), None),
+    "columns": (("dcqe", "cate", "dp_effects"), None),
     "estimand": (("dcqe", "adum", "cate", "dp_effects"), None),
     "estimators": (("dcqe",), "psm,ipw,aipw"),
     "party_components": (("dcqe", "cate"), str(PARTY_COMPONENTS)),
@@ -182,8 +179,7 @@ def kind_options(args: argparse.Namespace) -> argparse.Namespace:
                     "drop it: the study runs every party, as analyst serve does",
                 )
             users = " or ".join("dcqe without --balance-epsilon" if k == TABLE else k for k in kinds)
-            later = NOT_YET.get((args.kind, dest), "")
-            raise InputError(f"{flag} is not an option of simulate {args.kind}{later}", f"use it with simulate {users}")
+            raise InputError(f"{flag} is not an option of simulate {args.kind}", f"use it with simulate {users}")
         values[dest] = getattr(args, dest, default)
     if hasattr(args, "balance_delta") and not hasattr(args, "balance_epsilon"):
         raise InputError("--balance-delta needs --balance-epsilon", "give both, e.g. --balance-epsilon 1")
@@ -215,7 +211,12 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
     from collabcausal.secagg import simulation_identities
     from collabcausal.simulations.partition import build_parties, partition_grid
 
-    columns = column_groups(args) if args.kind in ("dcqe", "cate") else [dataset.covariates]
+    if args.kind in ("dcqe", "cate"):
+        columns = column_groups(args)  # None: the data set's own column groups
+    elif args.kind == "dp_effects":  # every party holds every covariate unless --columns splits them
+        columns = column_groups(args) or [dataset.covariates]
+    else:
+        columns = [dataset.covariates]
     partition = partition_grid(dataset, args.rows, column_groups=columns, row_rule=args.row_rule, seed=args.seed)
     out = Path(args.out)
     with tempfile.TemporaryDirectory(prefix="collabcausal-simulate-") as workdir:
@@ -225,6 +226,12 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
         except ValidationError as exc:
             raise config_error(Path(f"simulate {args.kind}"), StudyFile, exc) from None
         parties = build_parties(dataset, partition, anchor_key=simulation_anchor_key(args.seed))
+        vertical = config.kind == "dp_effects" and len(partition.column_groups) > 1
+        if vertical:  # T and Y stay with the first column group: the label holder (docs/dp-effects-vertical.md)
+            label_holders = {group[0] for group in partition.names()}
+            for party in parties:
+                if party.name not in label_holders:
+                    party.table = replace(party.table, treatment=None, outcome=None)
         epsilon, delta = party_budget(doc, config)
         for party in parties:
             if epsilon > 0:
@@ -234,8 +241,10 @@ def run_kind(args: argparse.Namespace, dataset: CausalDataset) -> int:
                 party.policy = PartyPolicy(
                     BALANCE_OPERATIONS, party.table.covariate_names, allow_full_rank=True, allow_plain_with_dp=True
                 )
-        if args.transport == "inprocess" and config.kind == "dp_effects" and config.analysis.secure_aggregation:
-            # over gRPC each party signs round keys with its mutual-TLS certificate; in process, throwaway ones
+        if args.transport == "inprocess" and config.kind == "dp_effects" and (config.analysis.secure_aggregation
+                                                                               or vertical):
+            # over gRPC each party signs round keys and ciphertexts with its mutual-TLS certificate; in process,
+            # throwaway ones
             attach_identities(parties, simulation_identities(config.study, [p.name for p in parties]))
         if args.transport == "grpc":
             with local_grpc_grid(parties, workdir=Path(workdir) / "grpc", study=config.study) as grid:
@@ -303,9 +312,10 @@ def simulated_study(
         sections["discovery"] = {"epsilon": args.epsilon, "pairs": pairs}
     elif args.kind == "dp_effects":
         study.pop("estimand")
+        estimand = args.estimand or (dataset.estimand if len(partition.column_groups) == 1 else "ate")
         sections["dp_effects"] = {
             "epsilon": args.epsilon, "delta": args.delta or 1e-6, "outcome_range": outcome, "trim": args.trim,
-            "estimands": [args.estimand or dataset.estimand], "nuisance": args.nuisance,
+            "estimands": [estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
         } | ({"projection_clip": args.projection_clip} if args.projection_clip is not None else {})

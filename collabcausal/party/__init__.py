@@ -20,6 +20,8 @@ OPERATION_MODULES: tuple[str, ...] = (
     "discovery_vote",
     "dp_effects",
     "secagg",
+    "vertical.statistics",
+    "vertical.scores",
 )
 
 for _module in OPERATION_MODULES:

@@ -37,6 +37,7 @@ Sections (paths are relative to the file's folder)::
     min_weight_ratio = 0.01         # a weighted request's subject counts if its weight >= this x the largest
     max_cells = 100000              # public caps on one request (collabcausal/party/request_limits.py):
     max_request_bytes = 268435456   #   histogram entries, array bytes, params bytes / depth / list
+    max_ciphertext_bytes = 2147483648   # ciphertext bytes relayed in a vertical round (2 GiB)
     max_params_bytes = 1048576      #   length, and weighted_moments requests per study
     max_params_depth = 8
     max_list_length = 10000
@@ -189,6 +190,8 @@ class PolicySection(Section):
     min_weight_ratio: float = Field(0.01, ge=0.0, le=1.0, description="a number in [0, 1], e.g. 0.01")
     max_cells: int = Field(RequestLimits.max_cells, ge=1, description=f"{_POSITIVE}, e.g. 100000")
     max_request_bytes: int = Field(RequestLimits.max_request_bytes, ge=1, description=f"{_POSITIVE}, e.g. 268435456")
+    max_ciphertext_bytes: int = Field(RequestLimits.max_ciphertext_bytes, ge=1,
+                                      description=f"{_POSITIVE}, e.g. 2147483648")
     max_params_bytes: int = Field(RequestLimits.max_params_bytes, ge=1, description=f"{_POSITIVE}, e.g. 1048576")
     max_params_depth: int = Field(RequestLimits.max_params_depth, ge=1, description=f"{_POSITIVE}, e.g. 8")
     max_list_length: int = Field(RequestLimits.max_list_length, ge=1, description=f"{_POSITIVE}, e.g. 10000")

@@ -126,7 +126,7 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
             f"(or more than {MAX_SITES} sites)",
             "send one range per column",
         )
-    _check_float_range(feature_map, op)
+    check_float_range(feature_map, op)
     site, n_folds = p["site"], p["n_folds"]
     if isinstance(site, bool) or not isinstance(site, int) or not 0 <= site < feature_map.n_sites:
         raise InputError(f"{op} site {site!r} is not in 0..{feature_map.n_sites - 1}", "send the party's index")
@@ -135,11 +135,11 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
     secagg = p.get("secagg")
     if secagg is not None and not isinstance(secagg, dict):
         raise InputError(f"{op} secagg must be a mapping", "send the round's parameters (docs/secure-aggregation.md)")
-    _check_labels(party, op, n_folds)
+    check_labels(party, op, n_folds)
     return EffectsRequest(str(p.get("study", "")), rho, delta, tuple(columns), feature_map, site, n_folds, secagg)
 
 
-def _check_float_range(feature_map: FeatureMap, op: str) -> None:
+def check_float_range(feature_map: FeatureMap, op: str) -> None:
     """Every declared range has a finite width and midpoint, so no row's arithmetic overflows.
 
     Refused before the charge: a row that overflowed would fail the request after it, and whether
@@ -156,7 +156,7 @@ def _check_float_range(feature_map: FeatureMap, op: str) -> None:
 def _check_scores_arithmetic(party: Party, widths: list[float], models: list[NuisanceModel]) -> None:
     """No sum of ``n`` scores of these ranges' ``widths`` and no model's design product can overflow.
 
-    See :func:`_check_float_range`. Every range contains 0, so a sum of ``n`` scores is at most
+    See :func:`check_float_range`. Every range contains 0, so a sum of ``n`` scores is at most
     ``n`` times its width in absolute value; a coefficient vector with a finite sum of absolute
     values keeps every partial sum of ``d @ coef`` finite (``|d_i| <= 1``), whatever the order BLAS
     adds them in.
@@ -177,7 +177,7 @@ def _check_scores_arithmetic(party: Party, widths: list[float], models: list[Nui
         )
 
 
-def _check_labels(party: Party, op: str, n_folds: int) -> None:
+def check_labels(party: Party, op: str, n_folds: int) -> None:
     """The party holds T and Y, and each arm has at least ``min_subjects`` subjects.
 
     The refusal is a function of the arm counts and is not differentially private: a study

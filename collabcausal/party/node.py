@@ -104,6 +104,7 @@ class Party:
         self.reducer_factory = reducer_factory
         self.secagg_identity = secagg_identity
         self.secagg_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> RoundKey; None: closed
+        self.vertical_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> vertical KeyRound; None: closed
         self.study = study
         self.requests = RequestState() if requests is None else requests
 

@@ -15,6 +15,10 @@ key                         default     what it bounds
 ``max_cells``               100000      entries a ``dp_histogram`` releases: cells x arms x
                                         (1 + summed columns)
 ``max_request_bytes``       268435456   bytes of all arrays of one request (256 MiB)
+``max_ciphertext_bytes``    2147483648  bytes of a request's ciphertext arrays (those named
+                                        ``ckks_*``: the vertical rounds' relayed columns; 100,000
+                                        subjects' score round sends 0.7 GB), counted apart from
+                                        ``max_request_bytes`` (2 GiB)
 ``max_params_bytes``        1048576     bytes of the request's params as JSON (1 MiB)
 ``max_params_depth``        8           nesting levels of the params (the project's requests
                                         use at most 4)
@@ -42,6 +46,13 @@ import numpy as np
 from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message, nesting
 
+CIPHERTEXT_PREFIX = "ckks_"
+"""Arrays of ciphertext bytes (:mod:`collabcausal.party.vertical.exchange`), capped by ``max_ciphertext_bytes``."""
+CIPHERTEXT_OPERATIONS = frozenset({"vertical_statistics_totals", "vertical_statistics_open", "vertical_scores_totals",
+                                   "vertical_scores_open"})
+"""The operations whose requests carry ciphertexts (the wire admits ``max_ciphertext_bytes`` more for a party
+that allows one)."""
+
 
 @dataclass(frozen=True)
 class RequestLimits:
@@ -49,6 +60,7 @@ class RequestLimits:
 
     max_cells: int = 100_000
     max_request_bytes: int = 256 << 20
+    max_ciphertext_bytes: int = 2 << 30
     max_params_bytes: int = 1 << 20
     max_params_depth: int = 8
     max_list_length: int = 10_000
@@ -66,8 +78,10 @@ class RequestLimits:
         Reads only the request (never the party's data), so it runs before any charge.
         """
         op = request.operation
-        size = sum(int(np.asarray(a).nbytes) for a in request.arrays.values())
-        self._cap(who, op, "max_request_bytes", size, "bytes of arrays", "send fewer rows")
+        sizes = {name: int(np.asarray(a).nbytes) for name, a in request.arrays.items()}
+        cipher = sum(size for name, size in sizes.items() if name.startswith(CIPHERTEXT_PREFIX))
+        self._cap(who, op, "max_request_bytes", sum(sizes.values()) - cipher, "bytes of arrays", "send fewer rows")
+        self._cap(who, op, "max_ciphertext_bytes", cipher, "bytes of ciphertexts", "send fewer subjects per row group")
         depth, longest = nesting(dict(request.params), self.max_params_depth)
         self._cap(who, op, "max_params_depth", depth, "levels of nested params", "send flat params")
         self._cap(who, op, "max_list_length", longest, "items in one list of its params", "send shorter lists")
@@ -109,6 +123,10 @@ def histogram_entries(params: Mapping[str, Any]) -> int:
 
 
 def request_byte_limit(policy: Any) -> int | None:
-    """The ``max_request_bytes`` of a party's policy, for the wire to refuse bigger requests unread."""
+    """The most array bytes a party's policy admits, for the wire to refuse bigger requests unread:
+    ``max_request_bytes``, plus ``max_ciphertext_bytes`` when it allows an operation that receives ciphertexts."""
     limits = getattr(policy, "limits", None)
-    return None if limits is None else limits.max_request_bytes
+    if limits is None:
+        return None
+    receives = any(op in CIPHERTEXT_OPERATIONS for op in getattr(policy, "operations", ()))
+    return limits.max_request_bytes + (limits.max_ciphertext_bytes if receives else 0)

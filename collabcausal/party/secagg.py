@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from cryptography import x509
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import IdentityError, InputError, PolicyError
 from collabcausal.messages import Message
@@ -128,14 +128,15 @@ def secagg_keys(party: Party, request: Message) -> Message:
     return Message(KEYS_OPERATION, {"advertisement": advertisement})
 
 
-def require_identity(party: Party) -> Identity:
-    """The party's identity, or a one-line refusal saying how to get one."""
+def require_identity(party: Party, purpose: str = "secure-aggregation keys") -> Identity:
+    """The party's identity, or a one-line refusal saying how to get one (``purpose``: what it would sign)."""
     held = party.secagg_identity
     if held is None:
+        optional = purpose == "secure-aggregation keys"
         raise PolicyError(
-            f"party {party.name!r} has no study certificate to sign secure-aggregation keys",
-            "run the party with mutual TLS ([analyst] ca, cert, key in party.toml), or set "
-            "secure_aggregation = false in study.toml",
+            f"party {party.name!r} has no study certificate to sign {purpose}",
+            "run the party with mutual TLS ([analyst] ca, cert, key in party.toml)"
+            + (", or set secure_aggregation = false in study.toml" if optional else ""),
         )
     identity = held.identity if isinstance(held, IdentityFiles) else held
     require_peers(identity)
@@ -182,12 +183,21 @@ class MaskedRelease:
         return {"secagg_round": self.state.round_id, "n_parties": self.n_parties, "n_honest": self.n_honest,
                 "sigma_share": self.sigma_share, "scale_bits": SCALE_BITS, "pinned": self.pinned}
 
+    def share(self) -> NDArray[np.int64]:
+        """A fresh draw of this party's noise share (integer units of ``2^-SCALE_BITS``)."""
+        return noise_share(self.length, self.sigma_share)
+
     def reply(self, operation_name: str, values: ArrayLike) -> Message:
         """Encode ``values``, add this party's noise share, mask; the reply carries only the masked vector."""
         flat = np.asarray(values, dtype=float).ravel()
         if flat.size != self.length:
             raise InputError(f"{flat.size} values for a round of {self.length}", "report this bug")
-        noisy = encode(flat, SCALE_BITS) + noise_share(self.length, self.sigma_share).view(np.uint64)
+        return self.masked(operation_name, encode(flat, SCALE_BITS) + self.share().view(np.uint64))
+
+    def masked(self, operation_name: str, noisy: NDArray[np.uint64]) -> Message:
+        """Mask values already encoded with this party's share in them (:meth:`share`); reply with them alone."""
+        if noisy.shape != (self.length,) or noisy.dtype != np.uint64:
+            raise InputError(f"{noisy.shape} encoded values for a round of {self.length}", "report this bug")
         masked = apply_masks(self.state, self.seeds, noisy, self.label)
         params = {k: v for k, v in self.details.items() if k != "secagg_round"}
         return Message(operation_name, params, {"masked": masked})

@@ -220,16 +220,25 @@ def _dp_effects(release: Mapping[str, Any] | None) -> list[str]:
     if release["secure_aggregation"] and unpinned:
         secure += (f"; {', '.join(unpinned)} trust the coordinator's roster (peers = \"any\"): "
                    "protected only against an honest-but-curious coordinator")
+    columns = release.get("column_groups")
+    if columns:
+        secure = ("column groups: each row group's label holder and other party computed both releases under "
+                  "CKKS encryption, each adding a noise share; row groups " + (
+                      "summed under secure aggregation" if release["secure_aggregation"] else "summed in the clear"))
     rows = [
         ["secure aggregation", secure],
-        ["subjects per party", _compact(release["n_subjects"])],
+        *([["covariates each party holds", _compact(columns)],
+           ["weight polynomial", _compact(release["weight_polynomial"])]] if columns else []),
+        ["subjects per party" if not columns else "subjects per row group (label holder)",
+         _compact(release["n_subjects"])],
         ["nuisance models", f"{release['nuisance']}, {release['n_folds']} fold(s)"],
         ["propensity trimming", release["trim"]],
         ["DP noise sd of each released sum", _compact(release["scores_noise_sd"])],
     ]
     return ["<h2>Differentially private release</h2>",
-            "<p>Each party released two DP aggregates of its own rows; the estimates, intervals and the "
-            "noise share above are computed from them (docs/dp-effects.md).</p>", _table(["", ""], rows)]
+            "<p>Each party released two DP aggregates of its own rows (with column groups: of the row group's "
+            "joined rows, computed under encryption); the estimates, intervals and the noise share above are computed "
+            "from them (docs/dp-effects.md, docs/dp-effects-vertical.md).</p>", _table(["", ""], rows)]
 
 
 def _compact(value: Any) -> Any:

@@ -25,36 +25,29 @@ from numpy.typing import NDArray
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec
 from collabcausal.errors import InputError
-from collabcausal.estimators.dp.effects.analysis import effects_from_sums, fold_models, noise_replicates
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.pooling import DPEffect
-from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
-from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import fold_statistics
 from collabcausal.estimators.dp.effects.vertical import (
-    CHANGE_SDS,
-    ENCRYPTION_MARGIN,
-    PART_SDS,
     ColumnGroups,
-    PartLimits,
     WeightPolynomial,
-    clipped_parts,
     cross_entries,
     entry_parties,
     group_design,
     label_vectors,
-    model_change,
-    part_limits,
     released_variance,
     scaled_score_terms,
-    score_scales,
     share_variance,
-    vertical_components,
-    weight_polynomial,
 )
-from collabcausal.estimators.dp.mechanisms import draw_noise
-from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
+from collabcausal.estimators.dp.effects.vertical_program import (
+    ScoreProgram,
+    noise_share,
+    program_from_statistics,
+    score_inputs,
+    scores_sigma,
+    statistics_sigma,
+    vertical_effect,
+)
 from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
 from collabcausal.vertical.dp_effects_rounds import (
     cross_totals,
@@ -92,16 +85,10 @@ class VerticalResult:
 
 
 def noise_shares(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | None) -> NDArray[np.float64]:
-    """Each computing party's noise share on each entry: row ``p`` is party ``p``'s (entry ``j`` is computed
-    by parties ``0 .. k[j] - 1``; zero elsewhere). Each party's shares come from its own draws (OpenDP
-    without ``rng``), calibrated by :func:`~collabcausal.estimators.dp.effects.vertical.share_variance`."""
-    shares = np.zeros((int(k.max()), k.size))
-    for parties in np.unique(k):
-        at = k == parties
-        sd = sigma * float(np.sqrt(share_variance(int(parties))))
-        for p in range(int(parties)):
-            shares[p, at] = draw_noise("gaussian", sd, int(at.sum()), rng=rng)
-    return shares
+    """Each computing party's noise share on each entry: row ``p`` is party ``p``'s
+    (:func:`~collabcausal.estimators.dp.effects.vertical_program.noise_share`; entry ``j`` is computed by
+    parties ``0 .. k[j] - 1``, zero elsewhere)."""
+    return np.stack([np.where(k > p, noise_share(k, sigma, rng), 0.0) for p in range(int(k.max()))])
 
 
 def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: DPEffectsSpec, *,
@@ -116,53 +103,28 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
         raise InputError("dp_effects on column groups fits pooled full-sample nuisances",
                          'use n_folds = 1 and nuisance = "pooled"')
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(row_groups))
-    S, R = feature_map.n_sites, feature_map.outcome_width
     (rho_n, _), (rho_s, _) = spec.budgets
-    k_stats = entry_parties(groups, S)
-    sigma_n = gaussian_zcdp_sigma(statistics_sensitivity(feature_map) * (1.0 + ENCRYPTION_MARGIN), rho_n)
+    k_stats = entry_parties(groups, feature_map.n_sites)
+    sigma_n = statistics_sigma(feature_map, rho_n)
     designs = [_design(feature_map, rg, site, groups) for site, rg in enumerate(row_groups)]
     wire = WireLog() if encrypted else None
     statistics = sum(
         _statistics(D, rg, groups, feature_map, site, noise_shares(k_stats, sigma_n, rng), sigma_n, wire)
         for site, (D, rg) in enumerate(zip(designs, row_groups, strict=True)))
     stats_sd = sigma_n * np.sqrt(released_variance(k_stats) * len(row_groups))
-    rows = np.asarray(statistics)[None, :]
-    model = fold_models(rows, feature_map.dim, S, float(stats_sd.max()), ridge_scale=spec.ridge_scale)[0]
-    analyst_rng = np.random.default_rng(spec.seed)
-    copies = [r[0] for r in noise_replicates(rows, feature_map.dim, S, stats_sd, spec.nuisance_replicates,
-                                             analyst_rng, ridge_scale=spec.ridge_scale)]
-    gram = ArmStatistics.unpack(rows[0], feature_map.dim)
-    moments = gram.gram[0] + gram.gram[1]
-    limits = part_limits(model, moments, groups, S, R, PART_SDS)
-    changes = [(d, part_limits(d, moments, groups, S, R, CHANGE_SDS)) for d in (model_change(model, c) for c in copies)]
-    domain, unit = score_scales(model, limits, changes, S, R)
-    poly = weight_polynomial(domain, spec.trim)
-    parts = vertical_components(spec.estimators, spec.estimands, model, limits, changes, poly, S, R)
-    sigma_s = gaussian_zcdp_sigma(release_sensitivity(parts), rho_s)
-    k_scores = np.full(len(parts), groups.n_parties)
-    program = ScoreProgram(model, limits, changes, poly, tuple(parts), unit)
+    program = program_from_statistics(
+        np.asarray(statistics), stats_sd, feature_map, groups, trim=spec.trim, ridge_scale=spec.ridge_scale,
+        n_replicates=spec.nuisance_replicates, rng=np.random.default_rng(spec.seed),
+        estimators=spec.estimators, estimands=spec.estimands)
+    sigma_s = scores_sigma(program, rho_s)
+    k_scores = np.full(len(program.parts), groups.n_parties)
     released = sum(
         _scores(D, rg, groups, feature_map, program, noise_shares(k_scores, sigma_s, rng), sigma_s, wire)
         for D, rg in zip(designs, row_groups, strict=True))
     scores_sd = float(sigma_s * np.sqrt(released_variance(groups.n_parties) * len(row_groups)))
-    sums = np.asarray(released) * np.array([c.width for c in parts]) / np.array([c.weight for c in parts])
-    sds = unscaled_noise_sd(scores_sd, parts)
     n = sum(rg.n for rg in row_groups)
-    effect = effects_from_sums(sums, sds, parts, n, spec.estimators, spec.estimands, alpha=spec.alpha)[0]
-    return VerticalResult(effect, stats_sd, sds, poly, float(sds[0] / n), wire)
-
-
-@dataclass(frozen=True)
-class ScoreProgram:
-    """What the coordinator sends for the scores round: the model, its clip limits, the replicates'
-    changes and limits, the weight polynomial, the released sums and the ``mu`` unit."""
-
-    model: NuisanceModel
-    limits: PartLimits
-    changes: Sequence[tuple[NuisanceModel, PartLimits]]
-    poly: WeightPolynomial
-    parts: tuple[Component, ...]
-    unit: float
+    effect, sds = vertical_effect(np.asarray(released), scores_sd, program.parts, n, alpha=spec.alpha)
+    return VerticalResult(effect, stats_sd, sds, program.poly, float(sds[0] / n), wire)
 
 
 @dataclass
@@ -215,13 +177,8 @@ def _scores(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGrou
             ) -> NDArray[np.float64]:
     """One row group's released (scaled) score sums: :func:`scaled_score_terms` of the groups' clipped parts
     summed plus every party's share (twin), or by the encrypted round."""
-    S, R = feature_map.n_sites, feature_map.outcome_width
-    scales = np.array([program.poly.domain, program.unit, program.unit])[:, None]
-
     def inputs(group: int) -> list[NDArray[np.float64]]:
-        pieces = [(program.model, program.limits), *program.changes]
-        return [v for m, lim in pieces
-                for v in np.asarray(clipped_parts(m, designs[group], group, groups, lim, S, R)) / scales]
+        return score_inputs(program, designs[group], group, groups, feature_map)
 
     T, y = rg.T.astype(float), feature_map.centred_outcome(rg.Y)
     if wire is None:

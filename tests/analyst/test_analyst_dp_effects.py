@@ -115,16 +115,24 @@ def test_a_party_missing_a_covariate_fails_the_study_naming_it(tmp_path):
         _run(tmp_path, spec)
 
 
-def test_a_grid_with_column_groups_is_refused_naming_the_options():
+@pytest.mark.parametrize(("row_groups", "match"), [
+    ([{"parties": ["p11", "p12", "p13"]}], "two parties per row group"),
+    ([{"parties": ["p11", "p12"]}, {"parties": ["p21"]}], "not a mix"),
+])
+def test_row_groups_of_three_parties_or_a_mix_are_refused_naming_the_fix(row_groups, match):
+    """Column groups take a label holder and one other party per row group, every row group alike
+    (docs/dp-effects-vertical.md); two parties per row group are accepted
+    (tests/analyst/test_analyst_dp_effects_vertical.py)."""
     from collabcausal.analyst.config import StudyFile
 
     doc = {"study": {"id": "s", "kind": "dp_effects", "out": "out"},
            "server": {"address": "127.0.0.1:0", "insecure": True},
            "anchor_ranges": {"a": [0, 1], "b": [0, 1]},
-           "row_groups": [{"parties": ["p11", "p12"], "label_holder": "p11"}],
+           "row_groups": row_groups,
            "dp_effects": {"epsilon": 1.0, "outcome_range": [0, 1], "trim": 0.1}}
-    with pytest.raises(ValueError, match=r"row groups only.*dcqe.*dp_representation"):
+    with pytest.raises(ValueError, match=match):
         StudyFile.model_validate(doc)
+    StudyFile.model_validate(doc | {"row_groups": [{"parties": ["p11", "p12"], "label_holder": "p12"}]})
 
 
 def test_parties_reading_their_tables_out_of_core_give_the_in_memory_study(tmp_path):

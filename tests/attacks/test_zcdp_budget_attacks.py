@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
-from collabcausal.analyst.dp_effects import DPEffectsSpec, _checked_values
+from collabcausal.analyst.dp_effects import DPEffectsSpec, checked_values
 from collabcausal.errors import BudgetExceededError, InputError, ProtocolError, StudyFailedError
 from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import Charge, PrivacyLedger, composed_cost
@@ -266,6 +266,6 @@ def test_the_sum_of_honest_shares_is_at_most_the_charged_rho(n_parties, rho, len
 def test_the_analyst_refuses_a_reply_stating_another_sigma(stated):
     reply = Message(STATISTICS, {} if stated is None else {"sigma": stated}, {"values": np.zeros(3)})
     with pytest.raises(StudyFailedError, match="noise sd"):
-        _checked_values("p", STATISTICS, reply, 1.0, 3)
+        checked_values("p", STATISTICS, reply, 1.0, 3)
     ok = Message(STATISTICS, {"sigma": 1.0}, {"values": np.zeros(3)})
-    np.testing.assert_array_equal(_checked_values("p", STATISTICS, ok, 1.0, 3), np.zeros(3))
+    np.testing.assert_array_equal(checked_values("p", STATISTICS, ok, 1.0, 3), np.zeros(3))

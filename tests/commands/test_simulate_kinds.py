@@ -249,6 +249,7 @@ def test_simulate_dp_effects_over_grpc_gives_the_in_process_numbers(tmp_path):
     assert local["privacy"] == remote["privacy"] == {p: pytest.approx(stated, rel=1e-9) for p in ("p11", "p21")}
     assert all(p["epsilon"] <= 1e4 for p in local["privacy"].values())
     assert set(local["estimates"]) == set(remote["estimates"]) == {"aipw-att"}  # the default estimator: AIPW
+    assert local["row_groups"] == [["p11"], ["p21"]] and "column_groups" not in local["dp_effects"]  # horizontal
     a, b = local["estimates"]["aipw-att"], remote["estimates"]["aipw-att"]
     assert abs(a["estimate"] - b["estimate"]) < 8 * (a["noise_var"] + b["noise_var"]) ** 0.5
     assert local["dp_effects"]["secure_aggregation"] is remote["dp_effects"]["secure_aggregation"] is True
@@ -264,7 +265,7 @@ READS = {
     "cate": {"--columns", "--estimand", "--party-components", "--anchors", "--epsilon", "--delta", "--outcome-range",
              "--learner", "--feature-bound", "--balance-epsilon", "--balance-delta"},
     "discovery": {"--epsilon", "--pairs"},
-    "dp_effects": {"--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
+    "dp_effects": {"--columns", "--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
                    "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous",
                    "--projection-clip"},
 }
@@ -308,16 +309,27 @@ def test_an_option_the_kind_does_not_read_is_refused_in_one_line_and_writes_noth
     assert not out.exists()
 
 
-def test_dp_effects_refuses_a_column_split_it_would_not_make(tmp_path, capsys):
-    """Issue 38 item 2: ``--columns`` ran one party holding every column and printed an estimate."""
+@pytest.mark.parametrize("transport", ["inprocess", "grpc"])
+def test_dp_effects_with_columns_runs_the_split_it_names(tmp_path, transport):
+    """Issue 38 item 2 / issue 36: ``--columns "age,sex;bmi,sbp" --rows 1`` ran one party holding every column; now the
+    first column group holds T and Y, the second only its covariates, and the report says who held what."""
+    import json
+
     out = tmp_path / "out"
     argv = ["simulate", "dp_effects", "--data", "examples/cohort/cohort.csv", "--covariates", "age,sex,bmi,sbp",
             "--treatment", "statin", "--outcome", "event", "--columns", "age,sex;bmi,sbp", "--rows", "1",
-            "--out", str(out)]
-    assert main(argv) != 0
-    err = capsys.readouterr().err
-    assert "--columns is not an option of simulate dp_effects yet" in err and "docs/dp-effects-vertical.md" in err
-    assert not out.exists()
+            "--epsilon", "4", "--transport", transport, "--quiet", "--out", str(out)]
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["row_groups"] == [["p11", "p12"]]
+    assert report["dp_effects"]["column_groups"] == {"p11": ["age", "sex"], "p12": ["bmi", "sbp"]}
+    assert report["dp_effects"]["label_holders"] == ["p11"]
+    row = report["estimates"]["aipw-ate"]
+    assert row["ci_low"] < row["estimate"] < row["ci_high"] and row["se"] > 0
+    assert set(report["privacy"]) == {"p11", "p12"}
+    assert all(abs(v["epsilon"] - 4.0) < 1e-6 for v in report["privacy"].values())
+    assert "covariates each party holds" in (out / "report.html").read_text()
+    assert any("align = false" in w for w in report["warnings"])  # a simulation's rows are aligned by construction
 
 
 def test_simulate_dp_effects_refuses_the_600_subject_cohort_at_eps_1_naming_what_would_pass(tmp_path, capsys):

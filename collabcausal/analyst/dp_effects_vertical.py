@@ -1,0 +1,286 @@
+"""The coordinator's side of ``dp_effects`` on column groups (docs/dp-effects-vertical.md).
+
+Each row group has two parties holding different covariates of the same, aligned subjects: the label
+holder L (T, Y and its covariates) and one other party P. For every row group the coordinator relays
+the two releases' three steps (:mod:`collabcausal.party.vertical`) and sees only ciphertexts and
+signatures, then each release's noisy vector:
+
+1. statistics: L encrypts its factors, P totals the cross entries under L's key with its noise share,
+   L opens them with its own share and adds its local entries (both parties charged);
+2. the nuisance model, its noise replicates and the clip limits, fitted from the statistics summed over
+   row groups (:func:`~collabcausal.estimators.dp.effects.vertical_program.program_from_statistics`:
+   post-processing);
+3. scores: P encrypts its clipped parts, L evaluates the AIPW scores under P's key and totals them with
+   its noise share, P opens them with its own (both charged);
+4. the estimate and interval from the summed score sums
+   (:func:`~collabcausal.estimators.dp.effects.vertical_program.vertical_effect`).
+
+With :data:`MIN_SECURE` or more row groups (and ``secure_aggregation = true``) each release's key owners
+open under secure aggregation (:func:`~collabcausal.analyst.secure_sum.secure_sum`; the key owner's share
+calibrated to the verified roster, :mod:`collabcausal.party.vertical.opening`): the coordinator sees only
+the sum over row groups. Fewer row groups are summed here in the clear, each row group's release DP on its
+own. The analyst recomputes every noise scale from its own requests and refuses a reply that states another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.analyst.dp_effects import check_stated_sigma, checked_values
+from collabcausal.analyst.dp_effects_spec import DPEffectsSpec
+from collabcausal.analyst.grid import Grid
+from collabcausal.analyst.replies import check_description
+from collabcausal.analyst.secure_sum import secure_sum
+from collabcausal.errors import InputError, StudyFailedError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.vertical import ColumnGroups, entry_parties
+from collabcausal.estimators.dp.effects.vertical_program import (
+    ScoreProgram,
+    program_from_statistics,
+    scores_bound,
+    statistics_bound,
+    vertical_effect,
+)
+from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
+from collabcausal.messages import Message
+from collabcausal.secagg import NOISE_TAIL
+from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES
+
+MIN_SECURE = DEFAULT_MIN_PARTIES
+"""Row groups from which each release's key owners open under secure aggregation (a party's default
+``min_parties``); fewer open in the clear, each row group's release DP on its own."""
+STEPS = {"statistics": ("vertical_statistics_columns", "vertical_statistics_totals", "vertical_statistics_open"),
+         "scores": ("vertical_scores_columns", "vertical_scores_totals", "vertical_scores_open")}
+"""Each release's three operations: the key owner encrypts, the evaluator totals, the key owner opens."""
+NOTE = (
+    "dp_effects on column groups: in each row group the label holder and the other party computed each release "
+    "under CKKS encryption (TenSEAL), each adding a DP noise share that alone gives the release's guarantee, so "
+    "neither saw the other's per-subject values and the coordinator relayed only signed ciphertexts and the two "
+    "noisy vectors; both parties were charged both releases (zCDP, substitution of one subject's whole record). "
+    "The propensity weights are a degree-15 polynomial of the smoothly trimmed weight, its range proved from the "
+    "model; the nuisance model, estimate and interval are post-processing."
+)
+
+__all__ = ["VerticalPlan", "vertical_effects_results", "vertical_plan"]
+
+
+@dataclass(frozen=True)
+class VerticalPlan:
+    """Who holds what: per row group its parties (label holder first), and the covariates of each column group."""
+
+    row_groups: tuple[tuple[str, str], ...]
+    group_names: tuple[tuple[str, ...], ...]
+    n_subjects: tuple[int, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The design order: the column groups concatenated."""
+        return tuple(c for g in self.group_names for c in g)
+
+    @property
+    def groups(self) -> ColumnGroups:
+        """The column groups as positions in :attr:`columns`."""
+        ends = np.cumsum([len(g) for g in self.group_names])
+        return ColumnGroups(tuple(tuple(range(int(e) - len(g), int(e))) for e, g in zip(ends, self.group_names,
+                                                                                         strict=True)))
+
+
+def check_vertical_spec(spec: DPEffectsSpec) -> None:
+    """What a study on column groups serves, refused in one line before anything is sent."""
+    if spec.n_folds != 1 or spec.nuisance != "pooled":
+        raise InputError("dp_effects on column groups fits pooled full-sample nuisances",
+                         'set n_folds = 1 and nuisance = "pooled" in [dp_effects]')
+    if tuple(spec.estimators) != ("aipw",) or tuple(spec.estimands) != ("ate",):
+        raise InputError(f"dp_effects on column groups serves the AIPW ATE, not {list(spec.estimators)} x "
+                         f"{list(spec.estimands)}", 'set estimators = ["aipw"] and estimands = ["ate"]')
+    if spec.modifiers or spec.subgroups:
+        raise InputError("dp_effects on column groups has no modifiers or subgroups yet",
+                         "drop modifiers and subgroups, or run the study on row groups of one party each")
+
+
+def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequence[str]], label_holders: Sequence[str],
+                  columns: Sequence[str]) -> VerticalPlan:
+    """Assign each study covariate to the party of its row group that holds it (the label holder first).
+
+    Every row group must split the covariates the same way (the statistics are summed entry by entry):
+    the label holder's covariates, then the other party's, in the study's order.
+
+    Raises
+    ------
+    StudyFailedError
+        A row group of other than two parties, a label holder without T and Y, a covariate no party of a
+        row group holds, a party holding none, row groups split differently, or parties of one row group
+        with different numbers of (aligned) subjects.
+    """
+    plans, sizes = [], []
+    for group, holder in zip(row_groups, label_holders, strict=True):
+        if len(group) != 2:
+            raise StudyFailedError(f"row group {list(group)} has {len(group)} parties; dp_effects on column groups "
+                                   "takes a label holder and one other party", "list two parties per [[row_groups]]")
+        other = next(p for p in group if p != holder)
+        for p in group:
+            check_description(p, described[p])
+        if not described[holder].params["has_labels"]:
+            raise StudyFailedError(f"label holder {holder!r} holds no treatment and outcome",
+                                   "name the party with T and Y as label_holder of its row group")
+        held = {p: set(described[p].params["covariates"]) for p in (holder, other)}
+        missing = [c for c in columns if c not in held[holder] | held[other]]
+        if missing:
+            raise StudyFailedError(f"no party of row group {list(group)} holds {missing[0]!r}",
+                                   "drop it from [dp_effects] columns, or add the party that holds it")
+        split = (tuple(c for c in columns if c in held[holder]),
+                 tuple(c for c in columns if c not in held[holder]))
+        if not split[1]:
+            raise StudyFailedError(f"party {other!r} holds none of the study's covariates that {holder!r} lacks",
+                                   "leave it out of the row group, or run the study on row groups of one party each")
+        plans.append(split)
+        counts = {int(described[p].params["n_subjects"]) for p in group}
+        if len(counts) != 1:
+            raise StudyFailedError(f"the parties of row group {list(group)} hold {sorted(counts)} subjects",
+                                   "align the row group first (study.toml align = true and a shared alignment key)")
+        sizes.append(counts.pop())
+        if split != plans[0]:
+            raise StudyFailedError(f"row group {list(group)} splits the covariates as {[list(s) for s in split]}, "
+                                   f"not as the first row group {[list(s) for s in plans[0]]}",
+                                   "give every row group's parties the same columns")
+    pairs = tuple((h, next(p for p in g if p != h)) for g, h in zip(row_groups, label_holders, strict=True))
+    return VerticalPlan(pairs, plans[0], tuple(sizes))
+
+
+def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_groups: Sequence[Sequence[str]],
+                             label_holders: Sequence[str], *, timeout: float | None = None) -> dict[str, Any]:
+    """Run ``dp_effects`` over row groups of two parties holding different covariates; the report's kind part."""
+    check_vertical_spec(spec)
+    parties = [p for g in row_groups for p in g]
+    described = grid.send_and_receive({p: Message("describe", {"study": study}) for p in parties}, timeout=timeout)
+    plan = vertical_plan(described, row_groups, label_holders, spec.columns)
+    ranges = dict(zip(spec.columns, spec.bounds, strict=True))
+    feature_map = FeatureMap(tuple(ranges[c] for c in plan.columns), spec.outcome_range, len(plan.row_groups))
+    (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
+    base = {"study": study, "design": feature_map.to_spec(), "column_groups": [list(g) for g in plan.group_names]}
+
+    def terms(site: int, rho: float, delta: float) -> dict[str, Any]:
+        pair = plan.row_groups[site]
+        return base | {"site": site, "parties": list(pair), "n_subjects": plan.n_subjects[site], "rho": rho,
+                       "delta": delta, "round": f"{study}/{{release}}/{site}"}
+
+    groups = plan.groups
+    rounds = _Rounds(grid, plan, timeout, secure=spec.secure_aggregation and len(plan.row_groups) >= MIN_SECURE)
+    stats, stats_var = rounds.release("statistics", lambda s: terms(s, rho_n, delta_n), {},
+                                      statistics_bound(feature_map), rho_n, entry_parties(groups, feature_map.n_sites))
+    stats_sd = np.sqrt(stats_var)
+    program = program_from_statistics(stats, stats_sd, feature_map, groups, trim=spec.trim,
+                                      ridge_scale=spec.ridge_scale, n_replicates=spec.nuisance_replicates,
+                                      rng=np.random.default_rng(spec.seed))
+    released, scores_var = rounds.release("scores", lambda s: terms(s, rho_s, delta_s), {"program": program.to_spec()},
+                                          scores_bound(program), rho_s, np.full(len(program.parts), 2))
+    n = sum(plan.n_subjects)
+    effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
+    return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
+
+
+class _Rounds:
+    """The releases of one study: per row group, the key owner's columns relayed to the evaluator and its totals
+    back; then each key owner opens, in the clear or (``secure``) masked so only the sum over row groups is seen.
+    Counts the ciphertext bytes relayed (each crosses the wire twice: in from its sender, out to its receiver)."""
+
+    def __init__(self, grid: Grid, plan: VerticalPlan, timeout: float | None, *, secure: bool) -> None:
+        self.grid, self.plan, self.timeout, self.secure = grid, plan, timeout, secure
+        self.relayed: dict[str, int] = {}
+        self.unpinned: set[str] = set()
+
+    def release(self, release: str, terms: Callable[[int], dict[str, Any]], extra: dict[str, Any], sensitivity: float,
+                rho: float, computing: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The release summed over row groups and each entry's noise variance (``computing``: how many parties
+        compute each entry; the evaluator's share is on those computed by two)."""
+        sigma = gaussian_zcdp_sigma(sensitivity, rho)
+        S, length = len(self.plan.row_groups), int(computing.size)
+        params = [terms(s) | extra | {"round": terms(s)["round"].format(release=release)} for s in range(S)]
+        owners = [pair if release == "statistics" else pair[::-1] for pair in self.plan.row_groups]
+        totals = [self._totals(release, owners[s], params[s], sigma) for s in range(S)]
+        opening = STEPS[release][2]
+
+        def open_params(s: int) -> dict[str, Any]:
+            return {"study": params[s]["study"], "round": params[s]["round"]} | _relayed(totals[s],
+                                                                                     "totals_advertisement")
+
+        evaluators = np.where(computing >= 2, S * sigma**2, 0.0)
+        if not self.secure:
+            values = [self._open(owners[s][0], Message(opening, open_params(s), dict(totals[s].arrays)), sigma,
+                                 length) for s in range(S)]
+            return np.sum(values, axis=0), evaluators + S * sigma**2
+        by_owner = {owners[s][0]: s for s in range(S)}
+        summed = secure_sum(self.grid, opening, list(by_owner), lambda p: open_params(by_owner[p]), sensitivity, rho,
+                            length=length, value_bound=max(self.plan.n_subjects) + NOISE_TAIL * sigma,
+                            study=str(params[0]["study"]), timeout=self.timeout,
+                            arrays=lambda p: dict(totals[by_owner[p]].arrays), max_attempts=1)
+        self.unpinned |= set(summed.unpinned)
+        return summed.total, evaluators + summed.noise_sd**2
+
+    def _totals(self, release: str, pair: tuple[str, str], params: dict[str, Any], sigma: float) -> Message:
+        """Steps 1 and 2 in one row group: the key owner encrypts (charged), the evaluator totals (charged)."""
+        encrypt, total, _ = STEPS[release]
+        owner, evaluator = pair
+        done: list[str] = []
+        try:
+            columns = self.grid.request(owner, Message(encrypt, params), timeout=self.timeout)
+            done.append(f"{owner} was charged and encrypted")
+            totals = self.grid.request(evaluator, Message(total, params | _relayed(
+                columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
+                timeout=self.timeout)
+            done.append(f"{evaluator} was charged and returned its totals")
+        except StudyFailedError as exc:
+            charged = "; ".join(done) or "nothing was charged"
+            raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no "
+                                   "value of it reached the coordinator)", exc.fix) from exc
+        check_stated_sigma(evaluator, total, totals, sigma)
+        for step, reply in ((f"{release}: columns", columns), (f"{release}: totals", totals)):
+            self.relayed[step] = self.relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
+        return totals
+
+    def _open(self, owner: str, request: Message, sigma: float, length: int) -> NDArray[np.float64]:
+        reply = self.grid.request(owner, request, timeout=self.timeout)
+        return checked_values(owner, request.operation, reply, sigma, length)
+
+
+def _relayed(reply: Message, *keys: str) -> dict[str, Any]:
+    return {k: reply.params.get(k) for k in keys}
+
+
+def _report(spec: DPEffectsSpec, plan: VerticalPlan, feature_map: FeatureMap, program: ScoreProgram, effect: Any,
+            sds: NDArray[np.float64], n: int, statistics_sd: float, rounds: _Rounds) -> dict[str, Any]:
+    (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
+    rho, delta = rho_n + rho_s, delta_n + delta_s
+    spend = {p: {"epsilon": zcdp_epsilon(rho, delta), "delta": delta, "rho": rho} for g in plan.row_groups for p in g}
+    row = effect.to_dict() | {"method": "dp-aipw", "n": n, "dp_floor": float(sds[0]) / n}
+    holders = {g[0] for g in plan.row_groups}
+    return {
+        "estimand": "ate",
+        "estimates": {"aipw-ate": row},
+        "per_party": {},
+        "privacy": spend,
+        "dp_effects": {
+            "n_subjects": dict(zip([g[0] for g in plan.row_groups], plan.n_subjects, strict=True)),
+            "column_groups": {p: list(plan.group_names[0 if p in holders else 1]) for g in plan.row_groups
+                              for p in g},
+            "label_holders": sorted(holders), "nuisance": "pooled", "n_folds": 1,
+            "secure_aggregation": rounds.secure, "secure_aggregation_unpinned": sorted(rounds.unpinned),
+            "relayed_bytes": rounds.relayed,
+            "statistics_noise_sd": statistics_sd, "scores_noise_sd": {"aipw_ate": float(sds[0])},
+            "design": feature_map.to_spec(), "trim": spec.trim,
+            "weight_polynomial": {"degree": len(program.poly.coefficients) - 1, "domain": program.poly.domain,
+                                  "error": program.poly.error},
+        },
+        "notes": [NOTE],
+        "warnings": ([] if len(plan.row_groups) == 1 or rounds.secure else [
+            f"dp_effects on column groups: the {len(plan.row_groups)} row groups' releases were summed in the clear "
+            f"(each is DP on its own; secure aggregation across row groups needs {MIN_SECURE} or more row groups and "
+            "secure_aggregation = true)"]) + ([] if not rounds.unpinned else [
+            f"secure aggregation: {', '.join(sorted(rounds.unpinned))} trust the coordinator's roster "
+            "(peers = \"any\"): their releases are protected only against an honest-but-curious coordinator"]),
+    }

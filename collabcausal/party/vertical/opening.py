@@ -1,0 +1,57 @@
+"""The key owner's last step of a vertical release: check the totals, then decrypt, add its noise, round.
+
+Shared by both releases. The round is closed first (:func:`~.rounds.close_round`), so whatever happens
+next, no other totals are ever opened under its key; the totals must carry the evaluator's signature for
+the round's terms (:func:`~.exchange.verified_totals`); and every decrypted value leaves only with this
+party's DP noise share added and rounded to the CKKS error grid (Li & Micciancio 2021;
+:meth:`~collabcausal.vertical.keys.KeyOwner.open`).
+
+**Across row groups** (``secagg`` in the request: the round and the key owners' advertisements, as in
+secure aggregation, docs/secure-aggregation.md): the key owner's share is its secure-aggregation share,
+calibrated so that the shares of every key owner of the verified roster but one give the release's
+guarantee (:func:`~collabcausal.party.secagg.masked_release`, checked against its pins and ``min_parties``),
+and the noisy vector leaves encoded and masked, so the coordinator learns only the sum over row groups.
+The evaluator's share inside the totals is unchanged (full: the key owner sees it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collabcausal.estimators.dp.effects.vertical_program import noise_share
+from collabcausal.messages import Message
+from collabcausal.party.node import Party
+from collabcausal.party.secagg import masked_release
+from collabcausal.party.vertical.exchange import verified_totals
+from collabcausal.party.vertical.rounds import KeyRound, close_round
+from collabcausal.secagg import NOISE_TAIL, SCALE_BITS, encode
+from collabcausal.vertical.dp_effects_rounds import open_totals
+
+__all__ = ["open_release"]
+
+
+def open_release(party: Party, request: Message, release: str) -> Message:
+    """The released vector of ``release``: the key owner's own entries plus its shares, the opened totals (masked
+    for secure aggregation when the request carries ``secagg``)."""
+    state = close_round(party, request.params.get("round"), release)
+    totals = verified_totals(party, request, state.peer, state.terms, int(state.totals.size))
+    secagg = request.params.get("secagg")
+    if secagg is None:
+        released = _opened(state, totals, noise_share(state.parties, state.sigma))
+        params = {"sigma": state.sigma, "round": state.terms["round"], "n_subjects": state.terms["n_subjects"]}
+        return Message(request.operation, params, {"values": released})
+    n = float(state.terms["n_subjects"])
+    prepared = masked_release(party, str(state.terms["study"]), secagg, request.operation,
+                              sensitivity=state.sensitivity, rho=float(state.terms["rho"]),
+                              length=int(state.parties.size), value_bound=n + NOISE_TAIL * state.sigma)
+    share = prepared.share()
+    released = _opened(state, totals, share / 2.0**SCALE_BITS)
+    return prepared.masked(request.operation, encode(released, SCALE_BITS))
+
+
+def _opened(state: KeyRound, totals: list[bytes], shares: np.ndarray) -> np.ndarray:
+    """The key owner's own entries plus ``shares``, and each total decrypted with its share added and rounded."""
+    released = (np.zeros(state.parties.size) if state.local is None else state.local) + shares
+    released[state.totals] = open_totals(state.owner, totals, shares[state.totals],
+                                         grid=state.owner.parameters.error_bound)
+    return released

@@ -1,0 +1,139 @@
+"""The public terms of a vertical ``dp_effects`` request, checked against the party's table before any charge.
+
+Request params (every vertical operation): ``study``, ``round`` (one id per release and attempt),
+``rho`` and ``delta`` (the release's zCDP budget and share of delta), ``design``
+(:meth:`~collabcausal.estimators.dp.effects.design.FeatureMap.to_spec` of the whole study's covariates),
+``site`` (the row group's index), ``column_groups`` (each party's covariate names, label holder first),
+``parties`` (the row group's parties, in the same order), ``n_subjects`` (the aligned row group's size).
+The covariates' design order is the column groups' concatenation.
+
+:meth:`VerticalRequest.terms` is what both parties sign and check (:mod:`collabcausal.vertical.transcript`):
+a coordinator that tells them different things gets a refusal, not two inconsistent computations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import InputError, PolicyError
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.vertical import ColumnGroups, group_design
+from collabcausal.estimators.dp.zcdp import check_rho
+from collabcausal.estimators.validation import check_delta
+from collabcausal.messages import Message
+from collabcausal.party.dp_effects import MAX_SITES, check_float_range, check_labels
+from collabcausal.party.dp_queries import request_number, require_ledger
+from collabcausal.party.node import Party
+from collabcausal.party.table import column_index
+
+LABEL_HOLDER = 0
+"""Column group 0 holds T and Y."""
+__all__ = ["LABEL_HOLDER", "VerticalRequest", "charge", "parse_vertical"]
+
+
+@dataclass(frozen=True)
+class VerticalRequest:
+    """The checked public parameters of one vertical request (nothing read from the rows but their count)."""
+
+    study: str
+    round_id: str
+    rho: float
+    delta: float
+    feature_map: FeatureMap
+    site: int
+    group_names: tuple[tuple[str, ...], ...]
+    parties: tuple[str, ...]
+    n_subjects: int
+    me: int
+
+    @property
+    def groups(self) -> ColumnGroups:
+        """The covariates' positions per column group (design order: the groups concatenated)."""
+        starts = np.cumsum([0, *map(len, self.group_names)])
+        return ColumnGroups(tuple(tuple(range(int(a), int(b))) for a, b in pairwise(starts)))
+
+    @property
+    def peer(self) -> str:
+        """The other party of the row group."""
+        return self.parties[1 - self.me]
+
+    def terms(self) -> dict[str, Any]:
+        """What both parties sign and check: every public term of the round."""
+        return {"study": self.study, "round": self.round_id, "rho": self.rho, "delta": self.delta,
+                "design": self.feature_map.to_spec(), "site": self.site,
+                "column_groups": [list(g) for g in self.group_names], "parties": list(self.parties),
+                "n_subjects": self.n_subjects}
+
+    def design(self, party: Party) -> NDArray[np.float64]:
+        """This party's design rows (:func:`~collabcausal.estimators.dp.effects.vertical.group_design`)."""
+        X = np.column_stack([party.table.column(c) for c in self.group_names[self.me]])
+        return group_design(self.feature_map, X, self.site, self.groups, self.me)
+
+
+def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest:
+    """Check a vertical request's public terms for this party in ``role`` (0: label holder, 1: the other).
+
+    Refused (one line, nothing charged): a missing or malformed term, a party not named in its role,
+    more than two column groups, a covariate the party does not hold or one named twice, a declared
+    range whose arithmetic overflows, a row count other than the aligned one, a delta not below ``1/n``,
+    and for the label holder no T and Y or an arm below ``min_subjects``.
+    """
+    p, op = request.params, request.operation
+    for key in ("study", "round", "rho", "delta", "design", "site", "column_groups", "parties", "n_subjects"):
+        if key not in p:
+            raise InputError(f"{op} request has no {key}", "send a complete vertical dp_effects request "
+                             "(docs/dp-effects-vertical.md)")
+    round_id, groups, parties = p["round"], p["column_groups"], p["parties"]
+    if not isinstance(round_id, str) or not round_id:
+        raise InputError(f"{op} round must be a non-empty id", "send round='<study>/<release>/<row group>/<attempt>'")
+    if (not isinstance(groups, list) or not all(isinstance(g, list) and g and all(isinstance(c, str) for c in g)
+                                                for g in groups)):
+        raise InputError(f"{op} column_groups must be lists of covariate names", 'send [["age", ...], ["bmi", ...]]')
+    if not isinstance(parties, list) or len(parties) != len(groups) or not all(isinstance(x, str) for x in parties):
+        raise InputError(f"{op} parties must name one party per column group", "send the row group's parties in order")
+    if len(groups) != 2:
+        raise InputError(f"{op} takes two column groups (a label holder and one other party), not {len(groups)}",
+                         "split the row group's covariates between two parties (three or more run only in "
+                         "`simulate dp_effects --columns`' plaintext twin so far)")
+    names = [c for g in groups for c in g]
+    if len(set(names)) != len(names) or len(set(parties)) != len(parties):
+        raise InputError(f"{op} names a covariate or a party twice", "give each covariate to one party, once")
+    if parties[role] != party.name:
+        holder = "label holder" if role == 0 else "second party"
+        raise PolicyError(f"party {party.name!r} is not the {holder} of this row group ({parties[role]!r} is)",
+                          "send each party the operation of its role")
+    for name in groups[role]:
+        column_index(party.table, name)
+    feature_map = FeatureMap.from_spec(p["design"])
+    if feature_map.n_covariates != len(names) or feature_map.n_sites > MAX_SITES:
+        raise InputError(f"{op} declares {feature_map.n_covariates} ranges for {len(names)} covariates (or more than "
+                         f"{MAX_SITES} sites)", "send one range per covariate, in the column groups' order")
+    check_float_range(feature_map, op)
+    site = p["site"]
+    if isinstance(site, bool) or not isinstance(site, int) or not 0 <= site < feature_map.n_sites:
+        raise InputError(f"{op} site {site!r} is not in 0..{feature_map.n_sites - 1}", "send the row group's index")
+    n = party.table.n_subjects
+    if p["n_subjects"] != n or isinstance(p["n_subjects"], bool):
+        raise PolicyError(f"party {party.name!r} holds {n} rows, not the row group's {p['n_subjects']!r}",
+                          "align the row group first (both parties keep the subjects they share, in one order)")
+    rho = check_rho(request_number(p["rho"], "rho", op), f"rho of {op}")
+    delta = check_delta(request_number(p["delta"], "delta", op), f"delta of {op}")
+    if not 0.0 < delta < 1.0 / n:
+        raise InputError(f"delta {delta:g} of {op} is not in (0, 1/n = 1/{n})", "e.g. delta = 1e-6")
+    if role == LABEL_HOLDER:
+        check_labels(party, op, 1)
+    return VerticalRequest(str(p["study"]), round_id, rho, delta, feature_map, site,
+                           tuple(tuple(g) for g in groups), tuple(parties), n, role)
+
+
+def charge(party: Party, request: Message, req: VerticalRequest, sigma: float, release: str) -> None:
+    """Charge this party's ledger for its part in ``release`` (``rho``-zCDP, ``delta``), before it computes."""
+    ledger = require_ledger(party, request.operation)
+    ledger.charge_zcdp(request.operation, req.rho, req.delta, study=req.study, details={
+        "release": f"vertical {release}", "round": req.round_id, "sigma": sigma, "peer": req.peer,
+        "columns": list(req.group_names[req.me])})

@@ -1,0 +1,99 @@
+"""The key owner's side of a vertical round: its CKKS key and what it must finish, until it opens once.
+
+A key owner makes one :class:`~collabcausal.vertical.keys.KeyOwner` per round when it encrypts (and is
+charged), keeps it here with the round's terms and anything the open step adds, and opens the returned
+totals once: the round is closed **before** the open computes, so no second set of totals is ever
+decrypted under the same key, whatever happens after. A round id is never reused, and at most
+:data:`MAX_OPEN_ROUNDS` rounds stay open (an older one is closed: its study restarts the release).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from collabcausal.errors import PolicyError
+from collabcausal.party.node import Party
+from collabcausal.vertical.keys import KeyOwner
+
+MAX_OPEN_ROUNDS = 4
+"""Open rounds a party keeps (each holds a CKKS secret key and, for the statistics, its local sums)."""
+
+__all__ = ["MAX_OPEN_ROUNDS", "KeyRound", "check_new_round", "close_round", "open_round"]
+
+
+@dataclass(frozen=True)
+class KeyRound:
+    """One open round of a key owner.
+
+    Attributes
+    ----------
+    release : str
+        ``"statistics"`` or ``"scores"``.
+    owner : KeyOwner
+        The round's secret key.
+    terms : dict
+        The public terms it signed (:meth:`~collabcausal.party.vertical.request.VerticalRequest.terms` and the
+        release's own), which the evaluator's totals must be signed for.
+    peer : str
+        The evaluator, whose signature the totals must carry.
+    sigma : float
+        The release's noise scale; this party's shares are drawn from it when it opens (without secure
+        aggregation across row groups).
+    sensitivity : float
+        The release's L2 sensitivity (its share's calibration under secure aggregation).
+    parties : ndarray of int
+        For each entry of the released vector, how many parties compute it (its noise share's calibration).
+    totals : ndarray of int
+        The entries the evaluator's totals fill, in their order.
+    local : ndarray or None
+        The entries the key owner computes alone, exact until the open adds its noise (zero elsewhere).
+    """
+
+    release: str
+    owner: KeyOwner
+    terms: dict[str, Any]
+    peer: str
+    sigma: float
+    sensitivity: float
+    parties: NDArray[np.int64]
+    totals: NDArray[np.int64]
+    local: NDArray[np.float64] | None = None
+
+
+def _rounds(party: Party) -> OrderedDict[str, KeyRound | None]:
+    return party.vertical_rounds
+
+
+def check_new_round(party: Party, round_id: str) -> None:
+    """Refuse a round id this party already used (before any charge)."""
+    if round_id in _rounds(party):
+        raise PolicyError(f"party {party.name!r} already encrypted for round {round_id!r}",
+                          "start a new round id: a round's key encrypts once")
+
+
+def open_round(party: Party, round_id: str, state: KeyRound) -> None:
+    """Keep ``state`` for ``round_id``; close the oldest open round beyond :data:`MAX_OPEN_ROUNDS`."""
+    rounds = _rounds(party)
+    check_new_round(party, round_id)
+    rounds[round_id] = state
+    open_ids = [r for r, s in rounds.items() if s is not None]
+    for closed in open_ids[:-MAX_OPEN_ROUNDS]:
+        rounds[closed] = None
+
+
+def close_round(party: Party, round_id: object, release: str) -> KeyRound:
+    """Take ``round_id``'s state and close it (before anything is opened): a second open is refused."""
+    rounds = _rounds(party)
+    state = rounds.get(round_id) if isinstance(round_id, str) else None
+    if state is None or state.release != release:
+        known = isinstance(round_id, str) and round_id in rounds
+        raise PolicyError(f"party {party.name!r} holds no open {release} round {round_id!r}"
+                          + (" (closed: opened already, or superseded)" if known else ""),
+                          "run the release again from its first step, with a new round id")
+    rounds[round_id] = None
+    return state

@@ -1,0 +1,109 @@
+"""The scores release of vertical ``dp_effects``: bounded AIPW sums whose weights are nonlinear in split predictors.
+
+The other party P owns the round's key (depth 7, :func:`~collabcausal.vertical.parameters.preset` ``(7)``);
+the coordinator sends both the score program
+(:class:`~collabcausal.estimators.dp.effects.vertical_program.ScoreProgram`:
+the model fitted from the released statistics, the clip limits, the replicates' changes), from which each
+party recomputes the weight polynomial, every released sum's proved range and so its sensitivity:
+
+``vertical_scores_columns`` (P, charged)
+    P's clipped parts of ``eta / E``, ``mu0 / U``, ``mu1 / U`` for the model and each replicate's change,
+    encrypted under a fresh key, signed with the round's terms (the program included).
+``vertical_scores_totals`` (L, charged once the columns verify)
+    Adds its own parts in the clear, evaluates the weight polynomial and the scores under encryption
+    (:func:`~collabcausal.vertical.dp_effects_rounds.score_totals`) and totals each released sum with its
+    noise share inside; signed.
+``vertical_scores_open`` (P)
+    Checks L's signature, decrypts each total, adds its own share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from collabcausal.errors import ProtocolError
+from collabcausal.estimators.dp.effects.vertical import share_variance
+from collabcausal.estimators.dp.effects.vertical_program import (
+    ScoreProgram,
+    noise_share,
+    score_inputs,
+    scores_bound,
+    scores_sigma,
+)
+from collabcausal.messages import Message
+from collabcausal.party.node import Party
+from collabcausal.party.operations import operation
+from collabcausal.party.secagg import require_identity
+from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
+from collabcausal.party.vertical.opening import open_release
+from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
+from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
+from collabcausal.vertical.dp_effects_rounds import encrypt_score_inputs, score_totals
+from collabcausal.vertical.keys import KeyOwner
+from collabcausal.vertical.parameters import preset
+
+COLUMNS = "vertical_scores_columns"
+TOTALS = "vertical_scores_totals"
+OPEN = "vertical_scores_open"
+RELEASE = "scores"
+DEPTH = 7
+"""Multiplicative depth: ``ceil(log2 15) + 1`` for the weight polynomial, 2 for the scores and their square."""
+KEY_OWNER = 1
+
+__all__ = ["COLUMNS", "OPEN", "TOTALS"]
+
+
+def _program(req: VerticalRequest, request: Message) -> ScoreProgram:
+    return ScoreProgram.from_spec(request.params.get("program"), req.feature_map, req.groups)
+
+
+def _terms(req: VerticalRequest, program: ScoreProgram) -> dict[str, Any]:
+    return req.terms() | {"release": RELEASE, "program": program.to_spec()}
+
+
+@operation(COLUMNS, differentially_private=True)
+def vertical_scores_columns(party: Party, request: Message) -> Message:
+    """P: encrypt its clipped parts for the scores round (module docstring); charged first."""
+    req = parse_vertical(party, request, KEY_OWNER)
+    check_new_round(party, req.round_id)
+    require_identity(party, SIGNS)
+    program = _program(req, request)
+    sigma = scores_sigma(program, req.rho)
+    charge(party, request, req, sigma, RELEASE)
+    owner = KeyOwner(preset(DEPTH))
+    encrypted = encrypt_score_inputs(owner, score_inputs(program, req.design(party), KEY_OWNER, req.groups,
+                                                         req.feature_map))
+    terms = _terms(req, program)
+    n_sums = len(program.parts)
+    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, scores_bound(program),
+                                             np.full(n_sums, 2), np.arange(n_sums)))
+    return columns_reply(party, request, req, owner, encrypted, terms)
+
+
+@operation(TOTALS, differentially_private=True)
+def vertical_scores_totals(party: Party, request: Message) -> Message:
+    """L: the released score sums under P's key, its noise share inside (module docstring)."""
+    req = parse_vertical(party, request, LABEL_HOLDER)
+    program = _program(req, request)
+    terms = _terms(req, program)
+    _, columns = verified_columns(party, request, req, terms)
+    expected = 3 * (1 + len(program.changes))
+    if len(columns) != expected:
+        raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted parts for {expected}", "relay P's reply unchanged")
+    sigma = scores_sigma(program, req.rho)
+    charge(party, request, req, sigma, RELEASE)
+    fm = req.feature_map
+    plain = score_inputs(program, req.design(party), LABEL_HOLDER, req.groups, fm)
+    share = sigma * float(np.sqrt(share_variance(2)))
+    noise = noise_share(np.full(len(program.parts), 2), sigma)
+    totals = score_totals(columns, plain, party.table.treatment.astype(float), fm.centred_outcome(party.table.outcome),
+                          program.poly, program.parts, program.unit, noise, flood_sd=share)
+    return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
+
+
+@operation(OPEN, differentially_private=True)
+def vertical_scores_open(party: Party, request: Message) -> Message:
+    """P: the released (scaled) score sums (module docstring)."""
+    return open_release(party, request, RELEASE)

@@ -1,0 +1,113 @@
+"""The statistics release of vertical ``dp_effects``: per-arm Gram blocks and cross-products across two parties.
+
+The label holder L owns the round's key (depth 1, :func:`~collabcausal.vertical.parameters.preset` ``(1)``):
+
+``vertical_statistics_columns`` (L, charged)
+    L's factors (:func:`~collabcausal.estimators.dp.effects.vertical.label_vectors`: T, its covariates, the
+    outcome, each alone and times T) encrypted under a fresh key, signed with the round's terms; L keeps its
+    own entries (:func:`~collabcausal.estimators.dp.effects.statistics.fold_statistics` of its design) exact
+    until it opens.
+``vertical_statistics_totals`` (P, charged once the columns verify)
+    For each cross entry, L's factor times P's plaintext columns summed over subjects, P's noise share
+    inside, other slots masked and the total flooded (:func:`~collabcausal.vertical.dp_effects_rounds.cross_totals`);
+    signed.
+``vertical_statistics_open`` (L)
+    Checks P's signature, decrypts each total, adds its own share; its own entries get their noise too.
+
+The sensitivity is the horizontal one of the whole design (a substituted subject changes every party's
+columns at once), widened by the encryption margin
+(:func:`~collabcausal.estimators.dp.effects.vertical_program.statistics_sigma`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from collabcausal.errors import ProtocolError
+from collabcausal.estimators.dp.effects.statistics import fold_statistics
+from collabcausal.estimators.dp.effects.vertical import cross_entries, entry_parties, label_vectors, share_variance
+from collabcausal.estimators.dp.effects.vertical_program import noise_share, statistics_bound, statistics_sigma
+from collabcausal.messages import Message
+from collabcausal.party.node import Party
+from collabcausal.party.operations import operation
+from collabcausal.party.secagg import require_identity
+from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
+from collabcausal.party.vertical.opening import open_release
+from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
+from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
+from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors
+from collabcausal.vertical.keys import KeyOwner
+from collabcausal.vertical.parameters import preset
+
+COLUMNS = "vertical_statistics_columns"
+TOTALS = "vertical_statistics_totals"
+OPEN = "vertical_statistics_open"
+RELEASE = "statistics"
+DEPTH = 1
+"""Multiplicative depth of the round: L's factor times P's plaintext product."""
+
+__all__ = ["COLUMNS", "OPEN", "TOTALS"]
+
+
+def _keys(req: VerticalRequest) -> list[tuple[str, int | str]]:
+    """L's factors, in the order it encrypts them (:func:`label_vectors` of no rows)."""
+    fm = req.feature_map
+    return list(label_vectors(np.zeros((0, fm.dim)), np.zeros(0), np.zeros(0), req.groups, fm.n_sites, req.site))
+
+
+def _terms(req: VerticalRequest) -> dict[str, Any]:
+    return req.terms() | {"release": RELEASE, "keys": [list(k) for k in _keys(req)]}
+
+
+@operation(COLUMNS, differentially_private=True)
+def vertical_statistics_columns(party: Party, request: Message) -> Message:
+    """L: encrypt its factors for the statistics round (module docstring); charged first."""
+    req = parse_vertical(party, request, LABEL_HOLDER)
+    check_new_round(party, req.round_id)
+    require_identity(party, SIGNS)
+    fm = req.feature_map
+    sigma = statistics_sigma(fm, req.rho)
+    charge(party, request, req, sigma, RELEASE)
+    design = req.design(party)
+    y = fm.centred_outcome(party.table.outcome)
+    treatment = party.table.treatment
+    local = fold_statistics(design, treatment, y, fm.outcome_width)
+    u = np.clip(y / fm.outcome_width, -0.5, 0.5)
+    owner = KeyOwner(preset(DEPTH))
+    columns = encrypt_label_vectors(owner, label_vectors(design, treatment.astype(float), u, req.groups, fm.n_sites,
+                                                         req.site))
+    entries = cross_entries(req.groups, fm.n_sites)
+    terms = _terms(req)
+    at = np.array([e.index for e in entries], dtype=np.int64)
+    local[at] = 0.0  # the totals fill these
+    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, statistics_bound(fm),
+                                             entry_parties(req.groups, fm.n_sites), at, local))
+    return columns_reply(party, request, req, owner, list(columns.values()), terms)
+
+
+@operation(TOTALS, differentially_private=True)
+def vertical_statistics_totals(party: Party, request: Message) -> Message:
+    """P: the cross entries under L's key, its noise share inside (module docstring); charged once L's columns
+    verify."""
+    req = parse_vertical(party, request, 1)
+    terms = _terms(req)
+    keys = _keys(req)
+    _, columns = verified_columns(party, request, req, terms)
+    if len(columns) != len(keys):
+        raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted factors for {len(keys)}", "relay L's reply unchanged")
+    fm = req.feature_map
+    sigma = statistics_sigma(fm, req.rho)
+    charge(party, request, req, sigma, RELEASE)
+    entries = cross_entries(req.groups, fm.n_sites)
+    share = sigma * float(np.sqrt(share_variance(2)))
+    noise = noise_share(np.full(len(entries), 2), sigma)
+    totals = cross_totals(dict(zip(keys, columns, strict=True)), req.design(party), entries, noise, flood_sd=share)
+    return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
+
+
+@operation(OPEN, differentially_private=True)
+def vertical_statistics_open(party: Party, request: Message) -> Message:
+    """L: the released statistics vector (module docstring)."""
+    return open_release(party, request, RELEASE)
