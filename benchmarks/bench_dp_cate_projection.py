@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/bench_dp_cate_projection.py --reps 200     # the issue's targets (long)
     .venv/bin/python benchmarks/bench_dp_cate_projection.py --quick        # 2 replications, small n: sanity
+    .venv/bin/python benchmarks/bench_dp_cate_projection.py --reps 30 --peers 30   # with the private CATE peers
+    .venv/bin/python benchmarks/bench_dp_cate_projection.py --log runs.jsonl ...   # each replication as it ends
+    .venv/bin/python benchmarks/bench_dp_cate_projection.py --from-log runs.jsonl  # summarize such a file
 
 Design (collabcausal/simulations/cate_benchmark.py): 4 sites x 25,000, 10 confounders, a CATE linear
 in x0 (Gaussian) and x8 (binary), binary then continuous outcome; modifiers (x0, x8), subgroups:
@@ -11,7 +14,10 @@ from OpenDP, not seedable) and runs, side by side: ``dp_effects`` at ``--epsilon
 propensity, linear outcome models, site dummies as controls), and the constant private ATE as a CATE.
 Printed per outcome: each coefficient's RMSE (private, DR-learner) against the exact projection,
 coverage of the 95% intervals with Monte Carlo SE, the subgroup effects' RMSE and coverage, and how
-often the private projection's PEHE beats the constant ATE's.
+often the private projection's PEHE beats the constant ATE's. ``--peers K`` adds, on the first K
+replications, the private CATE peers at the same epsilon (collabcausal/simulations/cate_peers.py: paper
+000's DP-EBM DR-learner and paper 004's DP-CATE run centrally, and the ``cate`` kind): each one's PEHE,
+the constant's and the projection's at its evaluation rows, and the RMSE of its implied projection.
 
 Targets (full mode, exit 1 when one is missed): per outcome, at eps 1, the RMSE over the three
 coefficients (root of their mean squared error) <= 1.5x the DR-learner's; each coefficient's
@@ -23,8 +29,10 @@ number is finite.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +46,7 @@ from collabcausal.simulations.cate_benchmark import (
     true_projection,
     true_subgroup_effects,
 )
+from collabcausal.simulations.cate_peers import run_peers
 
 Z95 = 1.959963984540054
 
@@ -46,37 +55,96 @@ def _coverage(estimates: np.ndarray, ses: np.ndarray, truth: np.ndarray) -> np.n
     return (np.abs(estimates - truth) <= Z95 * ses).mean(axis=0)
 
 
-def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int) -> dict[str, object]:
-    """Every replication of one outcome; returns the summary figures."""
+def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((estimate - tau) ** 2)))
+
+
+def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
+              clip: float | None = None) -> dict[str, object]:
+    """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
+
+    With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
+    ATE's and the private projection's at the same rows) and its implied projection on ``(1, z0, z8)``.
+    """
+    sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
+    run = run_private(sites, study_spec(outcome, epsilon, projection_clip=clip))  # type: ignore[arg-type]
+    coef, se = linear_dr_learner(sites, seed)
+    X = np.vstack([s.X for s in sites])
+    tau = cate(X, outcome)  # type: ignore[arg-type]
+    Z = modifier_matrix(X)
+    row: dict[str, object] = {
+        "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
+        "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
+        "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
+        "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
+        "pehe_learner": _pehe(Z @ coef, tau), "noise_growth": run.noise_growth,
+    }
+    if peers:
+        row["peers"] = {
+            p.name: {"pehe": _pehe(p.tau_hat, tau[p.rows]), "pehe_constant": _pehe(run.ate, tau[p.rows]),
+                     "pehe_projection": _pehe(Z[p.rows] @ run.coef, tau[p.rows]),
+                     "implied": np.linalg.lstsq(Z[p.rows], p.tau_hat, rcond=None)[0].tolist(), "rows": len(p.rows)}
+            for p in run_peers(sites, outcome, epsilon, seed)}  # type: ignore[arg-type]
+    return row
+
+
+def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
+    """The summary figures of one outcome's replications (:func:`replicate` rows)."""
     truth, sub_truth = true_projection(outcome), true_subgroup_effects(outcome)  # type: ignore[arg-type]
-    spec = study_spec(outcome, epsilon)  # type: ignore[arg-type]
-    private, private_se, learner, learner_se, sub, sub_se, wins = [], [], [], [], [], [], []
-    growth = math.nan
-    for r in range(reps):
-        sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed + r))  # type: ignore[arg-type]
-        run = run_private(sites, spec)
-        coef, se = linear_dr_learner(sites, seed + r)
-        private.append(run.coef), private_se.append(run.coef_se), learner.append(coef), learner_se.append(se)
-        sub.append(run.subgroup), sub_se.append(run.subgroup_se)
-        X = np.vstack([s.X for s in sites])
-        tau = cate(X, outcome)  # type: ignore[arg-type]
-        pehe_projection = np.sqrt(np.mean((modifier_matrix(X) @ run.coef - tau) ** 2))
-        pehe_constant = np.sqrt(np.mean((run.ate - tau) ** 2))
-        wins.append(pehe_projection < pehe_constant)
-        print(f"{outcome} replication {r}: coefficients {np.round(run.coef, 4).tolist()}", file=sys.stderr, flush=True)
-        growth = run.noise_growth
-    P, L = np.array(private), np.array(learner)
+
+    def col(key: str) -> np.ndarray:
+        return np.array([r[key] for r in rows], dtype=float)
+
+    P, L = col("private"), col("learner")
     rmse_p, rmse_l = np.sqrt(((P - truth) ** 2).mean(axis=0)), np.sqrt(((L - truth) ** 2).mean(axis=0))
     return {
-        "outcome": outcome, "reps": reps, "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
+        "outcome": outcome, "reps": len(rows), "epsilon": float(rows[0]["epsilon"]),  # type: ignore[arg-type]
+        "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
         "rmse_ratio": float(np.sqrt((rmse_p**2).mean() / (rmse_l**2).mean())),
-        "coverage_private": _coverage(P, np.array(private_se), truth),
-        "coverage_learner": _coverage(L, np.array(learner_se), truth),
-        "subgroup_rmse": np.sqrt(((np.array(sub) - sub_truth) ** 2).mean(axis=0)),
-        "subgroup_coverage": _coverage(np.array(sub), np.array(sub_se), sub_truth),
-        "pehe_wins": float(np.mean(wins)), "noise_growth": growth,
-        "mean_se_private": np.array(private_se).mean(axis=0), "mean_se_learner": np.array(learner_se).mean(axis=0),
+        "coverage_private": _coverage(P, col("private_se"), truth),
+        "coverage_learner": _coverage(L, col("learner_se"), truth),
+        "subgroup_rmse": np.sqrt(((col("subgroup") - sub_truth) ** 2).mean(axis=0)),
+        "subgroup_coverage": _coverage(col("subgroup"), col("subgroup_se"), sub_truth),
+        "pehe_wins": float(np.mean(col("pehe_projection") < col("pehe_constant"))),
+        "noise_growth": float(rows[-1]["noise_growth"]),  # type: ignore[arg-type]
+        "mean_se_private": col("private_se").mean(axis=0), "mean_se_learner": col("learner_se").mean(axis=0),
+        "pehe": {"dp_effects projection": col("pehe_projection").mean(), "constant private ATE":
+                 col("pehe_constant").mean()} | ({"LinearDRLearner (non-private)": col("pehe_learner").mean()}
+                                                 if all("pehe_learner" in r for r in rows) else {}),
+        "peers": _peer_summary(rows, truth),
     }
+
+
+def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str, dict[str, float]]:
+    """Per peer, over the replications that ran it: coefficient RMSE of its implied projection, mean PEHE, wins."""
+    ran = [r["peers"] for r in rows if "peers" in r]
+    out = {}
+    for name in ran[0] if ran else ():
+        cells = [r[name] for r in ran]  # type: ignore[index]
+        implied = np.array([c["implied"] for c in cells])
+        out[name] = {"reps": len(cells), "rows": cells[0]["rows"],
+                     "rmse": float(np.sqrt(((implied - truth) ** 2).mean())),
+                     "pehe": float(np.mean([c["pehe"] for c in cells])),
+                     "pehe_projection": float(np.mean([c["pehe_projection"] for c in cells])),
+                     "pehe_constant": float(np.mean([c["pehe_constant"] for c in cells])),
+                     "beats_constant": float(np.mean([c["pehe"] < c["pehe_constant"] for c in cells]))}
+    return out
+
+
+def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
+                peers: int = 0, clip: float | None = None) -> list[dict[str, object]]:
+    """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
+    the first ``peers`` of them also run the private CATE peers."""
+    rows = []
+    for r in range(reps):
+        row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip)
+        rows.append(row)
+        if log is not None:
+            with log.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+        print(f"{outcome} replication {r}: coefficients {np.round(row['private'], 4).tolist()}", file=sys.stderr,
+              flush=True)
+    return rows
 
 
 def _row(name: str, values: np.ndarray, digits: int = 4) -> str:
@@ -97,6 +165,15 @@ def report(s: dict[str, object]) -> None:
         print(_row(name, s[key]))  # type: ignore[arg-type]
     print(f"  RMSE ratio over the coefficients: {s['rmse_ratio']:.3f}x; coverage Monte Carlo SE {mcse:.3f}; "
           f"projection beats the constant ATE in PEHE on {s['pehe_wins']:.3f} of replications")
+    print("  mean PEHE (every row): " + "; ".join(f"{k} {v:.4f}" for k, v in s["pehe"].items()))  # type: ignore[attr-defined]
+    peers: dict[str, dict[str, float]] = s["peers"]  # type: ignore[assignment]
+    if peers:
+        print(f"  private CATE peers at eps {s['epsilon']:g} (central; rows = evaluation rows, PEHE there):")
+        print(f"  {'peer':<34} {'reps':>5} {'rows':>7} {'coef RMSE':>10} {'PEHE':>8} {'PEHE proj.':>10} "
+              f"{'PEHE const':>10} {'beats const':>11}")
+        for name, p in peers.items():
+            print(f"  {name:<34} {p['reps']:>5d} {p['rows']:>7d} {p['rmse']:>10.4f} {p['pehe']:>8.4f} "
+                  f"{p['pehe_projection']:>10.4f} {p['pehe_constant']:>10.4f} {p['beats_constant']:>11.3f}")
 
 
 def misses(s: dict[str, object]) -> list[str]:
@@ -114,6 +191,13 @@ def misses(s: dict[str, object]) -> list[str]:
     return out
 
 
+def _numbers(value: object) -> list[np.ndarray]:
+    """Every number of a summary (nested mappings flattened; the outcome's name left out)."""
+    if isinstance(value, dict):
+        return [a for k, v in value.items() if k != "outcome" for a in _numbers(v)]
+    return [np.asarray(value, dtype=float)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, print, and return 0 when every target is met (or ``--quick`` gave finite numbers), else 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -123,16 +207,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--outcomes", default="binary,continuous")
     parser.add_argument("--quick", action="store_true", help="2 replications of 2,500 per site: sanity only")
+    parser.add_argument("--peers", type=int, default=0, metavar="K",
+                        help="also run the private CATE peers (paper 000's DP-EBM DR-learner, paper 004's DP-CATE, the "
+                             "cate kind) on the first K replications of each outcome (about 20 s each)")
+    parser.add_argument("--projection-clip", type=float, default=None, metavar="C",
+                        help="[dp_effects] projection_clip: the added per-subject scores bounded at C outcome-range "
+                             "widths (default: the score's own bound)")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="append each replication's figures to this JSON-lines file as it ends")
+    parser.add_argument("--from-log", type=Path, default=None,
+                        help="summarize the replications of a --log file (no new run)")
     args = parser.parse_args(argv)
-    reps, n = (2, 2500) if args.quick else (args.reps, args.n)
-    print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
-          f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
-    summaries = [run_outcome(o, reps, n, args.epsilon, args.seed) for o in args.outcomes.split(",")]
+    outcomes = args.outcomes.split(",")
+    if args.from_log is not None:
+        rows = [json.loads(line) for line in args.from_log.read_text().splitlines() if line.strip()]
+        first = rows[0] if rows else {"epsilon": math.nan, "n": 0}
+        print(f"dp_effects effect modification at eps {first['epsilon']:g} per party in total, delta 1e-6, "
+              f"4 sites x {first['n']}, from {args.from_log}")
+        by_outcome = {o: [r for r in rows if r["outcome"] == o] for o in outcomes}
+    else:
+        reps, n = (2, 2500) if args.quick else (args.reps, args.n)
+        print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
+              f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
+        by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
+                                      args.projection_clip) for o in outcomes}
+    summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)
     if args.quick:
-        finite = all(np.isfinite(np.asarray(v, dtype=float)).all() for s in summaries for k, v in s.items()
-                     if k not in ("outcome",))
+        finite = all(np.isfinite(v).all() for s in summaries for v in _numbers(s))
         print("quick: every figure finite" if finite else "quick: a figure is not finite")
         return 0 if finite else 1
     missed = [m for s in summaries for m in misses(s)]

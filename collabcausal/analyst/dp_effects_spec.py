@@ -36,6 +36,7 @@ class DPEffectsSpec:
     modifiers: tuple[str, ...] = ()
     subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()
     simultaneous: str = "none"
+    projection_clip: float | None = None
 
     @property
     def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:

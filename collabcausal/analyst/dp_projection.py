@@ -71,7 +71,8 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
         raise InputError("dp_effects modifiers and subgroups project the AIPW ATE's score",
                          'include "aipw" in estimators and "ate" in estimands')
     projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
-                            tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups))
+                            tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
+                            spec.projection_clip)
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)
@@ -93,8 +94,8 @@ def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec,
         layout = projection_layout(p, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
         return scores_sensitivity(parts, layout) / base
 
-    one = growth(Projection(projection.modifiers[:1])) if projection.modifiers else 1.0
-    cells = ", ".join(f"{spec.columns[g.column]}'s {g.n_bins} bins {growth(Projection((), (g,))):.2f}x"
+    one = growth(Projection(projection.modifiers[:1], (), projection.clip)) if projection.modifiers else 1.0
+    cells = ", ".join(f"{spec.columns[g.column]}'s {g.n_bins} bins {growth(Projection((), (g,), projection.clip)):.2f}x"
                       for g in projection.partitions)
     return f"one modifier alone {one:.2f}x" + (f", {cells}" if cells else "")
 

@@ -175,6 +175,9 @@ class DPEffectsSection(Section):
     subgroups: dict[str, list[float]] = Field({}, description="bin edges per covariate, e.g. { age = [18, 50, 95] }")
     simultaneous: Literal["none", "bonferroni"] = Field(
         "none", description='"bonferroni": subgroup intervals simultaneous over all bins (default "none")')
+    projection_clip: float | None = Field(
+        None, gt=0, description="bound on each subject's modifier-weighted and subgroup scores, in outcome-range "
+        "widths, e.g. 2 (default: the score's own bound; docs/dp-cate-projection.md)")
 
     @field_validator("outcome_range")
     @classmethod

@@ -53,5 +53,5 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         secure_aggregation=section.secure_aggregation, ridge_scale=section.ridge_scale,
         nuisance_replicates=section.nuisance_replicates, seed=config.settings.get("seed", 0),
         modifiers=tuple(section.modifiers), subgroups=tuple((c, tuple(e)) for c, e in section.subgroups.items()),
-        simultaneous=section.simultaneous,
+        simultaneous=section.simultaneous, projection_clip=section.projection_clip,
     )

@@ -86,6 +86,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "modifiers": (("dp_effects",), None),
     "subgroups": (("dp_effects",), None),
     "simultaneous": (("dp_effects",), "none"),
+    "projection_clip": (("dp_effects",), None),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -131,6 +132,9 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         "edges, e.g. age=18,50,65,95;sex=0,0.5,1")
     add("--simultaneous", choices=("none", "bonferroni"),
         help="dp_effects: subgroup intervals simultaneous over all bins (Bonferroni) or not (default none)")
+    add("--projection-clip", type=float, metavar="C",
+        help="dp_effects: modifier-weighted and subgroup scores bounded at C outcome-range widths (default: the "
+        "score's own bound; docs/dp-cate-projection.md)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -322,7 +326,7 @@ def simulated_study(
             "estimands": [estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
-        }
+        } | ({"projection_clip": args.projection_clip} if args.projection_clip is not None else {})
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,
                             "feature_bound": args.feature_bound, "learner": args.learner, "ledger": str(ledger)}

@@ -56,7 +56,6 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.projection import (
     Projection,
     ProjectionLayout,
-    bin_arm_counts,
     party_projection_sums,
     projection_layout,
     scores_sensitivity,
@@ -279,9 +278,12 @@ def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Co
                 n_replicates: int) -> tuple[Projection, ProjectionLayout | None]:
     """The request's modifiers and subgroups (docs/dp-cate-projection.md), checked before any charge.
 
-    Refused: a malformed or out-of-range declaration, a release without the AIPW ATE (its score is what
-    the projection projects), and a bin with fewer than ``min_subjects`` subjects in an arm at this party
-    (like the arm counts of :func:`check_labels`, a public precondition, not DP).
+    Refused: a malformed or out-of-range declaration, and a release without the AIPW ATE (its score is
+    what the projection projects). Nothing here reads a row: a refusal that depended on how many
+    subjects a bin holds would let a coordinator learn bin counts exactly by sending uncharged
+    declarations with moving edges (docs/dp-cate-projection.md, "What a bin reveals"). A thin bin costs
+    accuracy, not privacy: the release's sensitivity does not depend on the bins' sizes, and each bin's
+    noisy count is released for the analyst to judge.
     """
     if spec is None:
         return Projection(), None
@@ -291,17 +293,6 @@ def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Co
     if "aipw_ate" not in {c.name for c in parts}:
         raise InputError(f"{SCORES} modifiers and subgroups project the AIPW ATE's score, which this release lacks",
                          'request estimators = ["aipw"] and estimands = ["ate"] with them')
-    if projection.partitions:
-        fm = req.feature_map
-        counts = party.table.reduce_rows(lambda rows, X, t, y: bin_arm_counts(X, t, projection, fm), req.columns,
-                                         np.add)
-        floor = max(getattr(party.policy, "min_subjects", DEFAULT_MIN_SUBJECTS), req.n_folds)
-        for g, part in enumerate(projection.partitions):
-            low = counts[g, : part.n_bins].min()
-            if low < floor:
-                raise PolicyError(f"party {party.name!r} has a subgroup of {req.columns[part.column]!r} with fewer "
-                                  f"than {floor} subjects in an arm (its min_subjects) for {SCORES}",
-                                  "merge that subgroup's bins with a neighbour's, or leave this party out")
     return projection, projection_layout(projection, req.feature_map.outcome_width, trim, n_replicates)
 
 

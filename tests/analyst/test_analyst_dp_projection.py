@@ -35,8 +35,9 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
     return dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
 
 
-def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path):
-    report = _run(tmp_path, SPEC)
+@pytest.mark.parametrize("clip", [None, 2.0])
+def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip):
+    report = _run(tmp_path, replace(SPEC, projection_clip=clip))
     cate = json.loads(json.dumps(report["effect_modification"], allow_nan=False))
     ate = report["estimates"]["aipw-ate"]
     names = [c["name"] for c in cate["coefficients"]]

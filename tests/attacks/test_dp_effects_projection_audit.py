@@ -87,3 +87,22 @@ def test_a_release_that_forgets_the_added_sums_in_its_sensitivity_is_caught(ledg
     assert params["sigma"] == pytest.approx(gaussian_zcdp_sigma(release_sensitivity(ALL_PARTS), zcdp_rho(16.0, DELTA)))
     assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
     assert audit.mu_lower > audit.claimed_mu, audit
+
+
+def test_with_a_projection_clip_the_worst_neighbours_stay_within_the_sensitivity_and_the_party_within_eps(
+        ledger_dir):
+    # projection_clip 1 (a = R = 5 against A = R / t = 50): the intercept row's own sums join, every added range
+    # narrows; the same derivation bounds the move, and the party's release stays within its claim at eps 1
+    clipped = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0)
+    layout = projection_layout(clipped, FM.outcome_width, TRIM, len(REPLICAS))
+    request = Message(SCORES, _request(1.0).params | {"projection": clipped.to_spec()})
+    neighbours = scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM, replicates=REPLICAS,
+                                   projection=clipped)
+    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in neighbours)
+    distance, bound = float(np.linalg.norm(second - first)), scores_sensitivity(ALL_PARTS, layout)
+    assert "blp_0" in {c.name for c in layout.parts} and distance <= bound + 1e-12
+    assert distance >= 0.75 * bound
+    audit, params = audit_through_parties(neighbours, COLUMNS, request, 100, ledger_dir)
+    assert params["sensitivity"] == pytest.approx(bound)
+    assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= 1.0, audit
+    assert audit.epsilon_lower_event <= 1.0, audit

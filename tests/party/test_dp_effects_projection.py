@@ -72,9 +72,9 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"subgroups": [{"column": 0, "edges": [0, 5, 3]}]}, InputError, "overlapping"),
     ({"subgroups": [{"column": 0, "edges": [0, None]}]}, InputError, "unbounded"),
     ({"subgroups": "age"}, InputError, "malformed"),
-    ({"subgroups": [{"column": 0, "edges": [0.0, 9.9, 10.0]}]}, PolicyError, "fewer than 10 subjects in an arm"),
+    ({"modifiers": [0], "clip": 1e-300}, InputError, "clip"),
 ])
-def test_a_bad_projection_or_a_thin_subgroup_is_refused_uncharged(tmp_path, projection, error, match):
+def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)
     with pytest.raises(error, match=match):
         party.handle(_request(projection))
@@ -87,3 +87,46 @@ def test_modifiers_without_the_aipw_ate_are_refused_uncharged(tmp_path):
     with pytest.raises(InputError, match="AIPW ATE"):
         party.handle(Message(SCORES, request.params | {"estimators": ["ipw"]}))
     assert party.ledger.history() == []
+
+
+def _bisect_tenth_smallest(party: Party, rho: float, probes: int = 30) -> tuple[float, int]:
+    """A hostile coordinator's bisection over the edge ``e`` of subgroups ``[0, e), [e, 10]`` of column ``a``.
+
+    While a bin-count refusal exists (``min_subjects`` 10 per arm and bin), a request is refused iff
+    ``[0, e)`` holds fewer than 10 subjects of an arm, so the bisection converges on the 10th smallest
+    ``a`` of the thinner arm: the exact count of subjects below any edge, learnt from uncharged refusals.
+    Returns the edge it ends at and how many probes were refused.
+    """
+    low, high, refused = 0.0, 10.0, 0
+    for _ in range(probes):
+        edge = (low + high) / 2
+        request = _request({"subgroups": [{"column": 0, "edges": [0.0, edge, 10.0]}]})
+        try:
+            party.handle(Message(SCORES, request.params | {"rho": rho}))
+            high = edge
+        except PolicyError:
+            low, refused = edge, refused + 1
+    return high, refused
+
+
+def test_bisection_over_subgroup_edges_learns_no_bin_count(tmp_path):
+    """The probing channel of docs/dp-cate-projection.md ("What a bin reveals") is closed.
+
+    Two tables whose 10th smallest ``a`` per arm differ (0.5 against 2.5): the coordinator's
+    bisection ends at the same edge on both, no probe is refused, and every probe is charged.
+    """
+    rho = zcdp_rho(1.0, 1e-6)
+    ends = []
+    for shift, folder in ((0.0, "near"), (2.0, "far")):
+        rng = np.random.default_rng(4)
+        a = np.concatenate([np.linspace(0.0, 0.5, 20), rng.uniform(3.0, 10.0, N - 20)])
+        a[:20] += shift
+        frame = pd.DataFrame({"a": a, "b": rng.integers(0, 2, N), "t": np.arange(N) % 2, "y": rng.uniform(0, 5, N)})
+        (tmp_path / folder).mkdir()
+        ledger = PrivacyLedger(tmp_path / folder / "ledger.sqlite", epsilon=1e5, delta=1e-3)
+        party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
+        end, refused = _bisect_tenth_smallest(party, rho)
+        assert refused == 0
+        assert len(party.ledger.history()) == 30
+        ends.append(end)
+    assert ends[0] == ends[1]

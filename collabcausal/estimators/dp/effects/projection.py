@@ -9,6 +9,9 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   (Semenova & Chernozhukov 2021, eq. 2.5; the DR-learner's final stage, Kennedy 2023);
 * ``blp_meat_a_b = sum phi^2 m_a m_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``), in
   ``[0, A^2]`` on the diagonal and ``[-A^2, A^2]`` off it: the sandwich's meat, uncentred;
+* with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
+  ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
+  sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
 * per declared partition ``g`` (bins of one covariate) and bin ``c``: ``cell_g_c_n = sum 1[c]``,
   ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
   ratio of the first two);
@@ -54,6 +57,8 @@ from collabcausal.estimators.validation import check_treatment
 MAX_MODIFIERS = 6
 MAX_BINS = 12
 """Bins of one partition; partitions are at most :data:`MAX_MODIFIERS` too."""
+MIN_CLIP = 1e-3
+"""Smallest projection clip (outcome-range widths): below it the squares' ranges could underflow to width 0."""
 COUNT_WEIGHT = SPREAD_WEIGHT
 """A bin's count is the ratio's denominator: its noise moves the effect by ``effect x sd / count``, against the
 sum's ``sd / count`` with a width ``2 R / t`` the count's 1 cannot match, so it weighs as a sum of squares."""
@@ -82,10 +87,16 @@ class Partition:
 
 @dataclass(frozen=True)
 class Projection:
-    """The declared modifiers (design columns) and subgroup partitions of a study."""
+    """The declared modifiers (design columns) and subgroup partitions of a study.
+
+    ``clip``: the bound on every added per-subject point value (``z_q phi``, ``1[c] phi``; squares at
+    its square) in outcome-range widths ``R``, when below the score's own bound ``A = R / t``
+    (:func:`projection_layout`); ``None``: ``A``.
+    """
 
     modifiers: tuple[int, ...] = ()
     partitions: tuple[Partition, ...] = ()
+    clip: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -93,7 +104,8 @@ class Projection:
     def to_spec(self) -> dict[str, object]:
         """JSON-ready (sent in the scores request)."""
         return {"modifiers": list(self.modifiers),
-                "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions]}
+                "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions],
+                "clip": self.clip}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -106,7 +118,7 @@ class Projection:
             if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
                 raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
             partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
-        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions))
+        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"))
         check_projection(projection, feature_map)
         return projection
 
@@ -124,6 +136,11 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     """
     m = feature_map.n_covariates
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
+    clip = projection.clip
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip)
+                             or clip < MIN_CLIP):
+        raise InputError(f"dp_effects projection clip {clip!r} is not a finite number >= {MIN_CLIP:g}",
+                         "declare it in outcome-range widths, e.g. 2, or leave it out")
     mods = projection.modifiers
     if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):
         raise InputError(f"dp_effects modifiers {list(mods)} are not distinct covariates",
@@ -157,13 +174,18 @@ class ProjectionLayout:
 
 def projection_layout(projection: Projection, outcome_width: float, trim: float,
                       n_replicates: int) -> ProjectionLayout:
-    """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates."""
+    """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates.
+
+    Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A = R / t`` the AIPW score's bound,
+    ``projection.clip`` in widths ``R``), squares over ``[0, a^2]``.
+    """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
-    a = ate.high
+    a = ate.high if projection.clip is None else min(ate.high, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
-    parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1, p + 1)]
+    own = int(bool(p) and a < ate.high)  # a clipped intercept row: blp_0 and blp_meat_0_0 replace the ATE's sums
+    parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1 - own, p + 1)]
     parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
-              for i in range(p + 1) for j in range(i, p + 1) if j > 0]
+              for i in range(p + 1) for j in range(i, p + 1) if j > 0 or own]
     kinds: list[list[int]] = []
     for g, part in enumerate(projection.partitions):
         for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT), ("", True, -a, a, POINT_WEIGHT),
@@ -227,19 +249,6 @@ def subject_bins(X: NDArray[np.float64], projection: Projection, feature_map: Fe
     out = np.empty((X.shape[0], len(projection.partitions)), dtype=np.int64)
     for g, part in enumerate(projection.partitions):
         out[:, g] = part.bin_of(np.clip(X[:, part.column], *feature_map.bounds[part.column]))
-    return out
-
-
-def bin_arm_counts(X: ArrayLike, treatment: ArrayLike, projection: Projection,
-                   feature_map: FeatureMap) -> NDArray[np.int64]:
-    """Subjects per (partition, bin, arm), shape ``(G, MAX_BINS, 2)``: a sum over rows (``min_subjects`` check)."""
-    arr = np.asarray(X, dtype=float)
-    t = np.asarray(treatment, dtype=np.int64)
-    bins = subject_bins(arr, projection, feature_map)
-    out = np.zeros((len(projection.partitions), MAX_BINS, 2), dtype=np.int64)
-    for g in range(bins.shape[1]):
-        inside = bins[:, g] >= 0
-        np.add.at(out[g], (bins[inside, g], t[inside]), 1)
     return out
 
 

@@ -1,7 +1,8 @@
 """The best linear projection of the CATE and subgroup effects from released sums (analyst side; post-processing).
 
 docs/dp-cate-projection.md. The projection ``beta = M^{-1} S`` (Semenova & Chernozhukov 2021, eq. 2.5)
-uses ``S = (aipw_ate, blp_1, ..., blp_p)`` of the score release (:mod:`.projection`) and the
+uses ``S = (aipw_ate, blp_1, ..., blp_p)`` of the score release (:mod:`.projection`; ``blp_0`` for
+``aipw_ate`` and ``blp_meat_0_0`` for ``aipw_ate_sq`` when a clip gives the intercept row its own) and the
 modifiers' Gram matrix ``M = sum m m^T`` from the statistics release (its blocks hold every
 covariate cross-product, per arm and fold: summed over both; ``M_00 = n`` is public). Its variance
 has the parts of :mod:`.pooling`, as matrices:
@@ -109,12 +110,13 @@ def best_linear_projection(
     name to its replicate sum of copy ``b``.
     """
     p = len(names)
-    keys = ["aipw_ate"] + [f"blp_{q}" for q in range(1, p + 1)]
+    own = "blp_0" in sums  # a clipped intercept row (:func:`~.projection.projection_layout`)
+    keys = ["blp_0" if own else "aipw_ate"] + [f"blp_{q}" for q in range(1, p + 1)]
     S = np.array([sums[k] for k in keys])
     sd_S = np.array([noise_sd[k] for k in keys])
 
     def meat_name(i: int, j: int) -> str:
-        return "aipw_ate_sq" if i == j == 0 else f"blp_meat_{i}_{j}"
+        return "aipw_ate_sq" if i == j == 0 and not own else f"blp_meat_{i}_{j}"
 
     Q = np.empty((p + 1, p + 1))
     sd_Q = np.empty((p + 1, p + 1))

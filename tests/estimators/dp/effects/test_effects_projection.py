@@ -30,7 +30,7 @@ from collabcausal.estimators.dp.effects.projection_analysis import (
     subgroup_effects,
 )
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics
-from collabcausal.estimators.dp.effects.scores import components, subject_scores
+from collabcausal.estimators.dp.effects.scores import REPLICATE_SHARE, components, subject_scores
 
 FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0), (0.0, 1.0)), (0.0, 5.0), n_sites=2)
 PROJECTION = Projection((0, 1), (Partition(2, (0.0, 0.5, 1.0)), Partition(0, (0.0, 2.0, 6.0, 10.0))))
@@ -55,10 +55,13 @@ def _phi(X, t, y, site=1):
                           MODEL.outcome(D, 1, FM))[:, 0], D
 
 
-def test_the_added_sums_never_move_further_than_the_derived_sensitivity():
+@pytest.mark.parametrize("clip", [None, 2.0])
+def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip):
     # every substitution between extreme subjects (score at -A, 0, A; modifiers at the box's corners and centre;
-    # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared)
-    layout = projection_layout(PROJECTION, FM.outcome_width, TRIM, 0)
+    # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared),
+    # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling)
+    layout = projection_layout(Projection(PROJECTION.modifiers, PROJECTION.partitions, clip), FM.outcome_width,
+                                TRIM, 0)
     parts = [c for c in layout.parts if c.of is None]
     scale = np.array([c.weight / c.width for c in parts])
     rows = []
@@ -105,6 +108,30 @@ def test_the_projection_of_exact_sums_is_least_squares_of_the_scores_on_the_modi
         assert effect.se**2 == pytest.approx(phi[inside].var() / inside.sum(), rel=1e-9)
 
 
+def test_with_a_clip_the_projection_uses_the_clipped_intercept_row_and_clipped_modifier_sums():
+    X, t, y = _data(3000, 1)
+    folds = np.zeros(len(t), dtype=np.int64)
+    projection = Projection(PROJECTION.modifiers, (), clip=1.0)
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
+    added = party_projection_sums(X, t, y, FM, 1, folds, [MODEL], layout, TRIM, projection)
+    base_parts = components(["aipw"], ["ate"], FM.outcome_width, TRIM)
+    base = party_score_sums(X, t, y, FM, 1, folds, [MODEL], base_parts, TRIM)
+    sums = {c.name: v for c, v in zip((*base_parts, *layout.parts), np.concatenate([base, added]), strict=True)}
+    stats = party_statistics(X, t, y, FM, 1, folds, 1)
+    gram, gram_sd = modifier_gram(stats, FM, projection, len(t), 0.0)
+    phi, D = _phi(X, t, y)
+    m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
+    a = FM.outcome_width
+    assert np.abs(phi).max() > a  # the clip binds on this data
+    S = np.clip(m * phi[:, None], -a, a).sum(axis=0)
+    coefficients = best_linear_projection(sums, dict.fromkeys(sums, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0])
+    Minv = np.linalg.inv(m.T @ m)
+    np.testing.assert_allclose([c.estimate for c in coefficients], Minv @ S, rtol=1e-9, atol=1e-12)
+    Q = np.einsum("ni,nj->nij", m, m) * (phi**2)[:, None, None]
+    Q = np.clip(Q, np.where(np.eye(3, dtype=bool), 0.0, -a * a), a * a).sum(axis=0)
+    np.testing.assert_allclose([c.se**2 for c in coefficients], np.diag(Minv @ Q @ Minv), rtol=1e-9)
+
+
 def test_bonferroni_widens_each_subgroup_interval_to_the_family_level():
     X, t, y = _data(2000, 2)
     phi, _ = _phi(X, t, y)
@@ -141,6 +168,30 @@ def test_bonferroni_widens_each_subgroup_interval_to_the_family_level():
 def test_bad_modifiers_and_subgroups_are_refused_naming_the_problem(projection, match):
     with pytest.raises(InputError, match=match):
         check_projection(projection, FM)
+
+
+def test_a_clip_narrows_every_added_point_range_and_adds_only_the_intercept_rows_sums():
+    clipped = projection_layout(Projection((0,), (Partition(2, (0.0, 0.5, 1.0)),), 2.0), FM.outcome_width, TRIM, 2)
+    plain = projection_layout(Projection((0,), (Partition(2, (0.0, 0.5, 1.0)),)), FM.outcome_width, TRIM, 2)
+    ranges = {c.name: (c.low, c.high) for c in clipped.parts}
+    assert ranges["blp_1"] == ranges["cell_0_1"] == (-10.0, 10.0) and ranges["cell_0_1_sq"] == (0.0, 100.0)
+    assert {c.name: (c.low, c.high) for c in plain.parts}["blp_1"] == (-A, A)
+    # the clipped intercept row (weights 1 and 1/4, nothing grouped) and blp_0's replicate copies are all it adds
+    added = 1 + 1 / 16 + REPLICATE_SHARE
+    assert projection_sensitivity_squared(clipped) == pytest.approx(projection_sensitivity_squared(plain) + added)
+    assert ranges["blp_0"] == (-10.0, 10.0) and ranges["blp_meat_0_0"] == (0.0, 100.0)
+    assert "blp_0" not in {c.name for c in plain.parts}
+    values = subject_projection_values([c for c in clipped.parts if c.of is None], np.array([A]), np.array([[1.0]]),
+                                       np.array([[1]]))
+    assert values.max() == 100.0 and values[0, 0] == values[0, 1] == 10.0
+    wide = projection_layout(Projection((0,), (), 1e9), FM.outcome_width, TRIM, 0)
+    assert wide.parts[0].high == A
+
+
+@pytest.mark.parametrize("clip", [0.0, 1e-300, -1.0, math.nan, math.inf, True, "2"])
+def test_a_bad_clip_is_refused(clip):
+    with pytest.raises(InputError, match="clip"):
+        check_projection(Projection((0,), (), clip), FM)
 
 
 def test_more_modifiers_than_allowed_are_refused():
