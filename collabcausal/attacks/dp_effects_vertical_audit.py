@@ -1,0 +1,185 @@
+"""Empirical DP audit of vertical ``dp_effects``' statistics release through :meth:`Party.handle` (issue 36, item 3).
+
+Each party's noise share alone must give the release's guarantee, even against a coordinator colluding
+with the other party of its row group (docs/dp-effects-vertical.md). The auditor is that coalition: it
+plays the other party itself, with that party's data and certificate, and asks the honest party for the
+same release many times on two neighbouring row groups (one subject's whole record substituted: the
+target at the all-ones corner of every column with the top outcome, in arm 0 versus arm 1, as
+:func:`~collabcausal.attacks.dp_effects_audit.statistics_neighbours`):
+
+* **the evaluator's guarantee** (:func:`audit_evaluator`): the colluding label holder encrypts its factors
+  under one key of its own, signs them, has the honest evaluator total the cross entries (charged each
+  time) and decrypts each total **without** adding a share of its own: what it sees is the cross sums plus
+  the evaluator's share alone;
+* **the label holder's guarantee** (:func:`audit_label_holder`): the colluding evaluator returns honest
+  cross totals with a negligible share of its own (1e-9), signed, and the honest label holder encrypts
+  and opens (charged each time): the released vector carries the label holder's share alone.
+
+The likelihood-ratio test and Clopper-Pearson bounds are :func:`~collabcausal.attacks.dp_audit.release_audit`'s;
+the claim audited is the party's own ledger charge (``rho``, ``delta``) and the sensitivity it calibrates to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from collabcausal.attacks.dp_audit import ReleaseAudit, projection_errors, release_audit
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.statistics import fold_statistics
+from collabcausal.estimators.dp.effects.vertical import ColumnGroups, cross_entries, group_design, label_vectors
+from collabcausal.estimators.dp.effects.vertical_program import statistics_bound
+from collabcausal.estimators.dp.zcdp import zcdp_epsilon
+from collabcausal.ledger import PrivacyLedger
+from collabcausal.messages import Message
+from collabcausal.party import Party, PartyTable
+from collabcausal.party.secagg import attach_identities
+from collabcausal.party.vertical.exchange import columns_reply
+from collabcausal.party.vertical.request import parse_vertical
+from collabcausal.secagg import simulation_identities
+from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
+from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors
+from collabcausal.vertical.transcript import TOTALS_KIND, blob_arrays, blobs, sign_transcript
+
+STUDY = "vertical-audit"
+NEGLIGIBLE = 1e-9
+"""The colluding party's own share (nonzero, as the library requires; 1e-9 of nothing the test can see)."""
+
+__all__ = ["AuditSetup", "audit_evaluator", "audit_label_holder"]
+
+
+@dataclass(frozen=True)
+class AuditSetup:
+    """Two neighbouring row groups split between a label holder (``label`` columns, T, Y) and another party."""
+
+    frames: tuple[pd.DataFrame, pd.DataFrame]
+    label: tuple[str, ...]
+    other: tuple[str, ...]
+    feature_map: FeatureMap
+    rho: float
+    delta: float
+
+    @property
+    def groups(self) -> ColumnGroups:
+        """Positions of the two column groups in the design order."""
+        k = len(self.label)
+        return ColumnGroups((tuple(range(k)), tuple(range(k, k + len(self.other)))))
+
+    def request(self, operation: str, n: int, round_id: str) -> Message:
+        """The statistics request both parties get (its public terms)."""
+        return Message(operation, {"study": STUDY, "round": round_id, "rho": self.rho, "delta": self.delta,
+                                   "design": self.feature_map.to_spec(), "site": 0,
+                                   "column_groups": [list(self.label), list(self.other)],
+                                   "parties": ["holder", "evaluator"], "n_subjects": n})
+
+    def parties(self, frame: pd.DataFrame, folder: Path, tag: str) -> tuple[Party, Party]:
+        """The label holder and the other party of ``frame``, pinned to each other, with ledgers of 1e12."""
+        holder = Party("holder", PartyTable.from_frame(frame, list(self.label), treatment="t", outcome="y"))
+        evaluator = Party("evaluator", PartyTable.from_frame(frame, list(self.other)))
+        for party in (holder, evaluator):
+            party.ledger = PrivacyLedger(folder / f"{tag}-{party.name}.sqlite", epsilon=1e12, delta=0.5,
+                                         dataset=party.name)
+        attach_identities([holder, evaluator], simulation_identities(STUDY, ["holder", "evaluator"]))
+        return holder, evaluator
+
+    def exact(self, frame: pd.DataFrame) -> NDArray[np.float64]:
+        """The statistics vector of the joined row group, before noise."""
+        X = frame[[*self.label, *self.other]].to_numpy(dtype=float)
+        design = self.feature_map.design(X, 0)
+        return fold_statistics(design, frame["t"].to_numpy(np.int8), self.feature_map.centred_outcome(frame["y"]),
+                               self.feature_map.outcome_width)
+
+
+def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
+                    ) -> ReleaseAudit:
+    """The evaluator's cross totals as the colluding label holder decrypts them (module docstring)."""
+    entries = cross_entries(setup.groups, 1)
+    at = [e.index for e in entries]
+
+    def releases(frame: pd.DataFrame, tag: str) -> NDArray[np.float64]:
+        holder, evaluator = setup.parties(frame, folder, tag)
+        n = holder.table.n_subjects
+        owner = KeyOwner(preset(1))
+        fm = setup.feature_map
+        design = group_design(fm, frame[list(setup.label)].to_numpy(dtype=float), 0, setup.groups, 0)
+        y = fm.centred_outcome(frame["y"])
+        vectors = label_vectors(design, frame["t"].to_numpy(dtype=float), np.clip(y / fm.outcome_width, -0.5, 0.5),
+                                setup.groups, 1, 0)
+        columns = list(encrypt_label_vectors(owner, vectors).values())
+        out = []
+        for r in range(n_releases):
+            request = setup.request("vertical_statistics_columns", n, f"{tag}/{r}")
+            req = parse_vertical(holder, request, 0)
+            terms = req.terms() | {"release": "statistics", "keys": [list(k) for k in vectors]}
+            reply = columns_reply(holder, request, req, owner, columns, terms)
+            totals = evaluator.handle(_relayed("vertical_statistics_totals", request, reply))
+            out.append([owner.open(t, noise=NEGLIGIBLE, grid=owner.parameters.error_bound)
+                        for t in blobs(totals, "ckks_totals")])
+        _check_charged(evaluator, n_releases)
+        return np.array(out)
+
+    return _audit(setup, releases, n_releases, at, confidence, evaluator_reply=True)
+
+
+def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
+                       ) -> ReleaseAudit:
+    """The label holder's released vector when the colluding evaluator adds no share (module docstring)."""
+    entries = cross_entries(setup.groups, 1)
+
+    def releases(frame: pd.DataFrame, tag: str) -> NDArray[np.float64]:
+        holder, evaluator = setup.parties(frame, folder, tag)
+        n = holder.table.n_subjects
+        signer = evaluator.secagg_identity.signer
+        design = group_design(setup.feature_map, frame[list(setup.other)].to_numpy(dtype=float), 0, setup.groups, 1)
+        out = []
+        for r in range(n_releases):
+            request = setup.request("vertical_statistics_columns", n, f"{tag}/{r}")
+            reply = holder.handle(request)
+            context = load_public_context(blobs(reply, "ckks_context")[0])
+            flat, counts = blobs(reply, "ckks_columns"), reply.params["chunks"]
+            ends = np.cumsum(counts)
+            relayed = [EncryptedColumn.from_bytes(context, flat[int(e - c):int(e)], n)
+                       for e, c in zip(ends, counts, strict=True)]
+            req = parse_vertical(evaluator, setup.request("vertical_statistics_totals", n, f"{tag}/{r}"), 1)
+            keys = [tuple(k) for k in holder.vertical_rounds[req.round_id].terms["keys"]]
+            totals = cross_totals(dict(zip(keys, relayed, strict=True)), design, entries,
+                                  np.full(len(entries), NEGLIGIBLE), flood_sd=NEGLIGIBLE)
+            terms = holder.vertical_rounds[req.round_id].terms
+            signature = sign_transcript(signer, STUDY, req.round_id, TOTALS_KIND, terms, totals)
+            opened = holder.handle(Message("vertical_statistics_open", {
+                "study": STUDY, "round": req.round_id, "totals_advertisement": signature},
+                blob_arrays("ckks_totals", totals)))
+            out.append(opened.arrays["values"])
+        _check_charged(holder, n_releases)
+        return np.array(out)
+
+    length = len(setup.exact(setup.frames[0]))
+    return _audit(setup, releases, n_releases, list(range(length)), confidence, evaluator_reply=False)
+
+
+def _relayed(operation: str, request: Message, reply: Message) -> Message:
+    keys = ("chunks", "context_advertisement", "columns_advertisement")
+    return Message(operation, dict(request.params) | {k: reply.params[k] for k in keys}, dict(reply.arrays))
+
+
+def _check_charged(party: Party, n_releases: int) -> None:
+    if len(party.ledger.history()) != n_releases:
+        raise AssertionError(f"{party.name} was charged {len(party.ledger.history())} times for {n_releases} releases")
+
+
+def _audit(setup: AuditSetup, releases: Callable[[pd.DataFrame, str], NDArray[np.float64]], n_releases: int,
+           at: Sequence[int], confidence: float, *, evaluator_reply: bool) -> ReleaseAudit:
+    first, second = (setup.exact(f)[list(at)] for f in setup.frames)
+    errors: list[Any] = []
+    for tag, frame, says_second in (("first", setup.frames[0], True), ("second", setup.frames[1], False)):
+        errors.append(projection_errors(releases(frame, f"{tag}-{'evaluator' if evaluator_reply else 'holder'}"),
+                                        first, second, says_second))
+    return release_audit(errors[0], errors[1], n_releases, float(np.linalg.norm(second - first)),
+                         statistics_bound(setup.feature_map), zcdp_epsilon(setup.rho, setup.delta), setup.delta,
+                         confidence)
