@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_dp_effects_vertical.py --quick    # a few small replications, seconds
     .venv/bin/python benchmarks/bench_dp_effects_vertical.py --target-only   # the target's rows only
     .venv/bin/python benchmarks/bench_dp_effects_vertical.py --encrypted     # one encrypted study: speed
+    .venv/bin/python benchmarks/bench_dp_effects_vertical.py --grpc          # the same over gRPC, mutual TLS
 
 Design (collabcausal/simulations/vertical_design.py): 100,000 subjects, 20 confounders, the label
 holder holds T, Y and the first 10, a second party the other 10; binary outcome; logistic
@@ -148,7 +149,7 @@ def check_targets(table: dict[str, Summary], reps: int) -> list[str]:
 
 
 def encrypted_run(n: int, seed: int, quick: bool) -> int:
-    """Both parties' encrypted rounds in this one process (the party operations and gRPC are not built yet):
+    """Both parties' encrypted rounds in this one process (the twin's encrypted path; ``--grpc`` runs the parties):
     seconds and ciphertext bytes of each step, CPU seconds (robust to a loaded machine) and peak memory.
     Targets (issue 36; full mode): under 120 s end to end at 100,000 subjects and under 2 GB per party."""
     design = Design(tuple(covariate_bounds()), OUTCOME_RANGE["binary"])
@@ -172,6 +173,58 @@ def encrypted_run(n: int, seed: int, quick: bool) -> int:
     return 0 if wall < 120 and peak < 4 else 1
 
 
+def grpc_run(n: int, seed: int, quick: bool) -> int:
+    """The two-party study over gRPC with mutual TLS on loopback: the label holder and the other party in their own
+    processes (collabcausal/protocol/launcher.py), the analyst here. Prints wall time, CPU seconds of the analyst
+    and of the party processes, the largest party process's and the analyst's peak memory, the ciphertext bytes
+    relayed per step, and the plaintext twin's time on the same data (the peer: the same sums in the clear).
+    Targets (issue 36; full mode): under 120 s end to end at 100,000 subjects and under 2 GB per party process."""
+    import tempfile
+    from pathlib import Path
+
+    from collabcausal.analyst.dp_effects_vertical import vertical_effects_results
+    from collabcausal.ledger import PrivacyLedger
+    from collabcausal.party import Party, PartyTable
+    from collabcausal.protocol.launcher import local_grpc_grid
+
+    design = Design(tuple(covariate_bounds()), OUTCOME_RANGE["binary"])
+    spec = vertical_spec(design, seed)
+    site = simulate_subjects(n, "binary", np.random.default_rng(seed))
+    names = [f"x{j}" for j in range(20)]
+    label = Party("label", PartyTable.from_arrays(site.X[:, :10], tuple(names[:10]),
+                                                  treatment=("t", site.T.astype(float)), outcome=("y", site.Y)))
+    other = Party("other", PartyTable.from_arrays(site.X[:, 10:], tuple(names[10:])))
+    spec = replace(spec, columns=tuple(names))
+    with tempfile.TemporaryDirectory(prefix="bench-vertical-") as folder:
+        for party in (label, other):
+            party.ledger = PrivacyLedger(Path(folder) / f"{party.name}.sqlite", epsilon=EPSILON, delta=spec.delta,
+                                         dataset=party.name)
+        start, cpu = time.perf_counter(), time.process_time()
+        with local_grpc_grid([label, other], workdir=Path(folder) / "grpc", study="bench-vertical") as grid:
+            report = vertical_effects_results(grid, spec, "bench-vertical", [("label", "other")], ["label"])
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    party_peak, analyst_peak = children.ru_maxrss / 2**20, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    twin_start = time.perf_counter()
+    run_vertical([site], TWO, vertical_spec(design, seed))
+    twin = time.perf_counter() - twin_start
+    row = report["estimates"]["aipw-ate"]
+    print(f"\ntwo-party study over gRPC (mutual TLS, loopback), {n} subjects, 10 + 10 covariates, "
+          f"{spec.nuisance_replicates} noise replicates")
+    for step, size in report["dp_effects"]["relayed_bytes"].items():
+        print(f"  {step}: {size / 1e6:.1f} MB relayed (in and out of the coordinator: twice on the wire)")
+    print(f"estimate {row['estimate']:.4f} (SE {row['se']:.4f}); wall {wall:.1f} s; CPU: analyst {cpu:.1f} s, party "
+          f"processes {children.ru_utime + children.ru_stime:.1f} s; peak memory: largest party process "
+          f"{party_peak:.2f} GB, analyst {analyst_peak:.2f} GB")
+    print(f"peer: the plaintext twin on the same data {twin:.1f} s (the protocol's sums in the clear, one process); "
+          f"encrypted over gRPC / twin = {wall / twin:.0f}x")
+    if quick:
+        print("targets: not judged (--quick)")
+        return 0
+    print(f"targets: wall < 120 s: {wall < 120}; every party process < 2 GB: {party_peak < 2}")
+    return 0 if wall < 120 and party_peak < 2 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = BenchmarkParser(__doc__)
     parser.add_size("--reps", type=int, full=MIN_REPS, quick=2, help="seeded replications")
@@ -180,10 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-only", action="store_true", help="only the target's rows (about 2 s a replication)")
     parser.add_argument("--encrypted", action="store_true",
                         help="one two-party study by the encrypted rounds in process: time, CPU, bytes, memory")
+    parser.add_argument("--grpc", action="store_true",
+                        help="one two-party study over gRPC with mutual TLS, parties in their own processes")
     args = parser.parse_args(argv)
     n, reps = args.subjects, args.reps
     if args.encrypted:
         return encrypted_run(n, args.seed, args.quick)
+    if args.grpc:
+        return grpc_run(n, args.seed, args.quick)
     start = time.perf_counter()
     table = replicate(n, reps, args.seed, args.quick, args.target_only)
     print(f"\n{time.perf_counter() - start:.0f} s")
