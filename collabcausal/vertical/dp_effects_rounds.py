@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.scores import Component
 from collabcausal.estimators.dp.effects.vertical import CrossEntry, WeightPolynomial, cross_term, scaled_score_terms
-from collabcausal.vertical.column import EncryptedColumn
+from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn
 from collabcausal.vertical.keys import KeyOwner
 
 LabelKey = tuple[str, int | str]
@@ -64,23 +64,34 @@ def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]])
 
 
 def score_totals(
-    encrypted: Sequence[EncryptedColumn], plain: Sequence[NDArray[np.float64]], treatment: NDArray[np.float64],
+    encrypted: Sequence[ChunkedColumn], plain: Sequence[NDArray[np.float64]], treatment: NDArray[np.float64],
     outcome: NDArray[np.float64], poly: WeightPolynomial, parts: Sequence[Component], unit: float,
     noise: NDArray[np.float64], flood_sd: float,
 ) -> list[bytes]:
     """Scores step 2 (L): the released sums of :func:`scaled_score_terms` on ``encrypted + plain`` parts.
 
     ``encrypted`` and ``plain`` are P's and L's ``(x, m0, m1)`` of the model followed by those of each
-    replicate's change; ``noise[j]`` is L's DP share of sum ``j``.
+    replicate's change; ``noise[j]`` is L's DP share of sum ``j``. The program runs one chunk of subjects at a
+    time (every operation is slot-wise), so only one chunk's intermediates are held at once; the terms' chunks
+    are then joined and totalled.
     """
     if len(encrypted) != len(plain) or len(encrypted) % 3:
         raise ProtocolError(f"{len(encrypted)} encrypted and {len(plain)} plaintext score inputs",
                             "send (x, m0, m1) of the model and of each replicate's change")
     _check_noise(noise, len(parts))
-    summed = [e + p for e, p in zip(encrypted, plain, strict=True)]
-    at_model = summed[:3]
-    at_copies = [[a + d for a, d in zip(at_model, summed[i:i + 3], strict=True)] for i in range(3, len(summed), 3)]
-    terms = scaled_score_terms(treatment, outcome, at_model, at_copies, poly, parts, unit)
+    chunks = {c.n_chunks for c in encrypted}
+    if len(chunks) != 1:
+        raise ProtocolError(f"score inputs of {sorted(chunks)} ciphertexts", "send every input for every subject")
+    slots = encrypted[0].chunk(0).context.parameters.slot_count
+    per_chunk = []
+    for i in range(chunks.pop()):
+        rows = slice(i * slots, (i + 1) * slots)
+        summed = [e.chunk(i) + p[rows] for e, p in zip(encrypted, plain, strict=True)]
+        at_model = summed[:3]
+        at_copies = [[a + d for a, d in zip(at_model, summed[j:j + 3], strict=True)]
+                     for j in range(3, len(summed), 3)]
+        per_chunk.append(scaled_score_terms(treatment[rows], outcome[rows], at_model, at_copies, poly, parts, unit))
+    terms = [EncryptedColumn.join([chunk_terms[j] for chunk_terms in per_chunk]) for j in range(len(parts))]
     return [t.total(noise=float(z), flood_sd=flood_sd) for t, z in zip(terms, noise, strict=True)]
 
 

@@ -20,7 +20,7 @@ from collabcausal.party.node import Party
 from collabcausal.party.secagg import require_identity
 from collabcausal.party.vertical.request import VerticalRequest
 from collabcausal.vertical.advertisement import advertise_context, verified_public_context
-from collabcausal.vertical.column import EncryptedColumn
+from collabcausal.vertical.column import EncryptedColumn, RelayedColumn
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.transcript import (
@@ -58,9 +58,10 @@ def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: K
 
 
 def verified_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any]
-                     ) -> tuple[PublicContext, list[EncryptedColumn]]:
+                     ) -> tuple[PublicContext, list[RelayedColumn]]:
     """The key owner's context and columns as relayed in ``request``, accepted only if the peer signed them
-    for exactly ``terms`` (and this round); checked before the evaluator charges."""
+    for exactly ``terms`` (and this round); checked before the evaluator charges. The columns are read into
+    ciphertexts when used (:class:`~collabcausal.vertical.column.RelayedColumn`)."""
     p = request.params
     verifier = require_identity(party, SIGNS).verifier
     context = blobs(request, CONTEXT)
@@ -76,7 +77,7 @@ def verified_columns(party: Party, request: Message, req: VerticalRequest, terms
     public = verified_public_context(context[0], _mapping(p.get("context_advertisement")), verifier,
                                      key_owner=req.peer, study=req.study, round_id=req.round_id)
     ends = np.cumsum(counts)
-    columns = [EncryptedColumn.from_bytes(public, flat[int(e - c):int(e)], req.n_subjects)
+    columns = [RelayedColumn(public, flat[int(e - c):int(e)], req.n_subjects)
                for e, c in zip(ends, counts, strict=True)]
     return public, columns
 

@@ -103,7 +103,8 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     entries = cross_entries(req.groups, fm.n_sites)
     share = sigma * float(np.sqrt(share_variance(2)))
     noise = noise_share(np.full(len(entries), 2), sigma)
-    totals = cross_totals(dict(zip(keys, columns, strict=True)), req.design(party), entries, noise, flood_sd=share)
+    loaded = {key: column.load() for key, column in zip(keys, columns, strict=True)}
+    totals = cross_totals(loaded, req.design(party), entries, noise, flood_sd=share)
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 
