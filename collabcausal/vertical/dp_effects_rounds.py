@@ -27,7 +27,7 @@ programs' (:mod:`collabcausal.simulations.vertical_simulation`), which tests/ver
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,9 +58,10 @@ def cross_totals(columns: Mapping[LabelKey, EncryptedColumn], design: NDArray[np
             for entry, z in zip(entries, noise, strict=True)]
 
 
-def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]]) -> list[EncryptedColumn]:
-    """Scores step 1 (P): its parts ``(x, m0, m1)`` of the model, then of each replicate's change."""
-    return [owner.encrypt(v) for v in inputs]
+def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]]) -> Iterator[EncryptedColumn]:
+    """Scores step 1 (P): its parts ``(x, m0, m1)`` of the model, then of each replicate's change, encrypted one
+    at a time as they are consumed (a caller that serializes each drops its ciphertexts before the next)."""
+    return (owner.encrypt(v) for v in inputs)
 
 
 def score_totals(

@@ -130,7 +130,7 @@ def test_a_zero_noise_share_is_refused_at_the_total_and_the_opening(owner1, worl
 def test_a_score_input_outside_minus_one_to_one_is_not_encrypted(owner1) -> None:
     """Held: a part the coordinator's scales leave beyond [-1, 1] is refused by the key owner's encryption."""
     with pytest.raises(InputError, match="scale the column"):
-        encrypt_score_inputs(owner1, [np.r_[np.zeros(N - 1), 1.5]])
+        list(encrypt_score_inputs(owner1, [np.r_[np.zeros(N - 1), 1.5]]))
 
 
 def test_encrypted_score_terms_stay_within_the_bounds_the_sensitivity_assumes(owner7, evaluator7) -> None:

@@ -9,7 +9,7 @@ All checks come before the receiving party charges or computes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,8 +43,9 @@ __all__ = ["COLUMNS", "CONTEXT", "TOTALS", "columns_reply", "totals_reply", "ver
 
 
 def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: KeyOwner,
-                  columns: Sequence[EncryptedColumn], terms: dict[str, Any]) -> Message:
-    """The key owner's reply: its public context, its columns, both signed for ``terms`` and this round."""
+                  columns: Iterable[EncryptedColumn], terms: dict[str, Any]) -> Message:
+    """The key owner's reply: its public context, its columns, both signed for ``terms`` and this round (each
+    column serialized as it comes, so an iterator of columns is never held whole)."""
     signer = require_identity(party, SIGNS).signer
     context = owner.public_context()
     chunks = [column.to_bytes() for column in columns]
