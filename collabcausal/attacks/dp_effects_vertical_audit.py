@@ -141,7 +141,7 @@ def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, conf
         for r in range(n_releases):
             request = setup.request("vertical_statistics_columns", n, f"{tag}/{r}")
             reply = holder.handle(request)
-            context = load_public_context(blobs(reply, "ckks_context")[0])
+            context = load_public_context(bytes(blobs(reply, "ckks_context")[0]))
             flat, counts = blobs(reply, "ckks_columns"), reply.params["chunks"]
             ends = np.cumsum(counts)
             relayed = [EncryptedColumn.from_bytes(context, flat[int(e - c):int(e)], n)

@@ -44,7 +44,7 @@ __all__ = ["COLUMNS_KIND", "MAX_BLOBS", "TOTALS_KIND", "blob_arrays", "blobs", "
            "transcript_digest", "verify_transcript"]
 
 
-def transcript_digest(kind: str, terms: Mapping[str, Any], payload: Sequence[bytes]) -> bytes:
+def transcript_digest(kind: str, terms: Mapping[str, Any], payload: Sequence[bytes | memoryview]) -> bytes:
     """SHA-256 of ``kind``, the canonical JSON of ``terms`` and each blob's SHA-256, unambiguously encoded."""
     try:
         text = json.dumps(terms, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -55,13 +55,13 @@ def transcript_digest(kind: str, terms: Mapping[str, Any], payload: Sequence[byt
 
 
 def sign_transcript(signer: Signer, study: str, round_id: str, kind: str, terms: Mapping[str, Any],
-                    payload: Sequence[bytes]) -> dict[str, str]:
+                    payload: Sequence[bytes | memoryview]) -> dict[str, str]:
     """The sender's signed advertisement of :func:`transcript_digest` (to send beside the blobs)."""
     return signer.advertise(study, round_id, transcript_digest(kind, terms, payload), kind=kind)
 
 
 def verify_transcript(verifier: Verifier, advertisement: object, *, sender: str, study: str, round_id: str,
-                      kind: str, terms: Mapping[str, Any], payload: Sequence[bytes]) -> None:
+                      kind: str, terms: Mapping[str, Any], payload: Sequence[bytes | memoryview]) -> None:
     """Accept ``payload`` only if ``sender`` signed exactly these blobs under exactly these terms.
 
     Raises
@@ -87,14 +87,15 @@ def blob_arrays(name: str, payload: Sequence[bytes]) -> dict[str, np.ndarray]:
     return {name: data, f"{name}_lengths": lengths}
 
 
-def blobs(message: Message, name: str) -> list[bytes]:
-    """The byte strings :func:`blob_arrays` packed into ``message``; a :class:`ProtocolError` if malformed."""
+def blobs(message: Message, name: str) -> list[memoryview]:
+    """The byte strings :func:`blob_arrays` packed into ``message``, as views of its array (no copy: a relayed
+    score round holds 0.7 GB of them); a :class:`ProtocolError` if malformed."""
     data, lengths = message.array(name), message.array(f"{name}_lengths")
     fix = "resend the message as the sending party built it"
     if data.dtype != np.uint8 or data.ndim != 1 or lengths.ndim != 1 or lengths.dtype.kind not in "iu":
         raise ProtocolError(f"{message.operation} {name} is not a uint8 array with integer lengths", fix)
     if lengths.size > MAX_BLOBS or np.any(lengths < 0) or int(lengths.sum()) != data.size:
         raise ProtocolError(f"{message.operation} {name}: {lengths.size} lengths do not split {data.size} bytes", fix)
-    raw = data.tobytes()
+    raw = memoryview(np.ascontiguousarray(data)).cast("B")
     ends = np.cumsum(lengths)
     return [raw[int(e - n):int(e)] for e, n in zip(ends, lengths, strict=True)]

@@ -65,7 +65,7 @@ def verified_columns(party: Party, request: Message, req: VerticalRequest, terms
     ciphertexts when used (:class:`~collabcausal.vertical.column.RelayedColumn`)."""
     p = request.params
     verifier = require_identity(party, SIGNS).verifier
-    context = blobs(request, CONTEXT)
+    context = [bytes(b) for b in blobs(request, CONTEXT)]
     flat = blobs(request, COLUMNS)
     counts = p.get("chunks")
     if len(context) != 1 or not isinstance(counts, list) or not all(
@@ -91,7 +91,8 @@ def totals_reply(party: Party, request: Message, req: VerticalRequest, totals: S
     return Message(request.operation, params | {"totals_advertisement": signature}, blob_arrays(TOTALS, totals))
 
 
-def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, Any], expected: int) -> list[bytes]:
+def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, Any], expected: int
+                    ) -> list[memoryview]:
     """The totals relayed in ``request``, accepted only if ``peer`` signed these bytes for ``terms``."""
     totals = blobs(request, TOTALS)
     if len(totals) != expected:

@@ -43,7 +43,7 @@ def _totals_request(request: Message, reply: Message, arrays=None, **params) -> 
 def _forged_columns(reply: Message, n: int) -> list[bytes]:
     """Under L's own public key: subject 7's indicator times 1 in every column (values in [-1, 1], as a
     coordinator that wants one subject's products would send)."""
-    context = load_public_context(blobs(reply, "ckks_context")[0])
+    context = load_public_context(bytes(blobs(reply, "ckks_context")[0]))
     target = np.zeros(n)
     target[7] = 1.0
     counts = reply.params["chunks"]
@@ -96,7 +96,7 @@ def test_a_total_the_coordinator_computed_from_the_key_owners_columns_is_never_o
     """The relay isolates subject 7's outcome in L's own encrypted "u" column, scales it by 250 and asks L to open it
     as a cross entry: L refuses (the total carries no signature of P for this round), and the round is closed."""
     w, request, reply = round_
-    context = load_public_context(blobs(reply, "ckks_context")[0])
+    context = load_public_context(bytes(blobs(reply, "ckks_context")[0]))
     flat, counts = blobs(reply, "ckks_columns"), reply.params["chunks"]
     u = EncryptedColumn.from_bytes(context, flat[-2 * counts[-1]:][:counts[-1]], w.label.table.n_subjects)
     pick = np.zeros(w.label.table.n_subjects)
