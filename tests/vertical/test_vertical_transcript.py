@@ -61,7 +61,9 @@ def test_the_digest_separates_blob_boundaries_and_key_order() -> None:
 
 
 def test_blobs_round_trip_and_malformed_packings_are_refused() -> None:
-    message = Message("op", {}, blob_arrays("ckks_x", PAYLOAD))
+    payload = list(PAYLOAD)
+    message = Message("op", {}, blob_arrays("ckks_x", payload))
+    assert payload == []  # emptied as copied: each blob freed once in the array
     assert blobs(message, "ckks_x") == PAYLOAD
     assert blobs(Message("op", {}, blob_arrays("ckks_x", [])), "ckks_x") == []
     bad = [{"ckks_x": np.zeros(3, np.uint8), "ckks_x_lengths": np.array([2, 2])},

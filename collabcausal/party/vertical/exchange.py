@@ -48,9 +48,13 @@ def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: K
     column serialized as it comes, so an iterator of columns is never held whole)."""
     signer = require_identity(party, SIGNS).signer
     context = owner.public_context()
-    chunks = [column.to_bytes() for column in columns]
-    flat = [c for column in chunks for c in column]
-    signed = terms | {"chunks": [len(c) for c in chunks]}
+    flat: list[bytes] = []
+    counts = []
+    for column in columns:
+        chunks = column.to_bytes()
+        flat += chunks
+        counts.append(len(chunks))
+    signed = terms | {"chunks": counts}
     params = {"chunks": signed["chunks"],
               "context_advertisement": advertise_context(signer, req.study, req.round_id, context),
               "columns_advertisement": sign_transcript(signer, req.study, req.round_id, COLUMNS_KIND, signed,

@@ -69,7 +69,7 @@ def test_the_coordinators_own_key_is_refused(round_) -> None:
     context = owner.public_context()
     columns = _forged_columns(reply, w.other.table.n_subjects)
     terms = {k: v for k, v in request.params.items()}
-    arrays = blob_arrays("ckks_context", [context]) | blob_arrays("ckks_columns", columns)
+    arrays = blob_arrays("ckks_context", [context]) | blob_arrays("ckks_columns", list(columns))
     forged = {"context_advertisement": advertise_context(rogue, STUDY, request.params["round"], context),
               "columns_advertisement": sign_transcript(rogue, STUDY, request.params["round"], COLUMNS_KIND, terms,
                                                        [context, *columns])}
@@ -106,7 +106,7 @@ def test_a_total_the_coordinator_computed_from_the_key_owners_columns_is_never_o
     opening = {"study": STUDY, "round": request.params["round"], "totals_advertisement": {}}
     with pytest.raises(IdentityError):
         w.label.handle(Message("vertical_statistics_open", opening,
-                               blob_arrays("ckks_totals", [fabricated] * n_totals)))
+                               blob_arrays("ckks_totals", [fabricated] * int(n_totals))))
     with pytest.raises(PolicyError, match="closed"):
         w.label.handle(Message("vertical_statistics_open", opening, blob_arrays("ckks_totals", [])))
 
