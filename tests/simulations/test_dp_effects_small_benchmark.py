@@ -29,18 +29,22 @@ def test_targets_pass_an_unbiased_covering_study_with_n_600_refused():
     truth = bench.cohort_true_ate()
     rng = np.random.default_rng(0)
     noise = rng.normal(0.0, 0.01, 400)
-    ok = _row(bench, truth + noise, np.full(400, 0.012), truth + noise * 0.1)
+    ok = _row(bench, truth + noise, np.full(400, 0.0102), np.full(400, truth))  # covers about 95.4%
     rows = {600: _row(bench, [], [], [], refused=400), 2000: ok, 10_000: ok}
     assert bench.targets(rows) == []
 
 
-def test_targets_flag_a_study_not_refused_a_bias_and_a_short_interval():
+def test_targets_flag_a_study_not_refused_a_bias_a_short_and_a_wide_interval():
     bench = _bench()
     truth = bench.cohort_true_ate()
     noise = np.random.default_rng(1).normal(0.0, 0.01, 400)
     biased = _row(bench, truth + 0.01 + noise, np.full(400, 0.012), np.full(400, truth))  # 0.83 SE of bias
     short = _row(bench, truth + noise, np.full(400, 0.004), truth + noise)  # covers about 56% (|N(0, 0.01)| <= 0.0078)
+    wide = _row(bench, truth + noise, np.full(400, 0.02), truth + noise)  # covers about 99.99%
     missed = bench.targets({600: biased, 2000: biased, 10_000: short})
     assert any("not refused" in m for m in missed)
     assert any(m.startswith("n = 2000: DP bias") for m in missed)
     assert any(m.startswith("n = 10000: coverage of the truth") for m in missed)
+    wide_missed = bench.targets({600: _row(bench, [], [], [], refused=400), 2000: wide, 10_000: wide})
+    assert any(m.startswith("n = 2000: coverage of the truth 1.000 outside") for m in wide_missed)
+    assert any(m.startswith("n = 10000: coverage of the non-private AIPW 1.000 outside") for m in wide_missed)

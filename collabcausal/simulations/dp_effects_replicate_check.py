@@ -1,0 +1,76 @@
+"""Does the interval's nuisance-noise term measure what it should? The noise replicates in process (issue 38).
+
+A ``dp_effects`` interval adds the variance that the statistics' noise gives the estimate through the
+nuisance models, estimated from ``B`` noise replicates (a parametric bootstrap of the statistics' noise,
+Ferrando, Wang & Sheldon 2022; :mod:`collabcausal.estimators.dp.effects.scores`): refits on the noisy
+statistics plus fresh noise, each subject's AIPW-ATE score difference clipped to ``REPLICATE_CLIP`` of
+the score's range. :func:`replicate_check` holds one data set fixed and sets beside each other
+
+* the **conditional variance** the term should estimate: the variance of the AIPW-ATE estimate (score sum
+  without its own noise, over n) over ``draws`` fresh draws of the statistics' noise;
+* one study's **replicate mean square** ``mean_b d_b^2`` (what the interval adds, before the replicate sums'
+  own noise is removed), with the study's clip and without it;
+* the share of per-subject differences the clip changed, and the replicates' mean move ``mean_b d_b``.
+
+Noise of exactly the study's sds (:func:`~.dp_effects_decomposition.study_noise_sds`), drawn from numpy:
+a measuring instrument, not a release path (pooled full-sample nuisances, the study's default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from collabcausal.analyst.dp_effects import DPEffectsSpec
+from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import fit_nuisances
+from collabcausal.estimators.dp.effects.scores import REPLICATE_CLIP, components, subject_scores
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics
+from collabcausal.simulations.dp_effects_decomposition import study_noise_sds
+from collabcausal.simulations.multisite import Site
+
+
+@dataclass(frozen=True)
+class ReplicateCheck:
+    """One data set's figures (module docstring)."""
+
+    conditional_var: float
+    replicate_ms: float
+    replicate_ms_unclipped: float
+    clip_share: float
+    mean_move: float
+
+
+def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.Generator, *,
+                    draws: int = 40) -> ReplicateCheck:
+    """The conditional variance against one study's replicate mean square on ``sites`` (module docstring)."""
+    feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(sites))
+    stats_sd, _ = study_noise_sds(spec, len(sites), max(len(s.T) for s in sites))
+    designs = [feature_map.design(s.X, i) for i, s in enumerate(sites)]
+    outcomes = [feature_map.centred_outcome(s.Y) for s in sites]
+    total = sum(fold_statistics(D, s.T, y, feature_map.outcome_width)
+                for D, s, y in zip(designs, sites, outcomes, strict=True))
+    parts = components(("aipw",), ("ate",), feature_map.outcome_width, spec.trim)[:1]
+    clip = REPLICATE_CLIP * parts[0].width
+
+    def scores(statistics: np.ndarray) -> np.ndarray:
+        model = fit_nuisances(ArmStatistics.unpack(statistics, feature_map.dim), feature_map.n_sites, stats_sd,
+                              ridge_scale=spec.ridge_scale)
+        return np.concatenate([
+            subject_scores(parts, s.T, y, model.propensity(D, spec.trim), model.outcome(D, 0, feature_map),
+                           model.outcome(D, 1, feature_map))[:, 0]
+            for D, s, y in zip(designs, sites, outcomes, strict=True)])
+
+    def noisy(statistics: np.ndarray) -> np.ndarray:
+        return statistics + rng.normal(0.0, stats_sd, statistics.shape)
+
+    conditional = np.var([scores(noisy(total)).mean() for _ in range(draws)], ddof=1)
+    study = noisy(total)
+    at_study = scores(study)
+    differences = np.array([scores(noisy(study)) - at_study for _ in range(spec.nuisance_replicates)])
+    clipped = np.clip(differences, -clip, clip).mean(axis=1)
+    return ReplicateCheck(float(conditional), float(np.mean(clipped**2)),
+                          float(np.mean(differences.mean(axis=1) ** 2)),
+                          float(np.mean(np.abs(differences) > clip)), float(clipped.mean()))

@@ -1,0 +1,30 @@
+"""collabcausal.simulations.dp_effects_replicate_check: the nuisance-noise term beside the variance it estimates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collabcausal.simulations import dp_effects_replicate_check as check
+from collabcausal.simulations.cohort_design import COHORT_DESIGN, cohort_sites
+from collabcausal.simulations.dp_effects_benchmark import study_spec
+
+
+def _check(clip: float | None = None, monkeypatch=None) -> check.ReplicateCheck:
+    if clip is not None:
+        monkeypatch.setattr(check, "REPLICATE_CLIP", clip)
+    sites = cohort_sites(2000, np.random.default_rng(0))
+    return check.replicate_check(sites, study_spec(COHORT_DESIGN, 1.0, secure_aggregation=True),
+                                 np.random.default_rng(1), draws=5)
+
+
+def test_figures_are_consistent_with_each_other():
+    result = _check()
+    assert result.conditional_var > 0.0
+    assert 0.0 < result.clip_share < 1.0  # n = 2000 at eps 1: the clip changes some differences, not all
+    assert result.replicate_ms >= result.mean_move**2  # a mean square bounds the squared mean
+
+
+def test_a_clip_wider_than_every_difference_changes_nothing(monkeypatch):
+    result = _check(clip=1.0, monkeypatch=monkeypatch)  # c = the score's whole range: no difference reaches it
+    assert result.clip_share == 0.0
+    assert result.replicate_ms == result.replicate_ms_unclipped
