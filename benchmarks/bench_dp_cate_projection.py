@@ -28,13 +28,13 @@ number is finite.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
+from _run_mode import BenchmarkParser
 
 from collabcausal.simulations.cate_benchmark import (
     cate,
@@ -200,13 +200,12 @@ def _numbers(value: object) -> list[np.ndarray]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run, print, and return 0 when every target is met (or ``--quick`` gave finite numbers), else 1."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200)
-    parser.add_argument("--n", type=int, default=25_000, help="subjects per site")
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--reps", type=int, full=200, quick=2, help="replications per outcome")
+    parser.add_size("--n", type=int, full=25_000, quick=2500, help="subjects per site")
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--outcomes", default="binary,continuous")
-    parser.add_argument("--quick", action="store_true", help="2 replications of 2,500 per site: sanity only")
     parser.add_argument("--peers", type=int, default=0, metavar="K",
                         help="also run the private CATE peers (paper 000's DP-EBM DR-learner, paper 004's DP-CATE, the "
                              "cate kind) on the first K replications of each outcome (about 20 s each)")
@@ -226,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
               f"4 sites x {first['n']}, from {args.from_log}")
         by_outcome = {o: [r for r in rows if r["outcome"] == o] for o in outcomes}
     else:
-        reps, n = (2, 2500) if args.quick else (args.reps, args.n)
+        reps, n = args.reps, args.n
         print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
               f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
         by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,

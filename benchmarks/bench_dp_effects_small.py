@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from _run_mode import BenchmarkParser
 
 from collabcausal.analyst import dp_effects_feasibility
 from collabcausal.errors import CollabCausalError
@@ -193,10 +194,11 @@ HEADER = ("| n | studies | bias vs truth (MC SE) | DP bias vs non-private (MC SE
 
 def main(argv: list[str] | None = None) -> int:
     """Print the tables; 1 when a target (full) or a sanity check (quick) is missed."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="3 replications per n, sanity only (test suite)")
-    parser.add_argument("--reps", type=int, help="replications per n (default 300; quick 3)")
-    parser.add_argument("--cohort-draws", type=int, help="DP draws on cohort.csv (default 100; quick 1)")
+    parser = BenchmarkParser(__doc__)
+    parser.add_size("--reps", type=int, full=300, quick=3, help="replications per n")
+    parser.add_size("--cohort-draws", type=int, full=100, quick=1, help="DP draws on cohort.csv")
+    parser.add_size("--decompose-sets", type=int, full=200, quick=3, help="data sets per n of --decompose")
+    parser.add_size("--replicate-sets", type=int, full=30, quick=2, help="data sets per n of --replicates")
     parser.add_argument("--seed", type=int, default=0, help="replication r draws its data with seed + r")
     parser.add_argument("--epsilon", type=float, default=EPSILON, help="each party's total (default 1)")
     parser.add_argument("--design", choices=sorted(DESIGNS), default="cohort", help="cohort (default) or the "
@@ -205,21 +207,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-refusal", action="store_true", help="run the studies the size check would refuse "
                         "(measures what the refusal prevents; MAX_RIDGE_SHARE set to infinity in this process)")
     parser.add_argument("--cohort-only", action="store_true", help="only the cohort.csv table")
-    parser.add_argument("--decompose", action="store_true", help="only the bias decomposition (default 200 data "
-                        "sets per n)")
-    parser.add_argument("--replicates", action="store_true", help="only the nuisance-noise term's check (default 30 "
+    parser.add_argument("--decompose", action="store_true", help="only the bias decomposition (--decompose-sets "
                         "data sets per n)")
+    parser.add_argument("--replicates", action="store_true", help="only the nuisance-noise term's check "
+                        "(--replicate-sets data sets per n)")
     args = parser.parse_args(argv)
     if args.no_refusal:
         dp_effects_feasibility.MAX_RIDGE_SHARE = math.inf
     if args.decompose:
-        decompose(args.reps or (3 if args.quick else 200), args.seed, args.epsilon)
+        decompose(args.decompose_sets, args.seed, args.epsilon)
         return 0
     if args.replicates:
-        check_replicates(args.reps or (2 if args.quick else 30), args.seed, args.epsilon)
+        check_replicates(args.replicate_sets, args.seed, args.epsilon)
         return 0
-    reps = args.reps or (3 if args.quick else 300)
-    draws = args.cohort_draws or (1 if args.quick else 100)
+    reps, draws = args.reps, args.cohort_draws
     design, draw_sites, true_ate = DESIGNS[args.design]
     sizes = () if args.cohort_only else tuple(int(n) for n in args.sizes.split(",")) if args.sizes else SIZES
     start = time.perf_counter()

@@ -12,7 +12,7 @@ Sections (paths relative to the file's folder)::
     party_components = 3              # m~ per party (int, or a variance fraction; default 3)
     join_deadline = 120               # seconds for every roster party to join
     task_timeout = 600                # seconds for each round of replies
-    on_missing_party = "fail"         # or "continue": run without parties that did not join
+    on_missing_party = "fail"         # or "continue": go on without absent or lost parties where sound
     align = false                     # align subjects by keyed hashes first (vertical splits)
     out = "report"                    # folder for report.json
     interval = "percentile"           # "analytic", "percentile" or "bca" (docs/estimators.md)

@@ -14,6 +14,7 @@ import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import numpy as np
 from numpy.typing import NDArray
@@ -411,7 +412,8 @@ def bootstrap_dcqe(
     full_propensity: NDArray[np.float64] | None = None,
     timeout: float | None = None,
     progress: bool = False,
-) -> dict[str, NDArray[np.float64]]:
+    on_missing: str = "fail",
+) -> tuple[dict[str, NDArray[np.float64]], str | None]:
     """Bootstrap replicates of every estimator's estimate: the whole pipeline on resampled rows.
 
     Replicate b resamples subjects within each row group with ``child_rng(plan.seed, "bootstrap",
@@ -422,9 +424,16 @@ def bootstrap_dcqe(
     full-sample run's, stacked over row groups) each replicate's propensity fit starts from its
     subjects' full-sample logits (:func:`resampled_logits`), as the simulation's do.
 
+    With ``on_missing = "continue"``, a party lost (:class:`StudyFailedError`) at replicate b >= 2 stops
+    the bootstrap there: replicates 0..b-1 are resamples drawn from seeds fixed before the study, so
+    stopping early at a time that does not depend on their values leaves a valid bootstrap of fewer
+    replicates. Finishing on the remaining parties would mix replicates of another estimator in.
+
     Returns
     -------
-    dict of str to ndarray of shape (n_boot,)
+    replicates : dict of str to ndarray of shape (n_boot,), or (b,) when stopped at replicate b
+    stopped : str or None
+        When the bootstrap stopped early: at which replicate, when (UTC), and the transport's error.
     """
     sizes = [int(described[group[0]].params["n_subjects"]) for group in plan.row_groups]
     out = {name: np.full(int(n_boot), np.nan) for name in plan.estimators}
@@ -445,9 +454,15 @@ def bootstrap_dcqe(
             )
         except (InputError, NumericalError):
             continue
+        except StudyFailedError as lost:
+            if on_missing != "continue" or b < 2:
+                raise
+            when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+            stopped = f"the bootstrap stopped at replicate {b} of {int(n_boot)} at {when}: {lost.problem}"
+            return {name: values[:b] for name, values in out.items()}, stopped
         for name, estimate in result.effects.estimates.items():
             out[name][b] = estimate.estimate
-    return out
+    return out, None
 
 
 def resampled_logits(full_logits: NDArray[np.float64], rows: Sequence[NDArray[np.int64]]) -> NDArray[np.float64]:

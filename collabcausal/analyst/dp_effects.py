@@ -25,7 +25,9 @@ another, so a party cannot make the interval look narrower than its noise allows
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -71,8 +73,17 @@ SEED_NOTE = (
 
 
 def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Sequence[str], *,
-                       timeout: float | None = None) -> dict[str, Any]:
-    """Run the ``dp_effects`` study over ``parties`` (one per row group); the report's kind-specific part."""
+                       timeout: float | None = None, on_missing: str = "fail") -> dict[str, Any]:
+    """Run the ``dp_effects`` study over ``parties`` (one per row group); the report's kind-specific part.
+
+    ``on_missing = "continue"``: a party lost during a per-party statistics round is dropped and the study
+    goes on over the others, whose releases do not depend on its rows; the report names it, says when and
+    what it may have been charged, and that the results exclude it. A party lost during a per-party scores
+    round fails the study either way: its statistics are in the nuisance models the other parties' scores
+    were computed with, so the estimate would no longer be the one the study declared (the error says what
+    was charged). A secure-aggregation round restarts among the rest whatever ``on_missing`` says
+    (:func:`~collabcausal.analyst.secure_sum.secure_sum`; the report counts the attempts).
+    """
     described = grid.send_and_receive(
         {p: Message("describe", {"study": study}) for p in parties}, timeout=timeout
     )
@@ -99,7 +110,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     largest = float(max(n_subjects.values()))
     length = statistics_length(feature_map.dim)
     # site nuisances need each party's own statistics: that release is per party even with secure aggregation
-    release_statistics = _secure_round if secure and pooled else _plain_round
+    release_statistics = _secure_round if secure and pooled else partial(_plain_round, on_missing=on_missing)
     stats = release_statistics(
         grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "rho": rho_n, "delta": delta_n},
         statistics_sensitivity(feature_map), rho_n, length=spec.n_folds * length, value_bound=largest,
@@ -175,6 +186,7 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
     if stats.attempts > 1 or scores.attempts > 1:
         warnings.append(f"secure aggregation: a party dropped out; rounds were restarted ({stats.attempts} "
                         f"statistics, {scores.attempts} scores attempts), each attempt charged again")
+    warnings += [lost_warning(p, when, STATISTICS, rho_n, delta_n) for p, when in stats.lost.items()]
     unpinned = sorted(set(stats.unpinned) | set(scores.unpinned))
     if unpinned:
         warnings.append(f"secure aggregation: {', '.join(unpinned)} trust the coordinator's roster (peers = \"any\"): "
@@ -193,17 +205,49 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
         },
         "notes": [NOTE, SEED_NOTE.format(seed=spec.seed)],
         "warnings": warnings,
-    }
+    } | ({"lost_parties": {p: {"lost_at": when, "during": STATISTICS} for p, when in stats.lost.items()}}
+         if stats.lost else {})
+
+
+def lost_warning(party: str, when: str, operation: str, rho: float, delta: float) -> str:
+    """The report's line for a party dropped mid-study: who, when, what was and was not charged, what it excludes."""
+    return (f"party {party} was lost during {operation} at {when} and dropped (on_missing_party = \"continue\"): "
+            f"its {operation} release may have been charged to its ledger (rho {rho:.6g}, epsilon "
+            f"{zcdp_epsilon(rho, delta):.4g}, delta {delta:g}) with nothing received (`collabcausal party budget` at "
+            f"{party} shows it); nothing more was asked of it; the estimates exclude its subjects, and privacy lists "
+            "the parties whose releases were received")
 
 
 def _plain_round(grid: Grid, operation: str, parties: list[str], params: Any, sensitivity: float, rho: float, *,
-                 length: int, value_bound: float, timeout: float | None, study: str) -> Round:
-    """Each party adds its own full noise; the analyst sees every party's release (and their sum)."""
-    replies = grid.send_and_receive({p: Message(operation, params(p)) for p in parties}, timeout=timeout)
+                 length: int, value_bound: float, timeout: float | None, study: str, on_missing: str = "fail") -> Round:
+    """Each party adds its own full noise; the analyst sees every party's release (and their sum).
+
+    ``on_missing = "continue"``: a party that does not answer is dropped (:func:`answered`), not fatal.
+    """
+    requests = {p: Message(operation, params(p)) for p in parties}
+    if on_missing == "continue":
+        replies, lost = answered(grid, requests, timeout)
+        parties = [p for p in parties if p in replies]
+    else:
+        replies, lost = grid.send_and_receive(requests, timeout=timeout), {}
     sigma = gaussian_zcdp_sigma(sensitivity, rho)
     values = {p: checked_values(p, operation, replies[p], sigma, length) for p in parties}
     total = np.sum([values[p] for p in parties], axis=0)
-    return Round(parties, values, total, sigma * math.sqrt(len(parties)), sigma)
+    return Round(parties, values, total, sigma * math.sqrt(len(parties)), sigma, lost=lost)
+
+
+def answered(grid: Grid, requests: Mapping[str, Message],
+             timeout: float | None) -> tuple[dict[str, Message], dict[str, str]]:
+    """The replies of the parties that answered, and party -> when (UTC) each other one was lost.
+
+    Raises :class:`StudyFailedError` when no party answered.
+    """
+    replies, lost = grid.send_each(requests, timeout=timeout)
+    if not replies:
+        operation = next(iter(requests.values())).operation
+        raise StudyFailedError(f"every party was lost during {operation!r}", "restart the parties and the study")
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return replies, dict.fromkeys(sorted(lost), when)
 
 
 def check_stated_sigma(party: str, operation: str, reply: Message, sigma: float) -> None:

@@ -56,3 +56,5 @@ class Round:
     party_noise_sd: float = 0.0
     attempts: int = 1
     unpinned: list[str] = field(default_factory=list)
+    lost: dict[str, str] = field(default_factory=dict)
+    """Party -> when (UTC) it was lost and dropped from this round (``on_missing_party = "continue"``)."""

@@ -34,7 +34,7 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
         return dp_representation_results(grid, config, plan, config.dp)
     described = describe_parties(grid, plan, timeout=config.task_timeout)
     result = run_dcqe(grid, plan, timeout=config.task_timeout, described=described)
-    replicates = bootstrap_dcqe(
+    replicates, stopped = bootstrap_dcqe(
         grid,
         plan,
         config.n_boot,
@@ -42,6 +42,7 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
         full_propensity=result.effects.propensity,
         timeout=config.task_timeout,
         progress=progress,
+        on_missing=config.on_missing_party,
     )
     estimates = {
         name: {
@@ -56,6 +57,10 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
     }
     balance = balance_report(result, plan)
     caveats = [w for w in (interval_caveat(name, config.interval) for name in estimates) if w]
+    if stopped is not None:
+        caveats.append(f"{stopped} (on_missing_party = \"continue\"): the point estimates use every party's data, "
+                       "received before; the standard errors and intervals use the replicates done. The bootstrap "
+                       "asks for no differentially private release, so nothing was charged for it")
     undefined = balance.get("undefined", {}) | {
         f"estimates/{name}/masmd": "undefined: some SMD of its balanced sample is (see smd)"
         for name, row in estimates.items()

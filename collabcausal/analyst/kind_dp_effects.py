@@ -36,7 +36,8 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
         return report
     from collabcausal.analyst.dp_effects import dp_effects_results
 
-    return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout)
+    return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout,
+                              on_missing=config.on_missing_party)
 
 
 def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:

@@ -41,19 +41,25 @@ def values_outside(
     if not table.has_labels:
         outcome_key = None
     bounds = np.array([ranges[c] for c in covariates], dtype=float).reshape(-1, 2)
-
-    def count(rows: slice, X: Any, t: Any, y: Any) -> np.ndarray:
-        X = np.asarray(X, dtype=float)
-        out = ((X < bounds[:, 0]) | (X > bounds[:, 1])).sum(axis=0)
-        if outcome_key is not None:
-            lo, hi = ranges[outcome_key]
-            values = np.asarray(y, dtype=float)
-            out = np.append(out, int(((values < lo) | (values > hi)).sum()))
-        return out
-
-    counts = table.reduce_rows(count, covariates, np.add)
+    outcome_range = ranges[outcome_key] if outcome_key is not None else None
+    counts = table.reduce_rows(lambda rows, X, t, y: count_outside(bounds, outcome_range, X, y), covariates, np.add)
     names = covariates + ([outcome if outcome_key == OUTCOME and outcome else outcome_key] if outcome_key else [])
     return {str(name): int(k) for name, k in zip(names, np.atleast_1d(counts), strict=True)}
+
+
+def count_outside(bounds: np.ndarray, outcome_range: Sequence[float] | None, X: Any, y: Any) -> np.ndarray:
+    """Per column of a block of rows, how many values lie outside its ``[lo, hi]`` row of ``bounds``.
+
+    With ``outcome_range``, one more entry counts the outcomes ``y`` outside it. The counts of the
+    blocks of a table add up to the table's (one row task of ``reduce_rows``, alone or beside another).
+    """
+    X = np.asarray(X, dtype=float)
+    out = ((X < bounds[:, 0]) | (X > bounds[:, 1])).sum(axis=0)
+    if outcome_range is not None:
+        lo, hi = outcome_range
+        values = np.asarray(y, dtype=float)
+        out = np.append(out, int(((values < lo) | (values > hi)).sum()))
+    return out
 
 
 def log_clipping(party: str, operation: str, clipped: Mapping[str, int], n_subjects: int) -> None:

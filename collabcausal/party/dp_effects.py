@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,7 +73,7 @@ from collabcausal.estimators.dp.mechanisms import perturb
 from collabcausal.estimators.dp.zcdp import check_rho, gaussian_zcdp_sigma
 from collabcausal.estimators.validation import check_delta
 from collabcausal.messages import Message
-from collabcausal.party.clipping import OUTCOME, log_clipping, values_outside
+from collabcausal.party.clipping import OUTCOME, count_outside, log_clipping
 from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -209,15 +209,31 @@ def folds_of(party: Party, request: EffectsRequest) -> Callable[[slice], NDArray
     return lambda rows: fold_labels(rows, n, request.n_folds, seed)
 
 
-def row_sums(
-    party: Party, request: EffectsRequest, per_rows: Callable[..., NDArray[np.float64]]
-) -> NDArray[np.float64]:
+class RowSums(NamedTuple):
+    """What one pass over a party's rows gives a release: its exact sums, and per column how many
+    values lie outside the study's declared range (:mod:`collabcausal.party.clipping`; logged, never sent)."""
+
+    sums: NDArray[np.float64]
+    outside: dict[str, int]
+
+
+def row_sums(party: Party, request: EffectsRequest, per_rows: Callable[..., NDArray[np.float64]]) -> RowSums:
     """``per_rows(X, t, y, folds)`` summed over the party's rows (in memory: one block; out of core: each batch).
 
-    ``X`` holds the requested covariates in design order and ``folds`` the rows' fold labels.
+    ``X`` holds the requested covariates in design order and ``folds`` the rows' fold labels. The same
+    pass counts the values outside the design's bounds and the outcome range, so a release reads the
+    rows once.
     """
     folds = folds_of(party, request)
-    return party.table.reduce_rows(lambda rows, X, t, y: per_rows(X, t, y, folds(rows)), request.columns, np.add)
+    fm = request.feature_map
+    bounds = np.array(fm.bounds, dtype=float).reshape(-1, 2)
+
+    def task(rows: slice, X: Any, t: Any, y: Any) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        return per_rows(X, t, y, folds(rows)), count_outside(bounds, fm.outcome_range, X, y)
+
+    sums, outside = party.table.reduce_rows(task, request.columns, lambda a, b: (a[0] + b[0], a[1] + b[1]))
+    names = [*request.columns, OUTCOME]
+    return RowSums(sums, {name: int(k) for name, k in zip(names, outside, strict=True)})
 
 
 @operation(STATISTICS, differentially_private=True, out_of_core=True)
@@ -270,8 +286,11 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
         return np.concatenate([base, party_projection_sums(X, t, y, req.feature_map, req.site, folds, models,
                                                            layout, trim, projection, replicates)])
 
-    return _release(party, request, req, sensitivity, len(every), details,
-                    lambda: scaled_sums(row_sums(party, req, sums), every))
+    def exact() -> RowSums:
+        summed = row_sums(party, req, sums)
+        return summed._replace(sums=scaled_sums(summed.sums, every))
+
+    return _release(party, request, req, sensitivity, len(every), details, exact)
 
 
 def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Component, ...], trim: float,
@@ -298,27 +317,28 @@ def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Co
 
 def _release(
     party: Party, request: Message, req: EffectsRequest, sensitivity: float, length: int, details: dict[str, Any],
-    exact: Any,
+    exact: Callable[[], RowSums],
 ) -> Message:
     """Charge, compute ``exact()``, add noise (or mask a noisy share), reply. The charge comes first.
 
     Every entry of either vector moves by at most 1 per subject (statistics: products of design
     entries in [-1, 1]; scores: scaled to their weight <= 1), so ``n`` bounds it for the
-    wrap-around check of secure aggregation.
+    wrap-around check of secure aggregation. The clip counts of the same pass are logged here.
     """
     op = request.operation
     ledger = require_ledger(party, op)
-    ranges = {**dict(zip(req.columns, req.feature_map.bounds, strict=True)), OUTCOME: req.feature_map.outcome_range}
+    n = party.table.n_subjects
     if req.secagg is not None:
         prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, rho=req.rho,
-                                  length=length, value_bound=float(party.table.n_subjects))
+                                  length=length, value_bound=float(n))
         ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | prepared.details)
-        log_clipping(party.name, op, values_outside(party.table, ranges), party.table.n_subjects)
-        return prepared.reply(op, exact())
+        summed = exact()
+        log_clipping(party.name, op, summed.outside, n)
+        return prepared.reply(op, summed.sums)
     sigma = gaussian_zcdp_sigma(sensitivity, req.rho)
     ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | {"sigma": sigma})
-    log_clipping(party.name, op, values_outside(party.table, ranges), party.table.n_subjects)
-    values = np.asarray(exact(), dtype=float)
-    params = {"sigma": sigma, "sensitivity": sensitivity, "rho": req.rho, "delta": req.delta,
-              "n_subjects": party.table.n_subjects}
+    summed = exact()
+    log_clipping(party.name, op, summed.outside, n)
+    values = np.asarray(summed.sums, dtype=float)
+    params = {"sigma": sigma, "sensitivity": sensitivity, "rho": req.rho, "delta": req.delta, "n_subjects": n}
     return Message(op, params, {"values": perturb("gaussian", values, sigma)})

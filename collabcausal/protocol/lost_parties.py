@@ -60,5 +60,6 @@ def lost_error(
         f"part{'ies' if len(names) > 1 else 'y'} lost: {lost}; {charged}; {'; '.join(unpaid)}; "
         "nothing more was asked of any party",
         "restart the lost party (`collabcausal party join`) and run the study again (this step needs every "
-        'party\'s reply: on_missing_party = "continue" goes on without a party at the join deadline only)',
+        'party\'s reply; docs/protocol.md, "parties lost mid-study", lists the steps on_missing_party = '
+        '"continue" goes on without one)',
     )

@@ -92,8 +92,8 @@ def test_the_exact_dp_effects_sums_equal_the_in_memory_ones(tmp_path, tables, op
         def per_rows(X, t, y, folds):
             return party_score_sums(X, t, y, FM, 0, folds, [MODEL] * 3, parts, 0.05)
 
-    ours = row_sums(out_of_core, parse_request(out_of_core, request), per_rows)
-    theirs = row_sums(in_memory, parse_request(in_memory, request), per_rows)
+    ours = row_sums(out_of_core, parse_request(out_of_core, request), per_rows).sums
+    theirs = row_sums(in_memory, parse_request(in_memory, request), per_rows).sums
     np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-9)
     assert np.abs(theirs).max() > 10
 

@@ -61,7 +61,7 @@ CHILD = textwrap.dedent("""
                                    "design": fm.to_spec(), "site": 0, "n_folds": 1})
     reply = party.handle(request)
     exact = row_sums(party, parse_request(party, request),
-                     lambda X, t, y, folds: party_statistics(X, t, y, fm, 0, folds, 1))
+                     lambda X, t, y, folds: party_statistics(X, t, y, fm, 0, folds, 1)).sums
     try:  # the covariate matrix an in-memory party allocates at the table's size (sources._fill)
         np.empty((table.n_subjects, len(columns)))
         in_memory = "allocated"

@@ -29,11 +29,15 @@ FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=2)
 RHO = zcdp_rho(1e4, 1e-6)
 
 
-def _party(tmp_path, *, epsilon: float = 1e5, treated: int | None = None, policy: bool = False) -> Party:
+def _party(tmp_path, *, epsilon: float = 1e5, treated: int | None = None, policy: bool = False,
+           outside: tuple[int, int] = (0, 0)) -> Party:
+    """``outside``: how many of the first rows hold a ``b`` above its bound, and an outcome below its range."""
     rng = np.random.default_rng(9)
     t = rng.integers(0, 2, N) if treated is None else (np.arange(N) < treated).astype(int)
     frame = pd.DataFrame({"a": rng.uniform(0, 10, N), "b": rng.uniform(-1, 1, N), "t": t,
                           "y": rng.uniform(0, 5, N)})
+    frame.loc[: outside[0] - 1, "b"] = 3.0
+    frame.loc[: outside[1] - 1, "y"] = -1.0
     table = PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y")
     ledger = PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=epsilon, delta=1e-3)
     pol = PartyPolicy(["describe", STATISTICS, SCORES], COLUMNS) if policy else None
@@ -181,3 +185,19 @@ def test_cross_fitting_folds_are_fixed_across_requests(tmp_path):
     second = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
     sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO)
     assert first.shape == (3, second.shape[1]) and np.abs(first - second).max() < 12 * sigma
+
+
+@pytest.mark.parametrize("op", [STATISTICS, SCORES])
+def test_a_release_reads_the_rows_once_and_logs_what_it_clipped(tmp_path, monkeypatch, caplog, op):
+    """Issue 38 perf item: the clip counts come from the release's own pass over the rows."""
+    party = _party(tmp_path, outside=(7, 3))
+    passes = []
+    reduce_rows = PartyTable.reduce_rows
+    monkeypatch.setattr(PartyTable, "reduce_rows", lambda self, *a: passes.append(1) or reduce_rows(self, *a))
+    extra = SCORE_PARAMS if op == SCORES else {}
+    with caplog.at_level("WARNING", logger="collabcausal.party"):
+        reply = party.handle(_request(op, **extra))
+    assert len(passes) == 1
+    (line,) = [r.getMessage() for r in caplog.records if "values clipped" in r.getMessage()]
+    assert line.endswith(f"b 7 of {N}, outcome 3 of {N}") and "a " not in line.split(": ", 2)[-1]
+    assert "outside" not in reply.params and set(reply.arrays) == {"values"}  # the counts are not sent
