@@ -1,4 +1,4 @@
-"""Empirical DP audit of vertical ``dp_effects``' statistics release through :meth:`Party.handle` (issue 36, item 3).
+"""Empirical DP audit of vertical ``dp_effects``' two releases through :meth:`Party.handle` (issue 36, item 3).
 
 Each party's noise share alone must give the release's guarantee, even against a coordinator colluding
 with the other party of its row group (docs/dp-effects-vertical.md). The auditor is that coalition: it
@@ -13,7 +13,18 @@ target at the all-ones corner of every column with the top outcome, in arm 0 ver
   the evaluator's share alone;
 * **the label holder's guarantee** (:func:`audit_label_holder`): the colluding evaluator returns honest
   cross totals with a negligible share of its own (1e-9), signed, and the honest label holder encrypts
-  and opens (charged each time): the released vector carries the label holder's share alone.
+  and opens (charged each time): the released vector carries the label holder's share alone;
+* **the label holder's guarantee in the scores round** (:func:`audit_scores_label_holder`): there the other
+  party owns the key and the label holder evaluates, so the auditor plays the key owner, encrypts its parts
+  of a score program under a key of its own, has the honest label holder total the released sums (charged
+  each time) and decrypts them without a share (:func:`label_holder_score_releases`). The neighbours are the
+  two records of a lattice of the box (either arm, either outcome end) whose scaled scores are furthest
+  apart (:meth:`AuditSetup.with_scores_neighbours`), under a hostile program (:func:`hostile_scores_setup`).
+
+The key owner's share in the scores round (P opening with its share) is the same code path as the label
+holder's opening in the statistics round (:func:`~collabcausal.party.vertical.opening.open_release`, its
+share from :func:`~collabcausal.estimators.dp.effects.vertical_program.noise_share` at the round's sigma),
+audited above through the statistics round.
 
 The likelihood-ratio test and Clopper-Pearson bounds are :func:`~collabcausal.attacks.dp_audit.release_audit`'s;
 the claim audited is the party's own ledger charge (``rho``, ``delta``) and the sensitivity it calibrates to.
@@ -34,12 +45,14 @@ from numpy.typing import NDArray
 from collabcausal.attacks.dp_audit import ReleaseAudit, projection_errors, release_audit
 from collabcausal.attacks.dp_effects_audit import with_target
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
 from collabcausal.estimators.dp.effects.vertical import (
     ColumnGroups,
     cross_entries,
     group_design,
     label_vectors,
+    part_limits,
     scaled_score_terms,
 )
 from collabcausal.estimators.dp.effects.vertical_program import (
@@ -67,7 +80,7 @@ NEGLIGIBLE = 1e-9
 SCORES_DEPTH = 7
 """The scores round's depth (:mod:`collabcausal.party.vertical.scores`)."""
 
-__all__ = ["AuditSetup", "audit_evaluator", "audit_label_holder", "audit_scores_label_holder",
+__all__ = ["AuditSetup", "audit_evaluator", "audit_label_holder", "audit_scores_label_holder", "hostile_scores_setup",
            "label_holder_score_releases"]
 
 
@@ -211,6 +224,24 @@ def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, conf
         return np.array(out)
 
     return _audit(releases, setup.exact, setup, statistics_bound(setup.feature_map), n_releases, confidence, "holder")
+
+
+HOSTILE_MODEL_SLOPES = (3.0, -3.0)
+"""The hostile program's propensity slopes on the two design columns (unit box): the propensity crosses both
+trims across the box, so some corners score at the largest weight the polynomial allows."""
+
+
+def hostile_scores_setup(setup: AuditSetup, background: pd.DataFrame, trim: float = 0.1
+                         ) -> tuple[AuditSetup, ScoreProgram]:
+    """A hostile score program for a two-covariate ``setup`` (steep propensity, outcome models across the range, no
+    replicates; limits from ``background``'s Gram) and the setup with its worst neighbours on ``background``."""
+    fm = setup.feature_map
+    model = NuisanceModel(np.array([0.0, *HOSTILE_MODEL_SLOPES]),
+                          (np.array([0.0, 0.2, 0.1]), np.array([0.1, 0.2, 0.1])))
+    D = fm.design(background[[*setup.label, *setup.other]].to_numpy(dtype=float), 0)
+    program = ScoreProgram.build(model, part_limits(model, D.T @ D, setup.groups, fm.n_sites, fm.outcome_width), [],
+                                 trim, fm)
+    return setup.with_scores_neighbours(program, background), program
 
 
 def label_holder_score_releases(setup: AuditSetup, program: ScoreProgram, frame: pd.DataFrame, n_releases: int,

@@ -23,11 +23,11 @@ from collabcausal.attacks.dp_effects_vertical_audit import (
     audit_evaluator,
     audit_label_holder,
     audit_scores_label_holder,
+    hostile_scores_setup,
     label_holder_score_releases,
 )
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.vertical import part_limits, share_variance
+from collabcausal.estimators.dp.effects.vertical import share_variance
 from collabcausal.estimators.dp.effects.vertical_program import (
     ScoreProgram,
     scores_bound,
@@ -85,12 +85,7 @@ TAIL = 5e-6
 
 def _scores_setup(epsilon: float) -> tuple[AuditSetup, ScoreProgram]:
     """A hostile program (the propensity crosses the trim across the box) and its worst neighbours."""
-    background = background_frame(FM, list(COLUMNS), 20, seed=7)
-    model = NuisanceModel(np.array([0.0, 3.0, -3.0]), (np.array([0.0, 0.2, 0.1]), np.array([0.1, 0.2, 0.1])))
-    D = FM.design(background[list(COLUMNS)].to_numpy(dtype=float), 0)
-    setup = _setup(epsilon)
-    program = ScoreProgram.build(model, part_limits(model, D.T @ D, setup.groups, 1, FM.outcome_width), [], 0.1, FM)
-    return setup.with_scores_neighbours(program, background), program
+    return hostile_scores_setup(_setup(epsilon), background_frame(FM, list(COLUMNS), 20, seed=7))
 
 
 def _standardized_square_sum(setup: AuditSetup, program: ScoreProgram, folder) -> tuple[float, int]:
