@@ -1,4 +1,4 @@
-"""Empirical DP audit of vertical dp_effects' statistics release through Party.handle (issue 36, item 3).
+"""Empirical DP audit of vertical dp_effects' statistics and scores releases through Party.handle (issue 36, item 3).
 
 The auditor is the coordinator colluding with one party of the row group (collabcausal/attacks/
 dp_effects_vertical_audit.py): it sees the honest party's release under that party's noise share alone.
@@ -7,6 +7,8 @@ False-failure rates. A correct release: the Clopper-Pearson bound exceeds the cl
 <= 1 - confidence = 1e-6, whatever the number of releases. A planted bug (the party's share calibrated to
 a sensitivity 50 times too small): the chance the audit misses it is computed exactly by
 :func:`~collabcausal.attacks.dp_effects_audit.miss_probability` and asserted below 1e-4 in the test.
+The scores view's size check (chi-square) fails a correct share with probability 1e-5 and misses the
+planted bug with a probability computed in the test.
 """
 
 from __future__ import annotations
