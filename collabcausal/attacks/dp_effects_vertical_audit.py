@@ -1,4 +1,4 @@
-"""Empirical DP audit of vertical ``dp_effects``' statistics release through :meth:`Party.handle` (issue 36, item 3).
+"""Empirical DP audit of vertical ``dp_effects``' two releases through :meth:`Party.handle` (issue 36, item 3).
 
 Each party's noise share alone must give the release's guarantee, even against a coordinator colluding
 with the other party of its row group (docs/dp-effects-vertical.md). The auditor is that coalition: it
@@ -13,7 +13,18 @@ target at the all-ones corner of every column with the top outcome, in arm 0 ver
   the evaluator's share alone;
 * **the label holder's guarantee** (:func:`audit_label_holder`): the colluding evaluator returns honest
   cross totals with a negligible share of its own (1e-9), signed, and the honest label holder encrypts
-  and opens (charged each time): the released vector carries the label holder's share alone.
+  and opens (charged each time): the released vector carries the label holder's share alone;
+* **the label holder's guarantee in the scores round** (:func:`audit_scores_label_holder`): there the other
+  party owns the key and the label holder evaluates, so the auditor plays the key owner, encrypts its parts
+  of a score program under a key of its own, has the honest label holder total the released sums (charged
+  each time) and decrypts them without a share (:func:`label_holder_score_releases`). The neighbours are the
+  two records of a lattice of the box (either arm, either outcome end) whose scaled scores are furthest
+  apart (:meth:`AuditSetup.with_scores_neighbours`), under a hostile program (:func:`hostile_scores_setup`).
+
+The key owner's share in the scores round (P opening with its share) is the same code path as the label
+holder's opening in the statistics round (:func:`~collabcausal.party.vertical.opening.open_release`, its
+share from :func:`~collabcausal.estimators.dp.effects.vertical_program.noise_share` at the round's sigma),
+audited above through the statistics round.
 
 The likelihood-ratio test and Clopper-Pearson bounds are :func:`~collabcausal.attacks.dp_audit.release_audit`'s;
 the claim audited is the party's own ledger charge (``rho``, ``delta``) and the sensitivity it calibrates to.
@@ -21,8 +32,9 @@ the claim audited is the party's own ledger charge (``rho``, ``delta``) and the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +43,24 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from collabcausal.attacks.dp_audit import ReleaseAudit, projection_errors, release_audit
+from collabcausal.attacks.dp_effects_audit import with_target
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
-from collabcausal.estimators.dp.effects.vertical import ColumnGroups, cross_entries, group_design, label_vectors
-from collabcausal.estimators.dp.effects.vertical_program import statistics_bound
+from collabcausal.estimators.dp.effects.vertical import (
+    ColumnGroups,
+    cross_entries,
+    group_design,
+    label_vectors,
+    part_limits,
+    scaled_score_terms,
+)
+from collabcausal.estimators.dp.effects.vertical_program import (
+    ScoreProgram,
+    score_inputs,
+    scores_bound,
+    statistics_bound,
+)
 from collabcausal.estimators.dp.zcdp import zcdp_epsilon
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -44,14 +70,18 @@ from collabcausal.party.vertical.exchange import columns_reply
 from collabcausal.party.vertical.request import parse_vertical
 from collabcausal.secagg import simulation_identities
 from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
-from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors
+from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors, encrypt_score_inputs
 from collabcausal.vertical.transcript import TOTALS_KIND, blob_arrays, blobs, sign_transcript
 
 STUDY = "vertical-audit"
 NEGLIGIBLE = 1e-9
 """The colluding party's own share (nonzero, as the library requires; 1e-9 of nothing the test can see)."""
 
-__all__ = ["AuditSetup", "audit_evaluator", "audit_label_holder"]
+SCORES_DEPTH = 7
+"""The scores round's depth (:mod:`collabcausal.party.vertical.scores`)."""
+
+__all__ = ["AuditSetup", "audit_evaluator", "audit_label_holder", "audit_scores_label_holder", "hostile_scores_setup",
+           "label_holder_score_releases"]
 
 
 @dataclass(frozen=True)
@@ -71,12 +101,12 @@ class AuditSetup:
         k = len(self.label)
         return ColumnGroups((tuple(range(k)), tuple(range(k, k + len(self.other)))))
 
-    def request(self, operation: str, n: int, round_id: str) -> Message:
-        """The statistics request both parties get (its public terms)."""
+    def request(self, operation: str, n: int, round_id: str, **extra: Any) -> Message:
+        """The request both parties get (its public terms; ``extra``: the scores round's ``program``)."""
         return Message(operation, {"study": STUDY, "round": round_id, "rho": self.rho, "delta": self.delta,
                                    "design": self.feature_map.to_spec(), "site": 0,
                                    "column_groups": [list(self.label), list(self.other)],
-                                   "parties": ["holder", "evaluator"], "n_subjects": n})
+                                   "parties": ["holder", "evaluator"], "n_subjects": n} | extra)
 
     def parties(self, frame: pd.DataFrame, folder: Path, tag: str) -> tuple[Party, Party]:
         """The label holder and the other party of ``frame``, pinned to each other, with ledgers of 1e12."""
@@ -94,6 +124,39 @@ class AuditSetup:
         design = self.feature_map.design(X, 0)
         return fold_statistics(design, frame["t"].to_numpy(np.int8), self.feature_map.centred_outcome(frame["y"]),
                                self.feature_map.outcome_width)
+
+    def score_inputs(self, program: ScoreProgram, frame: pd.DataFrame, group: int) -> list[NDArray[np.float64]]:
+        """Column group ``group``'s clipped, scaled parts of ``program`` on ``frame`` (what it encrypts or adds)."""
+        columns = list((self.label, self.other)[group])
+        design = group_design(self.feature_map, frame[columns].to_numpy(dtype=float), 0, self.groups, group)
+        return score_inputs(program, design, group, self.groups, self.feature_map)
+
+    def exact_scores(self, program: ScoreProgram, frame: pd.DataFrame) -> NDArray[np.float64]:
+        """The scores release (scaled sums) of the joined row group, before noise: the plaintext twin."""
+        summed = [a + b for a, b in zip(self.score_inputs(program, frame, 0), self.score_inputs(program, frame, 1),
+                                        strict=True)]
+        pieces = [summed[i:i + 3] for i in range(0, len(summed), 3)]
+        at_copies = [[a + d for a, d in zip(pieces[0], change, strict=True)] for change in pieces[1:]]
+        terms = scaled_score_terms(frame["t"].to_numpy(dtype=float), self.feature_map.centred_outcome(frame["y"]),
+                                   pieces[0], at_copies, program.poly, program.parts, program.unit)
+        return np.array([t.sum() for t in terms])
+
+    def with_scores_neighbours(self, program: ScoreProgram, background: pd.DataFrame, grid: int = 3) -> AuditSetup:
+        """This setup with the worst-case neighbours for ``program``'s scores: ``background`` plus each of the two
+        candidate records whose scaled scores are furthest apart (candidates: every point of a ``grid``-per-axis
+        lattice of the covariate box, either arm, the outcome at either end), as
+        :func:`~collabcausal.attacks.dp_effects_audit.scores_neighbours` does for the horizontal release."""
+        columns = [*self.label, *self.other]
+        axes = [np.linspace(lo, hi, grid) for lo, hi in self.feature_map.bounds]
+        records = pd.DataFrame([dict(zip(columns, point, strict=True)) | {"t": t, "y": y}
+                                for point in itertools.product(*axes) for t in (0, 1)
+                                for y in self.feature_map.outcome_range])
+        scores = np.array([self.exact_scores(program, records.iloc[[i]]) for i in range(len(records))])
+        gaps = np.linalg.norm(scores[:, None, :] - scores[None, :, :], axis=2)
+        i, j = np.unravel_index(int(np.argmax(gaps)), gaps.shape)
+        frames = tuple(with_target(background, records.iloc[k].to_dict() | {"t": int(records["t"].iloc[k])})
+                       for k in (i, j))
+        return replace(self, frames=frames)
 
 
 def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
@@ -124,7 +187,8 @@ def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confide
         _check_charged(evaluator, n_releases)
         return np.array(out)
 
-    return _audit(setup, releases, n_releases, at, confidence, evaluator_reply=True)
+    return _audit(releases, lambda f: setup.exact(f)[at], setup, statistics_bound(setup.feature_map), n_releases,
+                  confidence, "evaluator")
 
 
 def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
@@ -159,8 +223,59 @@ def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, conf
         _check_charged(holder, n_releases)
         return np.array(out)
 
-    length = len(setup.exact(setup.frames[0]))
-    return _audit(setup, releases, n_releases, list(range(length)), confidence, evaluator_reply=False)
+    return _audit(releases, setup.exact, setup, statistics_bound(setup.feature_map), n_releases, confidence, "holder")
+
+
+HOSTILE_MODEL_SLOPES = (3.0, -3.0)
+"""The hostile program's propensity slopes on the two design columns (unit box): the propensity crosses both
+trims across the box, so some corners score at the largest weight the polynomial allows."""
+
+
+def hostile_scores_setup(setup: AuditSetup, background: pd.DataFrame, trim: float = 0.1
+                         ) -> tuple[AuditSetup, ScoreProgram]:
+    """A hostile score program for a two-covariate ``setup`` (steep propensity, outcome models across the range, no
+    replicates; limits from ``background``'s Gram) and the setup with its worst neighbours on ``background``."""
+    fm = setup.feature_map
+    model = NuisanceModel(np.array([0.0, *HOSTILE_MODEL_SLOPES]),
+                          (np.array([0.0, 0.2, 0.1]), np.array([0.1, 0.2, 0.1])))
+    D = fm.design(background[[*setup.label, *setup.other]].to_numpy(dtype=float), 0)
+    program = ScoreProgram.build(model, part_limits(model, D.T @ D, setup.groups, fm.n_sites, fm.outcome_width), [],
+                                 trim, fm)
+    return setup.with_scores_neighbours(program, background), program
+
+
+def label_holder_score_releases(setup: AuditSetup, program: ScoreProgram, frame: pd.DataFrame, n_releases: int,
+                                folder: Path, tag: str) -> NDArray[np.float64]:
+    """``n_releases`` score totals of the honest label holder on ``frame`` as the colluding key owner decrypts them.
+
+    In the scores round the other party P owns the key and the label holder L evaluates; the auditor plays
+    P (its data and certificate, one depth-7 CKKS key of its own), signs its encrypted parts of ``program``,
+    has the honest L evaluate and total the released sums (charged every time) and decrypts the totals
+    itself **without** a share: each row is the score sums plus L's share alone.
+    """
+    holder, evaluator = setup.parties(frame, folder, tag)
+    n = holder.table.n_subjects
+    owner = KeyOwner(preset(SCORES_DEPTH))
+    columns = list(encrypt_score_inputs(owner, setup.score_inputs(program, frame, 1)))
+    out = []
+    for r in range(n_releases):
+        request = setup.request("vertical_scores_columns", n, f"{tag}/{r}", program=program.to_spec())
+        req = parse_vertical(evaluator, request, 1)
+        terms = req.terms() | {"release": "scores", "program": program.to_spec()}
+        reply = columns_reply(evaluator, request, req, owner, columns, terms)
+        totals = holder.handle(_relayed("vertical_scores_totals", request, reply))
+        out.append([owner.open(t, noise=NEGLIGIBLE, grid=owner.parameters.error_bound)
+                    for t in blobs(totals, "ckks_totals")])
+    _check_charged(holder, n_releases)
+    return np.array(out)
+
+
+def audit_scores_label_holder(setup: AuditSetup, program: ScoreProgram, n_releases: int, folder: Path, *,
+                              confidence: float = 1.0 - 1e-6) -> ReleaseAudit:
+    """The likelihood-ratio audit of :func:`label_holder_score_releases` on the setup's two row groups."""
+    return _audit(lambda frame, tag: label_holder_score_releases(setup, program, frame, n_releases, folder, tag),
+                  lambda f: setup.exact_scores(program, f), setup, scores_bound(program), n_releases, confidence,
+                  "scores")
 
 
 def _relayed(operation: str, request: Message, reply: Message) -> Message:
@@ -173,13 +288,12 @@ def _check_charged(party: Party, n_releases: int) -> None:
         raise AssertionError(f"{party.name} was charged {len(party.ledger.history())} times for {n_releases} releases")
 
 
-def _audit(setup: AuditSetup, releases: Callable[[pd.DataFrame, str], NDArray[np.float64]], n_releases: int,
-           at: Sequence[int], confidence: float, *, evaluator_reply: bool) -> ReleaseAudit:
-    first, second = (setup.exact(f)[list(at)] for f in setup.frames)
+def _audit(releases: Callable[[pd.DataFrame, str], NDArray[np.float64]],
+           exact: Callable[[pd.DataFrame], NDArray[np.float64]], setup: AuditSetup, sensitivity: float,
+           n_releases: int, confidence: float, view: str) -> ReleaseAudit:
+    first, second = (exact(f) for f in setup.frames)
     errors: list[Any] = []
     for tag, frame, says_second in (("first", setup.frames[0], True), ("second", setup.frames[1], False)):
-        errors.append(projection_errors(releases(frame, f"{tag}-{'evaluator' if evaluator_reply else 'holder'}"),
-                                        first, second, says_second))
-    return release_audit(errors[0], errors[1], n_releases, float(np.linalg.norm(second - first)),
-                         statistics_bound(setup.feature_map), zcdp_epsilon(setup.rho, setup.delta), setup.delta,
-                         confidence)
+        errors.append(projection_errors(releases(frame, f"{tag}-{view}"), first, second, says_second))
+    return release_audit(errors[0], errors[1], n_releases, float(np.linalg.norm(second - first)), sensitivity,
+                         zcdp_epsilon(setup.rho, setup.delta), setup.delta, confidence)
