@@ -31,7 +31,7 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.pooling import DPEffect
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics
 from collabcausal.estimators.dp.effects.vertical import (
     CHANGE_SDS,
     ENCRYPTION_MARGIN,
@@ -43,6 +43,7 @@ from collabcausal.estimators.dp.effects.vertical import (
     cross_entries,
     entry_parties,
     group_design,
+    group_statistics_sensitivity,
     label_vectors,
     model_change,
     part_limits,
@@ -119,7 +120,7 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
     S, R = feature_map.n_sites, feature_map.outcome_width
     (rho_n, _), (rho_s, _) = spec.budgets
     k_stats = entry_parties(groups, S)
-    sigma_n = gaussian_zcdp_sigma(statistics_sensitivity(feature_map) * (1.0 + ENCRYPTION_MARGIN), rho_n)
+    sigma_n = gaussian_zcdp_sigma(group_statistics_sensitivity(feature_map, groups) * (1.0 + ENCRYPTION_MARGIN), rho_n)
     designs = [_design(feature_map, rg, site, groups) for site, rg in enumerate(row_groups)]
     wire = WireLog() if encrypted else None
     statistics = sum(
