@@ -10,7 +10,7 @@ import pytest
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_length
+from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.effects.vertical import (
     ColumnGroups,
     aipw_scores,
@@ -20,6 +20,7 @@ from collabcausal.estimators.dp.effects.vertical import (
     entry_parties,
     evaluate_weight,
     group_design,
+    group_statistics_sensitivity,
     label_vectors,
     model_change,
     part_limits,
@@ -240,3 +241,27 @@ def test_cross_terms_sum_to_the_joined_statistics(n_sites: int, site: int) -> No
 def test_cross_entries_refuse_three_column_groups() -> None:
     with pytest.raises(InputError, match="2 column groups"):
         cross_entries(GROUPS, 1)
+
+
+def test_norm_bounds_clip_each_party_and_bound_the_statistics_sensitivity() -> None:
+    """With declared norm bounds every group's scaled covariates obey them, and substituting one subject by any
+    other (box corners included) moves the joined statistics by at most ``group_statistics_sensitivity``."""
+    rng = np.random.default_rng(7)
+    fmap = FeatureMap(BOUNDS, (0.0, 1.0), 1)
+    groups = ColumnGroups(((0, 2), (1, 3)), (0.5, 1.2))
+    box = np.asarray(BOUNDS)
+    X = np.vstack([np.array(list(itertools.product(*box))), rng.uniform(box[:, 0], box[:, 1], (200, 4))])
+    designs = [group_design(fmap, X[:, list(g)], 0, groups, k) for k, g in enumerate(groups.groups)]
+    for k, g in enumerate(groups.groups):
+        assert np.all(np.sum(designs[k][:, 1 + np.asarray(g)] ** 2, axis=1) <= groups.norm_bounds[k] * (1 + 1e-12))
+    D = np.sum(designs, axis=0)
+    sensitivity = group_statistics_sensitivity(fmap, groups)
+    assert sensitivity < statistics_sensitivity(fmap)
+    T = rng.integers(0, 2, D.shape[0])
+    y = rng.choice([-0.5, 0.5], D.shape[0])
+    base = fold_statistics(D, T, y, 1.0)
+    for other in range(0, D.shape[0], 7):
+        for arm, out in ((0, 0.5), (1, -0.5)):
+            t2, y2, D2 = T.copy(), y.copy(), D.copy()
+            t2[0], y2[0], D2[0] = arm, out, D[other]
+            assert np.linalg.norm(fold_statistics(D2, t2, y2, 1.0) - base) <= sensitivity * (1 + 1e-12)
