@@ -33,11 +33,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 from _run_mode import BenchmarkParser
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec
+from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.vertical import ColumnGroups
 from collabcausal.simulations.dp_effects_benchmark import (
     Design,
@@ -60,11 +62,36 @@ EPSILON = 1.0
 RMSE_RATIO = 1.3
 COVERAGE = (0.93, 0.97)
 MIN_REPS = 200
-TWO = ColumnGroups((tuple(range(10)), tuple(range(10, 20))))
-THREE = ColumnGroups((tuple(range(7)), tuple(range(7, 14)), tuple(range(14, 20))))
+NORM_QUANTILE = 0.999
+
+
+def declared_norm_bounds(columns: Sequence[Sequence[int]]) -> tuple[float, ...]:
+    """Each column group's norm bound ``C_g`` (:class:`ColumnGroups`): the ``NORM_QUANTILE`` quantile of
+    ``||z_g||^2`` under the design's law, from a fixed sample of 400,000 subjects that no replication draws (seed
+    20261128, as the true ATE's), rounded up to 0.1: a public property of the design, as its covariate ranges
+    are. About 0.1% of subjects are scaled down."""
+    z = _design_sample()
+    return tuple(float(np.ceil(10.0 * np.quantile((z[:, list(g)] ** 2).sum(axis=1), NORM_QUANTILE)) / 10.0)
+                 for g in columns)
+
+
+@lru_cache(maxsize=1)
+def _design_sample() -> np.ndarray:
+    """The design's covariates on [-1, 1] for 400,000 subjects of seed 20261128."""
+    design = FeatureMap(tuple(covariate_bounds()), OUTCOME_RANGE["binary"])
+    return design.design(simulate_subjects(400_000, "binary", np.random.default_rng(20261128)).X, 0)[:, 1:]
+
+
+def column_groups(columns: Sequence[Sequence[int]]) -> ColumnGroups:
+    """The split with its declared norm bounds."""
+    return ColumnGroups(tuple(tuple(g) for g in columns), declared_norm_bounds(columns))
+
+
+TWO = column_groups((range(10), range(10, 20)))
+THREE = column_groups((range(7), range(7, 14), range(14, 20)))
 TARGET_ROW = f"vertical dp_effects eps {EPSILON:g} (2 column groups)"
 REFERENCE_ROW = "centralized AIPW (non-private)"
-VERTICAL_DEFAULTS = {"nuisance_share": 0.65, "ridge_scale": 0.25}
+VERTICAL_DEFAULTS = {"nuisance_share": 0.4, "ridge_scale": 0.25}
 """The vertical study's settings (docs/dp-effects-vertical.md, "Choices measured")."""
 
 
@@ -194,7 +221,7 @@ def grpc_run(n: int, seed: int, quick: bool) -> int:
     label = Party("label", PartyTable.from_arrays(site.X[:, :10], tuple(names[:10]),
                                                   treatment=("t", site.T.astype(float)), outcome=("y", site.Y)))
     other = Party("other", PartyTable.from_arrays(site.X[:, 10:], tuple(names[10:])))
-    spec = replace(spec, columns=tuple(names))
+    spec = replace(spec, columns=tuple(names), norm_bounds=TWO.norm_bounds)
     with tempfile.TemporaryDirectory(prefix="bench-vertical-") as folder:
         for party in (label, other):
             party.ledger = PrivacyLedger(Path(folder) / f"{party.name}.sqlite", epsilon=EPSILON, delta=spec.delta,

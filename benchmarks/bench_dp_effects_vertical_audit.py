@@ -54,7 +54,7 @@ def _views(eps: float) -> list[tuple[str, Callable[[int, Path], ReleaseAudit], f
     background = background_frame(FM, COLUMNS, 20, seed=7)
     setup = AuditSetup(statistics_neighbours(FM, COLUMNS, background), ("a",), ("b",), FM, zcdp_rho(eps, DELTA), DELTA)
     score_setup, program = hostile_scores_setup(setup, background)
-    bound = statistics_bound(FM)
+    bound = statistics_bound(FM, setup.groups)
     return [("statistics evaluator", lambda n, d: audit_evaluator(setup, n, d), bound, statistics, "statistics_sigma"),
             ("statistics label holder", lambda n, d: audit_label_holder(setup, n, d), bound, statistics,
              "statistics_sigma"),

@@ -37,6 +37,7 @@ class DPEffectsSpec:
     subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()
     simultaneous: str = "none"
     projection_clip: float | None = None
+    norm_bounds: tuple[float, ...] | None = None
 
     @property
     def budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:

@@ -80,6 +80,7 @@ class VerticalPlan:
     row_groups: tuple[tuple[str, str], ...]
     group_names: tuple[tuple[str, ...], ...]
     n_subjects: tuple[int, ...]
+    norm_bounds: tuple[float, ...] | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -90,8 +91,8 @@ class VerticalPlan:
     def groups(self) -> ColumnGroups:
         """The column groups as positions in :attr:`columns`."""
         ends = np.cumsum([len(g) for g in self.group_names])
-        return ColumnGroups(tuple(tuple(range(int(e) - len(g), int(e))) for e, g in zip(ends, self.group_names,
-                                                                                         strict=True)))
+        positions = tuple(tuple(range(int(e) - len(g), int(e))) for e, g in zip(ends, self.group_names, strict=True))
+        return ColumnGroups(positions, self.norm_bounds)
 
 
 def check_vertical_spec(spec: DPEffectsSpec) -> None:
@@ -108,7 +109,7 @@ def check_vertical_spec(spec: DPEffectsSpec) -> None:
 
 
 def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequence[str]], label_holders: Sequence[str],
-                  columns: Sequence[str]) -> VerticalPlan:
+                  columns: Sequence[str], norm_bounds: Sequence[float] | None = None) -> VerticalPlan:
     """Assign each study covariate to the party of its row group that holds it (the label holder first).
 
     Every row group must split the covariates the same way (the statistics are summed entry by entry):
@@ -153,7 +154,7 @@ def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequenc
                                    f"not as the first row group {[list(s) for s in plans[0]]}",
                                    "give every row group's parties the same columns")
     pairs = tuple((h, next(p for p in g if p != h)) for g, h in zip(row_groups, label_holders, strict=True))
-    return VerticalPlan(pairs, plans[0], tuple(sizes))
+    return VerticalPlan(pairs, plans[0], tuple(sizes), norm_bounds)
 
 
 def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_groups: Sequence[Sequence[str]],
@@ -162,14 +163,16 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     check_vertical_spec(spec)
     parties = [p for g in row_groups for p in g]
     described = grid.send_and_receive({p: Message("describe", {"study": study}) for p in parties}, timeout=timeout)
-    plan = vertical_plan(described, row_groups, label_holders, spec.columns)
+    plan = vertical_plan(described, row_groups, label_holders, spec.columns,
+                         None if spec.norm_bounds is None else tuple(spec.norm_bounds))
     secure = spec.secure_aggregation and len(plan.row_groups) >= MIN_SECURE
     check_study_size(spec, dict(zip([g[0] for g in plan.row_groups], plan.n_subjects, strict=True)),
-                     partial(statistics_noise_sd, secure=secure))  # before the first charge
+                     partial(statistics_noise_sd, groups=plan.groups, secure=secure))  # before the first charge
     ranges = dict(zip(spec.columns, spec.bounds, strict=True))
     feature_map = FeatureMap(tuple(ranges[c] for c in plan.columns), spec.outcome_range, len(plan.row_groups))
     (rho_n, delta_n), (rho_s, delta_s) = spec.budgets
-    base = {"study": study, "design": feature_map.to_spec(), "column_groups": [list(g) for g in plan.group_names]}
+    base = {"study": study, "design": feature_map.to_spec(), "column_groups": [list(g) for g in plan.group_names],
+            "norm_bounds": None if plan.norm_bounds is None else list(plan.norm_bounds)}
 
     def terms(site: int, rho: float, delta: float) -> dict[str, Any]:
         pair = plan.row_groups[site]
@@ -179,7 +182,8 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     groups = plan.groups
     rounds = _Rounds(grid, plan, timeout, secure=secure)
     stats, stats_var = rounds.release("statistics", lambda s: terms(s, rho_n, delta_n), {},
-                                      statistics_bound(feature_map), rho_n, entry_parties(groups, feature_map.n_sites))
+                                      statistics_bound(feature_map, groups), rho_n,
+                                      entry_parties(groups, feature_map.n_sites))
     stats_sd = np.sqrt(stats_var)
     program = program_from_statistics(stats, stats_sd, feature_map, groups, trim=spec.trim,
                                       ridge_scale=spec.ridge_scale, n_replicates=spec.nuisance_replicates,
@@ -191,12 +195,13 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
 
 
-def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int], *, secure: bool) -> float:
+def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int], *, groups: ColumnGroups,
+                        secure: bool) -> float:
     """The largest noise sd of a summed statistics entry, as the study will draw it (the ridge's scale): an entry
     computed by both parties carries every row group's evaluator share (``sigma`` each) and key owner share
     (``sigma`` each in the clear; under secure aggregation about ``sigma / sqrt(S - 1)``)."""
     S = len(n_subjects)
-    sigma = statistics_sigma(FeatureMap(spec.bounds, spec.outcome_range, S), spec.budgets[0][0])
+    sigma = statistics_sigma(FeatureMap(spec.bounds, spec.outcome_range, S), spec.budgets[0][0], groups)
     return sigma * math.sqrt(S + (S / (S - 1) if secure else S))
 
 

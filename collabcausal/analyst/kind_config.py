@@ -178,6 +178,9 @@ class DPEffectsSection(Section):
     projection_clip: float | None = Field(
         None, gt=0, description="bound on each subject's modifier-weighted and subgroup scores, in outcome-range "
         "widths, e.g. 2 (default: the score's own bound; docs/dp-cate-projection.md)")
+    norm_bounds: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, min_length=2, max_length=2, description="column groups only: each party's bound on the squared norm "
+        "of its covariates scaled to [-1, 1], label holder first, e.g. [2.7, 6.1] (docs/dp-effects-vertical.md)")
 
     @field_validator("outcome_range")
     @classmethod

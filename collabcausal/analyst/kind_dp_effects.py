@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from collabcausal.errors import InputError
+
 UNALIGNED = ("dp_effects on column groups: align = false, so each row group's parties were taken to hold the same "
              "subjects in the same row order; set align = true (a shared [alignment] key_file at the parties) unless "
              "their tables were aligned beforehand")
@@ -36,6 +38,9 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
         return report
     from collabcausal.analyst.dp_effects import dp_effects_results
 
+    if config.analysis.norm_bounds is not None:  # type: ignore[union-attr]
+        raise InputError("[dp_effects] norm_bounds applies to column groups (two parties per row group)",
+                         "drop norm_bounds, or list the two parties of each row group")
     return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout,
                               on_missing=config.on_missing_party)
 
@@ -55,4 +60,5 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         nuisance_replicates=section.nuisance_replicates, seed=config.settings.get("seed", 0),
         modifiers=tuple(section.modifiers), subgroups=tuple((c, tuple(e)) for c, e in section.subgroups.items()),
         simultaneous=section.simultaneous, projection_clip=section.projection_clip,
+        norm_bounds=None if section.norm_bounds is None else tuple(section.norm_bounds),
     )

@@ -187,8 +187,8 @@ def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confide
         _check_charged(evaluator, n_releases)
         return np.array(out)
 
-    return _audit(releases, lambda f: setup.exact(f)[at], setup, statistics_bound(setup.feature_map), n_releases,
-                  confidence, "evaluator")
+    bound = statistics_bound(setup.feature_map, setup.groups)
+    return _audit(releases, lambda f: setup.exact(f)[at], setup, bound, n_releases, confidence, "evaluator")
 
 
 def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
@@ -223,7 +223,8 @@ def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, conf
         _check_charged(holder, n_releases)
         return np.array(out)
 
-    return _audit(releases, setup.exact, setup, statistics_bound(setup.feature_map), n_releases, confidence, "holder")
+    bound = statistics_bound(setup.feature_map, setup.groups)
+    return _audit(releases, setup.exact, setup, bound, n_releases, confidence, "holder")
 
 
 HOSTILE_MODEL_SLOPES = (3.0, -3.0)

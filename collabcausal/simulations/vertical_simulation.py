@@ -105,7 +105,7 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(row_groups))
     (rho_n, _), (rho_s, _) = spec.budgets
     k_stats = entry_parties(groups, feature_map.n_sites)
-    sigma_n = statistics_sigma(feature_map, rho_n)
+    sigma_n = statistics_sigma(feature_map, rho_n, groups)
     designs = [_design(feature_map, rg, site, groups) for site, rg in enumerate(row_groups)]
     wire = WireLog() if encrypted else None
     statistics = sum(

@@ -68,8 +68,8 @@ def test_a_share_calibrated_to_too_small_a_sensitivity_is_caught(tmp_path, monke
     """The planted bug: each party's sigma 50 times too small. The audit catches it; its chance of missing it, from
     the buggy sigma and the neighbours' distance, is below 1e-4."""
     setup = _setup(1.0)
-    buggy = statistics_sigma(FM, setup.rho) / BUG
-    monkeypatch.setattr(statistics, "statistics_sigma", lambda fm, rho: statistics_sigma(fm, rho) / BUG)
+    buggy = statistics_sigma(FM, setup.rho, setup.groups) / BUG
+    monkeypatch.setattr(statistics, "statistics_sigma", lambda *args: statistics_sigma(*args) / BUG)
     result = audit(setup, RELEASES, tmp_path)
     assert miss_probability(RELEASES, result.distance, buggy, result.claimed_mu) < 1e-4
     assert result.mu_lower > result.claimed_mu

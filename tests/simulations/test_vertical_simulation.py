@@ -57,7 +57,7 @@ def test_twin_estimates_the_effect_at_realistic_n() -> None:
     result = vertical_study([_row_group(100_000, 2)], GROUPS, _spec(), rng=np.random.default_rng(6))
     e = result.effect
     assert e.ci_low <= true_ate("binary") <= e.ci_high
-    assert 0.002 < e.se < 0.02 and result.weight.error < 1e-2
+    assert 0.002 < e.se < 0.02 and result.weight.error < 0.05  # the sharper soft clip (vertical.WEIGHT_SHARPNESS)
 
 
 def test_grid_and_three_column_groups_run_in_the_twin() -> None:

@@ -4,7 +4,9 @@ Request params (every vertical operation): ``study``, ``round`` (one id per rele
 ``rho`` and ``delta`` (the release's zCDP budget and share of delta), ``design``
 (:meth:`~collabcausal.estimators.dp.effects.design.FeatureMap.to_spec` of the whole study's covariates),
 ``site`` (the row group's index), ``column_groups`` (each party's covariate names, label holder first),
-``parties`` (the row group's parties, in the same order), ``n_subjects`` (the aligned row group's size).
+``parties`` (the row group's parties, in the same order), ``n_subjects`` (the aligned row group's size),
+optional ``norm_bounds`` (each column group's declared bound on its covariates' squared norm, which each
+party enforces by scaling its own rows: :class:`~collabcausal.estimators.dp.effects.vertical.ColumnGroups`).
 The covariates' design order is the column groups' concatenation.
 
 :meth:`VerticalRequest.terms` is what both parties sign and check (:mod:`collabcausal.vertical.transcript`):
@@ -50,12 +52,14 @@ class VerticalRequest:
     parties: tuple[str, ...]
     n_subjects: int
     me: int
+    norm_bounds: tuple[float, ...] | None = None
 
     @property
     def groups(self) -> ColumnGroups:
-        """The covariates' positions per column group (design order: the groups concatenated)."""
+        """The covariates' positions per column group (design order: the groups concatenated) and their declared
+        norm bounds."""
         starts = np.cumsum([0, *map(len, self.group_names)])
-        return ColumnGroups(tuple(tuple(range(int(a), int(b))) for a, b in pairwise(starts)))
+        return ColumnGroups(tuple(tuple(range(int(a), int(b))) for a, b in pairwise(starts)), self.norm_bounds)
 
     @property
     def peer(self) -> str:
@@ -67,7 +71,8 @@ class VerticalRequest:
         return {"study": self.study, "round": self.round_id, "rho": self.rho, "delta": self.delta,
                 "design": self.feature_map.to_spec(), "site": self.site,
                 "column_groups": [list(g) for g in self.group_names], "parties": list(self.parties),
-                "n_subjects": self.n_subjects}
+                "n_subjects": self.n_subjects,
+                "norm_bounds": None if self.norm_bounds is None else list(self.norm_bounds)}
 
     def design(self, party: Party) -> NDArray[np.float64]:
         """This party's design rows (:func:`~collabcausal.estimators.dp.effects.vertical.group_design`)."""
@@ -127,8 +132,16 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
         raise InputError(f"delta {delta:g} of {op} is not in (0, 1/n = 1/{n})", "e.g. delta = 1e-6")
     if role == LABEL_HOLDER:
         check_labels(party, op, 1)
-    return VerticalRequest(str(p["study"]), round_id, rho, delta, feature_map, site,
-                           tuple(tuple(g) for g in groups), tuple(parties), n, role)
+    bounds = p.get("norm_bounds")
+    if bounds is not None and not (isinstance(bounds, list) and all(
+            isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)):
+        raise InputError(f"{op} norm_bounds must be one number per column group, or absent",
+                         "send the study's [dp_effects] norm_bounds")
+    request = VerticalRequest(str(p["study"]), round_id, rho, delta, feature_map, site,
+                              tuple(tuple(g) for g in groups), tuple(parties), n, role,
+                              None if bounds is None else tuple(float(b) for b in bounds))
+    request.groups  # noqa: B018 - ColumnGroups checks the norm bounds (one positive finite number per group)
+    return request
 
 
 def charge(party: Party, request: Message, req: VerticalRequest, sigma: float, release: str) -> None:

@@ -68,7 +68,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     check_new_round(party, req.round_id)
     require_identity(party, SIGNS)
     fm = req.feature_map
-    sigma = statistics_sigma(fm, req.rho)
+    sigma = statistics_sigma(fm, req.rho, req.groups)
     charge(party, request, req, sigma, RELEASE)
     design = req.design(party)
     y = fm.centred_outcome(party.table.outcome)
@@ -82,7 +82,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     terms = _terms(req)
     at = np.array([e.index for e in entries], dtype=np.int64)
     local[at] = 0.0  # the totals fill these
-    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, statistics_bound(fm),
+    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, statistics_bound(fm, req.groups),
                                              entry_parties(req.groups, fm.n_sites), at, local))
     return columns_reply(party, request, req, owner, list(columns.values()), terms)
 
@@ -98,7 +98,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     if len(columns) != len(keys):
         raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted factors for {len(keys)}", "relay L's reply unchanged")
     fm = req.feature_map
-    sigma = statistics_sigma(fm, req.rho)
+    sigma = statistics_sigma(fm, req.rho, req.groups)
     charge(party, request, req, sigma, RELEASE)
     entries = cross_entries(req.groups, fm.n_sites)
     share = sigma * float(np.sqrt(share_variance(2)))

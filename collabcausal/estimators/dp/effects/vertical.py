@@ -13,16 +13,18 @@ same: nothing here branches on which it is given.
 involving only the label holder's columns is local to it; every other entry involves the label
 holder (through T or u) and the groups whose columns it multiplies (:func:`entry_parties`). Its
 sensitivity is the horizontal one (:func:`~.statistics.statistics_sensitivity` of the whole
-design), since a substituted subject is substituted in every column group at once.
+design), since a substituted subject is substituted in every column group at once; with declared norm
+bounds (:class:`ColumnGroups`), each party scales its own covariates onto its bound and the design row's
+norm bound, hence the sensitivity, falls (:func:`group_statistics_sensitivity`).
 
 **Scores.** The propensity logit ``eta = beta . d`` and the outcome models ``mu_t = R g_t . d`` are
 sums of per-group parts; the AIPW weights are nonlinear in ``eta``, so they are a polynomial
 (:class:`WeightPolynomial`) of ``x = eta / E`` on the public domain ``E`` (the largest ``|eta|``
 any design row can give: a function of the model). With ``s = 2T - 1`` one polynomial serves
 both arms, ``p(s x) ~ 1/e`` for the treated and ``1/(1 - e)`` for controls, where
-``e = sigmoid(L tanh(eta / L))``, ``L = logit(1 - t)``, is the propensity **smoothly trimmed** to
-``[t, 1 - t]`` (:func:`smooth_weight`: analytic, so a degree-15 Chebyshev interpolant is within 3e-3 of
-it at ``E = 5.5``; the horizontal case clips ``e`` at ``t``, a kink no low-degree polynomial follows):
+``e = sigmoid(c(eta))``, ``c`` a soft clip of ``eta`` to ``[-L, L]``, ``L = logit(1 - t)``, is the propensity
+**smoothly trimmed** to ``[t, 1 - t]`` (:func:`smooth_weight`: analytic, so a degree-15 Chebyshev interpolant is
+within 0.024 of it at ``E = 4``; the horizontal case clips ``e`` at ``t``, a kink no low-degree polynomial follows):
 
     phi = mu1 - mu0 + s (y' - mu_T) p(s x)         (AIPW, ATE; Robins, Rotnitzky & Zhao 1994)
 
@@ -56,7 +58,13 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import POINT_WEIGHT, REPLICATE_SHARE, SPREAD_WEIGHT, Component
 
 WEIGHT_DEGREE = 15
-"""Degree of the weight polynomial: 2e-4 from the smoothly trimmed weight at ``E = 4``, 3e-3 at 5.5, 1e-2 at 7."""
+"""Degree of the weight polynomial: within 0.024 of the smoothly trimmed weight at ``E = 4``, 0.11 at 5.5, 0.29
+at 7 (:data:`WEIGHT_SHARPNESS` 3); ``T_15`` is 4 multiplications deep."""
+WEIGHT_SHARPNESS = 3.0
+"""``k`` of :func:`smooth_weight`'s soft clip. The first weight, ``sigmoid(L tanh(eta / L))``, bent the propensity
+already at ``|eta| = 1`` (0.718 for 0.731) and at ``|eta| = 2`` gave control weights 5.9 for 8.4: the outcome
+models' noise then passed into the estimate (sd of its gap to the centralized AIPW 0.0026 against 0.0016 for
+``k = 3``, 40 replications of the benchmark design; docs/dp-effects-vertical.md)."""
 VERTICAL_NEEDS = {("aipw", "ate"): ("aipw_ate", "aipw_ate_sq")}
 """The (estimator, estimand) pairs a vertical release serves, and its sums."""
 
@@ -67,9 +75,15 @@ class ColumnGroups:
 
     Group 0 is the label holder (T and Y). The groups partition the covariates; the site one-hot is
     a constant of the row group, counted with the label holder.
+
+    ``norm_bounds`` (public, declared with the split; ``None``: none): group ``g``'s covariates on
+    ``[-1, 1]`` are scaled by ``min(1, sqrt(C_g / ||z_g||^2))`` by their own party (:func:`group_design`), so
+    ``||z_g||^2 <= C_g`` and the design row's ``||d||^2 <= 1 + sum_g min(C_g, m_g)`` instead of ``1 + m``
+    (:func:`design_norm_bound`): the statistics' sensitivity follows (:func:`group_statistics_sensitivity`).
     """
 
     groups: tuple[tuple[int, ...], ...]
+    norm_bounds: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         flat = [j for g in self.groups for j in g]
@@ -79,6 +93,16 @@ class ColumnGroups:
                 "give each covariate to exactly one party of the row group, every party but the label holder "
                 "at least one",
             )
+        if self.norm_bounds is not None and (
+                len(self.norm_bounds) != len(self.groups)
+                or not all(isinstance(c, (int, float)) and math.isfinite(c) and c > 0 for c in self.norm_bounds)):
+            raise InputError(f"norm bounds {self.norm_bounds} are not one positive finite number per column group",
+                             "declare one squared-norm bound per party, e.g. (3.0, 6.0), or none")
+
+    def squared_norms(self) -> tuple[float, ...]:
+        """Each group's bound on ``||z_g||^2``: ``min(C_g, m_g)`` (every ``|z_j| <= 1``), ``m_g`` without bounds."""
+        declared = self.norm_bounds or (math.inf,) * len(self.groups)
+        return tuple(min(float(c), float(len(g))) for c, g in zip(declared, self.groups, strict=True))
 
     @property
     def n_parties(self) -> int:
@@ -188,6 +212,22 @@ def released_variance(k: int | NDArray[np.int64]) -> NDArray[np.float64]:
     return np.asarray(k, dtype=float) * share_variance(k)
 
 
+def design_norm_bound(groups: ColumnGroups) -> float:
+    """``B^2 = max ||d||^2 = 1 + sum_g min(C_g, m_g)``: the site one-hot's 1 and each group's norm bound."""
+    return 1.0 + sum(groups.squared_norms())
+
+
+def group_statistics_sensitivity(feature_map: FeatureMap, groups: ColumnGroups) -> float:
+    """The statistics' L2 sensitivity ``sqrt(B^4 + 2 B^2)`` (:mod:`.statistics`' derivation, which needs only
+    ``||d||^2 <= B^2`` and every ``|d_i| <= 1``) with :func:`design_norm_bound`'s ``B^2``; without norm bounds it
+    is :func:`~.statistics.statistics_sensitivity` of ``feature_map``."""
+    if sum(map(len, groups.groups)) != feature_map.n_covariates:
+        raise InputError(f"column groups cover {sum(map(len, groups.groups))} covariates, the study declares "
+                         f"{feature_map.n_covariates}", "split the study's covariates among the parties")
+    b2 = design_norm_bound(groups)
+    return math.sqrt(b2 * b2 + 2.0 * b2)
+
+
 @dataclass(frozen=True)
 class WeightPolynomial:
     """``p(x)``, the AIPW weight ``1/e`` as a polynomial of ``x = eta / domain`` on ``[-1, 1]``.
@@ -217,16 +257,25 @@ class WeightPolynomial:
     error: float
 
 
-def smooth_weight(eta: NDArray[np.float64], trim: float) -> NDArray[np.float64]:
-    """``1 / e`` for the smoothly trimmed propensity ``e = sigmoid(L tanh(eta / L))``, ``L = logit(1 - t)``.
+def smooth_weight(eta: NDArray[np.float64], trim: float, sharpness: float = WEIGHT_SHARPNESS) -> NDArray[np.float64]:
+    """``1 / e`` for the smoothly trimmed propensity ``e = sigmoid(c(eta))``, ``c`` a soft clip of ``eta`` to
+    ``[-L, L]``, ``L = logit(1 - t)``:
 
-    ``e`` follows ``sigmoid(eta)`` near the middle (0.620 for 0.622 at ``eta = 0.5``, 0.718 for 0.731 at 1)
-    and tends to ``t`` and ``1 - t`` in the tails, so the weight ``1 + exp(-L tanh(eta / L))`` stays in
-    ``(1/(1 - t), 1/t)``. Its only singularities are tanh's poles at ``eta = +- i pi L / 2``, so
-    polynomials approximate it geometrically fast on the real line; and ``1/(1 - e(eta)) = 1/e(-eta)``.
+        c(eta) = eta - s_k(eta - L) + s_k(-eta - L),    s_k(v) = log(1 + exp(k v)) / k   (softplus, k = sharpness)
+
+    ``c`` is odd, within 0.016 of ``eta`` for ``|eta| <= L - 1`` and of ``clip(eta, -L, L)`` for
+    ``|eta| >= L + 1`` (``k = 3``), and strictly inside ``(-L, L)``, so the weight ``1 + exp(-c(eta))``
+    follows the hard-trimmed ``1 / clip(sigmoid(eta), t, 1 - t)`` except near the trimming points (at ``t = 0.1``:
+    control weight 3.69 for 3.72 at ``eta = 1``, 7.38 for 8.39 at 2, 9.75 for 10 at 3), stays in
+    ``(1/(1 - t), 1/t)``, and ``1/(1 - e(eta)) = 1/e(-eta)``. Its singularities, softplus's
+    at ``Im eta = +- pi/k``, bound how fast polynomials approach it (:func:`weight_polynomial`).
     """
     bound = math.log((1.0 - trim) / trim)
-    return 1.0 + np.exp(-bound * np.tanh(np.asarray(eta, dtype=float) / bound))
+    x = np.asarray(eta, dtype=float)
+    a = np.abs(x)  # c(|eta|) = L - s_k(L - |eta|) + s_k(-|eta| - L), the same function without cancellation
+    clipped = bound - (np.logaddexp(0.0, sharpness * (bound - a)) - np.logaddexp(0.0, -sharpness * (a + bound))
+                       ) / sharpness
+    return 1.0 + np.exp(-np.sign(x) * clipped)
 
 
 def weight_polynomial(domain: float, trim: float, degree: int = WEIGHT_DEGREE) -> WeightPolynomial:
@@ -322,10 +371,12 @@ error: TenSEAL's rescaling bias moves a term at its proved bound by about 2e-5 o
 two values at 1 to 1 + 1.3e-6 at depth 1 (docs/vertical-encryption.md; the presets' error bounds are 1e-3 and
 1e-5), so the released sums' sensitivity covers what the encrypted program computes, not only the exact
 arithmetic. It adds 0.1% to the noise."""
-PART_SDS = (4.0, 2.5, 2.5)
+PART_SDS = (2.5, 2.0, 2.0)
 """Each group's part of ``eta``, ``mu0``, ``mu1`` is clipped to its mean +- this many sds (module docstring).
-2.5 for the outcome models (4 for the propensity, whose tails carry the weights): the score bound falls with
-them, 1.32x to 1.20x the centralized AIPW's RMSE on the benchmark design (60 replications, paired seeds)."""
+The score bound, hence the score noise, grows with the ``mu`` limits (about ``(R/2 + M) / t``, ``M`` the bound on
+``|mu|``: 2.0 sds gave ``M`` 0.57 and a score range of 10.4 where 2.5 gave 0.64 and 10.9); the ``eta`` limits set
+the weight polynomial's domain (4.4 at 2.5 sds, 7 at 4), where it is closer to the trimmed weight
+(docs/dp-effects-vertical.md, "Where the excess came from")."""
 CHANGE_SDS = 2.0
 """Each group's part of a replicate's change of a linear predictor is clipped to its mean +- this many sds:
 at 2 instead of 4 the replicate sums' noise halves (mean SE 0.0089 to 0.0068, same RMSE and coverage)."""
@@ -363,7 +414,8 @@ def part_limits(model: NuisanceModel, gram: NDArray[np.float64], groups: ColumnG
     Group ``g``'s part ``c_g . z_g`` has mean ``c_g . m_g`` and variance ``c_g^T (S_g - m_g m_g^T) c_g`` under
     the Gram's moments (``m_g = sum z_g / n``, ``S_g = sum z_g z_g^T / n``, ``n`` from the one-hot
     diagonal); the limits are the mean +- ``n_sds`` sds (one number, or one each for ``eta``, ``mu0``,
-    ``mu1``), inside the hard bound ``+- ||c_g||_1``.
+    ``mu1``), inside the hard bound ``+- min(||c_g||_1, ||c_g||_2 sqrt(C_g))`` (``C_g``: the group's norm bound,
+    :meth:`ColumnGroups.squared_norms`).
     """
     widths = np.broadcast_to(np.asarray(n_sds, dtype=float), (3,))
     owner = groups.owners(n_sites)
@@ -377,7 +429,7 @@ def part_limits(model: NuisanceModel, gram: NDArray[np.float64], groups: ColumnG
             second = gram[np.ix_(cols, cols)] / n
             mean = float(c @ mean_z)
             sd = math.sqrt(max(float(c @ second @ c) - mean * mean, 0.0))
-            hard = float(np.abs(c).sum())
+            hard = min(float(np.abs(c).sum()), float(np.linalg.norm(c)) * math.sqrt(groups.squared_norms()[g]))
             low[r, g] = max(mean - widths[r] * sd, -hard)
             high[r, g] = min(mean + widths[r] * sd, hard)
     return PartLimits(low, high)
@@ -559,7 +611,9 @@ def group_design(feature_map: FeatureMap, X: NDArray[np.float64], site: int, gro
     """Design rows with only ``group``'s columns (and, for the label holder, the site one-hot) filled in.
 
     ``X`` holds the group's covariates in the group's order. The full design row is the sum of the
-    groups' rows, so every linear predictor is the sum of the groups' parts.
+    groups' rows, so every linear predictor is the sum of the groups' parts. With ``groups.norm_bounds`` the
+    group's covariates are scaled onto ``||z_g||^2 <= C_g`` (:class:`ColumnGroups`; float rounding of the
+    scaled norm, 1e-16 relative, is far inside the statistics' :data:`ENCRYPTION_MARGIN`).
     """
     columns = groups.groups[group]
     full = np.zeros((X.shape[0], feature_map.n_covariates))
@@ -568,4 +622,9 @@ def group_design(feature_map: FeatureMap, X: NDArray[np.float64], site: int, gro
     design[:, feature_map.n_sites + np.setdiff1d(np.arange(feature_map.n_covariates), columns)] = 0.0
     if group != 0:
         design[:, : feature_map.n_sites] = 0.0
+    if groups.norm_bounds is not None:
+        own = feature_map.n_sites + np.asarray(columns, dtype=np.int64)
+        squared = np.sum(design[:, own] ** 2, axis=1)
+        bound = groups.squared_norms()[group]
+        design[:, own] *= np.sqrt(bound / np.maximum(squared, bound))[:, None]
     return design

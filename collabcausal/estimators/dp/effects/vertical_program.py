@@ -29,7 +29,7 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.pooling import DPEffect
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import MAX_REPLICATES, Component, release_sensitivity
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics
 from collabcausal.estimators.dp.effects.vertical import (
     CHANGE_SDS,
     ENCRYPTION_MARGIN,
@@ -38,6 +38,7 @@ from collabcausal.estimators.dp.effects.vertical import (
     PartLimits,
     WeightPolynomial,
     clipped_parts,
+    group_statistics_sensitivity,
     model_change,
     part_limits,
     score_scales,
@@ -173,15 +174,16 @@ def vertical_effect(released: NDArray[np.float64], noise_sd: float, parts: Seque
     return effects_from_sums(sums, sds, parts, n, ("aipw",), ("ate",), alpha=alpha)[0], sds
 
 
-def statistics_bound(feature_map: FeatureMap) -> float:
+def statistics_bound(feature_map: FeatureMap, groups: ColumnGroups) -> float:
     """L2 sensitivity of the statistics release: the horizontal one of the whole design (a substituted subject is
-    substituted in every column group), widened by the encryption margin."""
-    return statistics_sensitivity(feature_map) * (1.0 + ENCRYPTION_MARGIN)
+    substituted in every column group) with the design row's norm bound the column groups declare
+    (:func:`~.vertical.group_statistics_sensitivity`), widened by the encryption margin."""
+    return group_statistics_sensitivity(feature_map, groups) * (1.0 + ENCRYPTION_MARGIN)
 
 
-def statistics_sigma(feature_map: FeatureMap, rho: float) -> float:
+def statistics_sigma(feature_map: FeatureMap, rho: float, groups: ColumnGroups) -> float:
     """``sigma`` of the statistics release at ``rho``-zCDP (:func:`statistics_bound`)."""
-    return gaussian_zcdp_sigma(statistics_bound(feature_map), rho)
+    return gaussian_zcdp_sigma(statistics_bound(feature_map, groups), rho)
 
 
 def scores_bound(program: ScoreProgram) -> float:

@@ -33,7 +33,7 @@ def program() -> ScoreProgram:
     Y = (rng.random(n) < 0.4 + 0.1 * T).astype(float)
     D = FM.design(X, 0)
     stats = fold_statistics(D, T, FM.centred_outcome(Y), FM.outcome_width)
-    sd = statistics_sigma(FM, 0.05) * np.sqrt(released_variance(entry_parties(GROUPS, 1)))
+    sd = statistics_sigma(FM, 0.05, GROUPS) * np.sqrt(released_variance(entry_parties(GROUPS, 1)))
     noisy = stats + rng.normal(0, sd)
     return program_from_statistics(noisy, sd, FM, GROUPS, trim=0.1, ridge_scale=0.25, n_replicates=3,
                                    rng=np.random.default_rng(0))
