@@ -3,7 +3,6 @@ cannot land (the full runs print the README's figures; benchmarks/_run_mode.py s
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing
 import os
 import re
@@ -13,6 +12,7 @@ from concurrent import futures
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -93,12 +93,7 @@ def test_quick_run_exits_0_and_prints_its_figures(script, quick_runs):
 
 
 def _script(name: str):
-    if str(BENCHMARKS) not in sys.path:  # a script imports its folder's _run_mode, as when run
-        sys.path.append(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(name)
 
 
 @pytest.fixture(scope="module")

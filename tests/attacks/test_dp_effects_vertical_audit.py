@@ -50,11 +50,9 @@ def _setup(epsilon: float) -> AuditSetup:
     return AuditSetup(frames, ("a",), ("b",), FM, zcdp_rho(epsilon, DELTA), DELTA)
 
 
-@pytest.mark.parametrize(("audit", "epsilon"), [
-    (audit_evaluator, 1.0),
-    *[pytest.param(audit, eps, marks=pytest.mark.slow) for audit in (audit_evaluator, audit_label_holder)
-      for eps in (0.5, 1.0, 2.0, 4.0) if (audit, eps) != (audit_evaluator, 1.0)],
-])
+@pytest.mark.slow  # no power against an honest claim at these release counts; the planted bugs below are the fast check
+@pytest.mark.parametrize(("audit", "epsilon"), [(audit, eps) for audit in (audit_evaluator, audit_label_holder)
+                                                for eps in (0.5, 1.0, 2.0, 4.0)])
 def test_each_partys_share_alone_holds_its_claim_against_the_coordinator_colluding_with_the_other(tmp_path, audit,
                                                                                                  epsilon):
     """The measured lower bound stays at or below the claim (false failure <= 1e-6 each)."""

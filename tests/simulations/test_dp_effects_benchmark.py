@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 
 from collabcausal.simulations.dp_effects_benchmark import (
     Design,
@@ -35,12 +34,7 @@ def sites():
 
 
 def _bench():
-    if str(ROOT / "benchmarks") not in sys.path:  # the script imports its folder's _run_mode, as when run
-        sys.path.append(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_dp_effects", ROOT / "benchmarks" / "bench_dp_effects.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_dp_effects")
 
 
 def test_summarize_counts_bias_rmse_coverage_and_failures():
