@@ -22,7 +22,7 @@ from tenseal import sealapi
 
 from collabcausal.errors import InputError
 from collabcausal.vertical.column import RelayedColumn, encrypt_column
-from collabcausal.vertical.context import load_public_context, parameters_header
+from collabcausal.vertical.context import PublicContext, fingerprint, parameters_header
 from collabcausal.vertical.packing import VALUES_PER_SLOT, check_shares
 from collabcausal.vertical.parameters import CKKSParameters
 from collabcausal.vertical.seal_io import frame, load_seal, save_seal, untag
@@ -50,12 +50,12 @@ class KeyOwner:
         tool = seal_context.key_context_data().galois_tool()
         elements = [tool.get_elt_from_step(s) for s in rotation_steps(parameters)]
         galois = sealapi.KeyGenerator(seal_context, context.secret_key().data).create_galois_keys(elements)
-        public = context.copy()
-        public.make_context_public()
-        header = parameters_header(parameters)
-        self._public_bytes = frame(header, public.serialize(save_galois_keys=False), save_seal(galois))
+        public = context.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=False,
+                                   save_relin_keys=True)
+        self._public_bytes = frame(parameters_header(parameters), public, save_seal(galois))
         self._context = context
-        self.public = load_public_context(self._public_bytes)
+        # Its own view (its parameters, its key, the fingerprint it signs), not a second copy of the context.
+        self.public = PublicContext(parameters, context, None, fingerprint(self._public_bytes))
 
     def public_context(self) -> bytes:
         """The blob to send (through the relay) to the evaluator, with no secret key; sign its fingerprint."""
