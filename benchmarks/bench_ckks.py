@@ -96,14 +96,14 @@ def bench(depth: int, n: int) -> dict[str, float]:
     result, row["program_s"] = _timed(program, xs, ys, z)
     total, row["total_s"] = _timed(result.total, noise=NOISE, flood_sd=1.0)
     row["total_kb"] = len(total) / 1e3
-    opened, row["open_s"] = _timed(owner.open, total, noise=NOISE, grid=parameters.error_bound)
+    opened, row["open_s"] = _timed(owner.open, total, noise=[NOISE], grid=parameters.error_bound)
     exact = program(x, y, z)
     secret = owner._context.secret_key()  # measurement only
     decrypted = np.concatenate([np.asarray(c.decrypt(secret)) for c in result._chunks])[:n]
     row["max_subject_error"] = float(np.max(np.abs(decrypted - exact)))
-    row["total_error"] = abs(opened - 2 * NOISE - float(np.sum(exact)))
+    row["total_error"] = abs(float(opened[0]) - 2 * NOISE - float(np.sum(exact)))
     row["total_magnitude"] = abs(float(np.sum(exact)))
-    chain = owner.encrypt(np.full(parameters.slot_count, 0.999))
+    chain = owner.encrypt(np.full(parameters.slot_count, 0.999)).load()
     for _ in range(depth):
         chain = chain * chain
     chain_values = np.asarray(chain._chunks[0].decrypt(secret))

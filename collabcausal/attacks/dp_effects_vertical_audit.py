@@ -69,8 +69,15 @@ from collabcausal.party.secagg import attach_identities
 from collabcausal.party.vertical.exchange import columns_reply
 from collabcausal.party.vertical.request import parse_vertical
 from collabcausal.secagg import simulation_identities
-from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
-from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors, encrypt_score_inputs
+from collabcausal.vertical import KeyOwner, load_public_context, preset
+from collabcausal.vertical.column import RelayedColumn
+from collabcausal.vertical.dp_effects_rounds import (
+    cross_totals,
+    encrypt_label_vectors,
+    encrypt_score_inputs,
+    open_totals,
+    packed_entries,
+)
 from collabcausal.vertical.transcript import TOTALS_KIND, blob_arrays, blobs, sign_transcript
 
 STUDY = "vertical-audit"
@@ -162,7 +169,7 @@ class AuditSetup:
 def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
                     ) -> ReleaseAudit:
     """The evaluator's cross totals as the colluding label holder decrypts them (module docstring)."""
-    entries = cross_entries(setup.groups, 1)
+    entries = packed_entries(cross_entries(setup.groups, 1))
     at = [e.index for e in entries]
 
     def releases(frame: pd.DataFrame, tag: str) -> NDArray[np.float64]:
@@ -174,16 +181,17 @@ def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confide
         y = fm.centred_outcome(frame["y"])
         vectors = label_vectors(design, frame["t"].to_numpy(dtype=float), np.clip(y / fm.outcome_width, -0.5, 0.5),
                                 setup.groups, 1, 0)
-        columns = list(encrypt_label_vectors(owner, vectors).values())
+        encrypted = encrypt_label_vectors(owner, vectors)
+        columns = list(encrypted.values())
         out = []
         for r in range(n_releases):
             request = setup.request("vertical_statistics_columns", n, f"{tag}/{r}")
             req = parse_vertical(holder, request, 0)
-            terms = req.terms() | {"release": "statistics", "keys": [list(k) for k in vectors]}
+            terms = req.terms() | {"release": "statistics", "keys": list(encrypted)}
             reply = columns_reply(holder, request, req, owner, columns, terms)
             totals = evaluator.handle(_relayed("vertical_statistics_totals", request, reply))
-            out.append([owner.open(t, noise=NEGLIGIBLE, grid=owner.parameters.error_bound)
-                        for t in blobs(totals, "ckks_totals")])
+            out.append(open_totals(owner, blobs(totals, "ckks_totals"), np.full(len(entries), NEGLIGIBLE),
+                                   grid=owner.parameters.error_bound))
         _check_charged(evaluator, n_releases)
         return np.array(out)
 
@@ -194,7 +202,7 @@ def audit_evaluator(setup: AuditSetup, n_releases: int, folder: Path, *, confide
 def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, confidence: float = 1.0 - 1e-6
                        ) -> ReleaseAudit:
     """The label holder's released vector when the colluding evaluator adds no share (module docstring)."""
-    entries = cross_entries(setup.groups, 1)
+    entries = packed_entries(cross_entries(setup.groups, 1))
 
     def releases(frame: pd.DataFrame, tag: str) -> NDArray[np.float64]:
         holder, evaluator = setup.parties(frame, folder, tag)
@@ -208,10 +216,9 @@ def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, conf
             context = load_public_context(bytes(blobs(reply, "ckks_context")[0]))
             flat, counts = blobs(reply, "ckks_columns"), reply.params["chunks"]
             ends = np.cumsum(counts)
-            relayed = [EncryptedColumn.from_bytes(context, flat[int(e - c):int(e)], n)
-                       for e, c in zip(ends, counts, strict=True)]
+            relayed = [RelayedColumn(context, flat[int(e - c):int(e)], n) for e, c in zip(ends, counts, strict=True)]
             req = parse_vertical(evaluator, setup.request("vertical_statistics_totals", n, f"{tag}/{r}"), 1)
-            keys = [tuple(k) for k in holder.vertical_rounds[req.round_id].terms["keys"]]
+            keys = holder.vertical_rounds[req.round_id].terms["keys"]
             totals = cross_totals(dict(zip(keys, relayed, strict=True)), design, entries,
                                   np.full(len(entries), NEGLIGIBLE), flood_sd=NEGLIGIBLE)
             terms = holder.vertical_rounds[req.round_id].terms
@@ -265,8 +272,8 @@ def label_holder_score_releases(setup: AuditSetup, program: ScoreProgram, frame:
         terms = req.terms() | {"release": "scores", "program": program.to_spec()}
         reply = columns_reply(evaluator, request, req, owner, columns, terms)
         totals = holder.handle(_relayed("vertical_scores_totals", request, reply))
-        out.append([owner.open(t, noise=NEGLIGIBLE, grid=owner.parameters.error_bound)
-                    for t in blobs(totals, "ckks_totals")])
+        out.append(open_totals(owner, blobs(totals, "ckks_totals"), np.full(len(program.parts), NEGLIGIBLE),
+                               grid=owner.parameters.error_bound))
     _check_charged(holder, n_releases)
     return np.array(out)
 

@@ -48,12 +48,14 @@ from collabcausal.estimators.dp.effects.vertical_program import (
     statistics_sigma,
     vertical_effect,
 )
-from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
+from collabcausal.vertical import KeyOwner, load_public_context, preset
+from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.dp_effects_rounds import (
     cross_totals,
     encrypt_label_vectors,
     encrypt_score_inputs,
     open_totals,
+    packed_entries,
     score_totals,
 )
 
@@ -151,19 +153,18 @@ def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: Column
         return exact + shares.sum(axis=0)
     label, other = designs
     released = fold_statistics(label, rg.T, y, feature_map.outcome_width) + shares[0]
-    entries = cross_entries(groups, feature_map.n_sites)
+    entries = packed_entries(cross_entries(groups, feature_map.n_sites))
     at = [e.index for e in entries]
     u = np.clip(y / feature_map.outcome_width, -0.5, 0.5)
     vectors = label_vectors(label, rg.T.astype(float), u, groups, feature_map.n_sites, site)
     start = time.perf_counter()
     owner = KeyOwner(preset(1))
-    columns = encrypt_label_vectors(owner, vectors)
-    sent = {k: column.to_bytes() for k, column in columns.items()}  # what crosses the relay, serialized once
+    sent = {k: column.to_bytes() for k, column in encrypt_label_vectors(owner, vectors).items()}
     wire.add("statistics: label holder encrypts", time.perf_counter() - start,
              [owner.public_context(), *(c for chunks in sent.values() for c in chunks)])
     start = time.perf_counter()
     evaluator = load_public_context(owner.public_context())
-    relayed = {k: EncryptedColumn.from_bytes(evaluator, chunks, rg.n) for k, chunks in sent.items()}
+    relayed = {k: RelayedColumn(evaluator, chunks, rg.n) for k, chunks in sent.items()}
     totals = cross_totals(relayed, other, entries, shares[1, at], flood_sd=sigma * float(np.sqrt(share_variance(2))))
     wire.add("statistics: party totals cross entries", time.perf_counter() - start, totals)
     start = time.perf_counter()
@@ -194,7 +195,7 @@ def _scores(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGrou
              [owner.public_context(), *(c for chunks in sent for c in chunks)])
     start = time.perf_counter()
     evaluator = load_public_context(owner.public_context())
-    relayed = [EncryptedColumn.from_bytes(evaluator, chunks, rg.n) for chunks in sent]
+    relayed = [RelayedColumn(evaluator, chunks, rg.n) for chunks in sent]
     totals = score_totals(relayed, inputs(0), T, y, program.poly, program.parts, program.unit, shares[0],
                           flood_sd=sigma * float(np.sqrt(share_variance(2))))
     wire.add("scores: label holder evaluates and totals", time.perf_counter() - start, totals)

@@ -11,13 +11,13 @@ program gives at 0, tracked in float64); :meth:`total` subtracts them from slot 
 
 What is checked where (fixed-point overflow):
 
-- the key owner's :func:`encrypt_column` refuses values outside [-1, 1] (``INPUT_BOUND``);
+- :func:`encrypt_column` refuses values (real, or complex: two values a slot) of modulus over 1 (``INPUT_BOUND``);
 - every column carries a public :attr:`bound` on its |values|, from ``INPUT_BOUND`` through each
   operation (|a| + |b| for sums, |a| |b| for products, max |array| for plaintexts, sum |c_k| for a
   polynomial); an operation whose bound exceeds the preset's ``max_value`` is refused before it runs;
 - :meth:`polyval` refuses a column whose bound exceeds 1 (the power basis is only accurate, and
   only bounded, on [-1, 1]: scale the column and the coefficients first);
-- :meth:`total` refuses when the sum of all slots, the noise or 10 flooding sd could exceed
+- :func:`totals` refuses when the sum of all slots, the noise or 10 flooding sd could exceed
   ``max_value``.
 
 Not checkable by the evaluator: that a key owner's ciphertexts hold values in [-1, 1] (no range
@@ -35,24 +35,31 @@ from typing import Any, Protocol
 import numpy as np
 import tenseal as ts
 from numpy.typing import ArrayLike, NDArray
+from tenseal import sealapi
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical.context import PublicContext
+from collabcausal.vertical.packing import FLOOD_TAIL, pack_totals
 from collabcausal.vertical.parameters import INPUT_BOUND
-from collabcausal.vertical.seal_io import save_seal, tag, untag
-from collabcausal.vertical.total import flood, flooding_noise, mask_slot_zero, rotate_and_sum
+from collabcausal.vertical.seal_io import save_seal, tag, tenseal_vector, untag
 
-FLOOD_TAIL = 10.0
-"""Flooding noise is kept below ``max_value`` at 10 sd (exceeded with probability < 2e-23 per slot)."""
-
-__all__ = ["FLOOD_TAIL", "ChunkedColumn", "EncryptedColumn", "RelayedColumn", "encrypt_column"]
+__all__ = ["FLOOD_TAIL", "ChunkedColumn", "EncryptedColumn", "RelayedColumn", "encrypt_column", "totals"]
 
 
-def encrypt_column(context: PublicContext, values: ArrayLike) -> EncryptedColumn:
-    """Encrypt a 1-D array of values in [-1, 1] under ``context``'s public key."""
-    arr = np.asarray(values, dtype=np.float64)
+def encrypt_column(context: PublicContext, values: ArrayLike, secret_key: Any = None) -> RelayedColumn:
+    """Encrypt a 1-D array of values of modulus at most 1 (real, or complex: a slot holds two) under ``context``.
+
+    With the key owner's SEAL ``secret_key`` (:meth:`~collabcausal.vertical.keys.KeyOwner.encrypt`) each chunk
+    is a symmetric encryption saved in SEAL's seeded form: its second component, uniformly random, travels as
+    the seed it is expanded from, so a chunk is half the bytes of a public-key encryption (Microsoft SEAL's
+    ``Encryptor::encrypt_symmetric``; RLWE under the same key, as secure). Without it, anyone holding the public
+    context encrypts under its public key (a coordinator could: the transcripts' signatures close that).
+    The result is the column as sent: its chunks' bytes (:meth:`RelayedColumn.to_bytes`).
+    """
+    arr = np.asarray(values)
     if arr.ndim != 1 or arr.size == 0:
         raise InputError(f"encrypt() needs a non-empty 1-D array, got shape {arr.shape}", "pass one column")
+    arr = arr.astype(np.complex128 if np.iscomplexobj(arr) else np.float64)
     if not np.all(np.isfinite(arr)):
         raise InputError("encrypt() got non-finite values", "drop or impute them before encrypting")
     largest = float(np.max(np.abs(arr)))
@@ -60,13 +67,51 @@ def encrypt_column(context: PublicContext, values: ArrayLike) -> EncryptedColumn
         raise InputError(
             f"encrypt() got |value| {largest:g} > {INPUT_BOUND:g}", "scale the column into [-1, 1] by a public bound"
         )
+    parameters = context.parameters
+    slots, scale = parameters.slot_count, 2.0**parameters.scale_bits
+    symmetric = None if secret_key is None else sealapi.Encryptor(context.seal_context, secret_key)
+    chunks = []
+    for start in range(0, arr.size, slots):
+        plain = sealapi.Plaintext()
+        context.encoder.encode(_padded(arr, start, slots), scale, plain)
+        if symmetric is None:
+            ciphertext: Any = sealapi.Ciphertext()
+            context.encryptor.encrypt(plain, ciphertext)
+        else:
+            ciphertext = symmetric.encrypt_symmetric(plain)
+        chunks.append(tag(context.fingerprint, tenseal_vector(save_seal(ciphertext), slots, scale)))
+    return RelayedColumn(context, chunks, arr.size)
+
+
+def totals(columns: Sequence[EncryptedColumn], noise: ArrayLike, *, flood_sd: float,
+           rng: np.random.Generator | None = None) -> list[bytes]:
+    """The sum over the n subjects of each column plus its ``noise`` share, packed two a slot into as few
+    ciphertexts as hold them (:func:`~collabcausal.vertical.packing.pack_totals`: every other slot part flooded).
+
+    ``rng`` draws the flooding noise reproducibly (simulations, tests: NOT secure). Refused (one line): columns
+    of another context, a total that may overflow the preset's headroom, a program that left no level for the
+    mask.
+    """
+    if not columns or any(c.context.fingerprint != columns[0].context.fingerprint for c in columns):
+        raise InputError("totals() takes one or more columns of one context", "total each key owner's columns apart")
+    context = columns[0].context
     slots = context.parameters.slot_count
-    chunks = [ts.ckks_vector(context.context, _padded(arr, i, slots)) for i in range(0, arr.size, slots)]
-    return EncryptedColumn(context, chunks, arr.size, bound=largest, pad=0.0)
+    summands = []
+    for column in columns:
+        chunk = column._chunks[0]
+        for other in column._chunks[1:]:
+            chunk = chunk + other
+        summands.append(chunk.ciphertext()[0])
+    bounds = [len(c._chunks) * slots * c.bound for c in columns]
+    corrections = [-(len(c._chunks) * slots - c.n) * c.pad for c in columns]
+    return pack_totals(context, summands, bounds, noise, flood_sd, complex_summands=False,
+                       corrections=corrections, rng=rng)
 
 
 class ChunkedColumn(Protocol):
     """A column a program can read one chunk at a time (:class:`EncryptedColumn`, :class:`RelayedColumn`)."""
+
+    n: int
 
     @property
     def n_chunks(self) -> int:
@@ -190,12 +235,13 @@ class EncryptedColumn:
         return EncryptedColumn(self.context, self._chunks, self.n, bound=min(self.bound, bound), pad=self.pad)
 
     def total(self, *, noise: float, flood_sd: float, rng: np.random.Generator | None = None) -> bytes:
-        """The sum over the n subjects in slot 0, plus ``noise``; every other slot flooded; one ciphertext.
+        """The sum over the n subjects in slot 0's real part, plus ``noise``; every other slot part flooded; one
+        ciphertext (:func:`totals` of this column alone).
 
         Parameters
         ----------
         noise : float
-            The evaluator's DP noise share (from the project's sampler), added to slot 0; nonzero.
+            The evaluator's DP noise share (from the project's sampler), added to the sum; nonzero.
         flood_sd : float
             sd of the independent Gaussian noise in every other real and imaginary slot part.
         rng : numpy.random.Generator, optional
@@ -207,37 +253,12 @@ class EncryptedColumn:
         bytes
             One SEAL ciphertext, for the key owner's :meth:`~collabcausal.vertical.keys.KeyOwner.open`.
         """
-        noise, flood_sd = float(noise), float(flood_sd)
-        if not math.isfinite(noise) or noise == 0.0:
-            raise InputError(f"total() needs a nonzero noise share, got {noise!r}", "draw it from the DP sampler")
-        if not (math.isfinite(flood_sd) and flood_sd > 0):
-            raise InputError(f"flood_sd must be positive, got {flood_sd!r}", "pass the flooding sd of the release")
-        parameters = self.context.parameters
-        slots, limit = parameters.slot_count, parameters.max_value
-        if len(self._chunks) * slots * self.bound + abs(noise) > limit or FLOOD_TAIL * flood_sd > limit:
-            raise InputError(
-                f"a total of {self.n} values bounded by {self.bound:g}, noise {noise:g} and flood sd {flood_sd:g} "
-                f"may exceed the preset's headroom {limit:g}",
-                "scale the per-subject terms down (and the result up)",
-            )
-        chunk = self._chunks[0]
-        for other in self._chunks[1:]:
-            chunk = chunk + other
-        ciphertext = chunk.ciphertext()[0]
-        context = self.context
-        if context.seal_context.get_context_data(ciphertext.parms_id()).chain_index() < 1:
-            raise InputError(
-                f"the program used all {parameters.depth + 1} levels, none is left for the total's mask",
-                f"use a preset deeper than {parameters.depth}",
-            )
-        summed = rotate_and_sum(context.evaluator, context.galois_keys, ciphertext, slots)
-        masked = mask_slot_zero(context.evaluator, context.encoder, summed, slots, 2.0**parameters.scale_bits)
-        draws = flooding_noise(2 * slots - 1, flood_sd, rng)
-        values = draws[:slots] * 1j
-        values[1:] += draws[slots:]
-        values[0] += noise - (len(self._chunks) * slots - self.n) * self.pad
-        flooded = flood(context.evaluator, context.encoder, context.encryptor, masked, values)
-        return tag(context.fingerprint, save_seal(flooded))
+        return totals([self], [noise], flood_sd=flood_sd, rng=rng)[0]
+
+    def ciphertext(self, i: int) -> Any:
+        """Chunk ``i``'s SEAL ciphertext (a copy), for arithmetic TenSEAL lacks
+        (:mod:`~collabcausal.vertical.inner_products`)."""
+        return self._chunks[i].ciphertext()[0]
 
     def _combine(
         self,
@@ -303,8 +324,8 @@ class EncryptedColumn:
         return EncryptedColumn(self.context, chunks, self.n, bound=bound, pad=pad)
 
 
-def _padded(arr: NDArray[np.float64], start: int, slots: int) -> list[float]:
-    piece = np.zeros(slots)
+def _padded(arr: NDArray[Any], start: int, slots: int) -> list[Any]:
+    piece = np.zeros(slots, dtype=arr.dtype)
     part = arr[start : start + slots]
     piece[: part.size] = part
     return piece.tolist()
@@ -339,3 +360,7 @@ class RelayedColumn:
     def load(self) -> EncryptedColumn:
         """Every chunk read into ciphertexts."""
         return EncryptedColumn.from_bytes(self.context, self._chunks, self.n)
+
+    def to_bytes(self) -> list[bytes | memoryview]:
+        """The chunks' bytes as held (what the key owner sends)."""
+        return list(self._chunks)

@@ -34,6 +34,7 @@ def parameters_header(parameters: CKKSParameters) -> bytes:
             "coeff_mod_bit_sizes": list(parameters.coeff_mod_bit_sizes),
             "scale_bits": parameters.scale_bits,
             "error_bound": parameters.error_bound,
+            "rotation_base": parameters.rotation_base,
         },
         sort_keys=True,
     ).encode("utf-8")
@@ -96,6 +97,7 @@ def load_public_context(data: bytes) -> PublicContext:
             tuple(int(b) for b in stated["coeff_mod_bit_sizes"]),
             int(stated["scale_bits"]),
             float(stated["error_bound"]),
+            int(stated["rotation_base"]),
         )
         context = ts.context_from(tenseal_bytes)
     except (ValueError, KeyError, TypeError, RuntimeError, InputError):
@@ -111,6 +113,6 @@ def load_public_context(data: bytes) -> PublicContext:
         raise ProtocolError("the public CKKS context does not match its stated parameters", fix)
     galois_keys = load_seal(sealapi.GaloisKeys(), context.seal_context().data, galois_bytes, "the Galois keys")
     tool = key_data.galois_tool()
-    if not all(galois_keys.has_key(tool.get_elt_from_step(s)) for s in rotation_steps(parameters.slot_count)):
+    if not all(galois_keys.has_key(tool.get_elt_from_step(s)) for s in rotation_steps(parameters)):
         raise ProtocolError("the public CKKS context lacks Galois keys for the rotations of a total", fix)
     return PublicContext(parameters, context, galois_keys, fingerprint(bytes(data)))

@@ -5,12 +5,17 @@ rounded sums), relayed by the coordinator, who cannot open them (docs/dp-effects
 
 **Statistics** (L owns the key; depth 1, :func:`~collabcausal.vertical.parameters.preset` ``(1)``):
 
-1. L: :func:`encrypt_label_vectors`: its factors (T, its covariates, the outcome, each alone and times T);
-2. P: :func:`cross_totals`: for each cross entry (:func:`~collabcausal.estimators.dp.effects.vertical.cross_entries`)
-   the encrypted factor times its own plaintext columns, summed over subjects with P's DP noise share
-   inside (:meth:`~collabcausal.vertical.column.EncryptedColumn.total`: other slots masked and flooded);
-3. L: :func:`open_totals`: decrypt each, add its own noise share, round; the entries local to L it
-   computes in the clear with its noise.
+1. L: :func:`encrypt_label_vectors`: its factors (its site's one-hot, its covariates, the arm indicator, the
+   outcome), each as one complex column ``T v + i (1 - T) v``: the treated arm's factor in the real part of a
+   slot, the controls' in the imaginary part;
+2. P: :func:`cross_totals`: for each cross entry (:func:`~collabcausal.estimators.dp.effects.vertical.cross_entries`,
+   in :func:`packed_entries`' order: the treated and control entries of one product side by side) the
+   encrypted factor times its own plaintext columns, summed over subjects: one complex sum gives both arms'
+   entries (:func:`~collabcausal.vertical.inner_products.inner_products`); all are packed two values a slot into
+   one ciphertext with P's DP noise share on each, other slot parts masked and flooded
+   (:func:`~collabcausal.vertical.packing.pack_totals`);
+3. L: :func:`open_totals`: decrypt the values, add its own noise share to each, round; the entries local to L
+   it computes in the clear with its noise.
 
 **Scores** (P owns the key; depth 7):
 
@@ -18,11 +23,12 @@ rounded sums), relayed by the coordinator, who cannot open them (docs/dp-effects
    replicate's change;
 2. L: :func:`score_totals`: adds its own parts in the clear, evaluates
    :func:`~collabcausal.estimators.dp.effects.vertical.scaled_score_terms` under encryption and totals each
-   released sum with L's noise share inside;
+   released sum with L's noise share inside, the sums packed into one ciphertext;
 3. P: :func:`open_totals` with its noise share.
 
-The same functions run on numpy arrays (no key, no total): the plaintext twin's sums are these
-programs' (:mod:`collabcausal.simulations.vertical_simulation`), which tests/vertical checks.
+The score program runs on numpy arrays too (no key, no total): the plaintext twin's sums are these
+programs' (:mod:`collabcausal.simulations.vertical_simulation`), which tests/vertical checks; the cross
+entries are :func:`~collabcausal.estimators.dp.effects.vertical.cross_term`'s sums.
 """
 
 from __future__ import annotations
@@ -34,31 +40,58 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.scores import Component
-from collabcausal.estimators.dp.effects.vertical import CrossEntry, WeightPolynomial, cross_term, scaled_score_terms
-from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn
+from collabcausal.estimators.dp.effects.vertical import CrossEntry, WeightPolynomial, scaled_score_terms
+from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn, RelayedColumn, totals
+from collabcausal.vertical.inner_products import inner_products
 from collabcausal.vertical.keys import KeyOwner
+from collabcausal.vertical.packing import VALUES_PER_SLOT, check_shares, pack_totals, packed_count
 
 LabelKey = tuple[str, int | str]
 
-__all__ = ["cross_totals", "encrypt_label_vectors", "encrypt_score_inputs", "open_totals", "score_totals"]
+__all__ = ["cross_totals", "encrypt_label_vectors", "encrypt_score_inputs", "open_totals", "packed_entries",
+           "score_totals"]
 
 
 def encrypt_label_vectors(owner: KeyOwner, vectors: Mapping[LabelKey, NDArray[np.float64]]
-                          ) -> dict[LabelKey, EncryptedColumn]:
-    """Statistics step 1 (L): each factor of :func:`~collabcausal.estimators.dp.effects.vertical.label_vectors`
-    under L's key."""
-    return {key: owner.encrypt(v) for key, v in vectors.items()}
+                          ) -> dict[int | str, RelayedColumn]:
+    """Statistics step 1 (L): each factor ``v`` of :func:`~collabcausal.estimators.dp.effects.vertical.label_vectors`
+    under L's key as one complex column ``T v + i (1 - T) v`` (``vectors["T", key] + i (vectors["1", key] -
+    vectors["T", key])``: modulus ``|v| <= 1``), by its key."""
+    return {key: owner.encrypt(vectors["T", key] + 1j * (vectors["1", key] - vectors["T", key]))
+            for kind, key in vectors if kind == "T"}
 
 
-def cross_totals(columns: Mapping[LabelKey, EncryptedColumn], design: NDArray[np.float64],
-                 entries: Sequence[CrossEntry], noise: NDArray[np.float64], flood_sd: float) -> list[bytes]:
-    """Statistics step 2 (P): one total per cross entry, ``noise[e]`` (P's DP share) inside."""
+def packed_entries(entries: Sequence[CrossEntry]) -> list[CrossEntry]:
+    """``entries`` in the order the statistics round packs them: each product's treated entry, then its control
+    entry (the real and imaginary parts of one slot), products in the treated arm's order."""
+    control = {(e.label, e.party): e for e in entries if e.arm == 0}
+    treated = [e for e in entries if e.arm == 1]
+    if len(treated) != len(control) or len(treated) + len(control) != len(entries) or any(
+            (e.label, e.party) not in control for e in treated):
+        raise ProtocolError("the cross entries do not pair up by arm", "pass cross_entries() of the study")
+    return [e for t in treated for e in (t, control[t.label, t.party])]
+
+
+def cross_totals(columns: Mapping[int | str, ChunkedColumn], design: NDArray[np.float64],
+                 entries: Sequence[CrossEntry], noise: NDArray[np.float64], flood_sd: float,
+                 rng: np.random.Generator | None = None) -> list[bytes]:
+    """Statistics step 2 (P): the cross entries (in :func:`packed_entries`' order) packed two a slot, ``noise[e]``
+    (P's DP share of entry ``e``) on each: :func:`cross_term`'s sums, both arms of a product from one complex sum
+    of L's factor times P's product of design columns (a factor L did not send, another site's one-hot, is
+    zero in this row group). ``rng`` draws the flooding reproducibly (simulations, tests: NOT secure)."""
     _check_noise(noise, len(entries))
-    return [cross_term(columns, design, entry).total(noise=float(z), flood_sd=flood_sd)
-            for entry, z in zip(entries, noise, strict=True)]
+    check_shares(noise, "cross_totals()")
+    if list(entries) != packed_entries(entries):
+        raise ProtocolError("the cross entries are not in the packed order", "pass packed_entries(cross_entries())")
+    products = {e.party: np.prod(design[:, list(e.party)], axis=1) for e in entries}
+    products[()] = np.zeros(design.shape[0])
+    pairs = [(e.label, e.party) if e.label in columns else ("arm", ()) for e in entries[0::2]]
+    sums, bounds = inner_products(columns, products, pairs)
+    return pack_totals(next(iter(columns.values())).chunk(0).context, sums, bounds, noise, flood_sd,
+                       complex_summands=True, rng=rng)
 
 
-def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]]) -> Iterator[EncryptedColumn]:
+def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]]) -> Iterator[RelayedColumn]:
     """Scores step 1 (P): its parts ``(x, m0, m1)`` of the model, then of each replicate's change, encrypted one
     at a time as they are consumed (a caller that serializes each drops its ciphertexts before the next)."""
     return (owner.encrypt(v) for v in inputs)
@@ -74,12 +107,13 @@ def score_totals(
     ``encrypted`` and ``plain`` are P's and L's ``(x, m0, m1)`` of the model followed by those of each
     replicate's change; ``noise[j]`` is L's DP share of sum ``j``. The program runs one chunk of subjects at a
     time (every operation is slot-wise), so only one chunk's intermediates are held at once; the terms' chunks
-    are then joined and totalled.
+    are then joined and totalled, the totals packed into one ciphertext.
     """
     if len(encrypted) != len(plain) or len(encrypted) % 3:
         raise ProtocolError(f"{len(encrypted)} encrypted and {len(plain)} plaintext score inputs",
                             "send (x, m0, m1) of the model and of each replicate's change")
     _check_noise(noise, len(parts))
+    check_shares(noise, "score_totals()")
     chunks = {c.n_chunks for c in encrypted}
     if len(chunks) != 1:
         raise ProtocolError(f"score inputs of {sorted(chunks)} ciphertexts", "send every input for every subject")
@@ -93,16 +127,23 @@ def score_totals(
                      for j in range(3, len(summed), 3)]
         per_chunk.append(scaled_score_terms(treatment[rows], outcome[rows], at_model, at_copies, poly, parts, unit))
     terms = [EncryptedColumn.join([chunk_terms[j] for chunk_terms in per_chunk]) for j in range(len(parts))]
-    return [t.total(noise=float(z), flood_sd=flood_sd) for t, z in zip(terms, noise, strict=True)]
+    return totals(terms, noise, flood_sd=flood_sd)
 
 
-def open_totals(owner: KeyOwner, totals: Sequence[bytes], noise: NDArray[np.float64], grid: float
+def open_totals(owner: KeyOwner, returned: Sequence[bytes | memoryview], noise: NDArray[np.float64], grid: float
                 ) -> NDArray[np.float64]:
-    """Statistics step 3 (L) and scores step 3 (P): each total decrypted, plus this party's noise share, rounded."""
-    _check_noise(noise, len(totals))
-    return np.array([owner.open(t, noise=float(z), grid=grid) for t, z in zip(totals, noise, strict=True)])
+    """Statistics step 3 (L) and scores step 3 (P): every value of the returned ciphertexts (packed in order,
+    :mod:`~collabcausal.vertical.packing`) decrypted, plus this party's noise share, rounded."""
+    capacity = VALUES_PER_SLOT * owner.parameters.slot_count
+    expected = packed_count(np.size(noise), owner.parameters.slot_count)
+    if len(returned) != expected:
+        raise ProtocolError(f"{len(returned)} returned ciphertexts for {np.size(noise)} values (expected {expected})",
+                            "return every value of the round, packed")
+    _check_noise(noise, np.size(noise))
+    return np.concatenate([owner.open(t, noise=noise[k * capacity:(k + 1) * capacity], grid=grid)
+                           for k, t in enumerate(returned)])
 
 
 def _check_noise(noise: NDArray[np.float64], length: int) -> None:
-    if np.shape(noise) != (length,) or not np.all(np.isfinite(noise)):
+    if np.shape(noise) != (length,) or length == 0 or not np.all(np.isfinite(noise)):
         raise ProtocolError(f"{np.shape(noise)} noise shares for {length} totals", "draw one share per total")

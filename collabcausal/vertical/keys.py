@@ -7,7 +7,8 @@ and opens the totals that come back.
 Decryption (:meth:`KeyOwner.open`) follows Li & Micciancio (2021, "On the Security of Homomorphic
 Encryption on Approximate Numbers", EUROCRYPT, section 1): an approximate decryption that leaves the
 key holder as computed reveals the error and hence the secret key, so ``open`` adds the caller's DP
-noise share and rounds to a grid before anything is returned, and refuses noise 0.
+noise share to every value it returns and rounds it to a grid, refuses a share of 0, and returns only
+the slot parts that carry the round's values (:mod:`~collabcausal.vertical.packing`), never the flooded rest.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import math
 
 import numpy as np
 import tenseal as ts
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from tenseal import sealapi
 
 from collabcausal.errors import InputError
-from collabcausal.vertical.column import EncryptedColumn, encrypt_column
-from collabcausal.vertical.context import load_public_context, parameters_header
+from collabcausal.vertical.column import RelayedColumn, encrypt_column
+from collabcausal.vertical.context import PublicContext, fingerprint, parameters_header
+from collabcausal.vertical.packing import VALUES_PER_SLOT, check_shares
 from collabcausal.vertical.parameters import CKKSParameters
 from collabcausal.vertical.seal_io import frame, load_seal, save_seal, untag
 from collabcausal.vertical.total import rotation_steps
@@ -46,53 +48,61 @@ class KeyOwner:
         context.generate_relin_keys()
         seal_context = context.seal_context().data
         tool = seal_context.key_context_data().galois_tool()
-        elements = [tool.get_elt_from_step(s) for s in rotation_steps(parameters.slot_count)]
+        elements = [tool.get_elt_from_step(s) for s in rotation_steps(parameters)]
         galois = sealapi.KeyGenerator(seal_context, context.secret_key().data).create_galois_keys(elements)
-        public = context.copy()
-        public.make_context_public()
-        header = parameters_header(parameters)
-        self._public_bytes = frame(header, public.serialize(save_galois_keys=False), save_seal(galois))
+        public = context.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=False,
+                                   save_relin_keys=True)
+        self._public_bytes = frame(parameters_header(parameters), public, save_seal(galois))
         self._context = context
-        self.public = load_public_context(self._public_bytes)
+        # Its own view (its parameters, its key, the fingerprint it signs), not a second copy of the context.
+        self.public = PublicContext(parameters, context, None, fingerprint(self._public_bytes))
 
     def public_context(self) -> bytes:
         """The blob to send (through the relay) to the evaluator, with no secret key; sign its fingerprint."""
         return self._public_bytes
 
-    def encrypt(self, values: ArrayLike) -> EncryptedColumn:
-        """Encrypt ``n`` values in [-1, 1] (``INPUT_BOUND``) into ceil(n / slot_count) ciphertexts."""
-        return encrypt_column(self.public, values)
+    def encrypt(self, values: ArrayLike) -> RelayedColumn:
+        """Encrypt ``n`` values of modulus at most 1 (``INPUT_BOUND``; complex values fill both parts of a slot)
+        into ceil(n / slot_count) seeded symmetric ciphertexts (:func:`~collabcausal.vertical.column.encrypt_column`):
+        the column as sent."""
+        return encrypt_column(self.public, values, self._context.secret_key().data)
 
-    def open(self, ciphertext: bytes, *, noise: float, grid: float) -> float:
-        """Decrypt slot 0 of a returned total, add ``noise`` and round to a multiple of ``grid``.
+    def open(self, ciphertext: bytes, *, noise: ArrayLike, grid: float) -> NDArray[np.float64]:
+        """Decrypt the values a returned ciphertext carries, add ``noise`` to each and round to a multiple of ``grid``.
 
         Parameters
         ----------
         ciphertext : bytes
-            What :meth:`EncryptedColumn.total` returned, under this owner's key.
-        noise : float
-            This party's DP noise share, drawn from the project's sampler; nonzero.
+            What :func:`~collabcausal.vertical.packing.pack_totals` (or :meth:`EncryptedColumn.total`) returned,
+            under this owner's key.
+        noise : array of float
+            This party's DP noise share of each value, drawn from the project's sampler, nonzero: as many as the
+            ciphertext carries values (value ``2j`` is slot ``j``'s real part, ``2j + 1`` its imaginary part).
         grid : float
             Rounding step, no finer than ``parameters.error_bound`` (a total of n subjects is off by
             at most n times that: choose the grid from the release's n and its noise).
 
         Returns
         -------
-        float
-            ``grid * round((slot_0 + noise) / grid)``: never the un-noised decryption.
+        ndarray
+            ``grid * round((value + noise) / grid)`` for each value: never an un-noised decryption, nor any
+            slot part past the values.
         """
-        noise, grid = float(noise), float(grid)
-        if not math.isfinite(noise) or noise == 0.0:
-            raise InputError(f"open() needs a nonzero noise share, got {noise!r}", "draw it from the DP sampler")
+        shares = check_shares(noise, "open()")
+        grid = float(grid)
         bound = self.parameters.error_bound
         if not (math.isfinite(grid) and grid >= bound):
             raise InputError(
                 f"grid {grid!r} is finer than the CKKS error bound {bound:g}", f"round to a grid of at least {bound:g}"
             )
+        if shares.size > VALUES_PER_SLOT * self.parameters.slot_count:
+            raise InputError(f"{shares.size} values cannot come from one ciphertext of {self.parameters.slot_count} "
+                             "slots", "open each ciphertext with its own values' shares")
         seal_context = self._context.seal_context().data
         payload = untag(bytes(ciphertext), self.public.fingerprint, "the returned total")
         loaded = load_seal(sealapi.Ciphertext(), seal_context, payload, "the returned total")
         plain = sealapi.Plaintext()
         sealapi.Decryptor(seal_context, self._context.secret_key().data).decrypt(loaded, plain)
-        value = sealapi.CKKSEncoder(seal_context).decode_double(plain)[0]
-        return float(np.round((value + noise) / grid) * grid)
+        slots = np.asarray(sealapi.CKKSEncoder(seal_context).decode_complex(plain))
+        values = np.column_stack([slots.real, slots.imag]).ravel()[: shares.size]
+        return np.round((values + shares) / grid) * grid

@@ -46,12 +46,17 @@ class CKKSParameters:
     error_bound : float
         Measured bound on the absolute error per subject of a full-depth program (module docstring);
         :meth:`~collabcausal.vertical.keys.KeyOwner.open` refuses a rounding grid finer than it.
+    rotation_base : int
+        A total's rotate-and-sum rotates by powers of it (:func:`~collabcausal.vertical.total.rotation_steps`):
+        ``log_base(slots)`` Galois keys, ``(base - 1) log_base(slots)`` rotations a total. 2 takes the fewest
+        rotations, a larger base the fewest (and smallest in all) keys.
     """
 
     poly_modulus_degree: int
     coeff_mod_bit_sizes: tuple[int, ...]
     scale_bits: int
     error_bound: float
+    rotation_base: int = 8
 
     def __post_init__(self) -> None:
         n, bits, s = self.poly_modulus_degree, tuple(self.coeff_mod_bit_sizes), self.scale_bits
@@ -69,6 +74,9 @@ class CKKSParameters:
             )
         if not (math.isfinite(self.error_bound) and self.error_bound > 0):
             raise InputError(f"error_bound must be a positive number, got {self.error_bound!r}", fix)
+        base = self.rotation_base
+        if not (isinstance(base, int) and base >= 2 and base & (base - 1) == 0):
+            raise InputError(f"rotation_base must be a power of 2 from 2, got {base!r}", fix)
         object.__setattr__(self, "coeff_mod_bit_sizes", bits)
 
     @property
@@ -93,11 +101,14 @@ class CKKSParameters:
 
 
 PRESETS: dict[int, CKKSParameters] = {
-    1: CKKSParameters(8192, (60, 38, 38, 60), 38, error_bound=1e-5),
+    1: CKKSParameters(8192, (60, 38, 38, 60), 38, error_bound=1e-5, rotation_base=2),
     7: CKKSParameters(16384, (60, *(38,) * 8, 60), 38, error_bound=1e-3),
 }
 """By depth: 1 for the cross Gram blocks (an encrypted column times a plaintext one), 7 for the
-scores (a degree-8 polynomial, two products, a square). Figures in docs/vertical-encryption.md."""
+scores (a degree-15 polynomial, two products, a square). Figures in docs/vertical-encryption.md.
+Rotation bases: the statistics round totals 175 sums at N = 8192, where a Galois key is 0.7 MB: base 2 (12
+keys, 12 rotations a sum, against 4 keys and 28 rotations at base 8); the scores round totals 10 sums at
+N = 16384, where a key is 9 MB: base 8 (5 keys, 29 rotations a sum)."""
 
 
 def preset(depth: int) -> CKKSParameters:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 from collabcausal.errors import ProtocolError
 
-__all__ = ["frame", "load_seal", "save_seal", "tag", "unframe", "untag"]
+__all__ = ["frame", "load_seal", "save_seal", "tag", "tenseal_vector", "unframe", "untag"]
 
 MAGIC = b"collabcausal-ckks-v1"
 
@@ -74,3 +77,25 @@ def unframe(data: bytes, count: int, what: str) -> list[bytes]:
     if pos != len(view):
         raise bad
     return parts
+
+
+def tenseal_vector(ciphertext: bytes, size: int, scale: float) -> bytes:
+    """A saved SEAL ciphertext as TenSEAL's serialized ``CKKSVector`` of ``size`` slots at ``scale`` (what
+    ``tenseal.ckks_vector_from`` reads: its ``CKKSVectorProto`` of tenseal/proto/tensors.proto, written with
+    protobuf's runtime), so that a ciphertext TenSEAL cannot make (a seeded symmetric encryption, complex slots)
+    is read as any other chunk."""
+    return _vector_proto()(sizes=[int(size)], ciphertexts=[ciphertext], scale=float(scale)).SerializeToString()
+
+
+@cache
+def _vector_proto() -> Any:
+    """The message class of TenSEAL's ``CKKSVectorProto`` (fields 1 sizes, 2 ciphertexts, 3 scale)."""
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="collabcausal_tenseal_vector.proto", package="collabcausal.tenseal",
+                                              syntax="proto3")
+    message = file.message_type.add(name="CKKSVectorProto")
+    message.field.add(name="sizes", number=1, type=field.TYPE_UINT32, label=field.LABEL_REPEATED)
+    message.field.add(name="ciphertexts", number=2, type=field.TYPE_BYTES, label=field.LABEL_REPEATED)
+    message.field.add(name="scale", number=3, type=field.TYPE_DOUBLE, label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    return message_factory.GetMessageClass(pool.Add(file).message_types_by_name["CKKSVectorProto"])

@@ -1,19 +1,20 @@
-"""The stages of a returned total, on the SEAL ciphertext: rotate-and-sum, slot-0 mask, flooding.
+"""The stages of a returned total, on the SEAL ciphertext: rotate-and-sum, slot mask, flooding.
 
-After the caller's program, :meth:`~collabcausal.vertical.column.EncryptedColumn.total` adds the
-chunks slot-wise, then:
+After the caller's program, the chunks of each column are added slot-wise
+(:func:`~collabcausal.vertical.packing.pack_totals` places several totals in one ciphertext), then:
 
-1. :func:`rotate_and_sum`: every slot holds the sum over all slots (rotations by powers of
-   :data:`ROTATION_BASE`, so the key owner publishes Galois keys for :func:`rotation_steps` only:
-   5 keys at N = 16384 instead of the 27 of TenSEAL's default set);
-2. :func:`mask_slot_zero`: multiply by the plaintext (1, 0, ..., 0) and rescale, so the other slots
-   hold only CKKS error, not the sum;
-3. :func:`flood`: add a **fresh public-key encryption** of (noise + i g_0, f_1 + i g_1, ...), the
-   evaluator's DP noise share in the real part of slot 0 and independent Gaussian flooding noise in
-   every other real and imaginary part. The fresh encryption re-randomizes the ciphertext: without
-   it, its second component would be a known function of the key owner's own ciphertexts and the
-   evaluator's plaintexts (a key owner could divide it out and read the evaluator's columns). The
-   flooding hides the error terms of the computation, which depend on the evaluator's values.
+1. :func:`rotate_and_sum`: every slot holds the sum over all slots (rotations by powers of the
+   preset's ``rotation_base``, so the key owner publishes Galois keys for :func:`rotation_steps` only:
+   5 keys at N = 16384 (base 8) instead of the 27 of TenSEAL's default set);
+2. :func:`mask_slot`: multiply by the plaintext that is ``unit`` (1 or i) in the total's slot and 0 in
+   every other, so the other slots hold only CKKS error, not the sum; the masked totals of one
+   ciphertext are added and rescaled once;
+3. :func:`flood`: add a **fresh public-key encryption** of the evaluator's DP noise shares in the
+   slot parts that carry a total and independent Gaussian flooding noise in every other real and
+   imaginary part. The fresh encryption re-randomizes the ciphertext: without it, its second
+   component would be a known function of the key owner's own ciphertexts and the evaluator's
+   plaintexts (a key owner could divide it out and read the evaluator's columns). The flooding hides
+   the error terms of the computation, which depend on the evaluator's values.
 
 The flooding noise (:func:`flooding_noise`) is not a DP release: what it needs is to be unpredictable
 by the key owner and Gaussian. It is the Box-Muller transform (Box & Muller 1958, "A Note on the
@@ -32,27 +33,27 @@ from numpy.typing import NDArray
 from tenseal import sealapi
 
 from collabcausal.secagg.crypto import SEED_BYTES, expand_mask
+from collabcausal.vertical.parameters import CKKSParameters
 
-__all__ = ["ROTATION_BASE", "flood", "flooding_noise", "mask_slot_zero", "rotate_and_sum", "rotation_steps"]
-
-ROTATION_BASE = 8
-"""Rotation keys are for steps 1, 8, 64, ...; each stage rotates up to 7 times by one key."""
+__all__ = ["flood", "flooding_noise", "mask_slot", "rotate_and_sum", "rotation_steps"]
 
 
-def rotation_steps(slot_count: int) -> list[int]:
-    """The rotation steps :func:`rotate_and_sum` uses (the Galois keys a key owner publishes)."""
+def rotation_steps(parameters: CKKSParameters) -> list[int]:
+    """The rotation steps :func:`rotate_and_sum` uses (the Galois keys a key owner publishes): 1, b, b^2, ...
+    below the slot count, ``b`` the preset's ``rotation_base``."""
     steps, block = [], 1
-    while block < slot_count:
+    while block < parameters.slot_count:
         steps.append(block)
-        block *= ROTATION_BASE
+        block *= parameters.rotation_base
     return steps
 
 
-def rotate_and_sum(evaluator: Any, galois_keys: Any, ciphertext: Any, slot_count: int) -> Any:
-    """A ciphertext whose every slot holds the sum of ``ciphertext``'s ``slot_count`` (a power of 2) slots."""
-    block = 1
+def rotate_and_sum(evaluator: Any, galois_keys: Any, ciphertext: Any, parameters: CKKSParameters) -> Any:
+    """A ciphertext whose every slot holds the sum of ``ciphertext``'s slots: each stage rotates up to
+    ``rotation_base - 1`` times by one key."""
+    block, slot_count, base = 1, parameters.slot_count, parameters.rotation_base
     while block < slot_count:
-        stage = min(ROTATION_BASE, slot_count // block)
+        stage = min(base, slot_count // block)
         total, rotated = ciphertext, ciphertext
         for _ in range(stage - 1):
             step = sealapi.Ciphertext()
@@ -64,15 +65,16 @@ def rotate_and_sum(evaluator: Any, galois_keys: Any, ciphertext: Any, slot_count
     return ciphertext
 
 
-def mask_slot_zero(evaluator: Any, encoder: Any, ciphertext: Any, slot_count: int, scale: float) -> Any:
-    """``ciphertext`` times the plaintext (1, 0, ..., 0), rescaled: one level."""
-    mask = np.zeros(slot_count)
-    mask[0] = 1.0
+def mask_slot(evaluator: Any, encoder: Any, ciphertext: Any, slot: int, unit: complex, slot_count: int,
+              scale: float) -> Any:
+    """``ciphertext`` times the plaintext that is ``unit`` in ``slot`` and 0 elsewhere, not yet rescaled (the
+    caller adds the masked totals of one ciphertext and rescales once: one level)."""
+    mask = np.zeros(slot_count, dtype=np.complex128)
+    mask[slot] = unit
     plain = sealapi.Plaintext()
     encoder.encode(mask.tolist(), ciphertext.parms_id(), scale, plain)
     masked = sealapi.Ciphertext()
     evaluator.multiply_plain(ciphertext, plain, masked)
-    evaluator.rescale_to_next_inplace(masked)
     return masked
 
 

@@ -9,6 +9,7 @@ from vertical_helpers import decrypt_column, relay
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical import EncryptedColumn
+from collabcausal.vertical.column import encrypt_column
 from collabcausal.vertical.seal_io import tag
 
 N = 4096 + 321  # two chunks at N = 8192, the second mostly padding
@@ -165,3 +166,17 @@ def test_a_program_run_chunk_by_chunk_and_joined_is_the_whole_columns(owner1, ev
     assert totals[0] == pytest.approx(totals[1], abs=bound)
     with pytest.raises(InputError, match="each but the last full"):
         EncryptedColumn.join(parts[::-1])
+
+
+def test_the_key_owners_chunks_are_seeded_half_the_bytes_of_public_key_ones(owner1, evaluator1, data):
+    """KeyOwner.encrypt saves SEAL's seeded symmetric form; anyone's public-key encryption is twice the size; both
+    read back as the same values."""
+    x, _, _ = data
+    seeded = owner1.encrypt(x).to_bytes()
+    public = encrypt_column(evaluator1, x).to_bytes()
+    assert len(seeded) == len(public) == 2
+    assert sum(map(len, seeded)) < 0.55 * sum(map(len, public))
+    for chunks in (seeded, public):
+        values = decrypt_column(owner1, EncryptedColumn.from_bytes(evaluator1, chunks, N))
+        assert np.max(np.abs(values - x)) <= owner1.parameters.error_bound
+

@@ -24,12 +24,13 @@ from collabcausal.estimators.dp.effects.vertical import (
     weight_polynomial,
 )
 from collabcausal.vertical import load_public_context
-from collabcausal.vertical.column import EncryptedColumn
+from collabcausal.vertical.column import EncryptedColumn, RelayedColumn
 from collabcausal.vertical.dp_effects_rounds import (
     cross_totals,
     encrypt_label_vectors,
     encrypt_score_inputs,
     open_totals,
+    packed_entries,
     score_totals,
 )
 
@@ -51,19 +52,21 @@ def study():
 
 
 def test_statistics_round_equals_the_twin(study, owner1) -> None:
-    """L encrypts its factors, P totals each cross entry with its noise share, L opens with its own: each
-    entry is the exact joined statistic plus both shares, to the CKKS error of n subjects and the grid."""
+    """L encrypts its factors, P totals each cross entry with its noise share (all packed into one ciphertext), L
+    opens with its own: each entry is the exact joined statistic plus both shares, to the CKKS error of n subjects
+    and the grid."""
     _fmap, (label, other), T, y = study
     exact = fold_statistics(label + other, T, y, 1.0)
-    entries = cross_entries(GROUPS, 1)
+    entries = packed_entries(cross_entries(GROUPS, 1))
     vectors = label_vectors(label, T, np.clip(y, -0.5, 0.5), GROUPS, 1, 0)
     evaluator = load_public_context(owner1.public_context())
-    relayed = {k: EncryptedColumn.from_bytes(evaluator, c.to_bytes(), N)
-               for k, c in encrypt_label_vectors(owner1, vectors).items()}
+    relayed = {k: RelayedColumn(evaluator, c.to_bytes(), N) for k, c in encrypt_label_vectors(owner1, vectors).items()}
     rng = np.random.default_rng(8)
     noise_p, noise_l = rng.normal(0, 30.0, len(entries)), rng.normal(0, 30.0, len(entries))
     grid = 1e-3
-    opened = open_totals(owner1, cross_totals(relayed, other, entries, noise_p, flood_sd=30.0), noise_l, grid)
+    totals = cross_totals(relayed, other, entries, noise_p, flood_sd=30.0)
+    assert len(totals) == 1
+    opened = open_totals(owner1, totals, noise_l, grid)
     twin = np.array([cross_term(vectors, other, e).sum() for e in entries]) + noise_p + noise_l
     np.testing.assert_allclose(twin, exact[[e.index for e in entries]] + noise_p + noise_l, atol=1e-8)
     tolerance = N * owner1.parameters.error_bound + grid
@@ -115,5 +118,7 @@ def test_rounds_refuse_mismatched_noise_and_inputs(study, owner1) -> None:
     entries = cross_entries(GROUPS, 1)
     with pytest.raises(ProtocolError, match="noise shares"):
         cross_totals({}, other, entries, np.zeros(2), flood_sd=1.0)
+    with pytest.raises(ProtocolError, match="not in the packed order"):
+        cross_totals({}, other, entries, np.ones(len(entries)), flood_sd=1.0)
     with pytest.raises(ProtocolError, match="score inputs"):
         score_totals([], [np.zeros(N)], T, y, weight_polynomial(2.0, 0.1), [], 1.0, np.zeros(0), 1.0)

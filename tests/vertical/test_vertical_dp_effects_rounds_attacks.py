@@ -28,23 +28,35 @@ from collabcausal.estimators.dp.effects.vertical import (
 )
 from collabcausal.vertical import KeyOwner, load_public_context, preset
 from collabcausal.vertical.column import EncryptedColumn
-from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_score_inputs, open_totals, score_totals
+from collabcausal.vertical.dp_effects_rounds import (
+    cross_totals,
+    encrypt_label_vectors,
+    encrypt_score_inputs,
+    open_totals,
+    score_totals,
+)
 from collabcausal.vertical.seal_io import tag
 
 N = 500
 SCALE = 20_000.0
-ENTRY = CrossEntry(index=0, arm=1, label="arm", party=(0,))
+ENTRIES = [CrossEntry(index=1, arm=1, label="arm", party=(0,)), CrossEntry(index=0, arm=0, label="arm", party=(0,))]
+"""One product's treated and control entries: the real and imaginary parts of one packed slot."""
+
+
+def _arm_column(owner: KeyOwner, T: np.ndarray) -> dict[str, EncryptedColumn]:
+    """L's arm factor as relayed: ``T + i (1 - T)``, one complex column."""
+    context = load_public_context(owner.public_context())
+    column = encrypt_label_vectors(owner, {("1", "arm"): np.ones(T.size), ("T", "arm"): T})["arm"]
+    return {"arm": EncryptedColumn.from_bytes(context, column.to_bytes(), T.size)}
 
 
 @pytest.fixture(scope="module")
-def world(owner1, evaluator1):
-    """L's arm indicator as relayed, P's one design column, and each party's noise share (sd 30)."""
+def world(owner1):
+    """L's arm indicator as relayed, P's one design column, and each party's noise shares (sd 30)."""
     rng = np.random.default_rng(3636)
     T = rng.integers(0, 2, N).astype(float)
     design = rng.uniform(-1, 1, (N, 1))
-    relayed = {key: EncryptedColumn.from_bytes(evaluator1, owner1.encrypt(v).to_bytes(), N)
-               for key, v in {("T", "arm"): T, ("1", "arm"): np.ones(N)}.items()}
-    return T, design, relayed, rng.normal(0, 30.0, 1), rng.normal(0, 30.0, 1)
+    return T, design, _arm_column(owner1, T), rng.normal(0, 30.0, 2), rng.normal(0, 30.0, 2)
 
 
 def _forged_column(evaluator1, values: np.ndarray) -> EncryptedColumn:
@@ -57,11 +69,11 @@ def _forged_column(evaluator1, values: np.ndarray) -> EncryptedColumn:
 
 
 def test_an_honest_round_releases_the_sum_with_both_shares(owner1, world) -> None:
-    """Baseline for the attacks below."""
+    """Baseline for the attacks below: both arms' sums, each with both shares."""
     T, design, relayed, noise_p, noise_l = world
-    opened = open_totals(owner1, cross_totals(relayed, design, [ENTRY], noise_p, flood_sd=30.0), noise_l, 1e-3)
-    exact = float(T @ design[:, 0]) + noise_p[0] + noise_l[0]
-    assert abs(opened[0] - exact) <= N * owner1.parameters.error_bound + 1e-3
+    opened = open_totals(owner1, cross_totals(relayed, design, ENTRIES, noise_p, flood_sd=30.0), noise_l, 1e-3)
+    exact = np.array([T @ design[:, 0], (1 - T) @ design[:, 0]]) + noise_p + noise_l
+    assert np.max(np.abs(opened - exact)) <= N * owner1.parameters.error_bound + 1e-3
 
 
 def test_unsigned_columns_the_coordinator_forged_reveal_a_subject(owner1, evaluator1, world) -> None:
@@ -71,8 +83,8 @@ def test_unsigned_columns_the_coordinator_forged_reveal_a_subject(owner1, evalua
     _T, design, _relayed, noise_p, noise_l = world
     target = np.zeros(N)
     target[7] = SCALE
-    forged = {("T", "arm"): _forged_column(evaluator1, target)}
-    opened = open_totals(owner1, cross_totals(forged, design, [ENTRY], noise_p, flood_sd=30.0), noise_l, 1e-3)
+    forged = {"arm": _forged_column(evaluator1, target)}
+    opened = open_totals(owner1, cross_totals(forged, design, ENTRIES, noise_p, flood_sd=30.0), noise_l, 1e-3)
     assert abs(opened[0] / SCALE - design[7, 0]) < 0.05  # the subject's value, to 1/400 of its range
 
 
@@ -93,38 +105,46 @@ def test_an_unsigned_total_the_coordinator_fabricated_reveals_a_subject(owner1, 
 def test_a_total_replayed_from_another_round_is_refused(owner1, world) -> None:
     """Held: a total of another key owner (another round, row group or study) is refused by its tag."""
     T, design, _relayed, noise_p, noise_l = world
-    other = KeyOwner(preset(1))
-    context = load_public_context(other.public_context())
-    theirs = {("T", "arm"): EncryptedColumn.from_bytes(context, other.encrypt(T).to_bytes(), N)}
-    replayed = cross_totals(theirs, design, [ENTRY], noise_p, flood_sd=30.0)
+    replayed = cross_totals(_arm_column(KeyOwner(preset(1)), T), design, ENTRIES, noise_p, flood_sd=30.0)
     with pytest.raises(ProtocolError, match="another CKKS context"):
         open_totals(owner1, replayed, noise_l, 1e-3)
 
 
-@pytest.mark.parametrize("shape_or_value", [(2,), (1, 1), (0,), "nan", "inf"])
+@pytest.mark.parametrize("shape_or_value", [(3,), (2, 1), (0,), "nan", "inf"])
 def test_noise_shares_of_the_wrong_shape_or_not_finite_are_refused(owner1, world, shape_or_value) -> None:
-    """Held: every step refuses noise that is not one finite share per total, before computing."""
+    """Held: every step refuses noise that is not one finite share per value, before computing (the opening
+    counts its values from its shares: their number is checked by the party, test_vertical_attacks.py)."""
     _T, design, relayed, _noise_p, _noise_l = world
     if isinstance(shape_or_value, str):
-        noise = np.array([float(shape_or_value)])
+        noise = np.array([1.0, float(shape_or_value)])
     else:
         noise = np.ones(shape_or_value)
     with pytest.raises(ProtocolError, match="noise shares"):
-        cross_totals(relayed, design, [ENTRY], noise, flood_sd=30.0)
+        cross_totals(relayed, design, ENTRIES, noise, flood_sd=30.0)
+    if noise.shape != (3,):
+        with pytest.raises(ProtocolError, match="noise shares"):
+            open_totals(owner1, [b"unused"], noise, 1e-3)
     with pytest.raises(ProtocolError, match="noise shares"):
-        open_totals(owner1, [b"unused"], noise, 1e-3)
-    with pytest.raises(ProtocolError, match="noise shares"):
-        score_totals([], [], np.zeros(N), np.zeros(N), weight_polynomial(2.0, 0.1), [object()], 1.0, noise, 1.0)
+        score_totals([], [], np.zeros(N), np.zeros(N), weight_polynomial(2.0, 0.1), [object()] * 2, 1.0, noise, 1.0)
+
+
+def test_returned_ciphertexts_of_another_count_than_the_values_need_are_refused(owner1, world) -> None:
+    """Held: the key owner opens exactly the ciphertexts that hold its values, packed (here: one)."""
+    _T, design, relayed, noise_p, noise_l = world
+    total = cross_totals(relayed, design, ENTRIES, noise_p, flood_sd=30.0)
+    for returned in ([], total * 2):
+        with pytest.raises(ProtocolError, match="returned ciphertexts"):
+            open_totals(owner1, returned, noise_l, 1e-3)
 
 
 def test_a_zero_noise_share_is_refused_at_the_total_and_the_opening(owner1, world) -> None:
     """Held: a share of exactly 0 (a party skipping its noise) is refused on both sides."""
     _T, design, relayed, noise_p, _noise_l = world
     with pytest.raises(InputError, match="nonzero noise"):
-        cross_totals(relayed, design, [ENTRY], np.zeros(1), flood_sd=30.0)
-    total = cross_totals(relayed, design, [ENTRY], noise_p, flood_sd=30.0)
+        cross_totals(relayed, design, ENTRIES, np.array([1.0, 0.0]), flood_sd=30.0)
+    total = cross_totals(relayed, design, ENTRIES, noise_p, flood_sd=30.0)
     with pytest.raises(InputError, match="nonzero noise"):
-        open_totals(owner1, total, np.zeros(1), 1e-3)
+        open_totals(owner1, total, np.array([0.0, 1.0]), 1e-3)
 
 
 def test_a_score_input_outside_minus_one_to_one_is_not_encrypted(owner1) -> None:
@@ -155,9 +175,14 @@ def test_encrypted_score_terms_stay_within_the_bounds_the_sensitivity_assumes(ow
 
 
 def test_encrypted_cross_terms_stay_within_the_bounds_the_sensitivity_assumes(owner1, evaluator1) -> None:
-    """A subject at a corner of the box: L's factor 1 times P's design value 1 comes out at 1 + 1.3e-6; the
-    statistics' sensitivity is charged with ``ENCRYPTION_MARGIN`` on top (simulations/vertical_simulation.py)."""
+    """Subjects at a corner of the box: L's factor 1 times P's design value 1 comes out at 1 + 1.3e-6 a subject
+    (TenSEAL's product), and the packed cross total of n of them within n (1 + ``ENCRYPTION_MARGIN``), the margin
+    the statistics' sensitivity is charged with (simulations/vertical_simulation.py)."""
     n = 256
     column = EncryptedColumn.from_bytes(evaluator1, owner1.encrypt(np.ones(n)).to_bytes(), n)
-    per_subject = decrypt_column(owner1, cross_term({("T", "arm"): column}, np.ones((n, 1)), ENTRY))
+    per_subject = decrypt_column(owner1, cross_term({("T", "arm"): column}, np.ones((n, 1)), ENTRIES[0]))
     assert per_subject.max() <= 1.0 + ENCRYPTION_MARGIN
+    tiny = np.full(2, 1e-9)
+    corner = cross_totals(_arm_column(owner1, np.ones(n)), np.ones((n, 1)), ENTRIES, tiny, flood_sd=1e-9)
+    opened = open_totals(owner1, corner, tiny, owner1.parameters.error_bound)
+    assert opened[0] <= n * (1.0 + ENCRYPTION_MARGIN) and abs(opened[1]) <= n * owner1.parameters.error_bound

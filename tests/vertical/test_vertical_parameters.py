@@ -41,3 +41,10 @@ def test_unsafe_or_malformed_parameters_are_refused_in_one_line(n, bits, scale, 
     with pytest.raises(InputError, match=match) as info:
         CKKSParameters(n, bits, scale, error_bound=1e-6)
     assert "\n" not in str(info.value) and "fix:" in str(info.value)
+
+
+@pytest.mark.parametrize("base", [1, 3, 6, 0, 2.0])
+def test_a_rotation_base_other_than_a_power_of_two_is_refused(base):
+    with pytest.raises(InputError, match="rotation_base must be a power of 2") as info:
+        CKKSParameters(8192, (60, 38, 38, 60), 38, error_bound=1e-5, rotation_base=base)
+    assert "\n" not in str(info.value)

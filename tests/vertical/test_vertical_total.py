@@ -6,6 +6,8 @@ view); these tests pin down that it sees nothing but the noisy sum and the flood
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -13,6 +15,7 @@ from vertical_helpers import decrypt_slots, relay
 
 from collabcausal.errors import InputError
 from collabcausal.vertical.column import FLOOD_TAIL
+from collabcausal.vertical.parameters import preset
 from collabcausal.vertical.total import flooding_noise, rotation_steps
 
 N = 6000
@@ -111,5 +114,6 @@ def test_flooding_noise_is_gaussian_fresh_and_of_the_asked_count():
 
 
 def test_rotation_keys_cover_a_sum_over_all_slots():
-    assert rotation_steps(8192) == [1, 8, 64, 512, 4096]
-    assert rotation_steps(4096) == [1, 8, 64, 512]
+    assert rotation_steps(preset(7)) == [1, 8, 64, 512, 4096]  # 8192 slots, base 8
+    assert rotation_steps(preset(1)) == [2**k for k in range(12)]  # 4096 slots, base 2
+    assert rotation_steps(replace(preset(1), rotation_base=8)) == [1, 8, 64, 512]

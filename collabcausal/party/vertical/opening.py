@@ -2,7 +2,8 @@
 
 Shared by both releases. The round is closed first (:func:`~.rounds.close_round`), so whatever happens
 next, no other totals are ever opened under its key; the totals must carry the evaluator's signature for
-the round's terms (:func:`~.exchange.verified_totals`); and every decrypted value leaves only with this
+the round's terms (:func:`~.exchange.verified_totals`: as many ciphertexts as hold the round's values
+packed, :mod:`~collabcausal.vertical.packing`); and every decrypted value leaves only with this
 party's DP noise share added and rounded to the CKKS error grid (Li & Micciancio 2021;
 :meth:`~collabcausal.vertical.keys.KeyOwner.open`).
 
@@ -26,6 +27,7 @@ from collabcausal.party.vertical.exchange import verified_totals
 from collabcausal.party.vertical.rounds import KeyRound, close_round
 from collabcausal.secagg import NOISE_TAIL, SCALE_BITS, encode
 from collabcausal.vertical.dp_effects_rounds import open_totals
+from collabcausal.vertical.packing import packed_count
 
 __all__ = ["open_release"]
 
@@ -34,7 +36,8 @@ def open_release(party: Party, request: Message, release: str) -> Message:
     """The released vector of ``release``: the key owner's own entries plus its shares, the opened totals (masked
     for secure aggregation when the request carries ``secagg``)."""
     state = close_round(party, request.params.get("round"), release)
-    totals = verified_totals(party, request, state.peer, state.terms, int(state.totals.size))
+    totals = verified_totals(party, request, state.peer, state.terms,
+                             packed_count(int(state.totals.size), state.owner.parameters.slot_count))
     secagg = request.params.get("secagg")
     if secagg is None:
         released = _opened(state, totals, noise_share(state.parties, state.sigma))

@@ -3,14 +3,14 @@
 The label holder L owns the round's key (depth 1, :func:`~collabcausal.vertical.parameters.preset` ``(1)``):
 
 ``vertical_statistics_columns`` (L, charged)
-    L's factors (:func:`~collabcausal.estimators.dp.effects.vertical.label_vectors`: T, its covariates, the
-    outcome, each alone and times T) encrypted under a fresh key, signed with the round's terms; L keeps its
-    own entries (:func:`~collabcausal.estimators.dp.effects.statistics.fold_statistics` of its design) exact
-    until it opens.
+    L's factors (:func:`~collabcausal.estimators.dp.effects.vertical.label_vectors`: its covariates, the arm
+    indicator, the outcome, each as one complex column of the treated's and the controls' values) encrypted
+    under a fresh key, signed with the round's terms; L keeps its own entries
+    (:func:`~collabcausal.estimators.dp.effects.statistics.fold_statistics` of its design) exact until it opens.
 ``vertical_statistics_totals`` (P, charged once the columns verify)
     For each cross entry, L's factor times P's plaintext columns summed over subjects, P's noise share
-    inside, other slots masked and the total flooded (:func:`~collabcausal.vertical.dp_effects_rounds.cross_totals`);
-    signed.
+    on each, packed two a slot into one ciphertext, every other slot part masked and flooded
+    (:func:`~collabcausal.vertical.dp_effects_rounds.cross_totals`); signed.
 ``vertical_statistics_open`` (L)
     Checks P's signature, decrypts each total, adds its own share; its own entries get their noise too.
 
@@ -27,7 +27,13 @@ import numpy as np
 
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
-from collabcausal.estimators.dp.effects.vertical import cross_entries, entry_parties, label_vectors, share_variance
+from collabcausal.estimators.dp.effects.vertical import (
+    CrossEntry,
+    cross_entries,
+    entry_parties,
+    label_vectors,
+    share_variance,
+)
 from collabcausal.estimators.dp.effects.vertical_program import noise_share, statistics_bound, statistics_sigma
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -37,7 +43,7 @@ from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_re
 from collabcausal.party.vertical.opening import open_release
 from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
-from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors
+from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors, packed_entries
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.parameters import preset
 
@@ -51,14 +57,20 @@ DEPTH = 1
 __all__ = ["COLUMNS", "OPEN", "TOTALS"]
 
 
-def _keys(req: VerticalRequest) -> list[tuple[str, int | str]]:
+def _keys(req: VerticalRequest) -> list[int | str]:
     """L's factors, in the order it encrypts them (:func:`label_vectors` of no rows)."""
     fm = req.feature_map
-    return list(label_vectors(np.zeros((0, fm.dim)), np.zeros(0), np.zeros(0), req.groups, fm.n_sites, req.site))
+    vectors = label_vectors(np.zeros((0, fm.dim)), np.zeros(0), np.zeros(0), req.groups, fm.n_sites, req.site)
+    return [key for kind, key in vectors if kind == "T"]
+
+
+def _entries(req: VerticalRequest) -> list[CrossEntry]:
+    """The cross entries in the order the totals carry them (:func:`packed_entries`)."""
+    return packed_entries(cross_entries(req.groups, req.feature_map.n_sites))
 
 
 def _terms(req: VerticalRequest) -> dict[str, Any]:
-    return req.terms() | {"release": RELEASE, "keys": [list(k) for k in _keys(req)]}
+    return req.terms() | {"release": RELEASE, "keys": _keys(req)}
 
 
 @operation(COLUMNS, differentially_private=True)
@@ -78,7 +90,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     owner = KeyOwner(preset(DEPTH))
     columns = encrypt_label_vectors(owner, label_vectors(design, treatment.astype(float), u, req.groups, fm.n_sites,
                                                          req.site))
-    entries = cross_entries(req.groups, fm.n_sites)
+    entries = _entries(req)
     terms = _terms(req)
     at = np.array([e.index for e in entries], dtype=np.int64)
     local[at] = 0.0  # the totals fill these
@@ -100,11 +112,10 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
     charge(party, request, req, sigma, RELEASE)
-    entries = cross_entries(req.groups, fm.n_sites)
+    entries = _entries(req)
     share = sigma * float(np.sqrt(share_variance(2)))
     noise = noise_share(np.full(len(entries), 2), sigma)
-    loaded = {key: column.load() for key, column in zip(keys, columns, strict=True)}
-    totals = cross_totals(loaded, req.design(party), entries, noise, flood_sd=share)
+    totals = cross_totals(dict(zip(keys, columns, strict=True)), req.design(party), entries, noise, flood_sd=share)
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 

@@ -22,6 +22,7 @@ from collabcausal.secagg import simulation_identities
 from collabcausal.vertical import EncryptedColumn, KeyOwner, load_public_context, preset
 from collabcausal.vertical.advertisement import advertise_context
 from collabcausal.vertical.column import encrypt_column
+from collabcausal.vertical.packing import packed_count
 from collabcausal.vertical.transcript import COLUMNS_KIND, TOTALS_KIND, blob_arrays, blobs, sign_transcript
 
 RELAY = ("chunks", "context_advertisement", "columns_advertisement")
@@ -98,15 +99,15 @@ def test_a_total_the_coordinator_computed_from_the_key_owners_columns_is_never_o
     w, request, reply = round_
     context = load_public_context(bytes(blobs(reply, "ckks_context")[0]))
     flat, counts = blobs(reply, "ckks_columns"), reply.params["chunks"]
-    u = EncryptedColumn.from_bytes(context, flat[-2 * counts[-1]:][:counts[-1]], w.label.table.n_subjects)
+    u = EncryptedColumn.from_bytes(context, flat[-counts[-1]:], w.label.table.n_subjects)  # T u + i (1 - T) u
     pick = np.zeros(w.label.table.n_subjects)
     pick[7] = 250.0
     fabricated = (u * pick).total(noise=1e-9, flood_sd=1e-9)
-    n_totals = w.label.vertical_rounds[request.params["round"]].totals.size
+    n_values = w.label.vertical_rounds[request.params["round"]].totals.size
     opening = {"study": STUDY, "round": request.params["round"], "totals_advertisement": {}}
     with pytest.raises(IdentityError):
-        w.label.handle(Message("vertical_statistics_open", opening,
-                               blob_arrays("ckks_totals", [fabricated] * int(n_totals))))
+        w.label.handle(Message("vertical_statistics_open", opening, blob_arrays(
+            "ckks_totals", [fabricated] * packed_count(int(n_values), context.parameters.slot_count))))
     with pytest.raises(PolicyError, match="closed"):
         w.label.handle(Message("vertical_statistics_open", opening, blob_arrays("ckks_totals", [])))
 

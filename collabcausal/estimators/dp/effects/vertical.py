@@ -353,16 +353,38 @@ def bounded(values: Any, bound: float) -> Any:
 def evaluate_weight(poly: WeightPolynomial, x: Any, sign: NDArray[np.float64]) -> Any:
     """``p(sign x)`` for a numpy array or an encrypted ``x`` and a plaintext ``sign`` in ``{-1, 1}``.
 
-    ``T_k(-x) = (-1)^k T_k(x)``, so the sign goes into each term's plaintext multiplier: one level for
-    the sum, ``ceil(log2 degree) + 1`` in all.
+    ``T_k(-x) = (-1)^k T_k(x)``, so the sign goes into each odd term's plaintext multiplier. Baby steps and
+    giant steps in the Chebyshev basis (Paterson & Stockmeyer 1973, "On the number of nonscalar multiplications
+    necessary to evaluate polynomials", SIAM J. Comput. 2(1)): ``T_1 .. T_{k-1}`` with ``k = 2^round(log2
+    sqrt(degree + 1))``, the giants ``T_k, T_2k, ...``, and ``p = q T_g + r`` by Chebyshev division on the largest
+    giant ``g`` (:func:`numpy.polynomial.chebyshev.chebdiv`, recursively; ``T_g`` is even, so the sign splits the
+    same way). Degree 15: 7 products of two encrypted columns instead of 14, the depth unchanged,
+    ``ceil(log2 degree) + 1``.
     """
-    c = poly.coefficients
-    terms = [T_k * (c[k] * sign if k % 2 else np.full(sign.shape, c[k]))
-             for k, T_k in enumerate(chebyshev_powers(x, len(c) - 1), start=1)]
-    total = terms[0]
-    for term in terms[1:]:
-        total = total + term
-    return total + c[0]
+    c = np.asarray(poly.coefficients, dtype=np.float64)
+    degree = c.size - 1
+    baby = 2 ** max(1, round(math.log2(math.sqrt(degree + 1))))
+    powers = [None, *chebyshev_powers(x, min(baby - 1, degree))]
+    giants: dict[int, Any] = {}
+    g, half = baby, powers[baby // 2] if baby // 2 <= degree else None
+    while g <= degree:
+        square = half * half
+        giants[g] = half = bounded(square + square - 1.0, 1.0)
+        g *= 2
+
+    def combine(coefficients: NDArray[np.float64]) -> Any:
+        top = coefficients.size - 1
+        if top < baby:
+            total: Any = coefficients[0]
+            for j in np.flatnonzero(coefficients[1:]) + 1:  # a product by 0 would be an empty ciphertext
+                total = powers[j] * (coefficients[j] * sign if j % 2 else float(coefficients[j])) + total
+            return total
+        g = max(k for k in giants if k <= top)
+        quotient, rest = chebyshev.chebdiv(coefficients, np.eye(g + 1)[g])
+        high = giants[g] * float(quotient[0]) if quotient.size == 1 else combine(quotient) * giants[g]
+        return high + combine(rest)
+
+    return combine(c)
 
 
 ENCRYPTION_MARGIN = 1e-3
@@ -586,7 +608,9 @@ def scaled_score_terms(
 
     ``at_model = (x, m0, m1)`` and each copy's the same, with ``x = eta / E`` and ``mu_t = unit m_t``.
     The sum of column ``j`` is what the horizontal release scales (:func:`~.release.scaled_sums`); each
-    carries its proved bound (``w_j / 2``; ``w_j`` for the sum of squares, in ``[0, w_j]``).
+    carries its proved bound (``w_j / 2``; ``w_j`` for the sum of squares, in ``[0, w_j]``). The model's scores
+    are computed once (at the square's factor) and scaled for the point and replicate sums (``phi`` is linear in
+    its factor): one product by a scalar in place of a product of two encrypted columns, within the square's depth.
     """
     sign = 2.0 * treatment - 1.0
     point, square, *copies = parts
@@ -596,13 +620,17 @@ def scaled_score_terms(
         return aipw_scores(treatment, outcome, at[0], at[1], at[2], poly, unit=unit, factor=factor, weight=weight)
 
     bound = point.high  # |phi| <= B_phi (score_bound)
-    terms = [bounded(phi(at_model, weights[0], point.weight / point.width), bound * point.weight / point.width)]
     root_factor = math.sqrt(square.weight / square.width)
     root = bounded(phi(at_model, weights[0], root_factor), bound * root_factor)
-    terms.append(bounded(root * root, (bound * root_factor) ** 2))
+
+    def at_model_times(factor: float) -> Any:  # factor phi(model) = (factor / root_factor) root: phi is linear in it
+        return root * (factor / root_factor)
+
+    terms = [bounded(at_model_times(point.weight / point.width), bound * point.weight / point.width),
+             bounded(root * root, (bound * root_factor) ** 2)]
     for copy, at, weight in zip(copies, at_copies, weights[1:], strict=True):
         f = copy.weight / copy.width
-        terms.append(bounded(phi(at, weight, f) - phi(at_model, weights[0], f), copy.high * f))
+        terms.append(bounded(phi(at, weight, f) - at_model_times(f), copy.high * f))
     return terms
 
 
