@@ -55,6 +55,9 @@ from collabcausal.messages import Message
 from collabcausal.secagg import NOISE_TAIL
 from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES
 
+BATCH_ROWS = 65_536
+"""Subjects per batch of a round's columns: one batch's messages hold 16 statistics and 8 scores ciphertexts per
+column (about 0.2 GB at most), whatever the study's size."""
 MIN_SECURE = DEFAULT_MIN_PARTIES
 """Row groups from which each release's key owners open under secure aggregation (a party's default
 ``min_parties``); fewer open in the clear, each row group's release DP on its own."""
@@ -158,8 +161,13 @@ def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequenc
 
 
 def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_groups: Sequence[Sequence[str]],
-                             label_holders: Sequence[str], *, timeout: float | None = None) -> dict[str, Any]:
-    """Run ``dp_effects`` over row groups of two parties holding different covariates; the report's kind part."""
+                             label_holders: Sequence[str], *, timeout: float | None = None,
+                             batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
+    """Run ``dp_effects`` over row groups of two parties holding different covariates; the report's kind part.
+
+    ``batch_rows``: subjects per batch of each round's columns (:data:`BATCH_ROWS`; the parties accept up to
+    :data:`~collabcausal.party.vertical.request.MAX_BATCH_ROWS`).
+    """
     check_vertical_spec(spec)
     parties = [p for g in row_groups for p in g]
     described = grid.send_and_receive({p: Message("describe", {"study": study}) for p in parties}, timeout=timeout)
@@ -177,7 +185,7 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     def terms(site: int, rho: float, delta: float) -> dict[str, Any]:
         pair = plan.row_groups[site]
         return base | {"site": site, "parties": list(pair), "n_subjects": plan.n_subjects[site], "rho": rho,
-                       "delta": delta, "round": f"{study}/{{release}}/{site}"}
+                       "delta": delta, "round": f"{study}/{{release}}/{site}", "batch_rows": batch_rows}
 
     groups = plan.groups
     rounds = _Rounds(grid, plan, timeout, secure=secure)
@@ -244,25 +252,35 @@ class _Rounds:
         return summed.total, evaluators + summed.noise_sd**2
 
     def _totals(self, release: str, pair: tuple[str, str], params: dict[str, Any], sigma: float) -> Message:
-        """Steps 1 and 2 in one row group: the key owner encrypts (charged), the evaluator totals (charged)."""
+        """Steps 1 and 2 in one row group, batch by batch (each batch's columns relayed as they come, so no process
+        holds more than one): the key owner encrypts (charged at batch 0), the evaluator adds them up (charged at
+        batch 0) and returns its totals after the last."""
         encrypt, total, _ = STEPS[release]
         owner, evaluator = pair
-        done: list[str] = []
+        batches = math.ceil(int(params["n_subjects"]) / int(params["batch_rows"]))
+        encrypted = evaluated = 0
         try:
-            columns = self.grid.request(owner, Message(encrypt, params), timeout=self.timeout)
-            done.append(f"{owner} was charged and encrypted")
-            totals = self.grid.request(evaluator, Message(total, params | _relayed(
-                columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
-                timeout=self.timeout)
-            done.append(f"{evaluator} was charged and returned its totals")
+            for batch in range(batches):
+                asked = params | {"batch": batch}
+                columns = self.grid.request(owner, Message(encrypt, asked), timeout=self.timeout)
+                encrypted += 1
+                totals = self.grid.request(evaluator, Message(total, asked | _relayed(
+                    columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
+                    timeout=self.timeout)
+                evaluated += 1
+                self._count(f"{release}: columns", columns)
         except StudyFailedError as exc:
-            charged = "; ".join(done) or "nothing was charged"
+            charged = "nothing was charged" if not encrypted else (
+                f"{owner} was charged and encrypted {encrypted} of {batches} batches"
+                + (f"; {evaluator} was charged and added {evaluated}" if evaluated else ""))
             raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no "
                                    "value of it reached the coordinator)", exc.fix) from exc
         check_stated_sigma(evaluator, total, totals, sigma)
-        for step, reply in ((f"{release}: columns", columns), (f"{release}: totals", totals)):
-            self.relayed[step] = self.relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
+        self._count(f"{release}: totals", totals)
         return totals
+
+    def _count(self, step: str, reply: Message) -> None:
+        self.relayed[step] = self.relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
 
     def _open(self, owner: str, request: Message, sigma: float, length: int) -> NDArray[np.float64]:
         reply = self.grid.request(owner, request, timeout=self.timeout)

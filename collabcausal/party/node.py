@@ -105,6 +105,7 @@ class Party:
         self.secagg_identity = secagg_identity
         self.secagg_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> RoundKey; None: closed
         self.vertical_rounds: OrderedDict[str, Any] = OrderedDict()  # round id -> vertical KeyRound; None: closed
+        self.vertical_evaluations: OrderedDict[str, Any] = OrderedDict()  # round id -> Evaluation; None: done
         self.study = study
         self.requests = RequestState() if requests is None else requests
 

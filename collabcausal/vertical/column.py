@@ -39,11 +39,11 @@ from tenseal import sealapi
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical.context import PublicContext
-from collabcausal.vertical.packing import FLOOD_TAIL, pack_totals
+from collabcausal.vertical.packing import FLOOD_TAIL, Summands
 from collabcausal.vertical.parameters import INPUT_BOUND
 from collabcausal.vertical.seal_io import save_seal, tag, tenseal_vector, untag
 
-__all__ = ["FLOOD_TAIL", "ChunkedColumn", "EncryptedColumn", "RelayedColumn", "encrypt_column", "totals"]
+__all__ = ["FLOOD_TAIL", "ChunkedColumn", "EncryptedColumn", "RelayedColumn", "encrypt_column", "summands", "totals"]
 
 
 def encrypt_column(context: PublicContext, values: ArrayLike, secret_key: Any = None) -> RelayedColumn:
@@ -83,29 +83,36 @@ def encrypt_column(context: PublicContext, values: ArrayLike, secret_key: Any = 
     return RelayedColumn(context, chunks, arr.size)
 
 
+def summands(columns: Sequence[EncryptedColumn]) -> Summands:
+    """Each column's chunks added slot-wise: the :class:`~collabcausal.vertical.packing.Summands` of their sums over
+    the n subjects (a public bound from each column's, its padding's known value as the correction).
+
+    Refused (one line): columns of another context.
+    """
+    if not columns or any(c.context.fingerprint != columns[0].context.fingerprint for c in columns):
+        raise InputError("totals() takes one or more columns of one context", "total each key owner's columns apart")
+    slots = columns[0].context.parameters.slot_count
+    summed = []
+    for column in columns:
+        chunk = column._chunks[0]
+        for other in column._chunks[1:]:
+            chunk = chunk + other
+        summed.append(chunk.ciphertext()[0])
+    return Summands(summed, [len(c._chunks) * slots * c.bound for c in columns], False,
+                    np.array([-(len(c._chunks) * slots - c.n) * c.pad for c in columns]))
+
+
 def totals(columns: Sequence[EncryptedColumn], noise: ArrayLike, *, flood_sd: float,
            rng: np.random.Generator | None = None) -> list[bytes]:
     """The sum over the n subjects of each column plus its ``noise`` share, packed two a slot into as few
-    ciphertexts as hold them (:func:`~collabcausal.vertical.packing.pack_totals`: every other slot part flooded).
+    ciphertexts as hold them (:func:`summands`, :func:`~collabcausal.vertical.packing.pack_totals`: every other
+    slot part flooded).
 
     ``rng`` draws the flooding noise reproducibly (simulations, tests: NOT secure). Refused (one line): columns
     of another context, a total that may overflow the preset's headroom, a program that left no level for the
     mask.
     """
-    if not columns or any(c.context.fingerprint != columns[0].context.fingerprint for c in columns):
-        raise InputError("totals() takes one or more columns of one context", "total each key owner's columns apart")
-    context = columns[0].context
-    slots = context.parameters.slot_count
-    summands = []
-    for column in columns:
-        chunk = column._chunks[0]
-        for other in column._chunks[1:]:
-            chunk = chunk + other
-        summands.append(chunk.ciphertext()[0])
-    bounds = [len(c._chunks) * slots * c.bound for c in columns]
-    corrections = [-(len(c._chunks) * slots - c.n) * c.pad for c in columns]
-    return pack_totals(context, summands, bounds, noise, flood_sd, complex_summands=False,
-                       corrections=corrections, rng=rng)
+    return summands(columns).packed(columns[0].context if columns else None, noise, flood_sd, rng)
 
 
 class ChunkedColumn(Protocol):

@@ -41,15 +41,15 @@ from numpy.typing import NDArray
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.scores import Component
 from collabcausal.estimators.dp.effects.vertical import CrossEntry, WeightPolynomial, scaled_score_terms
-from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn, RelayedColumn, totals
+from collabcausal.vertical.column import ChunkedColumn, RelayedColumn, summands
 from collabcausal.vertical.inner_products import inner_products
 from collabcausal.vertical.keys import KeyOwner
-from collabcausal.vertical.packing import VALUES_PER_SLOT, check_shares, pack_totals, packed_count
+from collabcausal.vertical.packing import VALUES_PER_SLOT, Summands, check_shares, packed_count
 
 LabelKey = tuple[str, int | str]
 
-__all__ = ["cross_totals", "encrypt_label_vectors", "encrypt_score_inputs", "open_totals", "packed_entries",
-           "score_totals"]
+__all__ = ["cross_summands", "cross_totals", "encrypt_label_vectors", "encrypt_score_inputs", "open_totals",
+           "packed_entries", "score_summands", "score_totals"]
 
 
 def encrypt_label_vectors(owner: KeyOwner, vectors: Mapping[LabelKey, NDArray[np.float64]]
@@ -72,23 +72,30 @@ def packed_entries(entries: Sequence[CrossEntry]) -> list[CrossEntry]:
     return [e for t in treated for e in (t, control[t.label, t.party])]
 
 
-def cross_totals(columns: Mapping[int | str, ChunkedColumn], design: NDArray[np.float64],
-                 entries: Sequence[CrossEntry], noise: NDArray[np.float64], flood_sd: float,
-                 rng: np.random.Generator | None = None) -> list[bytes]:
-    """Statistics step 2 (P): the cross entries (in :func:`packed_entries`' order) packed two a slot, ``noise[e]``
-    (P's DP share of entry ``e``) on each: :func:`cross_term`'s sums, both arms of a product from one complex sum
-    of L's factor times P's product of design columns (a factor L did not send, another site's one-hot, is
-    zero in this row group). ``rng`` draws the flooding reproducibly (simulations, tests: NOT secure)."""
-    _check_noise(noise, len(entries))
-    check_shares(noise, "cross_totals()")
+def cross_summands(columns: Mapping[int | str, ChunkedColumn], design: NDArray[np.float64],
+                   entries: Sequence[CrossEntry]) -> Summands:
+    """Statistics step 2 (P), before its noise: the cross entries (in :func:`packed_entries`' order) as complex
+    summands, both arms of a product from one complex sum of L's factor times P's product of design columns (a
+    factor L did not send, another site's one-hot, is zero in this row group): :func:`cross_term`'s sums over the
+    subjects of ``design`` (the rows of one batch, or all)."""
     if list(entries) != packed_entries(entries):
         raise ProtocolError("the cross entries are not in the packed order", "pass packed_entries(cross_entries())")
     products = {e.party: np.prod(design[:, list(e.party)], axis=1) for e in entries}
     products[()] = np.zeros(design.shape[0])
     pairs = [(e.label, e.party) if e.label in columns else ("arm", ()) for e in entries[0::2]]
     sums, bounds = inner_products(columns, products, pairs)
-    return pack_totals(next(iter(columns.values())).chunk(0).context, sums, bounds, noise, flood_sd,
-                       complex_summands=True, rng=rng)
+    return Summands(sums, bounds, True)
+
+
+def cross_totals(columns: Mapping[int | str, ChunkedColumn], design: NDArray[np.float64],
+                 entries: Sequence[CrossEntry], noise: NDArray[np.float64], flood_sd: float,
+                 rng: np.random.Generator | None = None) -> list[bytes]:
+    """Statistics step 2 (P): :func:`cross_summands` packed two a slot, ``noise[e]`` (P's DP share of entry ``e``)
+    on each. ``rng`` draws the flooding reproducibly (simulations, tests: NOT secure)."""
+    _check_noise(noise, len(entries))
+    check_shares(noise, "cross_totals()")
+    summed = cross_summands(columns, design, entries)
+    return summed.packed(next(iter(columns.values())).chunk(0).context, noise, flood_sd, rng)
 
 
 def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]]) -> Iterator[RelayedColumn]:
@@ -97,37 +104,49 @@ def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]])
     return (owner.encrypt(v) for v in inputs)
 
 
-def score_totals(
+def score_summands(
     encrypted: Sequence[ChunkedColumn], plain: Sequence[NDArray[np.float64]], treatment: NDArray[np.float64],
     outcome: NDArray[np.float64], poly: WeightPolynomial, parts: Sequence[Component], unit: float,
-    noise: NDArray[np.float64], flood_sd: float,
-) -> list[bytes]:
-    """Scores step 2 (L): the released sums of :func:`scaled_score_terms` on ``encrypted + plain`` parts.
+) -> Summands:
+    """Scores step 2 (L), before its noise: the summands of :func:`scaled_score_terms` on ``encrypted + plain``
+    parts, over the subjects of these columns (the rows of one batch, or all).
 
     ``encrypted`` and ``plain`` are P's and L's ``(x, m0, m1)`` of the model followed by those of each
-    replicate's change; ``noise[j]`` is L's DP share of sum ``j``. The program runs one chunk of subjects at a
-    time (every operation is slot-wise), so only one chunk's intermediates are held at once; the terms' chunks
-    are then joined and totalled, the totals packed into one ciphertext.
+    replicate's change. The program runs one chunk of subjects at a time (every operation is slot-wise), so only
+    one chunk's intermediates are held at once, and each chunk's terms are added into the running summands.
     """
-    if len(encrypted) != len(plain) or len(encrypted) % 3:
-        raise ProtocolError(f"{len(encrypted)} encrypted and {len(plain)} plaintext score inputs",
-                            "send (x, m0, m1) of the model and of each replicate's change")
-    _check_noise(noise, len(parts))
-    check_shares(noise, "score_totals()")
-    chunks = {c.n_chunks for c in encrypted}
-    if len(chunks) != 1:
-        raise ProtocolError(f"score inputs of {sorted(chunks)} ciphertexts", "send every input for every subject")
-    slots = encrypted[0].chunk(0).context.parameters.slot_count
-    per_chunk = []
-    for i in range(chunks.pop()):
+    _check_score_inputs(encrypted, plain)
+    counts = {c.n_chunks for c in encrypted}
+    if len(counts) != 1:
+        raise ProtocolError(f"score inputs of {sorted(counts)} ciphertexts", "send every input for every subject")
+    chunks = counts.pop()
+    context = encrypted[0].chunk(0).context
+    slots = context.parameters.slot_count
+    running: Summands | None = None
+    for i in range(chunks):
         rows = slice(i * slots, (i + 1) * slots)
         summed = [e.chunk(i) + p[rows] for e, p in zip(encrypted, plain, strict=True)]
         at_model = summed[:3]
         at_copies = [[a + d for a, d in zip(at_model, summed[j:j + 3], strict=True)]
                      for j in range(3, len(summed), 3)]
-        per_chunk.append(scaled_score_terms(treatment[rows], outcome[rows], at_model, at_copies, poly, parts, unit))
-    terms = [EncryptedColumn.join([chunk_terms[j] for chunk_terms in per_chunk]) for j in range(len(parts))]
-    return totals(terms, noise, flood_sd=flood_sd)
+        chunk = summands(scaled_score_terms(treatment[rows], outcome[rows], at_model, at_copies, poly, parts, unit))
+        running = chunk if running is None else running.plus(chunk, context)
+    assert running is not None  # a column has at least one chunk
+    return running
+
+
+def score_totals(
+    encrypted: Sequence[ChunkedColumn], plain: Sequence[NDArray[np.float64]], treatment: NDArray[np.float64],
+    outcome: NDArray[np.float64], poly: WeightPolynomial, parts: Sequence[Component], unit: float,
+    noise: NDArray[np.float64], flood_sd: float,
+) -> list[bytes]:
+    """Scores step 2 (L): the released sums of :func:`scaled_score_terms` (:func:`score_summands`), ``noise[j]``
+    (L's DP share of sum ``j``) on each, packed into one ciphertext."""
+    _check_score_inputs(encrypted, plain)
+    _check_noise(noise, len(parts))
+    check_shares(noise, "score_totals()")
+    summed = score_summands(encrypted, plain, treatment, outcome, poly, parts, unit)
+    return summed.packed(encrypted[0].chunk(0).context, noise, flood_sd)
 
 
 def open_totals(owner: KeyOwner, returned: Sequence[bytes | memoryview], noise: NDArray[np.float64], grid: float
@@ -142,6 +161,13 @@ def open_totals(owner: KeyOwner, returned: Sequence[bytes | memoryview], noise: 
     _check_noise(noise, np.size(noise))
     return np.concatenate([owner.open(t, noise=noise[k * capacity:(k + 1) * capacity], grid=grid)
                            for k, t in enumerate(returned)])
+
+
+def _check_score_inputs(encrypted: Sequence[ChunkedColumn], plain: Sequence[NDArray[np.float64]]) -> None:
+    """A one-line refusal of score inputs that do not pair up."""
+    if len(encrypted) != len(plain) or len(encrypted) % 3:
+        raise ProtocolError(f"{len(encrypted)} encrypted and {len(plain)} plaintext score inputs",
+                            "send (x, m0, m1) of the model and of each replicate's change")
 
 
 def _check_noise(noise: NDArray[np.float64], length: int) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,12 +38,69 @@ FLOOD_TAIL = 10.0
 VALUES_PER_SLOT = 2
 """A slot carries two values: its real and its imaginary part."""
 
-__all__ = ["FLOOD_TAIL", "VALUES_PER_SLOT", "check_shares", "pack_totals", "packed_count"]
+__all__ = ["FLOOD_TAIL", "VALUES_PER_SLOT", "Summands", "check_shares", "pack_totals", "packed_count"]
 
 
 def packed_count(values: int, slot_count: int) -> int:
     """Ciphertexts holding ``values`` values at ``slot_count`` slots each."""
     return max(1, math.ceil(int(values) / (VALUES_PER_SLOT * slot_count)))
+
+
+@dataclass(frozen=True)
+class Summands:
+    """A round's totals before they are packed: per total a SEAL ciphertext whose slots add up to it so far.
+
+    An evaluator that receives the key owner's columns in batches of subjects adds each batch's summands
+    (:meth:`plus`) and packs once, after the last (:meth:`packed`): what it returns is the same as for one batch.
+
+    Attributes
+    ----------
+    ciphertexts : list
+        One per total (``None``: exactly 0 so far), all at one level and scale.
+    bounds : list of float
+        A public bound on each total's modulus.
+    complex_values : bool
+        Whether each carries two values (real and imaginary parts) or one.
+    corrections : ndarray, optional
+        A known amount to add to each value (a column's padding), one per value.
+    """
+
+    ciphertexts: list[Any]
+    bounds: list[float]
+    complex_values: bool
+    corrections: NDArray[np.float64] | None = None
+
+    def plus(self, other: Summands, context: PublicContext) -> Summands:
+        """These totals plus ``other``'s, total by total (the same totals over more subjects)."""
+        if len(other.ciphertexts) != len(self.ciphertexts) or other.complex_values != self.complex_values:
+            raise InputError(f"summands of {len(other.ciphertexts)} totals added to {len(self.ciphertexts)}",
+                             "add the batches of one round's totals")
+        summed = []
+        for a, b in zip(self.ciphertexts, other.ciphertexts, strict=True):
+            if a is None or b is None:
+                summed.append(b if a is None else a)
+                continue
+            out = sealapi.Ciphertext()
+            context.evaluator.add(a, b, out)
+            summed.append(out)
+        corrections = None if self.corrections is None and other.corrections is None else (
+            _values(self) + _values(other))
+        return Summands(summed, [a + b for a, b in zip(self.bounds, other.bounds, strict=True)], self.complex_values,
+                        corrections)
+
+    def packed(self, context: PublicContext, noise: ArrayLike, flood_sd: float,
+               rng: np.random.Generator | None = None) -> list[bytes]:
+        """The totals with the evaluator's ``noise`` shares, packed (:func:`pack_totals`)."""
+        return pack_totals(context, self.ciphertexts, self.bounds, noise, flood_sd,
+                           complex_summands=self.complex_values, corrections=self.corrections, rng=rng)
+
+
+def _values(summands: Summands) -> NDArray[np.float64]:
+    """``summands``' corrections, zeros where it has none."""
+    per = VALUES_PER_SLOT if summands.complex_values else 1
+    if summands.corrections is None:
+        return np.zeros(per * len(summands.ciphertexts))
+    return np.asarray(summands.corrections, dtype=np.float64)
 
 
 def check_shares(noise: ArrayLike, what: str) -> NDArray[np.float64]:

@@ -26,6 +26,7 @@ from collabcausal.estimators.dp.effects.vertical import (
 from collabcausal.vertical import load_public_context
 from collabcausal.vertical.column import EncryptedColumn, RelayedColumn
 from collabcausal.vertical.dp_effects_rounds import (
+    cross_summands,
     cross_totals,
     encrypt_label_vectors,
     encrypt_score_inputs,
@@ -72,6 +73,25 @@ def test_statistics_round_equals_the_twin(study, owner1) -> None:
     tolerance = N * owner1.parameters.error_bound + grid
     assert np.max(np.abs(opened - twin)) <= tolerance
     assert np.max(np.abs(opened - twin) / np.maximum(np.abs(twin), 1.0)) < 1e-4
+
+
+def test_statistics_summed_over_batches_equal_the_twin(study, owner1) -> None:
+    """The evaluator's summands of two batches of subjects (the second short, its padding corrected), added under
+    encryption, open to the same totals as one batch of every subject."""
+    _fmap, (label, other), T, y = study
+    entries = packed_entries(cross_entries(GROUPS, 1))
+    vectors = label_vectors(label, T, np.clip(y, -0.5, 0.5), GROUPS, 1, 0)
+    evaluator = load_public_context(owner1.public_context())
+    parts = []
+    for rows in (slice(0, 2000), slice(2000, N)):
+        sent = encrypt_label_vectors(owner1, {k: v[rows] for k, v in vectors.items()})
+        relayed = {k: RelayedColumn(evaluator, c.to_bytes(), rows.stop - rows.start) for k, c in sent.items()}
+        parts.append(cross_summands(relayed, other[rows], entries))
+    noise = np.random.default_rng(9).normal(0, 30.0, (2, len(entries)))
+    totals = parts[0].plus(parts[1], evaluator).packed(evaluator, noise[0], 30.0)
+    opened = open_totals(owner1, totals, noise[1], 1e-3)
+    twin = np.array([cross_term(vectors, other, e).sum() for e in entries]) + noise.sum(axis=0)
+    assert np.max(np.abs(opened - twin)) <= N * owner1.parameters.error_bound + 1e-3
 
 
 def test_scores_round_equals_the_twin(study, owner7) -> None:

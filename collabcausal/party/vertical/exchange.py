@@ -20,7 +20,7 @@ from collabcausal.party.node import Party
 from collabcausal.party.secagg import require_identity
 from collabcausal.party.vertical.request import VerticalRequest
 from collabcausal.vertical.advertisement import advertise_context, verified_public_context
-from collabcausal.vertical.column import EncryptedColumn, RelayedColumn
+from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.transcript import (
@@ -43,48 +43,58 @@ __all__ = ["COLUMNS", "CONTEXT", "TOTALS", "columns_reply", "totals_reply", "ver
 
 
 def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: KeyOwner,
-                  columns: Iterable[EncryptedColumn], terms: dict[str, Any]) -> Message:
-    """The key owner's reply: its public context, its columns, both signed for ``terms`` and this round (each
-    column serialized as it comes, so an iterator of columns is never held whole)."""
+                  columns: Iterable[RelayedColumn], terms: dict[str, Any]) -> Message:
+    """The key owner's reply: its columns of ``req``'s batch, signed for ``terms``, this batch and the fingerprint
+    of its public context, which batch 0 carries with its own signed advertisement (each column serialized as it
+    comes, so an iterator of columns is never held whole)."""
     signer = require_identity(party, SIGNS).signer
     context = owner.public_context()
-    flat: list[bytes] = []
+    flat: list[bytes | memoryview] = []
     counts = []
     for column in columns:
         chunks = column.to_bytes()
         flat += chunks
         counts.append(len(chunks))
-    signed = terms | {"chunks": counts}
-    params = {"chunks": signed["chunks"],
-              "context_advertisement": advertise_context(signer, req.study, req.round_id, context),
-              "columns_advertisement": sign_transcript(signer, req.study, req.round_id, COLUMNS_KIND, signed,
-                                                       [context, *flat])}
+    signed = _signed(terms, counts, req.batch, owner.public.fingerprint)
+    params: dict[str, Any] = {"chunks": counts, "batch": req.batch,
+                              "columns_advertisement": sign_transcript(signer, req.study, req.round_id, COLUMNS_KIND,
+                                                                       signed, flat)}
+    if req.batch > 0:
+        return Message(request.operation, params, blob_arrays(COLUMNS, flat))
+    params["context_advertisement"] = advertise_context(signer, req.study, req.round_id, context)
     return Message(request.operation, params, blob_arrays(CONTEXT, [context]) | blob_arrays(COLUMNS, flat))
 
 
-def verified_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any]
-                     ) -> tuple[PublicContext, list[RelayedColumn]]:
-    """The key owner's context and columns as relayed in ``request``, accepted only if the peer signed them
-    for exactly ``terms`` (and this round); checked before the evaluator charges. The columns are read into
-    ciphertexts when used (:class:`~collabcausal.vertical.column.RelayedColumn`)."""
+def verified_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any],
+                     context: PublicContext | None = None) -> tuple[PublicContext, list[RelayedColumn]]:
+    """The key owner's context and its columns of ``req``'s batch as relayed in ``request``, accepted only if the
+    peer signed them for exactly ``terms``, this batch and this context (and this round); checked before the
+    evaluator charges. Batch 0 carries the context (``context`` None); later batches are checked against batch
+    0's. The columns are read into ciphertexts when used (:class:`~collabcausal.vertical.column.RelayedColumn`)."""
     p = request.params
     verifier = require_identity(party, SIGNS).verifier
-    context = [bytes(b) for b in blobs(request, CONTEXT)]
+    sent = [bytes(b) for b in blobs(request, CONTEXT)] if CONTEXT in request.arrays else []
     flat = blobs(request, COLUMNS)
     counts = p.get("chunks")
-    if len(context) != 1 or not isinstance(counts, list) or not all(
+    if len(sent) != (context is None) or not isinstance(counts, list) or not all(
             isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts) or sum(counts) != len(flat):
         raise ProtocolError(f"{request.operation}: the relayed context or column chunks are malformed",
                             "relay the key owner's reply unchanged")
-    signed = terms | {"chunks": counts}
+    if context is None:
+        context = verified_public_context(sent[0], _mapping(p.get("context_advertisement")), verifier,
+                                          key_owner=req.peer, study=req.study, round_id=req.round_id)
     verify_transcript(verifier, p.get("columns_advertisement"), sender=req.peer, study=req.study,
-                      round_id=req.round_id, kind=COLUMNS_KIND, terms=signed, payload=[context[0], *flat])
-    public = verified_public_context(context[0], _mapping(p.get("context_advertisement")), verifier,
-                                     key_owner=req.peer, study=req.study, round_id=req.round_id)
+                      round_id=req.round_id, kind=COLUMNS_KIND,
+                      terms=_signed(terms, counts, req.batch, context.fingerprint), payload=flat)
     ends = np.cumsum(counts)
-    columns = [RelayedColumn(public, flat[int(e - c):int(e)], req.n_subjects)
+    columns = [RelayedColumn(context, flat[int(e - c):int(e)], req.batch_size)
                for e, c in zip(ends, counts, strict=True)]
-    return public, columns
+    return context, columns
+
+
+def _signed(terms: dict[str, Any], counts: list[int], batch: int, context: str) -> dict[str, Any]:
+    """What a batch of columns is signed for: the round's terms, its chunk counts, its batch and the key's context."""
+    return terms | {"chunks": counts, "batch": batch, "context": context}
 
 
 def totals_reply(party: Party, request: Message, req: VerticalRequest, totals: Sequence[bytes],

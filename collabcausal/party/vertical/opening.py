@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.vertical_program import noise_share
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -36,6 +37,9 @@ def open_release(party: Party, request: Message, release: str) -> Message:
     """The released vector of ``release``: the key owner's own entries plus its shares, the opened totals (masked
     for secure aggregation when the request carries ``secagg``)."""
     state = close_round(party, request.params.get("round"), release)
+    if state.sent != state.batches:
+        raise ProtocolError(f"round {state.terms['round']!r} is opened after {state.sent} of its {state.batches} "
+                            "batches were encrypted", "run the release again, relaying every batch")
     totals = verified_totals(party, request, state.peer, state.terms,
                              packed_count(int(state.totals.size), state.owner.parameters.slot_count))
     secagg = request.params.get("secagg")

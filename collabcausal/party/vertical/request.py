@@ -9,12 +9,20 @@ optional ``norm_bounds`` (each column group's declared bound on its covariates' 
 party enforces by scaling its own rows: :class:`~collabcausal.estimators.dp.effects.vertical.ColumnGroups`).
 The covariates' design order is the column groups' concatenation.
 
+**Batches.** A round's columns travel in batches of ``batch_rows`` subjects (optional, default all; at most
+:data:`MAX_BATCH_ROWS`, so no message outgrows a party's memory or protobuf's 2 GiB): ``batch`` (default 0)
+names the one a request is for. The key owner is charged and makes its key at batch 0 and encrypts each batch's
+rows once, in order; the evaluator is charged at batch 0, adds each batch's sums under encryption and returns
+the round's totals after the last (:mod:`~collabcausal.party.vertical.evaluations`). ``batch_rows`` is one of
+the signed terms; ``batch`` is signed with each batch's columns.
+
 :meth:`VerticalRequest.terms` is what both parties sign and check (:mod:`collabcausal.vertical.transcript`):
 a coordinator that tells them different things gets a refusal, not two inconsistent computations.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -35,7 +43,9 @@ from collabcausal.party.table import column_index
 
 LABEL_HOLDER = 0
 """Column group 0 holds T and Y."""
-__all__ = ["LABEL_HOLDER", "VerticalRequest", "charge", "parse_vertical"]
+MAX_BATCH_ROWS = 262_144
+"""Most subjects one batch of columns carries: 27 score inputs of 32 ciphertexts at N = 16384, about 0.8 GB."""
+__all__ = ["LABEL_HOLDER", "MAX_BATCH_ROWS", "VerticalRequest", "charge", "parse_vertical"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,8 @@ class VerticalRequest:
     n_subjects: int
     me: int
     norm_bounds: tuple[float, ...] | None = None
+    batch_rows: int = 0
+    batch: int = 0
 
     @property
     def groups(self) -> ColumnGroups:
@@ -60,6 +72,26 @@ class VerticalRequest:
         norm bounds."""
         starts = np.cumsum([0, *map(len, self.group_names)])
         return ColumnGroups(tuple(tuple(range(int(a), int(b))) for a, b in pairwise(starts)), self.norm_bounds)
+
+    @property
+    def batches(self) -> int:
+        """Batches the round's columns travel in."""
+        return math.ceil(self.n_subjects / self.batch_rows)
+
+    @property
+    def rows(self) -> slice:
+        """The subjects of this request's batch."""
+        return slice(self.batch * self.batch_rows, min(self.n_subjects, (self.batch + 1) * self.batch_rows))
+
+    @property
+    def batch_size(self) -> int:
+        """Subjects in this request's batch."""
+        return self.rows.stop - self.rows.start
+
+    @property
+    def last_batch(self) -> bool:
+        """Whether this request's batch is the round's last."""
+        return self.batch == self.batches - 1
 
     @property
     def peer(self) -> str:
@@ -71,7 +103,7 @@ class VerticalRequest:
         return {"study": self.study, "round": self.round_id, "rho": self.rho, "delta": self.delta,
                 "design": self.feature_map.to_spec(), "site": self.site,
                 "column_groups": [list(g) for g in self.group_names], "parties": list(self.parties),
-                "n_subjects": self.n_subjects,
+                "n_subjects": self.n_subjects, "batch_rows": self.batch_rows,
                 "norm_bounds": None if self.norm_bounds is None else list(self.norm_bounds)}
 
     def design(self, party: Party) -> NDArray[np.float64]:
@@ -86,7 +118,8 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
     Refused (one line, nothing charged): a missing or malformed term, a party not named in its role,
     more than two column groups, a covariate the party does not hold or one named twice, a declared
     range whose arithmetic overflows, a row count other than the aligned one, a delta not below ``1/n``,
-    and for the label holder no T and Y or an arm below ``min_subjects``.
+    batches over :data:`MAX_BATCH_ROWS` subjects or a batch past the last, and for the label holder no T and Y
+    or an arm below ``min_subjects``.
     """
     p, op = request.params, request.operation
     for key in ("study", "round", "rho", "delta", "design", "site", "column_groups", "parties", "n_subjects"):
@@ -137,11 +170,27 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
             isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)):
         raise InputError(f"{op} norm_bounds must be one number per column group, or absent",
                          "send the study's [dp_effects] norm_bounds")
+    batch_rows, batch = _batch(p, op, n)
     request = VerticalRequest(str(p["study"]), round_id, rho, delta, feature_map, site,
                               tuple(tuple(g) for g in groups), tuple(parties), n, role,
-                              None if bounds is None else tuple(float(b) for b in bounds))
+                              None if bounds is None else tuple(float(b) for b in bounds), batch_rows, batch)
     request.groups  # noqa: B018 - ColumnGroups checks the norm bounds (one positive finite number per group)
     return request
+
+
+def _batch(p: dict[str, Any], op: str, n: int) -> tuple[int, int]:
+    """The request's checked ``batch_rows`` (default: every subject) and ``batch`` (default 0)."""
+    batch_rows, batch = p.get("batch_rows", n), p.get("batch", 0)
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise InputError(f"{op} batch_rows {batch_rows!r} is not a positive number of subjects",
+                         f"send batch_rows between 1 and {MAX_BATCH_ROWS}")
+    if min(batch_rows, n) > MAX_BATCH_ROWS:
+        raise InputError(f"{op} asks for batches of {min(batch_rows, n)} subjects, over {MAX_BATCH_ROWS} a message",
+                         f"send batch_rows of at most {MAX_BATCH_ROWS} (the coordinator's default is 65536)")
+    batches = math.ceil(n / batch_rows)
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 0 <= batch < batches:
+        raise InputError(f"{op} batch {batch!r} is not one of the round's {batches}", f"send batch 0..{batches - 1}")
+    return batch_rows, batch
 
 
 def charge(party: Party, request: Message, req: VerticalRequest, sigma: float, release: str) -> None:

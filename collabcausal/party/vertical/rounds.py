@@ -1,8 +1,9 @@
 """The key owner's side of a vertical round: its CKKS key and what it must finish, until it opens once.
 
 A key owner makes one :class:`~collabcausal.vertical.keys.KeyOwner` per round when it encrypts (and is
-charged), keeps it here with the round's terms and anything the open step adds, and opens the returned
-totals once: the round is closed **before** the open computes, so no second set of totals is ever
+charged), keeps it here with the round's terms and anything the open step adds, encrypts the round's later
+batches of subjects with it (:func:`next_batch`: in order, each once, under the same terms), and opens the
+returned totals once: the round is closed **before** the open computes, so no second set of totals is ever
 decrypted under the same key, whatever happens after. A round id is never reused, and at most
 :data:`MAX_OPEN_ROUNDS` rounds stay open (an older one is closed: its study restarts the release).
 """
@@ -16,17 +17,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.errors import PolicyError
+from collabcausal.errors import PolicyError, ProtocolError
 from collabcausal.party.node import Party
+from collabcausal.party.vertical.request import VerticalRequest
 from collabcausal.vertical.keys import KeyOwner
 
 MAX_OPEN_ROUNDS = 4
 """Open rounds a party keeps (each holds a CKKS secret key and, for the statistics, its local sums)."""
 
-__all__ = ["MAX_OPEN_ROUNDS", "KeyRound", "check_new_round", "close_round", "open_round"]
+__all__ = ["MAX_OPEN_ROUNDS", "KeyRound", "check_new_round", "close_round", "next_batch", "open_round"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class KeyRound:
     """One open round of a key owner.
 
@@ -52,6 +54,8 @@ class KeyRound:
         The entries the evaluator's totals fill, in their order.
     local : ndarray or None
         The entries the key owner computes alone, exact until the open adds its noise (zero elsewhere).
+    batches : int
+        Batches of subjects the round's columns travel in; ``sent`` of them are encrypted so far.
     """
 
     release: str
@@ -63,6 +67,8 @@ class KeyRound:
     parties: NDArray[np.int64]
     totals: NDArray[np.int64]
     local: NDArray[np.float64] | None = None
+    batches: int = 1
+    sent: int = 1
 
 
 def _rounds(party: Party) -> OrderedDict[str, KeyRound | None]:
@@ -84,6 +90,22 @@ def open_round(party: Party, round_id: str, state: KeyRound) -> None:
     open_ids = [r for r, s in rounds.items() if s is not None]
     for closed in open_ids[:-MAX_OPEN_ROUNDS]:
         rounds[closed] = None
+
+
+def next_batch(party: Party, req: VerticalRequest, release: str, terms: dict[str, Any]) -> KeyRound:
+    """The open round that ``req``'s batch (past the first) continues: same release and terms, the next batch."""
+    state = _rounds(party).get(req.round_id)
+    if state is None or state.release != release:
+        raise PolicyError(f"party {party.name!r} holds no open {release} round {req.round_id!r} to encrypt batch "
+                          f"{req.batch} for", "start the round at batch 0, with a new round id")
+    if state.terms != terms:
+        raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} came with other terms than its batch 0",
+                            "send every batch with the round's terms")
+    if req.batch != state.sent:
+        raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} asked for, batch {state.sent} is next",
+                            "ask for the batches in order, each once")
+    state.sent += 1
+    return state
 
 
 def close_round(party: Party, round_id: object, release: str) -> KeyRound:

@@ -36,11 +36,12 @@ from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import require_identity
+from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
 from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
 from collabcausal.party.vertical.opening import open_release
 from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
-from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
-from collabcausal.vertical.dp_effects_rounds import encrypt_score_inputs, score_totals
+from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
+from collabcausal.vertical.dp_effects_rounds import encrypt_score_inputs, score_summands
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.parameters import preset
 
@@ -65,41 +66,51 @@ def _terms(req: VerticalRequest, program: ScoreProgram) -> dict[str, Any]:
 
 @operation(COLUMNS, differentially_private=True)
 def vertical_scores_columns(party: Party, request: Message) -> Message:
-    """P: encrypt its clipped parts for the scores round (module docstring); charged first."""
+    """P: encrypt its clipped parts of the request's batch for the scores round (module docstring); charged at
+    batch 0, before it computes."""
     req = parse_vertical(party, request, KEY_OWNER)
-    check_new_round(party, req.round_id)
     require_identity(party, SIGNS)
     program = _program(req, request)
-    sigma = scores_sigma(program, req.rho)
-    charge(party, request, req, sigma, RELEASE)
-    owner = KeyOwner(preset(DEPTH))
-    encrypted = encrypt_score_inputs(owner, score_inputs(program, req.design(party), KEY_OWNER, req.groups,
-                                                         req.feature_map))
     terms = _terms(req, program)
-    n_sums = len(program.parts)
-    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, scores_bound(program),
-                                             np.full(n_sums, 2), np.arange(n_sums)))
-    return columns_reply(party, request, req, owner, encrypted, terms)
+    if req.batch > 0:
+        state = next_batch(party, req, RELEASE, terms)
+    else:
+        check_new_round(party, req.round_id)
+        sigma = scores_sigma(program, req.rho)
+        charge(party, request, req, sigma, RELEASE)
+        n_sums = len(program.parts)
+        state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, scores_bound(program),
+                         np.full(n_sums, 2), np.arange(n_sums), batches=req.batches)
+        open_round(party, req.round_id, state)
+    inputs = score_inputs(program, req.design(party)[req.rows], KEY_OWNER, req.groups, req.feature_map)
+    return columns_reply(party, request, req, state.owner, encrypt_score_inputs(state.owner, inputs), terms)
 
 
 @operation(TOTALS, differentially_private=True)
 def vertical_scores_totals(party: Party, request: Message) -> Message:
-    """L: the released score sums under P's key, its noise share inside (module docstring)."""
+    """L: the released score sums under P's key, summed batch by batch, its noise share inside (module docstring);
+    charged at batch 0 once P's columns verify."""
     req = parse_vertical(party, request, LABEL_HOLDER)
     program = _program(req, request)
     terms = _terms(req, program)
-    _, columns = verified_columns(party, request, req, terms)
+    state = evaluation(party, req, RELEASE, terms)
+    context, columns = verified_columns(party, request, req, terms, None if state is None else state.context)
     expected = 3 * (1 + len(program.changes))
     if len(columns) != expected:
         raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted parts for {expected}", "relay P's reply unchanged")
     sigma = scores_sigma(program, req.rho)
-    charge(party, request, req, sigma, RELEASE)
-    fm = req.feature_map
-    plain = score_inputs(program, req.design(party), LABEL_HOLDER, req.groups, fm)
+    if state is None:
+        charge(party, request, req, sigma, RELEASE)
+        state = begin(party, req, RELEASE, terms, context)
+    fm, rows = req.feature_map, req.rows
+    plain = score_inputs(program, req.design(party)[rows], LABEL_HOLDER, req.groups, fm)
+    summed = add_batch(party, req, state, score_summands(
+        columns, plain, party.table.treatment[rows].astype(float), fm.centred_outcome(party.table.outcome)[rows],
+        program.poly, program.parts, program.unit))
+    if summed is None:
+        return Message(request.operation, {"batch": req.batch, "sigma": sigma})
     share = sigma * float(np.sqrt(share_variance(2)))
-    noise = noise_share(np.full(len(program.parts), 2), sigma)
-    totals = score_totals(columns, plain, party.table.treatment.astype(float), fm.centred_outcome(party.table.outcome),
-                          program.poly, program.parts, program.unit, noise, flood_sd=share)
+    totals = summed.packed(context, noise_share(np.full(len(program.parts), 2), sigma), share)
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 

@@ -39,11 +39,12 @@ from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import require_identity
+from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
 from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
 from collabcausal.party.vertical.opening import open_release
 from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
-from collabcausal.party.vertical.rounds import KeyRound, check_new_round, open_round
-from collabcausal.vertical.dp_effects_rounds import cross_totals, encrypt_label_vectors, packed_entries
+from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
+from collabcausal.vertical.dp_effects_rounds import cross_summands, encrypt_label_vectors, packed_entries
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.parameters import preset
 
@@ -75,47 +76,56 @@ def _terms(req: VerticalRequest) -> dict[str, Any]:
 
 @operation(COLUMNS, differentially_private=True)
 def vertical_statistics_columns(party: Party, request: Message) -> Message:
-    """L: encrypt its factors for the statistics round (module docstring); charged first."""
+    """L: encrypt its factors of the request's batch for the statistics round (module docstring); charged at
+    batch 0, before it computes."""
     req = parse_vertical(party, request, LABEL_HOLDER)
-    check_new_round(party, req.round_id)
     require_identity(party, SIGNS)
     fm = req.feature_map
-    sigma = statistics_sigma(fm, req.rho, req.groups)
-    charge(party, request, req, sigma, RELEASE)
-    design = req.design(party)
-    y = fm.centred_outcome(party.table.outcome)
-    treatment = party.table.treatment
-    local = fold_statistics(design, treatment, y, fm.outcome_width)
-    u = np.clip(y / fm.outcome_width, -0.5, 0.5)
-    owner = KeyOwner(preset(DEPTH))
-    columns = encrypt_label_vectors(owner, label_vectors(design, treatment.astype(float), u, req.groups, fm.n_sites,
-                                                         req.site))
-    entries = _entries(req)
     terms = _terms(req)
-    at = np.array([e.index for e in entries], dtype=np.int64)
-    local[at] = 0.0  # the totals fill these
-    open_round(party, req.round_id, KeyRound(RELEASE, owner, terms, req.peer, sigma, statistics_bound(fm, req.groups),
-                                             entry_parties(req.groups, fm.n_sites), at, local))
-    return columns_reply(party, request, req, owner, list(columns.values()), terms)
+    if req.batch > 0:
+        state = next_batch(party, req, RELEASE, terms)
+    else:
+        check_new_round(party, req.round_id)
+        sigma = statistics_sigma(fm, req.rho, req.groups)
+        charge(party, request, req, sigma, RELEASE)
+        local = fold_statistics(req.design(party), party.table.treatment, fm.centred_outcome(party.table.outcome),
+                                fm.outcome_width)
+        at = np.array([e.index for e in _entries(req)], dtype=np.int64)
+        local[at] = 0.0  # the totals fill these
+        state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, statistics_bound(fm, req.groups),
+                         entry_parties(req.groups, fm.n_sites), at, local, req.batches)
+        open_round(party, req.round_id, state)
+    rows = req.rows
+    design = req.design(party)[rows]
+    u = np.clip(fm.centred_outcome(party.table.outcome)[rows] / fm.outcome_width, -0.5, 0.5)
+    columns = encrypt_label_vectors(state.owner, label_vectors(
+        design, party.table.treatment[rows].astype(float), u, req.groups, fm.n_sites, req.site))
+    return columns_reply(party, request, req, state.owner, list(columns.values()), terms)
 
 
 @operation(TOTALS, differentially_private=True)
 def vertical_statistics_totals(party: Party, request: Message) -> Message:
-    """P: the cross entries under L's key, its noise share inside (module docstring); charged once L's columns
-    verify."""
+    """P: the cross entries under L's key, summed batch by batch, its noise share inside (module docstring);
+    charged at batch 0 once L's columns verify."""
     req = parse_vertical(party, request, 1)
     terms = _terms(req)
     keys = _keys(req)
-    _, columns = verified_columns(party, request, req, terms)
+    state = evaluation(party, req, RELEASE, terms)
+    context, columns = verified_columns(party, request, req, terms, None if state is None else state.context)
     if len(columns) != len(keys):
         raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted factors for {len(keys)}", "relay L's reply unchanged")
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
-    charge(party, request, req, sigma, RELEASE)
+    if state is None:
+        charge(party, request, req, sigma, RELEASE)
+        state = begin(party, req, RELEASE, terms, context)
     entries = _entries(req)
+    summed = add_batch(party, req, state, cross_summands(dict(zip(keys, columns, strict=True)),
+                                                         req.design(party)[req.rows], entries))
+    if summed is None:
+        return Message(request.operation, {"batch": req.batch, "sigma": sigma})
     share = sigma * float(np.sqrt(share_variance(2)))
-    noise = noise_share(np.full(len(entries), 2), sigma)
-    totals = cross_totals(dict(zip(keys, columns, strict=True)), req.design(party), entries, noise, flood_sd=share)
+    totals = summed.packed(context, noise_share(np.full(len(entries), 2), sigma), share)
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 
