@@ -78,10 +78,15 @@ class VerticalRequest:
         """Batches the round's columns travel in."""
         return math.ceil(self.n_subjects / self.batch_rows)
 
+    def batch_slices(self) -> list[slice]:
+        """The subjects of each batch of the round, in order."""
+        return [slice(start, min(self.n_subjects, start + self.batch_rows))
+                for start in range(0, self.n_subjects, self.batch_rows)]
+
     @property
     def rows(self) -> slice:
         """The subjects of this request's batch."""
-        return slice(self.batch * self.batch_rows, min(self.n_subjects, (self.batch + 1) * self.batch_rows))
+        return self.batch_slices()[self.batch]
 
     @property
     def batch_size(self) -> int:
@@ -106,9 +111,10 @@ class VerticalRequest:
                 "n_subjects": self.n_subjects, "batch_rows": self.batch_rows,
                 "norm_bounds": None if self.norm_bounds is None else list(self.norm_bounds)}
 
-    def design(self, party: Party) -> NDArray[np.float64]:
-        """This party's design rows (:func:`~collabcausal.estimators.dp.effects.vertical.group_design`)."""
-        X = np.column_stack([party.table.column(c) for c in self.group_names[self.me]])
+    def design(self, party: Party, rows: slice = slice(None)) -> NDArray[np.float64]:
+        """This party's design rows (:func:`~collabcausal.estimators.dp.effects.vertical.group_design`: each row on
+        its own), of every subject or of ``rows`` only (one batch: no array of every subject is built)."""
+        X = np.column_stack([party.table.column(c)[rows] for c in self.group_names[self.me]])
         return group_design(self.feature_map, X, self.site, self.groups, self.me)
 
 

@@ -82,7 +82,7 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
         state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, scores_bound(program),
                          np.full(n_sums, 2), np.arange(n_sums), batches=req.batches)
         open_round(party, req.round_id, state)
-    inputs = score_inputs(program, req.design(party)[req.rows], KEY_OWNER, req.groups, req.feature_map)
+    inputs = score_inputs(program, req.design(party, req.rows), KEY_OWNER, req.groups, req.feature_map)
     return columns_reply(party, request, req, state.owner, encrypt_score_inputs(state.owner, inputs), terms)
 
 
@@ -103,7 +103,7 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
         charge(party, request, req, sigma, RELEASE)
         state = begin(party, req, RELEASE, terms, context)
     fm, rows = req.feature_map, req.rows
-    plain = score_inputs(program, req.design(party)[rows], LABEL_HOLDER, req.groups, fm)
+    plain = score_inputs(program, req.design(party, rows), LABEL_HOLDER, req.groups, fm)
     summed = add_batch(party, req, state, score_summands(
         columns, plain, party.table.treatment[rows].astype(float), fm.centred_outcome(party.table.outcome)[rows],
         program.poly, program.parts, program.unit))

@@ -88,15 +88,16 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
         check_new_round(party, req.round_id)
         sigma = statistics_sigma(fm, req.rho, req.groups)
         charge(party, request, req, sigma, RELEASE)
-        local = fold_statistics(req.design(party), party.table.treatment, fm.centred_outcome(party.table.outcome),
-                                fm.outcome_width)
+        y = fm.centred_outcome(party.table.outcome)
+        local = sum(fold_statistics(req.design(party, rows), party.table.treatment[rows], y[rows], fm.outcome_width)
+                    for rows in req.batch_slices())
         at = np.array([e.index for e in _entries(req)], dtype=np.int64)
         local[at] = 0.0  # the totals fill these
         state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, statistics_bound(fm, req.groups),
                          entry_parties(req.groups, fm.n_sites), at, local, req.batches)
         open_round(party, req.round_id, state)
     rows = req.rows
-    design = req.design(party)[rows]
+    design = req.design(party, rows)
     u = np.clip(fm.centred_outcome(party.table.outcome)[rows] / fm.outcome_width, -0.5, 0.5)
     columns = encrypt_label_vectors(state.owner, label_vectors(
         design, party.table.treatment[rows].astype(float), u, req.groups, fm.n_sites, req.site))
@@ -121,7 +122,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
         state = begin(party, req, RELEASE, terms, context)
     entries = _entries(req)
     summed = add_batch(party, req, state, cross_summands(dict(zip(keys, columns, strict=True)),
-                                                         req.design(party)[req.rows], entries))
+                                                         req.design(party, req.rows), entries))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
     share = sigma * float(np.sqrt(share_variance(2)))
