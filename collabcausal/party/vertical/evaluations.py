@@ -15,10 +15,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from collabcausal.errors import PolicyError, ProtocolError
+from collabcausal.errors import PolicyError
 from collabcausal.party.node import Party
 from collabcausal.party.vertical.request import VerticalRequest
-from collabcausal.party.vertical.rounds import MAX_OPEN_ROUNDS
+from collabcausal.party.vertical.rounds import MAX_OPEN_ROUNDS, check_continues
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.packing import Summands
 
@@ -50,15 +50,7 @@ def evaluation(party: Party, req: VerticalRequest, release: str, terms: dict[str
                               "run the release again from its first step, with a new round id")
         return None
     state = store.get(req.round_id)
-    if state is None or state.release != release:
-        raise PolicyError(f"party {party.name!r} holds no open {release} evaluation {req.round_id!r} for batch "
-                          f"{req.batch}", "start the round at batch 0, with a new round id")
-    if state.terms != terms:
-        raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} came with other terms than its batch 0",
-                            "send every batch with the round's terms")
-    if req.batch != state.received:
-        raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} relayed, batch {state.received} is next",
-                            "relay the batches in order, each once")
+    check_continues(party, req, state, release, terms, "evaluation", None if state is None else state.received)
     return state
 
 

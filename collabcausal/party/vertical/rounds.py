@@ -25,7 +25,8 @@ from collabcausal.vertical.keys import KeyOwner
 MAX_OPEN_ROUNDS = 4
 """Open rounds a party keeps (each holds a CKKS secret key and, for the statistics, its local sums)."""
 
-__all__ = ["MAX_OPEN_ROUNDS", "KeyRound", "check_new_round", "close_round", "next_batch", "open_round"]
+__all__ = ["MAX_OPEN_ROUNDS", "KeyRound", "check_continues", "check_new_round", "close_round", "next_batch",
+           "open_round"]
 
 
 @dataclass
@@ -95,17 +96,25 @@ def open_round(party: Party, round_id: str, state: KeyRound) -> None:
 def next_batch(party: Party, req: VerticalRequest, release: str, terms: dict[str, Any]) -> KeyRound:
     """The open round that ``req``'s batch (past the first) continues: same release and terms, the next batch."""
     state = _rounds(party).get(req.round_id)
+    check_continues(party, req, state, release, terms, "round", None if state is None else state.sent)
+    assert state is not None
+    state.sent += 1
+    return state
+
+
+def check_continues(party: Party, req: VerticalRequest, state: Any, release: str, terms: dict[str, Any], kind: str,
+                    done: int | None) -> None:
+    """Refuse ``req``'s batch unless it continues the open ``kind`` (a key owner's round, an evaluator's
+    evaluation) ``state`` of ``release``: under the terms of its batch 0 and next after the ``done`` ones."""
     if state is None or state.release != release:
-        raise PolicyError(f"party {party.name!r} holds no open {release} round {req.round_id!r} to encrypt batch "
-                          f"{req.batch} for", "start the round at batch 0, with a new round id")
+        raise PolicyError(f"party {party.name!r} holds no open {release} {kind} {req.round_id!r} for batch "
+                          f"{req.batch}", "start the round at batch 0, with a new round id")
     if state.terms != terms:
         raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} came with other terms than its batch 0",
                             "send every batch with the round's terms")
-    if req.batch != state.sent:
-        raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} asked for, batch {state.sent} is next",
-                            "ask for the batches in order, each once")
-    state.sent += 1
-    return state
+    if req.batch != done:
+        raise ProtocolError(f"batch {req.batch} of round {req.round_id!r} came, batch {done} is next",
+                            "send the batches in order, each once")
 
 
 def close_round(party: Party, round_id: object, release: str) -> KeyRound:
