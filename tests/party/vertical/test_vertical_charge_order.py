@@ -89,8 +89,8 @@ def test_the_score_programs_headroom_refusal_depended_on_one_outcome_and_now_com
         score_totals(theirs, plain_of(s), T, fm.centred_outcome(edge), hostile.poly, hostile.parts, hostile.unit,
                      shares, flood_sd=1.0)
     with pytest.raises(InputError, match="intermediate"):
-        check_score_headroom(public.parameters, len(theirs), w.T.size, hostile.poly, hostile.parts, hostile.unit,
-                             fm.outcome_width / 2, 1.0)
+        check_score_headroom(public.parameters, len(theirs), w.T.size, w.T.size, hostile.poly, hostile.parts,
+                             hostile.unit, fm.outcome_width / 2, 1.0)
 
 
 def test_the_evaluator_refuses_a_program_beyond_its_headroom_before_its_charge(tmp_path, monkeypatch) -> None:
@@ -130,7 +130,7 @@ def test_the_statistics_headroom_refusal_depended_on_one_covariate_and_now_comes
     columns = relayed("statistics", sent, reply)
     for rows, refused in ((inside, False), (edge, True)):
         w.other.table = PartyTable.from_arrays(rows, ("b0", "b1", "b2"))
-        w.other.vertical_rounds.clear()
+        w.other.vertical_evaluations.clear()  # P evaluates the round again
         before = spent(w.other)
         with monkeypatch.context() as patched:
             patched.setattr(statistics, "check_headroom", lambda *args: None)
@@ -140,7 +140,7 @@ def test_the_statistics_headroom_refusal_depended_on_one_covariate_and_now_comes
             else:
                 w.other.handle(columns)
         assert spent(w.other) > before  # charged either way: the refusal came after the charge
-    w.other.vertical_rounds.clear()
+    w.other.vertical_evaluations.clear()  # P evaluates the round again
     before = spent(w.other)
     with pytest.raises(InputError, match="headroom"):
         w.other.handle(columns)

@@ -6,8 +6,9 @@ certificate. Each test runs the honest parties through Party.handle and the evil
 and MEASURES what the attackers recover of one subject against the truth:
 
 * an evil **evaluator** P returns, for each cross product, the key owner L's factor of one subject times
-  ``K = 2^19`` (inside the headroom) instead of the agreed sum; L opens it honestly and releases it with its
-  own share (sd ``sigma``), so the coordinator reads the subject's L values to ``sigma / K``;
+  ``K = 2^19`` (inside the headroom) instead of the agreed sum, without its own noise share; L opens it honestly
+  and releases it with its own share (sd ``sigma``), so the coordinator reads the subject's L values to
+  ``sigma / K``;
 * an evil **key owner** L encrypts ``K 1[subject]`` as its arm factor (outside [-1, 1]); P's honest totals
   then carry ``K`` times the subject's P values plus P's share, which L decrypts alone.
 
@@ -25,7 +26,7 @@ from collabcausal.estimators.dp.effects.vertical import cross_entries, group_des
 from collabcausal.party.vertical import statistics
 from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.inner_products import inner_products
-from collabcausal.vertical.packing import pack_totals
+from collabcausal.vertical.packing import Summands
 from collabcausal.vertical.parameters import preset
 from collabcausal.vertical.seal_io import tag
 
@@ -48,16 +49,16 @@ def test_an_evil_evaluator_gets_one_subjects_label_holder_values_to_sigma_over_k
     w = small_world(tmp_path)
     products = _product_entries()
 
-    def evil_cross_totals(columns, design, entries, noise, flood_sd, rng=None):
+    def evil_cross_summands(columns, design, entries):
         pick = np.zeros(design.shape[0])
         pick[TARGET] = K
         sums, _ = inner_products(columns, {"pick": pick}, [(t.label, "pick") for t, _c in products])
-        context = next(iter(columns.values())).chunk(0).context
-        return pack_totals(context, sums, [K] * len(sums), np.full(2 * len(sums), TINY), TINY, complex_summands=True)
+        return Summands(sums, [K] * len(sums), True)
 
     sent = request(w, "statistics")
     reply = w.label.handle(sent)
-    monkeypatch.setattr(statistics, "cross_totals", evil_cross_totals)
+    monkeypatch.setattr(statistics, "cross_summands", evil_cross_summands)
+    monkeypatch.setattr(statistics, "noise_share", lambda k, sigma: np.full(np.size(k), TINY))  # P's own share
     totals = w.other.handle(relayed("statistics", sent, reply))
     released = w.label.handle(opening("statistics", sent.params["round"], totals))
     sigma = released.params["sigma"]

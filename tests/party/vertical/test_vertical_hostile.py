@@ -225,7 +225,7 @@ def test_columns_replayed_under_other_terms_are_refused(w, statistics_columns, c
 
 def test_the_same_columns_relayed_twice_are_evaluated_once(w, statistics_round) -> None:
     """The relay sends P the same signed columns again, same terms: P refuses the round id it already evaluated
-    (it was charged again for totals that L would never open: red36b), uncharged."""
+    (it would be charged again for totals that L never opens), uncharged."""
     sent, reply, _totals = statistics_round
     _refused_uncharged(w.other, relayed("statistics", sent, reply), PolicyError, "already")
 
