@@ -7,10 +7,13 @@ program's intermediates, whose interval bounds used the largest plaintext the ev
 products; the outcome, treatment and its own parts). Both are now checked before either party charges from
 public quantities alone (:func:`~collabcausal.vertical.packing.check_headroom`,
 :func:`~collabcausal.vertical.dp_effects_rounds.check_score_headroom`); these tests show each dependence on one
-subject at the low level, and the refusal coming first at the party.
+subject at the low level, and the refusal coming first at the party. A third candidate, the scores' key owner
+refusing to encrypt a part beyond [-1, 1], never happens (last test).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -18,8 +21,9 @@ from hostile_rounds import GROUPS, feature_map, honest_program, relayed, request
 from vertical_parties import spent
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.vertical import PartLimits, group_design
+from collabcausal.estimators.dp.effects.vertical import ColumnGroups, PartLimits, group_design
 from collabcausal.estimators.dp.effects.vertical_program import ScoreProgram, score_inputs
 from collabcausal.party import PartyTable
 from collabcausal.party.vertical import scores, statistics
@@ -147,3 +151,40 @@ def test_the_statistics_headroom_refusal_depended_on_one_covariate_and_now_comes
     with pytest.raises(InputError, match="headroom"):
         w.label.handle(request(w, "statistics", **quarter, round="another"))
     assert spent(w.label) == charged and spent(w.other) == before
+
+
+def test_the_key_owners_encryption_never_refuses_after_its_charge_whatever_the_program() -> None:
+    """The scores' key owner encrypts ``score_inputs`` after its charge, and encryption refuses a value beyond
+    [-1, 1]: that refusal would depend on its rows. Over 400 random hostile programs (coefficients and limits from
+    1e-302 to 1e302, degenerate and overlapping limits, 0-2 replicates; the ones `build` refuses skipped), both
+    groups' parts on every corner of the covariate box and 500 random rows, both sites, stay within [-1, 1]
+    (measured worst 0.99997): the scales are the parts' own bounds, and float rounding is monotone."""
+    groups = ColumnGroups(((0, 1, 2), (3, 4, 5)))
+    fm = FeatureMap(((-3.0, 3.0),) * 5 + ((0.0, 1.0),), (0.0, 1.0), 2)
+    rng = np.random.default_rng(0)
+    box = np.asarray(fm.bounds)
+    X = np.vstack([np.array(list(itertools.product(*box))), rng.uniform(box[:, 0], box[:, 1], (500, 6))])
+    built = 0
+    for _ in range(400):
+        size = rng.choice([-300, -100, -10, -3, 0, 3, 10, 100, 300])
+
+        def coef(size=size):
+            return rng.standard_normal(fm.dim) * 10.0 ** (size + rng.uniform(-2, 2, fm.dim))
+
+        def limits(size=size):
+            low = rng.standard_normal((3, 2)) * 10.0 ** (size + rng.uniform(-3, 3, (3, 2)))
+            high = low + np.abs(rng.standard_normal((3, 2))) * 10.0 ** (size + rng.uniform(-3, 3, (3, 2)))
+            return PartLimits(low, low.copy() if rng.random() < 0.2 else high)
+
+        try:
+            changes = [(NuisanceModel(coef(), (coef(), coef())), limits()) for _ in range(int(rng.integers(0, 3)))]
+            program = ScoreProgram.build(NuisanceModel(coef(), (coef(), coef())), limits(), changes,
+                                         float(rng.choice([0.01, 0.1, 0.3])), fm)
+        except InputError:
+            continue
+        built += 1
+        for site, group in itertools.product(range(2), range(2)):
+            design = group_design(fm, X[:, list(groups.groups[group])], site, groups, group)
+            for values in score_inputs(program, design, group, groups, fm):
+                assert np.all(np.isfinite(values)) and np.max(np.abs(values)) <= 1.0
+    assert built > 300
