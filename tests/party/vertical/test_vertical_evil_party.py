@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 import tenseal as ts
-from hostile_rounds import GROUPS, feature_map, opening, relayed, request, small_world
+from hostile_rounds import GROUPS, feature_map, honest_program, opening, relayed, request, small_world
 
 from collabcausal.estimators.dp.effects.vertical import cross_entries, group_design, label_vectors
-from collabcausal.party.vertical import statistics
+from collabcausal.estimators.dp.effects.vertical_program import score_inputs
+from collabcausal.party.vertical import scores, statistics
 from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.inner_products import inner_products
 from collabcausal.vertical.packing import Summands
@@ -107,3 +108,32 @@ def test_an_evil_key_owner_gets_one_subjects_other_party_values_to_sigma_over_k(
     print(f"\nevil key owner: {len(products)} of P's products of subject {TARGET} recovered to {worst:.2e} "
           f"(sigma {sigma:.3g}, sigma / K {sigma / K:.2e})")
     assert len(products) >= 3 and worst <= 6 * sigma / K + 1e-5
+
+
+def test_an_evil_scores_evaluator_gets_one_subjects_key_owner_inputs_to_sigma_over_k(tmp_path, monkeypatch) -> None:
+    """The scores round the other way round: an evil L returns, as each of the 4 released sums, one of P's
+    encrypted parts (``eta / E``, ``mu0 / U``, ``mu1 / U``, ...) of subject 7 times ``K``, without its own share;
+    P opens it honestly and the coordinator reads those parts to within 6 sigma / K."""
+    w = small_world(tmp_path)
+    program = honest_program(w)
+
+    def evil_score_summands(columns, plain, treatment, outcome, poly, parts, unit):
+        pick = np.zeros(treatment.size)
+        pick[TARGET] = K
+        picked = [columns[j].load() * pick for j in range(len(parts))]
+        return Summands([c.ciphertext(0) for c in picked], [K] * len(parts), False)
+
+    sent = request(w, "scores", program=program)
+    reply = w.other.handle(sent)
+    monkeypatch.setattr(scores, "score_summands", evil_score_summands)
+    monkeypatch.setattr(scores, "noise_share", lambda k, sigma: np.full(np.size(k), TINY))
+    totals = w.label.handle(relayed("scores", sent, reply))
+    released = w.other.handle(opening("scores", sent.params["round"], totals))
+    sigma = released.params["sigma"]
+    fm = feature_map(w)
+    inputs = score_inputs(program, group_design(fm, w.X[:, 3:], 0, GROUPS, 1), 1, GROUPS, fm)
+    truth = np.array([inputs[j][TARGET] for j in range(len(program.parts))])
+    worst = float(np.max(np.abs(released.array("values") / K - truth)))
+    print(f"\nevil scores evaluator: {truth.size} of P's parts of subject {TARGET} recovered to {worst:.2e} "
+          f"(sigma {sigma:.3g}, sigma / K {sigma / K:.2e})")
+    assert worst <= 6 * sigma / K + 1e-5
