@@ -1,4 +1,4 @@
-"""An evil party of the vertical statistics round, colluding with the coordinator: what it gets (documented limit).
+"""An evil party of a vertical round, colluding with the coordinator: what it gets (documented limit).
 
 Neither attack can be refused without proofs of correct computation (docs/threat-model.md, "Parties holding
 different columns of the same subjects"): the evil party signs what it sends with its own, pinned
@@ -10,7 +10,8 @@ and MEASURES what the attackers recover of one subject against the truth:
   and releases it with its own share (sd ``sigma``), so the coordinator reads the subject's L values to
   ``sigma / K``;
 * an evil **key owner** L encrypts ``K 1[subject]`` as its arm factor (outside [-1, 1]); P's honest totals
-  then carry ``K`` times the subject's P values plus P's share, which L decrypts alone.
+  then carry ``K`` times the subject's P values plus P's share, which L decrypts alone;
+* an evil **scores evaluator** L returns P's encrypted parts of one subject times ``K`` as the released sums.
 
 Printed figures (``pytest -s``): recovered to within 6 sd of the share / K, against a subject's contribution of
 at most 1 beside a noise sd of ``sigma`` in the honest release.
