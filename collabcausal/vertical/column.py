@@ -40,7 +40,7 @@ from tenseal import sealapi
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.packing import FLOOD_TAIL, Summands
-from collabcausal.vertical.parameters import INPUT_BOUND
+from collabcausal.vertical.parameters import INPUT_BOUND, CKKSParameters
 from collabcausal.vertical.seal_io import save_seal, tag, tenseal_vector, untag
 
 __all__ = ["FLOOD_TAIL", "ChunkedColumn", "EncryptedColumn", "RelayedColumn", "encrypt_column", "summands", "totals"]
@@ -161,6 +161,13 @@ class EncryptedColumn:
         if any(v.size() != slots for v in vectors):
             raise ProtocolError(f"a column chunk does not hold {slots} slots", "resend the column unchanged")
         return cls(context, vectors, int(n), bound=INPUT_BOUND, pad=0.0)
+
+    @classmethod
+    def bounds_only(cls, parameters: CKKSParameters, n: int) -> EncryptedColumn:
+        """A key owner's column of ``n`` values in [-1, 1] with no ciphertexts: a program run on it computes
+        nothing and checks each intermediate's public bound against ``parameters``' headroom, as it will on the
+        key owner's columns (a party runs its program on it before it charges)."""
+        return cls(PublicContext(parameters, None, None, "bounds only"), [], n, bound=INPUT_BOUND, pad=0.0)
 
     @property
     def n_chunks(self) -> int:

@@ -41,15 +41,16 @@ from numpy.typing import NDArray
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.scores import Component
 from collabcausal.estimators.dp.effects.vertical import CrossEntry, WeightPolynomial, scaled_score_terms
-from collabcausal.vertical.column import ChunkedColumn, RelayedColumn, summands
+from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn, RelayedColumn, summands
 from collabcausal.vertical.inner_products import inner_products
 from collabcausal.vertical.keys import KeyOwner
-from collabcausal.vertical.packing import VALUES_PER_SLOT, Summands, check_shares, packed_count
+from collabcausal.vertical.packing import VALUES_PER_SLOT, Summands, check_headroom, check_shares, packed_count
+from collabcausal.vertical.parameters import CKKSParameters
 
 LabelKey = tuple[str, int | str]
 
-__all__ = ["cross_summands", "cross_totals", "encrypt_label_vectors", "encrypt_score_inputs", "open_totals",
-           "packed_entries", "score_summands", "score_totals"]
+__all__ = ["check_score_headroom", "cross_summands", "cross_totals", "encrypt_label_vectors", "encrypt_score_inputs",
+           "open_totals", "packed_entries", "score_summands", "score_totals"]
 
 
 def encrypt_label_vectors(owner: KeyOwner, vectors: Mapping[LabelKey, NDArray[np.float64]]
@@ -125,14 +126,40 @@ def score_summands(
     running: Summands | None = None
     for i in range(chunks):
         rows = slice(i * slots, (i + 1) * slots)
-        summed = [e.chunk(i) + p[rows] for e, p in zip(encrypted, plain, strict=True)]
-        at_model = summed[:3]
-        at_copies = [[a + d for a, d in zip(at_model, summed[j:j + 3], strict=True)]
-                     for j in range(3, len(summed), 3)]
-        chunk = summands(scaled_score_terms(treatment[rows], outcome[rows], at_model, at_copies, poly, parts, unit))
+        chunk = summands(_score_terms([e.chunk(i) for e in encrypted], [p[rows] for p in plain], treatment[rows],
+                                      outcome[rows], poly, parts, unit))
         running = chunk if running is None else running.plus(chunk, context)
     assert running is not None  # a column has at least one chunk
     return running
+
+
+def check_score_headroom(parameters: CKKSParameters, n_inputs: int, n: int, batch_rows: int, poly: WeightPolynomial,
+                         parts: Sequence[Component], unit: float, outcome_bound: float, noise_sd: float) -> None:
+    """Refuse, before either party charges, a score program whose evaluation (:func:`score_summands`) could exceed
+    ``parameters``' headroom on some subjects: a :class:`~collabcausal.errors.InputError` in one line.
+
+    The program runs on columns of no ciphertexts (:meth:`EncryptedColumn.bounds_only`) and plaintexts at every
+    corner a subject can take (``T`` in {0, 1}, ``y'`` at ``+-outcome_bound``, the label holder's parts at
+    ``+-1``). Each intermediate's public bound grows with its plaintexts' largest modulus, so if these pass, the
+    evaluation on any subjects passes; the totals of ``n`` subjects in batches of ``batch_rows`` are checked with
+    :func:`~collabcausal.vertical.packing.check_headroom`. Without it, whether the evaluator refused after its
+    charge depended on its subjects (one at an edge of the outcome range, or of a clip limit).
+    """
+    corner_t, corner_y = np.array([0.0, 0.0, 1.0, 1.0]), outcome_bound * np.array([-1.0, 1.0, -1.0, 1.0])
+    corner_part = np.array([1.0, -1.0, -1.0, 1.0])
+    columns = [EncryptedColumn.bounds_only(parameters, corner_t.size) for _ in range(n_inputs)]
+    terms = _score_terms(columns, [corner_part] * n_inputs, corner_t, corner_y, poly, parts, unit)
+    check_headroom(parameters, n, batch_rows, max(t.bound for t in terms), noise_sd, "the score program")
+
+
+def _score_terms(encrypted: Sequence[EncryptedColumn], plain: Sequence[NDArray[np.float64]],
+                 treatment: NDArray[np.float64], outcome: NDArray[np.float64], poly: WeightPolynomial,
+                 parts: Sequence[Component], unit: float) -> list[EncryptedColumn]:
+    """One chunk's terms of :func:`scaled_score_terms` on ``encrypted + plain`` parts (model, then changes)."""
+    summed = [e + p for e, p in zip(encrypted, plain, strict=True)]
+    at_model = summed[:3]
+    at_copies = [[a + d for a, d in zip(at_model, summed[j:j + 3], strict=True)] for j in range(3, len(summed), 3)]
+    return scaled_score_terms(treatment, outcome, at_model, at_copies, poly, parts, unit)
 
 
 def score_totals(

@@ -30,6 +30,7 @@ from tenseal import sealapi
 
 from collabcausal.errors import InputError
 from collabcausal.vertical.context import PublicContext
+from collabcausal.vertical.parameters import CKKSParameters
 from collabcausal.vertical.seal_io import save_seal, tag
 from collabcausal.vertical.total import flood, flooding_noise, mask_slot, rotate_and_sum
 
@@ -38,7 +39,7 @@ FLOOD_TAIL = 10.0
 VALUES_PER_SLOT = 2
 """A slot carries two values: its real and its imaginary part."""
 
-__all__ = ["FLOOD_TAIL", "VALUES_PER_SLOT", "Summands", "check_shares", "pack_totals", "packed_count"]
+__all__ = ["FLOOD_TAIL", "VALUES_PER_SLOT", "Summands", "check_headroom", "check_shares", "pack_totals", "packed_count"]
 
 
 def packed_count(values: int, slot_count: int) -> int:
@@ -101,6 +102,27 @@ def _values(summands: Summands) -> NDArray[np.float64]:
     if summands.corrections is None:
         return np.zeros(per * len(summands.ciphertexts))
     return np.asarray(summands.corrections, dtype=np.float64)
+
+
+def check_headroom(parameters: CKKSParameters, n: int, batch_rows: int, value_bound: float, noise_sd: float,
+                   what: str) -> None:
+    """Refuse, from public quantities alone, totals of ``n`` subjects that could exceed the preset's headroom.
+
+    A total of per-subject values of modulus at most ``value_bound`` (a public bound: the key owner's
+    ``INPUT_BOUND`` times the evaluator's design bound, or a score term's proved bound) over ``n`` subjects in
+    batches of ``batch_rows`` is bounded by ``value_bound`` times every slot of every chunk of every batch, as
+    :class:`Summands` counts it; its noise share and the flooding of sd ``noise_sd`` stay within
+    :data:`FLOOD_TAIL` sd. A party runs this before it charges: :func:`pack_totals`' own check, on the bounds of
+    the values it computed and the shares it drew, then fails only if a share exceeds ``FLOOD_TAIL`` sd
+    (probability < 2e-23), never because of what one subject holds.
+    """
+    slots, full, rest = parameters.slot_count, int(n) // int(batch_rows), int(n) % int(batch_rows)
+    padded = (full * math.ceil(int(batch_rows) / slots) + math.ceil(rest / slots)) * slots
+    total = padded * float(value_bound) + FLOOD_TAIL * float(noise_sd)
+    if not total <= parameters.max_value:
+        raise InputError(f"{what}: totals of {n} subjects bounded by {total:g} (noise at {FLOOD_TAIL:g} sd included) "
+                         f"may exceed the CKKS preset's headroom {parameters.max_value:g}",
+                         "split the row group into smaller ones, or raise rho (the noise is part of the total)")
 
 
 def check_shares(noise: ArrayLike, what: str) -> NDArray[np.float64]:

@@ -41,9 +41,9 @@ from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_re
 from collabcausal.party.vertical.opening import open_release
 from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
-from collabcausal.vertical.dp_effects_rounds import encrypt_score_inputs, score_summands
+from collabcausal.vertical.dp_effects_rounds import check_score_headroom, encrypt_score_inputs, score_summands
 from collabcausal.vertical.keys import KeyOwner
-from collabcausal.vertical.parameters import preset
+from collabcausal.vertical.parameters import CKKSParameters, preset
 
 COLUMNS = "vertical_scores_columns"
 TOTALS = "vertical_scores_totals"
@@ -64,6 +64,17 @@ def _terms(req: VerticalRequest, program: ScoreProgram) -> dict[str, Any]:
     return req.terms() | {"release": RELEASE, "program": program.to_spec()}
 
 
+def _share(sigma: float) -> float:
+    """sd of the evaluator's noise share on each released sum (two parties compute it), also its flooding sd."""
+    return sigma * float(np.sqrt(share_variance(2)))
+
+
+def _check_headroom(parameters: CKKSParameters, req: VerticalRequest, program: ScoreProgram, sigma: float) -> None:
+    """The program's evaluation fits ``parameters``' headroom for any subjects (before either party charges)."""
+    check_score_headroom(parameters, 3 * (1 + len(program.changes)), req.n_subjects, req.batch_rows, program.poly,
+                         program.parts, program.unit, req.feature_map.outcome_width / 2.0, _share(sigma))
+
+
 @operation(COLUMNS, differentially_private=True)
 def vertical_scores_columns(party: Party, request: Message) -> Message:
     """P: encrypt its clipped parts of the request's batch for the scores round (module docstring); charged at
@@ -77,6 +88,7 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
     else:
         check_new_round(party, req.round_id)
         sigma = scores_sigma(program, req.rho)
+        _check_headroom(preset(DEPTH), req, program, sigma)
         charge(party, request, req, sigma, RELEASE)
         n_sums = len(program.parts)
         state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, scores_bound(program),
@@ -100,6 +112,7 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
         raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted parts for {expected}", "relay P's reply unchanged")
     sigma = scores_sigma(program, req.rho)
     if state is None:
+        _check_headroom(context.parameters, req, program, sigma)
         charge(party, request, req, sigma, RELEASE)
         state = begin(party, req, RELEASE, terms, context)
     fm, rows = req.feature_map, req.rows
@@ -109,8 +122,7 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
         program.poly, program.parts, program.unit))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
-    share = sigma * float(np.sqrt(share_variance(2)))
-    totals = summed.packed(context, noise_share(np.full(len(program.parts), 2), sigma), share)
+    totals = summed.packed(context, noise_share(np.full(len(program.parts), 2), sigma), _share(sigma))
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 

@@ -46,6 +46,7 @@ from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, c
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
 from collabcausal.vertical.dp_effects_rounds import cross_summands, encrypt_label_vectors, packed_entries
 from collabcausal.vertical.keys import KeyOwner
+from collabcausal.vertical.packing import check_headroom
 from collabcausal.vertical.parameters import preset
 
 COLUMNS = "vertical_statistics_columns"
@@ -54,6 +55,10 @@ OPEN = "vertical_statistics_open"
 RELEASE = "statistics"
 DEPTH = 1
 """Multiplicative depth of the round: L's factor times P's plaintext product."""
+DESIGN_BOUND = 1.0
+"""A public bound on a subject's summand: L's factor (modulus at most ``INPUT_BOUND``, 1) times P's product of
+design values, each in [-1, 1] (:meth:`~collabcausal.estimators.dp.effects.design.FeatureMap.design` clips, norm
+bounds only scale down); both parties check the headroom with it before they charge."""
 
 __all__ = ["COLUMNS", "OPEN", "TOTALS"]
 
@@ -74,6 +79,11 @@ def _terms(req: VerticalRequest) -> dict[str, Any]:
     return req.terms() | {"release": RELEASE, "keys": _keys(req)}
 
 
+def _share(sigma: float) -> float:
+    """sd of the evaluator's noise share on each cross entry (two parties compute it), also its flooding sd."""
+    return sigma * float(np.sqrt(share_variance(2)))
+
+
 @operation(COLUMNS, differentially_private=True)
 def vertical_statistics_columns(party: Party, request: Message) -> Message:
     """L: encrypt its factors of the request's batch for the statistics round (module docstring); charged at
@@ -87,6 +97,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     else:
         check_new_round(party, req.round_id)
         sigma = statistics_sigma(fm, req.rho, req.groups)
+        check_headroom(preset(DEPTH), req.n_subjects, req.batch_rows, DESIGN_BOUND, _share(sigma), COLUMNS)
         charge(party, request, req, sigma, RELEASE)
         y = fm.centred_outcome(party.table.outcome)
         local = sum(fold_statistics(req.design(party, rows), party.table.treatment[rows], y[rows], fm.outcome_width)
@@ -118,6 +129,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
     if state is None:
+        check_headroom(context.parameters, req.n_subjects, req.batch_rows, DESIGN_BOUND, _share(sigma), TOTALS)
         charge(party, request, req, sigma, RELEASE)
         state = begin(party, req, RELEASE, terms, context)
     entries = _entries(req)
@@ -125,8 +137,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
                                                          req.design(party, req.rows), entries))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
-    share = sigma * float(np.sqrt(share_variance(2)))
-    totals = summed.packed(context, noise_share(np.full(len(entries), 2), sigma), share)
+    totals = summed.packed(context, noise_share(np.full(len(entries), 2), sigma), _share(sigma))
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 
