@@ -25,9 +25,9 @@ BATCH = 600
 
 
 def test_the_study_in_batches_is_the_twins(tmp_path) -> None:
-    """At eps 1000 the study whose columns travel in two batches (the second short) agrees with the plaintext twin as the one-batch
-    study does (tests/party/vertical/test_vertical_operations.py: 5 sd of their noise difference); each party is
-    charged the study's epsilon once."""
+    """At eps 1000 the study whose columns travel in two batches (the second short) agrees with the plaintext twin
+    as the one-batch study does (tests/party/vertical/test_vertical_operations.py: 5 sd of their noise difference);
+    each party is charged the study's epsilon once."""
     w = world(tmp_path, epsilon=1000.0)
     report = vertical_effects_results(InProcessGrid([w.label, w.other]), w.spec, STUDY, [("hospital", "registry")],
                                       ["hospital"], batch_rows=1000)
