@@ -35,9 +35,9 @@ from collabcausal.attacks.dp_audit import audit_gaussian_release
 from collabcausal.attacks.dp_effects_audit import (
     audit_table,
     audit_through_parties,
+    audit_verdict,
     background_frame,
     exact_values,
-    miss_probability,
     scores_neighbours,
     statistics_neighbours,
 )
@@ -127,14 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                     first, second = (exact_values(audit_table(f, COLUMNS), request(op, eps)) for f in frames)
                     seeded = audit_gaussian_release(first, second, sensitivity, eps, DELTA, args.seeded,
                                                     rng=np.random.default_rng(0)).epsilon_lower
-                over = a.epsilon_lower > eps
-                if bug:
-                    miss = miss_probability(args.releases, a.distance, sigma, a.claimed_mu)
-                    verdict = "caught" if over else ("MISSED" if miss < 1e-4 else "not seen (no power)")
-                    failures += not over and miss < 1e-4
-                else:
-                    miss, verdict = float("nan"), "EXCEEDS CLAIM" if over else "ok"
-                    failures += over
+                miss, verdict, failed = audit_verdict(a.epsilon_lower > eps, bug, args.releases, a.distance, sigma,
+                                                      a.claimed_mu)
+                failures += failed
                 print(f"{op:<22} {'PLANTED' if bug else 'correct':<8} {eps:>4g} {a.claimed_mu:>6.3f} "
                       f"{a.distance / (sensitivity * (2 if bug else 1)):>6.3f} {a.mu_lower:>6.3f} "
                       f"{a.epsilon_lower:>7.3f} {a.epsilon_lower_event:>7.3f} {seeded:>6.3f} {miss:>8.1e}  {verdict}",

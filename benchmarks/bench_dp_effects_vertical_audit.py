@@ -32,7 +32,7 @@ from _run_mode import BenchmarkParser
 import collabcausal.party.vertical.scores as scores
 import collabcausal.party.vertical.statistics as statistics
 from collabcausal.attacks.dp_audit import ReleaseAudit
-from collabcausal.attacks.dp_effects_audit import background_frame, miss_probability, statistics_neighbours
+from collabcausal.attacks.dp_effects_audit import audit_verdict, background_frame, statistics_neighbours
 from collabcausal.attacks.dp_effects_vertical_audit import (
     AuditSetup,
     audit_evaluator,
@@ -86,14 +86,9 @@ def main(argv: list[str] | None = None) -> int:
                     a = audit(args.releases, Path(ledgers))
             finally:
                 setattr(module, attribute, correct)
-            over = a.epsilon_lower > a.claimed_epsilon
-            if bug:
-                miss = miss_probability(args.releases, a.distance, sigma / BUG, a.claimed_mu)
-                verdict = "caught" if over else ("MISSED" if miss < 1e-4 else "not seen (no power)")
-                failures += not over and miss < 1e-4
-            else:
-                miss, verdict = float("nan"), "EXCEEDS CLAIM" if over else "ok"
-                failures += over
+            miss, verdict, failed = audit_verdict(a.epsilon_lower > a.claimed_epsilon, bug, args.releases,
+                                                  a.distance, sigma / BUG, a.claimed_mu)
+            failures += failed
             print(f"{name:<24} {'PLANTED' if bug else 'correct':<8} {eps:>4g} {a.claimed_mu:>6.3f} "
                   f"{a.distance / sensitivity:>6.3f} {a.mu_lower:>6.3f} {a.epsilon_lower:>7.3f} {miss:>8.1e}  "
                   f"{verdict}", flush=True)

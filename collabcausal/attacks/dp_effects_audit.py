@@ -192,3 +192,24 @@ def miss_probability(n_releases: int, distance: float, sigma: float, claimed_mu:
     largest = np.searchsorted(upper, norm.cdf(norm.isf(upper) - claimed_mu), side="left") - 1
     caught = np.where(largest >= 0, np.cumsum(pmf)[np.maximum(largest, 0)], 0.0)
     return float(max(0.0, 1.0 - np.dot(pmf, caught)))
+
+
+MISS_LEVEL = 1e-4
+"""A planted bug that the audit misses with a probability below this counts as a failure of the audit."""
+
+
+def audit_verdict(exceeded: bool, planted: bool, n_releases: int, distance: float, sigma: float, claimed_mu: float
+                  ) -> tuple[float, str, bool]:
+    """One audit row's verdict: ``(miss probability, verdict, failed)``.
+
+    ``exceeded``: the audit's lower bound on epsilon is above the claim. A correct release fails when it
+    exceeds its claim ("EXCEEDS CLAIM"); a release with a planted bug whose releases carry noise ``sigma`` is
+    "caught" when it exceeds, and fails ("MISSED") when it does not although :func:`miss_probability` is below
+    :data:`MISS_LEVEL` ("not seen (no power)" otherwise).
+    """
+    if not planted:
+        return float("nan"), "EXCEEDS CLAIM" if exceeded else "ok", exceeded
+    miss = miss_probability(n_releases, distance, sigma, claimed_mu)
+    if exceeded:
+        return miss, "caught", False
+    return miss, "MISSED" if miss < MISS_LEVEL else "not seen (no power)", miss < MISS_LEVEL

@@ -74,15 +74,37 @@ def study_noise_sds(spec: DPEffectsSpec, n_parties: int, n_subjects: int) -> tup
     return statistics_sd, float(unscaled_noise_sd(sd, parts)[aipw])
 
 
-def decomposed_estimate(sites: Sequence[Site], spec: DPEffectsSpec, sources: NoiseSources,
-                        rng: np.random.Generator) -> float:
-    """The AIPW ATE of a pooled-nuisance, full-sample ``dp_effects`` study with the chosen ``sources`` of noise."""
+@dataclass(frozen=True)
+class PooledStudy:
+    """A pooled-nuisance, full-sample ``dp_effects`` study on simulated sites, before any noise: its feature map,
+    the study's noise sds (:func:`study_noise_sds`), each site's design and centred outcome, and the exact
+    statistics summed over sites."""
+
+    feature_map: FeatureMap
+    statistics_sd: float
+    score_sd: float
+    designs: list[np.ndarray]
+    outcomes: list[np.ndarray]
+    statistics: np.ndarray
+
+
+def pooled_study(sites: Sequence[Site], spec: DPEffectsSpec) -> PooledStudy:
+    """The noiseless parts of ``spec``'s study on ``sites`` (:class:`PooledStudy`)."""
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(sites))
     stats_sd, score_sd = study_noise_sds(spec, len(sites), max(len(s.T) for s in sites))
     designs = [feature_map.design(s.X, i) for i, s in enumerate(sites)]
     outcomes = [feature_map.centred_outcome(s.Y) for s in sites]
     total = sum(fold_statistics(D, s.T, y, feature_map.outcome_width)
                 for D, s, y in zip(designs, sites, outcomes, strict=True))
+    return PooledStudy(feature_map, stats_sd, score_sd, designs, outcomes, total)
+
+
+def decomposed_estimate(sites: Sequence[Site], spec: DPEffectsSpec, sources: NoiseSources,
+                        rng: np.random.Generator) -> float:
+    """The AIPW ATE of a pooled-nuisance, full-sample ``dp_effects`` study with the chosen ``sources`` of noise."""
+    study = pooled_study(sites, spec)
+    feature_map, stats_sd, score_sd = study.feature_map, study.statistics_sd, study.score_sd
+    designs, outcomes, total = study.designs, study.outcomes, study.statistics
     if sources.statistics:
         total = total + rng.normal(0.0, stats_sd, total.shape)
     model = fit_nuisances(ArmStatistics.unpack(total, feature_map.dim), feature_map.n_sites, stats_sd,

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec
-from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import fit_nuisances
 from collabcausal.estimators.dp.effects.scores import REPLICATE_CLIP, components, subject_scores
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics
-from collabcausal.simulations.dp_effects_decomposition import study_noise_sds
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics
+from collabcausal.simulations.dp_effects_decomposition import pooled_study
 from collabcausal.simulations.multisite import Site
 
 
@@ -46,12 +45,9 @@ class ReplicateCheck:
 def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.Generator, *,
                     draws: int = 40) -> ReplicateCheck:
     """The conditional variance against one study's replicate mean square on ``sites`` (module docstring)."""
-    feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(sites))
-    stats_sd, _ = study_noise_sds(spec, len(sites), max(len(s.T) for s in sites))
-    designs = [feature_map.design(s.X, i) for i, s in enumerate(sites)]
-    outcomes = [feature_map.centred_outcome(s.Y) for s in sites]
-    total = sum(fold_statistics(D, s.T, y, feature_map.outcome_width)
-                for D, s, y in zip(designs, sites, outcomes, strict=True))
+    pooled = pooled_study(sites, spec)
+    feature_map, stats_sd = pooled.feature_map, pooled.statistics_sd
+    designs, outcomes, total = pooled.designs, pooled.outcomes, pooled.statistics
     parts = components(("aipw",), ("ate",), feature_map.outcome_width, spec.trim)[:1]
     clip = REPLICATE_CLIP * parts[0].width
 

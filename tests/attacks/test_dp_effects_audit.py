@@ -29,6 +29,7 @@ from collabcausal.attacks.dp_audit import audit_gaussian_release, release_audit
 from collabcausal.attacks.dp_effects_audit import (
     audit_table,
     audit_through_parties,
+    audit_verdict,
     background_frame,
     exact_values,
     miss_probability,
@@ -157,3 +158,16 @@ def test_miss_probability_is_the_exact_binomial_sum_and_a_correct_release_is_nev
     assert 0.05 < caught < 0.95
     assert miss_probability(n, distance, sigma, mu) == pytest.approx(1.0 - caught, abs=1e-12)
     assert miss_probability(2000, 1.0, 1.0 / 0.8, 0.8) > 1.0 - 1e-6  # as calibrated: flagged w.p. <= 1e-6
+
+
+def test_an_audit_rows_verdict_fails_a_correct_release_over_its_claim_and_a_planted_bug_the_audit_should_see(
+) -> None:
+    """A correct release fails only when it exceeds its claim; a planted bug is caught when it exceeds, and an
+    audit that misses it fails only when its miss probability is below MISS_LEVEL (else: no power)."""
+    assert audit_verdict(False, False, 1000, 1.0, 1.0, 1.0)[1:] == ("ok", False)
+    assert audit_verdict(True, False, 1000, 1.0, 1.0, 1.0)[1:] == ("EXCEEDS CLAIM", True)
+    powerful = audit_verdict(False, True, 2000, 1.0, 0.1, 1.0)  # noise a tenth of the distance: always seen
+    assert powerful[0] < 1e-4 and powerful[1:] == ("MISSED", True)
+    assert audit_verdict(True, True, 2000, 1.0, 0.1, 1.0)[1:] == ("caught", False)
+    weak = audit_verdict(False, True, 10, 1.0, 1.0, 1.0)  # ten releases: no power
+    assert weak[0] > 0.5 and weak[1:] == ("not seen (no power)", False)
