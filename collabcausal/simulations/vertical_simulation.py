@@ -37,7 +37,6 @@ from collabcausal.estimators.dp.effects.vertical import (
     label_vectors,
     released_variance,
     scaled_score_terms,
-    share_variance,
 )
 from collabcausal.estimators.dp.effects.vertical_program import (
     ScoreProgram,
@@ -45,6 +44,7 @@ from collabcausal.estimators.dp.effects.vertical_program import (
     program_from_statistics,
     score_inputs,
     scores_sigma,
+    share_sd,
     statistics_sigma,
     vertical_effect,
 )
@@ -146,7 +146,7 @@ def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: Column
                 site: int, shares: NDArray[np.float64], sigma: float, wire: WireLog | None) -> NDArray[np.float64]:
     """One row group's released statistics: the joined rows' exact vector plus every party's share (twin),
     or the label holder's local entries and the encrypted round's cross entries (flooded at the noise
-    share's sd, ``sigma`` times :func:`share_variance` (2)'s root)."""
+    share's sd, :func:`share_sd`)."""
     y = feature_map.centred_outcome(rg.Y)
     if wire is None:
         exact = fold_statistics(np.sum(designs, axis=0), rg.T, y, feature_map.outcome_width)
@@ -165,7 +165,7 @@ def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: Column
     start = time.perf_counter()
     evaluator = load_public_context(owner.public_context())
     relayed = {k: RelayedColumn(evaluator, chunks, rg.n) for k, chunks in sent.items()}
-    totals = cross_totals(relayed, other, entries, shares[1, at], flood_sd=sigma * float(np.sqrt(share_variance(2))))
+    totals = cross_totals(relayed, other, entries, shares[1, at], flood_sd=share_sd(sigma))
     wire.add("statistics: party totals cross entries", time.perf_counter() - start, totals)
     start = time.perf_counter()
     released[at] = open_totals(owner, totals, shares[0, at], grid=owner.parameters.error_bound)
@@ -197,7 +197,7 @@ def _scores(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGrou
     evaluator = load_public_context(owner.public_context())
     relayed = [RelayedColumn(evaluator, chunks, rg.n) for chunks in sent]
     totals = score_totals(relayed, inputs(0), T, y, program.poly, program.parts, program.unit, shares[0],
-                          flood_sd=sigma * float(np.sqrt(share_variance(2))))
+                          flood_sd=share_sd(sigma))
     wire.add("scores: label holder evaluates and totals", time.perf_counter() - start, totals)
     start = time.perf_counter()
     opened = open_totals(owner, totals, shares[1], grid=owner.parameters.error_bound)

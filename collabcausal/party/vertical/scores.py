@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 
 from collabcausal.errors import ProtocolError
-from collabcausal.estimators.dp.effects.vertical import share_variance
 from collabcausal.estimators.dp.effects.vertical_program import (
     ScoreProgram,
     noise_share,
     score_inputs,
     scores_bound,
     scores_sigma,
+    share_sd,
 )
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
@@ -64,15 +64,10 @@ def _terms(req: VerticalRequest, program: ScoreProgram) -> dict[str, Any]:
     return req.terms() | {"release": RELEASE, "program": program.to_spec()}
 
 
-def _share(sigma: float) -> float:
-    """sd of the evaluator's noise share on each released sum (two parties compute it), also its flooding sd."""
-    return sigma * float(np.sqrt(share_variance(2)))
-
-
 def _check_headroom(parameters: CKKSParameters, req: VerticalRequest, program: ScoreProgram, sigma: float) -> None:
     """The program's evaluation fits ``parameters``' headroom for any subjects (before either party charges)."""
     check_score_headroom(parameters, 3 * (1 + len(program.changes)), req.n_subjects, req.batch_rows, program.poly,
-                         program.parts, program.unit, req.feature_map.outcome_width / 2.0, _share(sigma))
+                         program.parts, program.unit, req.feature_map.outcome_width / 2.0, share_sd(sigma))
 
 
 @operation(COLUMNS, differentially_private=True)
@@ -118,11 +113,11 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
     fm, rows = req.feature_map, req.rows
     plain = score_inputs(program, req.design(party, rows), LABEL_HOLDER, req.groups, fm)
     summed = add_batch(party, req, state, score_summands(
-        columns, plain, party.table.treatment[rows].astype(float), fm.centred_outcome(party.table.outcome)[rows],
+        columns, plain, party.table.treatment[rows].astype(float), fm.centred_outcome(party.table.outcome[rows]),
         program.poly, program.parts, program.unit))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
-    totals = summed.packed(context, noise_share(np.full(len(program.parts), 2), sigma), _share(sigma))
+    totals = summed.packed(context, noise_share(np.full(len(program.parts), 2), sigma), share_sd(sigma))
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 

@@ -32,9 +32,13 @@ from collabcausal.estimators.dp.effects.vertical import (
     cross_entries,
     entry_parties,
     label_vectors,
-    share_variance,
 )
-from collabcausal.estimators.dp.effects.vertical_program import noise_share, statistics_bound, statistics_sigma
+from collabcausal.estimators.dp.effects.vertical_program import (
+    noise_share,
+    share_sd,
+    statistics_bound,
+    statistics_sigma,
+)
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -79,11 +83,6 @@ def _terms(req: VerticalRequest) -> dict[str, Any]:
     return req.terms() | {"release": RELEASE, "keys": _keys(req)}
 
 
-def _share(sigma: float) -> float:
-    """sd of the evaluator's noise share on each cross entry (two parties compute it), also its flooding sd."""
-    return sigma * float(np.sqrt(share_variance(2)))
-
-
 @operation(COLUMNS, differentially_private=True)
 def vertical_statistics_columns(party: Party, request: Message) -> Message:
     """L: encrypt its factors of the request's batch for the statistics round (module docstring); charged at
@@ -97,7 +96,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     else:
         check_new_round(party, req.round_id)
         sigma = statistics_sigma(fm, req.rho, req.groups)
-        check_headroom(preset(DEPTH), req.n_subjects, req.batch_rows, DESIGN_BOUND, _share(sigma), COLUMNS)
+        check_headroom(preset(DEPTH), req.n_subjects, req.batch_rows, DESIGN_BOUND, share_sd(sigma), COLUMNS)
         charge(party, request, req, sigma, RELEASE)
         y = fm.centred_outcome(party.table.outcome)
         local = sum(fold_statistics(req.design(party, rows), party.table.treatment[rows], y[rows], fm.outcome_width)
@@ -109,7 +108,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
         open_round(party, req.round_id, state)
     rows = req.rows
     design = req.design(party, rows)
-    u = np.clip(fm.centred_outcome(party.table.outcome)[rows] / fm.outcome_width, -0.5, 0.5)
+    u = np.clip(fm.centred_outcome(party.table.outcome[rows]) / fm.outcome_width, -0.5, 0.5)
     columns = encrypt_label_vectors(state.owner, label_vectors(
         design, party.table.treatment[rows].astype(float), u, req.groups, fm.n_sites, req.site))
     return columns_reply(party, request, req, state.owner, list(columns.values()), terms)
@@ -129,7 +128,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
     if state is None:
-        check_headroom(context.parameters, req.n_subjects, req.batch_rows, DESIGN_BOUND, _share(sigma), TOTALS)
+        check_headroom(context.parameters, req.n_subjects, req.batch_rows, DESIGN_BOUND, share_sd(sigma), TOTALS)
         charge(party, request, req, sigma, RELEASE)
         state = begin(party, req, RELEASE, terms, context)
     entries = _entries(req)
@@ -137,7 +136,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
                                                          req.design(party, req.rows), entries))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
-    totals = summed.packed(context, noise_share(np.full(len(entries), 2), sigma), _share(sigma))
+    totals = summed.packed(context, noise_share(np.full(len(entries), 2), sigma), share_sd(sigma))
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 

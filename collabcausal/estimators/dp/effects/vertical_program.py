@@ -50,7 +50,7 @@ from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 
 __all__ = ["ScoreProgram", "noise_share", "program_from_statistics", "score_inputs", "scores_bound", "scores_sigma",
-           "statistics_bound", "statistics_sigma", "vertical_effect"]
+           "share_sd", "statistics_bound", "statistics_sigma", "vertical_effect"]
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,12 @@ def scores_sigma(program: ScoreProgram, rho: float) -> float:
     return gaussian_zcdp_sigma(scores_bound(program), rho)
 
 
+def share_sd(sigma: float, parties: int = 2) -> float:
+    """sd of one computing party's DP noise share on an entry computed by ``parties`` parties (sd ``sigma`` times
+    :func:`~.vertical.share_variance`'s root); an evaluator of the two-party rounds also floods with it."""
+    return float(sigma) * float(np.sqrt(share_variance(int(parties))))
+
+
 def noise_share(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
     """One computing party's DP noise share on each entry (entry ``j`` computed by ``k[j]`` parties): Gaussian
     of sd ``sigma`` times :func:`~.vertical.share_variance`'s root, from OpenDP's sampler (``rng=None``, as
@@ -204,6 +210,5 @@ def noise_share(k: NDArray[np.int64], sigma: float, rng: np.random.Generator | N
     shares = np.zeros(k.size)
     for parties in np.unique(k):
         at = k == parties
-        shares[at] = draw_noise("gaussian", sigma * float(np.sqrt(share_variance(int(parties)))), int(at.sum()),
-                                rng=rng)
+        shares[at] = draw_noise("gaussian", share_sd(sigma, int(parties)), int(at.sum()), rng=rng)
     return shares
