@@ -112,7 +112,7 @@ def totals(columns: Sequence[EncryptedColumn], noise: ArrayLike, *, flood_sd: fl
     of another context, a total that may overflow the preset's headroom, a program that left no level for the
     mask.
     """
-    return summands(columns).packed(columns[0].context if columns else None, noise, flood_sd, rng)
+    return summands(columns).packed(columns[0].context, noise, flood_sd, rng)
 
 
 class ChunkedColumn(Protocol):
