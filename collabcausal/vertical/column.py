@@ -182,20 +182,6 @@ class EncryptedColumn:
             raise InputError(f"chunk {i} of a column of {len(self._chunks)}", "ask for 0 .. n_chunks - 1")
         return EncryptedColumn(self.context, [self._chunks[i]], n, bound=self.bound, pad=self.pad)
 
-    @classmethod
-    def join(cls, parts: Sequence[EncryptedColumn]) -> EncryptedColumn:
-        """The column whose chunks are ``parts``' in order (each but the last full): :meth:`chunk`'s inverse, so a
-        program can run chunk by chunk and total the joined result."""
-        if not parts:
-            raise InputError("join() needs at least one column", "pass the chunks of one column")
-        slots = parts[0].context.parameters.slot_count
-        if any(p.context.fingerprint != parts[0].context.fingerprint for p in parts) or any(
-                len(p._chunks) != 1 or p.n != slots for p in parts[:-1]) or len(parts[-1]._chunks) != 1:
-            raise InputError("join() takes single-chunk columns of one context, each but the last full",
-                             "pass the chunks of one column, in order")
-        return cls(parts[0].context, [p._chunks[0] for p in parts], sum(p.n for p in parts),
-                   bound=max(p.bound for p in parts), pad=parts[-1].pad)
-
     def to_bytes(self) -> list[bytes]:
         """The serialized chunks (TenSEAL's format, one per ``slot_count`` values, tagged with the context)."""
         return [tag(self.context.fingerprint, c.serialize()) for c in self._chunks]

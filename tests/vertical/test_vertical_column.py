@@ -146,26 +146,26 @@ def test_from_bytes_refuses_a_wrong_chunk_count_or_foreign_bytes(owner1, evaluat
         EncryptedColumn.from_bytes(evaluator1, [short], 10)
 
 
-def test_a_program_run_chunk_by_chunk_and_joined_is_the_whole_columns(owner1, evaluator1):
+def test_a_program_run_chunk_by_chunk_and_summed_is_the_whole_columns(owner1, evaluator1):
     """5,000 values in two chunks of 4,096 slots: x*y + 0.5 evaluated per chunk of relayed columns (read one chunk
-    at a time) and joined decrypts, and totals, as the whole columns' program does."""
-    from collabcausal.vertical.column import RelayedColumn
+    at a time, as the evaluator does) decrypts chunk by chunk, and the chunks' summands added (the last one's
+    padding corrected) total as the whole columns' program does."""
+    from collabcausal.vertical.column import RelayedColumn, summands
 
     rng = np.random.default_rng(11)
     x, y = rng.uniform(-1, 1, 5000), rng.uniform(-1, 1, 5000)
     relayed = [RelayedColumn(evaluator1, owner1.encrypt(v).to_bytes(), 5000) for v in (x, y)]
     assert relayed[0].n_chunks == 2
     parts = [relayed[0].chunk(i) * relayed[1].chunk(i) + 0.5 for i in range(2)]
-    joined = EncryptedColumn.join(parts)
     whole = relayed[0].load() * relayed[1].load() + 0.5
     bound = 5000 * owner1.parameters.error_bound
-    np.testing.assert_allclose(decrypt_column(owner1, joined), x * y + 0.5, atol=owner1.parameters.error_bound)
-    totals = [owner1.open(c.total(noise=1e-9, flood_sd=1e-9), noise=1e-9, grid=owner1.parameters.error_bound)
-              for c in (joined, whole)]
+    decrypted = np.concatenate([decrypt_column(owner1, p) for p in parts])
+    np.testing.assert_allclose(decrypted, x * y + 0.5, atol=owner1.parameters.error_bound)
+    summed = summands([parts[0]]).plus(summands([parts[1]]), evaluator1)
+    totals = [owner1.open(t.packed(evaluator1, [1e-9], 1e-9)[0], noise=1e-9, grid=owner1.parameters.error_bound)[0]
+              for t in (summed, summands([whole]))]
     assert totals[0] == pytest.approx(float(np.sum(x * y + 0.5)), abs=bound)
     assert totals[0] == pytest.approx(totals[1], abs=bound)
-    with pytest.raises(InputError, match="each but the last full"):
-        EncryptedColumn.join(parts[::-1])
 
 
 def test_the_key_owners_chunks_are_seeded_half_the_bytes_of_public_key_ones(owner1, evaluator1, data):
