@@ -43,6 +43,7 @@ from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.vertical import ColumnGroups, entry_parties
 from collabcausal.estimators.dp.effects.vertical_program import (
+    SCORE_NOISE_PARTIES,
     ScoreProgram,
     program_from_statistics,
     scores_bound,
@@ -197,7 +198,8 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
                                       ridge_scale=spec.ridge_scale, n_replicates=spec.nuisance_replicates,
                                       rng=np.random.default_rng(spec.seed))
     released, scores_var = rounds.release("scores", lambda s: terms(s, rho_s, delta_s), {"program": program.to_spec()},
-                                          scores_bound(program), rho_s, np.full(len(program.parts), 2))
+                                          scores_bound(program), rho_s,
+                                          np.full(len(program.parts), SCORE_NOISE_PARTIES))
     n = sum(plan.n_subjects)
     effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
     return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)

@@ -39,6 +39,7 @@ from collabcausal.estimators.dp.effects.vertical import (
     scaled_score_terms,
 )
 from collabcausal.estimators.dp.effects.vertical_program import (
+    SCORE_NOISE_PARTIES,
     ScoreProgram,
     noise_share,
     program_from_statistics,
@@ -119,11 +120,11 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
         n_replicates=spec.nuisance_replicates, rng=np.random.default_rng(spec.seed),
         estimators=spec.estimators, estimands=spec.estimands)
     sigma_s = scores_sigma(program, rho_s)
-    k_scores = np.full(len(program.parts), groups.n_parties)
+    k_scores = np.full(len(program.parts), SCORE_NOISE_PARTIES)
     released = sum(
         _scores(D, rg, groups, feature_map, program, noise_shares(k_scores, sigma_s, rng), sigma_s, wire)
         for D, rg in zip(designs, row_groups, strict=True))
-    scores_sd = float(sigma_s * np.sqrt(released_variance(groups.n_parties) * len(row_groups)))
+    scores_sd = float(sigma_s * np.sqrt(released_variance(SCORE_NOISE_PARTIES) * len(row_groups)))
     n = sum(rg.n for rg in row_groups)
     effect, sds = vertical_effect(np.asarray(released), scores_sd, program.parts, n, alpha=spec.alpha)
     return VerticalResult(effect, stats_sd, sds, program.poly, float(sds[0] / n), wire)

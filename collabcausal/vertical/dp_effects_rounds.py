@@ -34,6 +34,7 @@ entries are :func:`~collabcausal.estimators.dp.effects.vertical.cross_term`'s su
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,7 +42,8 @@ from numpy.typing import NDArray
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.scores import Component
 from collabcausal.estimators.dp.effects.vertical import CrossEntry, WeightPolynomial, scaled_score_terms
-from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn, RelayedColumn, summands
+from collabcausal.vertical.column import ChunkedColumn, EncryptedColumn, RelayedColumn, encrypt_column, summands
+from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.inner_products import inner_products
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.packing import VALUES_PER_SLOT, Summands, check_headroom, check_shares, packed_count
@@ -49,8 +51,9 @@ from collabcausal.vertical.parameters import CKKSParameters
 
 LabelKey = tuple[str, int | str]
 
-__all__ = ["check_score_headroom", "cross_summands", "cross_totals", "encrypt_label_vectors", "encrypt_score_inputs",
-           "open_totals", "packed_entries", "score_summands", "score_totals"]
+__all__ = ["ARM_PRODUCT", "arm_products", "check_score_headroom", "cross_summands", "cross_totals",
+           "encrypt_label_vectors", "encrypt_score_inputs", "open_totals", "packed_entries", "score_summands",
+           "score_totals"]
 
 
 def encrypt_label_vectors(owner: KeyOwner, vectors: Mapping[LabelKey, NDArray[np.float64]]
@@ -73,17 +76,51 @@ def packed_entries(entries: Sequence[CrossEntry]) -> list[CrossEntry]:
     return [e for t in treated for e in (t, control[t.label, t.party])]
 
 
-def cross_summands(columns: Mapping[int | str, ChunkedColumn], design: NDArray[np.float64],
-                   entries: Sequence[CrossEntry]) -> Summands:
-    """Statistics step 2 (P), before its noise: the cross entries (in :func:`packed_entries`' order) as complex
-    summands, both arms of a product from one complex sum of L's factor times P's product of design columns (a
-    factor L did not send, another site's one-hot, is zero in this row group): :func:`cross_term`'s sums over the
-    subjects of ``design`` (the rows of one batch, or all)."""
+ARM_PRODUCT = "arm x"
+"""Key of a relayed product of the label holder's arm with another party's column ``c``: ``(ARM_PRODUCT, c)``."""
+
+
+def arm_products(arm: ChunkedColumn, design: NDArray[np.float64], own: Sequence[int]) -> list[list[bytes]]:
+    """Statistics step 2 with three or more column groups (a party Pi that a later party Pj multiplies): the label
+    holder's encrypted arm factor ``T + i (1 - T)`` times each of Pi's design columns ``own``, per subject (no sum),
+    each column's chunks serialized. Pj totals ``sum_k a_k x_k y_k`` from them (:func:`cross_summands`); they are
+    under the label holder's key, so they travel sealed to Pj (:mod:`~collabcausal.vertical.sealed`).
+
+    Refused (one line): a chunk of a column that is all zero (its product would be an empty ciphertext).
+    """
+    slots = arm.chunk(0).context.parameters.slot_count
+    out = []
+    for c in own:
+        chunks = []
+        for i in range(arm.n_chunks):
+            values = design[i * slots:(i + 1) * slots, c]
+            if not np.any(values):
+                raise ProtocolError(f"design column {c} is zero on every subject of chunk {i}",
+                                    "declare the covariate's range so that its design values are not all 0")
+            chunks += (arm.chunk(i) * values).to_bytes()
+        out.append(chunks)
+    return out
+
+
+def cross_summands(columns: Mapping[Any, ChunkedColumn], design: NDArray[np.float64],
+                   entries: Sequence[CrossEntry], own: Sequence[int] | None = None) -> Summands:
+    """Statistics step 2 (an evaluator), before its noise: the cross entries (in :func:`packed_entries`' order) as
+    complex summands, both arms of a product from one complex sum of an encrypted factor times the evaluator's
+    plaintext product of its design columns ``own`` (default: every column an entry names): the label holder's factor
+    (a factor L did not send, another site's one-hot, is zero in this row group) or, for a column of another party,
+    that party's product of the arm with it (``columns[ARM_PRODUCT, c]``, :func:`arm_products`).
+    :func:`cross_term`'s sums over the subjects of ``design`` (the rows of one batch, or all)."""
     if list(entries) != packed_entries(entries):
         raise ProtocolError("the cross entries are not in the packed order", "pass packed_entries(cross_entries())")
-    products = {e.party: np.prod(design[:, list(e.party)], axis=1) for e in entries}
-    products[()] = np.zeros(design.shape[0])
-    pairs = [(e.label, e.party) if e.label in columns else ("arm", ()) for e in entries[0::2]]
+    mine = None if own is None else {int(c) for c in own}
+    pairs: list[tuple[Any, tuple[int, ...]]] = []
+    for e in entries[0::2]:
+        foreign = [] if mine is None else [c for c in e.party if c not in mine]
+        if foreign:
+            pairs.append(((ARM_PRODUCT, foreign[0]), tuple(c for c in e.party if c in mine)))
+        else:
+            pairs.append((e.label, e.party) if e.label in columns else ("arm", ()))
+    products = {p: np.prod(design[:, list(p)], axis=1) if p else np.zeros(design.shape[0]) for _, p in pairs}
     sums, bounds = inner_products(columns, products, pairs)
     return Summands(sums, bounds, True)
 
@@ -99,25 +136,34 @@ def cross_totals(columns: Mapping[int | str, ChunkedColumn], design: NDArray[np.
     return summed.packed(next(iter(columns.values())).chunk(0).context, noise, flood_sd, rng)
 
 
-def encrypt_score_inputs(owner: KeyOwner, inputs: Sequence[NDArray[np.float64]]) -> Iterator[RelayedColumn]:
-    """Scores step 1 (P): its parts ``(x, m0, m1)`` of the model, then of each replicate's change, encrypted one
-    at a time as they are consumed (a caller that serializes each drops its ciphertexts before the next)."""
+def encrypt_score_inputs(owner: KeyOwner | PublicContext, inputs: Sequence[NDArray[np.float64]]
+                         ) -> Iterator[RelayedColumn]:
+    """Scores step 1 (P, the key ``owner``; or a further party with P's public context, three or more column groups):
+    its parts ``(x, m0, m1)`` of the model, then of each replicate's change, encrypted one at a time as they are
+    consumed (a caller that serializes each drops its ciphertexts before the next)."""
+    if isinstance(owner, PublicContext):
+        return (encrypt_column(owner, v) for v in inputs)
     return (owner.encrypt(v) for v in inputs)
 
 
 def score_summands(
     encrypted: Sequence[ChunkedColumn], plain: Sequence[NDArray[np.float64]], treatment: NDArray[np.float64],
     outcome: NDArray[np.float64], poly: WeightPolynomial, parts: Sequence[Component], unit: float,
+    others: Sequence[Sequence[ChunkedColumn]] = (),
 ) -> Summands:
-    """Scores step 2 (L), before its noise: the summands of :func:`scaled_score_terms` on ``encrypted + plain``
-    parts, over the subjects of these columns (the rows of one batch, or all).
+    """Scores step 2 (L), before its noise: the summands of :func:`scaled_score_terms` on ``encrypted + others +
+    plain`` parts, over the subjects of these columns (the rows of one batch, or all).
 
     ``encrypted`` and ``plain`` are P's and L's ``(x, m0, m1)`` of the model followed by those of each
-    replicate's change. The program runs one chunk of subjects at a time (every operation is slot-wise), so only
+    replicate's change; ``others`` the same inputs of every further party, encrypted under P's key (three or more
+    column groups). The program runs one chunk of subjects at a time (every operation is slot-wise), so only
     one chunk's intermediates are held at once, and each chunk's terms are added into the running summands.
     """
     _check_score_inputs(encrypted, plain)
-    counts = {c.n_chunks for c in encrypted}
+    if any(len(o) != len(encrypted) for o in others):
+        raise ProtocolError(f"score inputs of {[len(o) for o in others]} columns from further parties, not "
+                            f"{len(encrypted)}", "send every party's (x, m0, m1) of the model and of each change")
+    counts = {c.n_chunks for c in [*encrypted, *(c for o in others for c in o)]}
     if len(counts) != 1:
         raise ProtocolError(f"score inputs of {sorted(counts)} ciphertexts", "send every input for every subject")
     chunks = counts.pop()
@@ -127,36 +173,46 @@ def score_summands(
     for i in range(chunks):
         rows = slice(i * slots, (i + 1) * slots)
         chunk = summands(_score_terms([e.chunk(i) for e in encrypted], [p[rows] for p in plain], treatment[rows],
-                                      outcome[rows], poly, parts, unit))
+                                      outcome[rows], poly, parts, unit, [[c.chunk(i) for c in o] for o in others]))
         running = chunk if running is None else running.plus(chunk, context)
     assert running is not None  # a column has at least one chunk
     return running
 
 
 def check_score_headroom(parameters: CKKSParameters, n_inputs: int, n: int, batch_rows: int, poly: WeightPolynomial,
-                         parts: Sequence[Component], unit: float, outcome_bound: float, noise_sd: float) -> None:
+                         parts: Sequence[Component], unit: float, outcome_bound: float, noise_sd: float,
+                         encrypting: int = 1) -> None:
     """Refuse, before either party charges, a score program whose evaluation (:func:`score_summands`) could exceed
     ``parameters``' headroom on some subjects: a :class:`~collabcausal.errors.InputError` in one line.
 
-    The program runs on columns of no ciphertexts (:meth:`EncryptedColumn.bounds_only`) and plaintexts at every
-    corner a subject can take (``T`` in {0, 1}, ``y'`` at ``+-outcome_bound``, the label holder's parts at
-    ``+-1``). Each intermediate's public bound grows with its plaintexts' largest modulus, so if these pass, the
-    evaluation on any subjects passes; the totals of ``n`` subjects in batches of ``batch_rows`` are checked with
-    :func:`~collabcausal.vertical.packing.check_headroom`. Without it, whether the evaluator refused after its
-    charge depended on its subjects (one at an edge of the outcome range, or of a clip limit).
+    The program runs on columns of no ciphertexts (:meth:`EncryptedColumn.bounds_only`; ``encrypting`` parties'
+    inputs) and plaintexts at every corner a subject can take (``T`` in {0, 1}, ``y'`` at ``+-outcome_bound``, the
+    label holder's parts at ``+-1``). Each intermediate's public bound grows with its plaintexts' largest modulus,
+    so if these pass, the evaluation on any subjects passes; the totals of ``n`` subjects in batches of
+    ``batch_rows`` are checked with :func:`~collabcausal.vertical.packing.check_headroom`. Without it, whether the
+    evaluator refused after its charge depended on its subjects (one at an edge of the outcome range, or of a clip
+    limit).
     """
     corner_t, corner_y = np.array([0.0, 0.0, 1.0, 1.0]), outcome_bound * np.array([-1.0, 1.0, -1.0, 1.0])
     corner_part = np.array([1.0, -1.0, -1.0, 1.0])
-    columns = [EncryptedColumn.bounds_only(parameters, corner_t.size) for _ in range(n_inputs)]
-    terms = _score_terms(columns, [corner_part] * n_inputs, corner_t, corner_y, poly, parts, unit)
+
+    def columns() -> list[EncryptedColumn]:
+        return [EncryptedColumn.bounds_only(parameters, corner_t.size) for _ in range(n_inputs)]
+
+    terms = _score_terms(columns(), [corner_part] * n_inputs, corner_t, corner_y, poly, parts, unit,
+                         [columns() for _ in range(encrypting - 1)])
     check_headroom(parameters, n, batch_rows, max(t.bound for t in terms), noise_sd, "the score program")
 
 
 def _score_terms(encrypted: Sequence[EncryptedColumn], plain: Sequence[NDArray[np.float64]],
                  treatment: NDArray[np.float64], outcome: NDArray[np.float64], poly: WeightPolynomial,
-                 parts: Sequence[Component], unit: float) -> list[EncryptedColumn]:
-    """One chunk's terms of :func:`scaled_score_terms` on ``encrypted + plain`` parts (model, then changes)."""
+                 parts: Sequence[Component], unit: float, others: Sequence[Sequence[EncryptedColumn]] = (),
+                 ) -> list[EncryptedColumn]:
+    """One chunk's terms of :func:`scaled_score_terms` on ``encrypted + others + plain`` parts (model, then
+    changes)."""
     summed = [e + p for e, p in zip(encrypted, plain, strict=True)]
+    for other in others:
+        summed = [s + o for s, o in zip(summed, other, strict=True)]
     at_model = summed[:3]
     at_copies = [[a + d for a, d in zip(at_model, summed[j:j + 3], strict=True)] for j in range(3, len(summed), 3)]
     return scaled_score_terms(treatment, outcome, at_model, at_copies, poly, parts, unit)

@@ -68,20 +68,21 @@ def inner_products(columns: Mapping[Hashable, ChunkedColumn], plaintexts: Mappin
             raise InputError("inner_products() takes columns of one context", "pass one key owner's columns")
         for c, col in chunk.items():
             bound_of[c] = max(bound_of.get(c, 0.0), col.bound)
-        cipher = {c: col.ciphertext(0) for c, col in chunk.items()}
-        encoded: dict[Hashable, Any] = {}
+        cipher = _one_level(context, {c: col.ciphertext(0) for c, col in chunk.items()})
+        encoded: dict[tuple[Hashable, tuple[int, ...]], Any] = {}
         for k, (c, p) in enumerate(pairs):
-            if p not in encoded:
+            at = (p, tuple(cipher[c].parms_id()))
+            if at not in encoded:
                 part = arrays[p][rows]
-                encoded[p] = None if not np.any(part) else sealapi.Plaintext()
-                if encoded[p] is not None:
+                encoded[at] = None if not np.any(part) else sealapi.Plaintext()
+                if encoded[at] is not None:
                     piece = np.zeros(slots)
                     piece[:part.size] = part
-                    encoder.encode(piece.tolist(), cipher[c].parms_id(), 2.0**parameters.scale_bits, encoded[p])
-            if encoded[p] is None:  # a chunk of zeros adds nothing (SEAL refuses a product that is exactly 0)
+                    encoder.encode(piece.tolist(), cipher[c].parms_id(), 2.0**parameters.scale_bits, encoded[at])
+            if encoded[at] is None:  # a chunk of zeros adds nothing (SEAL refuses a product that is exactly 0)
                 continue
             product = sealapi.Ciphertext()
-            evaluator.multiply_plain(cipher[c], encoded[p], product)
+            evaluator.multiply_plain(cipher[c], encoded[at], product)
             if sums[k] is None:
                 sums[k] = product
             else:
@@ -91,3 +92,20 @@ def inner_products(columns: Mapping[Hashable, ChunkedColumn], plaintexts: Mappin
             evaluator.rescale_to_next_inplace(s)
     bounds = [n_chunks * slots * bound_of[c] * float(np.max(np.abs(arrays[p]), initial=0.0)) for c, p in pairs]
     return sums, bounds
+
+
+def _one_level(context: Any, ciphers: dict[Hashable, Any]) -> dict[Hashable, Any]:
+    """The chunks brought to the lowest level among them (SEAL's ``mod_switch_to``: fewer primes, same scale), so
+    that every product of the chunk sums at one level: a column another party multiplied already (three or more
+    column groups, :func:`~collabcausal.vertical.dp_effects_rounds.arm_products`) is one level below the key owner's.
+    Refused (one line): chunks at different scales."""
+    seal_context = context.seal_context
+    index = {c: seal_context.get_context_data(x.parms_id()).chain_index() for c, x in ciphers.items()}
+    low = min(index, key=index.__getitem__)
+    for c, x in ciphers.items():
+        if index[c] != index[low]:
+            context.evaluator.mod_switch_to_inplace(x, ciphers[low].parms_id())
+    if len({x.scale for x in ciphers.values()}) > 1:
+        raise InputError("inner_products() got columns at different CKKS scales",
+                         "multiply fresh columns, or columns of one product by a plaintext (TenSEAL's nominal scale)")
+    return ciphers

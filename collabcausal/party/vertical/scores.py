@@ -25,6 +25,7 @@ import numpy as np
 
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.vertical_program import (
+    SCORE_NOISE_PARTIES,
     ScoreProgram,
     noise_share,
     score_inputs,
@@ -87,7 +88,7 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
         charge(party, request, req, sigma, RELEASE)
         n_sums = len(program.parts)
         state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, scores_bound(program),
-                         np.full(n_sums, 2), np.arange(n_sums), batches=req.batches)
+                         np.full(n_sums, SCORE_NOISE_PARTIES), np.arange(n_sums), batches=req.batches)
         open_round(party, req.round_id, state)
     inputs = score_inputs(program, req.design(party, req.rows), KEY_OWNER, req.groups, req.feature_map)
     return columns_reply(party, request, req, state.owner, encrypt_score_inputs(state.owner, inputs), terms)
@@ -117,7 +118,8 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
         program.poly, program.parts, program.unit))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
-    totals = summed.packed(context, noise_share(np.full(len(program.parts), 2), sigma), share_sd(sigma))
+    shares = noise_share(np.full(len(program.parts), SCORE_NOISE_PARTIES), sigma)
+    totals = summed.packed(context, shares, share_sd(sigma))
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 

@@ -118,42 +118,44 @@ class ColumnGroups:
 
 
 def entry_parties(groups: ColumnGroups, n_sites: int) -> NDArray[np.int64]:
-    """How many parties compute each entry of a statistics vector (:func:`~.statistics.fold_statistics`' order).
-
-    ``triu(G_t)[i, j]`` involves the owners of columns ``i`` and ``j`` and the label holder (T);
-    ``b_t[i]`` the owner of ``i`` and the label holder (T, u).
+    """How many parties add a noise share to each entry of a statistics vector (:func:`~.statistics.fold_statistics`'
+    order): 1 for an entry of the label holder's columns alone (it computes it), 2 for every other, the label holder
+    (which opens it) and the entry's evaluator (:attr:`CrossEntry.evaluator`, which totals it under encryption). A
+    third party whose products the evaluator multiplies adds none: it never holds a sum.
     """
     owner = groups.owners(n_sites)
     dim = owner.size
     iu, ju = np.triu_indices(dim)
-    gram = np.array([len({0, owner[i], owner[j]}) for i, j in zip(iu, ju, strict=True)])
-    cross = np.array([len({0, owner[i]}) for i in range(dim)])
-    return np.concatenate([gram, gram, cross, cross])
+    gram = np.where((owner[iu] > 0) | (owner[ju] > 0), 2, 1)
+    cross = np.where(owner > 0, 2, 1)
+    return np.concatenate([gram, gram, cross, cross]).astype(np.int64)
 
 
 @dataclass(frozen=True)
 class CrossEntry:
-    """One statistics entry computed across a label holder and one other party.
+    """One statistics entry computed under encryption: the label holder's factor times other parties' columns.
 
     ``sum_k 1[T_k = arm] l_k prod_c d_kc``: ``label`` is the label holder's factor, a design column
     (``d_k,label``), ``"arm"`` (the arm indicator alone) or ``"u"`` (the scaled outcome); ``party`` are
-    the other party's design columns whose product multiplies it.
+    the other parties' design columns whose product multiplies it. ``evaluator`` (a column group) totals it: the
+    owner of ``party``'s columns, or of its later one when two parties own them, which then multiplies the other's
+    products of the label holder's arm with its column (:func:`~collabcausal.vertical.dp_effects_rounds.arm_products`).
     """
 
     index: int
     arm: int
     label: int | str
     party: tuple[int, ...]
+    evaluator: int = 1
 
 
 def cross_entries(groups: ColumnGroups, n_sites: int) -> list[CrossEntry]:
-    """The statistics entries (:func:`~.statistics.fold_statistics`' order) that involve group 1's columns.
+    """The statistics entries (:func:`~.statistics.fold_statistics`' order) that involve another party's columns.
 
-    Two column groups only: with more, entries multiply three parties' values (refused, one line).
+    With two column groups every such entry multiplies the label holder's factor by the other party's columns; with
+    more, a Gram entry of two other parties' columns multiplies three parties' values (the label holder's arm, one
+    column each), evaluated by the later party (:class:`CrossEntry`).
     """
-    if groups.n_parties != 2:
-        raise InputError(f"the encrypted statistics round takes 2 column groups, not {groups.n_parties}",
-                         "split the covariates between the label holder and one other party")
     owner = groups.owners(n_sites)
     dim = owner.size
     iu, ju = np.triu_indices(dim)
@@ -161,12 +163,12 @@ def cross_entries(groups: ColumnGroups, n_sites: int) -> list[CrossEntry]:
     entries = []
     for arm in (0, 1):
         for e, (i, j) in enumerate(zip(iu, ju, strict=True)):
-            other = tuple(int(c) for c in (i, j) if owner[c] == 1)
+            other = tuple(int(c) for c in (i, j) if owner[c] > 0)
             if other:
                 label = next((int(c) for c in (i, j) if owner[c] == 0), "arm")
-                entries.append(CrossEntry(arm * tri + e, arm, label, other))
-        for i in np.flatnonzero(owner == 1):
-            entries.append(CrossEntry(2 * tri + arm * dim + int(i), arm, "u", (int(i),)))
+                entries.append(CrossEntry(arm * tri + e, arm, label, other, int(max(owner[c] for c in other))))
+        for i in np.flatnonzero(owner > 0):
+            entries.append(CrossEntry(2 * tri + arm * dim + int(i), arm, "u", (int(i),), int(owner[i])))
     return entries
 
 

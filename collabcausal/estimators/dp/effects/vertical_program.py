@@ -49,8 +49,13 @@ from collabcausal.estimators.dp.effects.vertical import (
 from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 
-__all__ = ["ScoreProgram", "noise_share", "program_from_statistics", "score_inputs", "scores_bound", "scores_sigma",
-           "share_sd", "statistics_bound", "statistics_sigma", "vertical_effect"]
+SCORE_NOISE_PARTIES = 2
+"""Parties that add a noise share to each score sum, whatever the number of column groups: the label holder (it
+evaluates and totals) and the scores key owner (it opens). A further party's parts go in encrypted, per subject:
+it never holds a sum to add noise to."""
+
+__all__ = ["SCORE_NOISE_PARTIES", "ScoreProgram", "noise_share", "program_from_statistics", "score_inputs",
+           "scores_bound", "scores_sigma", "share_sd", "statistics_bound", "statistics_sigma", "vertical_effect"]
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,9 @@ def test_column_groups_refuse_a_split_that_is_not_a_partition() -> None:
             ColumnGroups(bad)
 
 
-def test_entry_parties_counts_the_owners_of_each_product_by_brute_force() -> None:
-    """An entry's parties: the label holder (T, u) and the owners of the columns it multiplies."""
+def test_entry_parties_counts_the_noise_adders_of_each_product_by_brute_force() -> None:
+    """An entry's noise shares: the label holder's alone on its own columns' entries, else the label holder's (it
+    opens) and the evaluator's (it totals); the third owner of a three-party product adds none."""
     n_sites = 2
     owner = GROUPS.owners(n_sites)
     assert owner.tolist() == [0, 0, 0, 1, 0, 2]
@@ -62,9 +63,10 @@ def test_entry_parties_counts_the_owners_of_each_product_by_brute_force() -> Non
     iu, ju = np.triu_indices(dim)
     for arm in (0, 1):
         for e, (i, j) in enumerate(zip(iu, ju, strict=True)):
-            assert k[arm * tri + e] == len({0, owner[i], owner[j]})
+            assert k[arm * tri + e] == min(len({0, owner[i], owner[j]}), 2)
         for i in range(dim):
             assert k[2 * tri + arm * dim + i] == len({0, owner[i]})
+    assert sorted(e.index for e in cross_entries(GROUPS, n_sites)) == np.flatnonzero(k == 2).tolist()
 
 
 def test_noise_shares_of_any_k_minus_one_parties_reach_the_target() -> None:
@@ -238,9 +240,14 @@ def test_cross_terms_sum_to_the_joined_statistics(n_sites: int, site: int) -> No
     np.testing.assert_allclose(local, joined, atol=1e-9)
 
 
-def test_cross_entries_refuse_three_column_groups() -> None:
-    with pytest.raises(InputError, match="2 column groups"):
-        cross_entries(GROUPS, 1)
+def test_cross_entries_of_three_column_groups_are_totalled_by_the_later_party() -> None:
+    """With three groups a Gram entry of two other parties' columns is the label holder's arm times both columns,
+    evaluated by the later party; every other cross entry by the owner of its columns."""
+    owner = GROUPS.owners(1)
+    entries = cross_entries(GROUPS, 1)
+    three = [e for e in entries if len({int(owner[c]) for c in e.party}) == 2]
+    assert three and all(e.label == "arm" and e.evaluator == 2 for e in three)
+    assert all(e.evaluator == max(int(owner[c]) for c in e.party) for e in entries)
 
 
 def test_norm_bounds_clip_each_party_and_bound_the_statistics_sensitivity() -> None:
