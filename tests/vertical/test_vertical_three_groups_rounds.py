@@ -56,7 +56,7 @@ def test_statistics_with_a_third_party_equal_the_joined_rows(study, owner7) -> N
     """L's factors go to P1 and P2; P1 multiplies L's arm by its columns and passes the products to P2; each evaluator
     totals its entries with its share and L opens both: every cross entry is the joined rows' statistic plus the two
     shares, to the CKKS error of n subjects and the grid."""
-    fmap, designs, T, y = study
+    _fmap, designs, T, y = study
     exact = fold_statistics(np.sum(designs, axis=0), T, y, 1.0)
     owner = GROUPS.owners(1)
     vectors = label_vectors(designs[0], T, np.clip(y, -0.5, 0.5), GROUPS, 1, 0)
