@@ -15,8 +15,8 @@ blobs **it** received, checks the signature against its pinned peers
 charges or computes. The terms (study, round, design, budgets, the score program...) are in the
 digest, so a coordinator that gives the two parties different views of the round is refused too.
 
-``kind`` separates columns from totals and from the context and key advertisements
-(:data:`COLUMNS_KIND`, :data:`TOTALS_KIND`): a signature on one is never accepted as another.
+``kind`` separates columns from totals, from sealed ciphertexts and from the context and key advertisements
+(:data:`COLUMNS_KIND`, :data:`TOTALS_KIND`, :data:`SEALED_KIND`): a signature on one is never accepted as another.
 """
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ COLUMNS_KIND = "ckks-columns"
 """A key owner's encrypted columns (and its public context's fingerprint)."""
 TOTALS_KIND = "ckks-totals"
 """An evaluator's returned totals."""
+SEALED_KIND = "ckks-sealed"
+"""A party's ciphertexts sealed to one receiver (:mod:`~collabcausal.vertical.sealed`)."""
 MAX_BLOBS = 1 << 16
 """More ciphertexts than any round sends (100,000 subjects x 24 columns at 4,096 slots: 600)."""
 
-__all__ = ["COLUMNS_KIND", "MAX_BLOBS", "TOTALS_KIND", "blob_arrays", "blobs", "sign_transcript",
+__all__ = ["COLUMNS_KIND", "MAX_BLOBS", "SEALED_KIND", "TOTALS_KIND", "blob_arrays", "blobs", "sign_transcript",
            "transcript_digest", "verify_transcript"]
 
 

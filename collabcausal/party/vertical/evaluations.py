@@ -22,7 +22,7 @@ from collabcausal.party.vertical.rounds import MAX_OPEN_ROUNDS, check_continues
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.packing import Summands
 
-__all__ = ["Evaluation", "add_batch", "begin", "evaluation"]
+__all__ = ["Evaluation", "add_batch", "begin", "count_batch", "evaluation"]
 
 
 @dataclass
@@ -68,8 +68,13 @@ def begin(party: Party, req: VerticalRequest, release: str, terms: dict[str, Any
 def add_batch(party: Party, req: VerticalRequest, state: Evaluation, summands: Summands) -> Summands | None:
     """Add a batch's summands; after the last batch, close the evaluation and return the round's summands."""
     state.summands = summands if state.summands is None else state.summands.plus(summands, state.context)
+    return state.summands if count_batch(party, req, state) else None
+
+
+def count_batch(party: Party, req: VerticalRequest, state: Evaluation) -> bool:
+    """Count ``req``'s batch as done; after the last, close the evaluation (``True``)."""
     state.received += 1
     if not req.last_batch:
-        return None
+        return False
     _evaluations(party)[req.round_id] = None
-    return state.summands
+    return True

@@ -9,12 +9,12 @@ All checks come before the receiving party charges or computes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from collabcausal.errors import ProtocolError
+from collabcausal.errors import IdentityError, PolicyError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.secagg import require_identity
@@ -23,8 +23,10 @@ from collabcausal.vertical.advertisement import advertise_context, verified_publ
 from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.keys import KeyOwner
+from collabcausal.vertical.sealed import Envelope, seal, seal_round, unseal
 from collabcausal.vertical.transcript import (
     COLUMNS_KIND,
+    SEALED_KIND,
     TOTALS_KIND,
     blob_arrays,
     blobs,
@@ -36,10 +38,15 @@ CONTEXT = "ckks_context"
 COLUMNS = "ckks_columns"
 TOTALS = "ckks_totals"
 """Message arrays of ciphertext bytes (capped by ``max_ciphertext_bytes``, not ``max_request_bytes``)."""
+SEALED_FOR = "sealed_for"
+SEALED_FROM = "sealed_from"
+"""A reply's sealed ciphertexts by receiver, and a request's by sender (row-group indices)."""
 SIGNS = "the vertical rounds' ciphertexts"
 """What a party's certificate signs here (named in the refusal of a party without one)."""
 
-__all__ = ["COLUMNS", "CONTEXT", "TOTALS", "columns_reply", "totals_reply", "verified_columns", "verified_totals"]
+__all__ = ["COLUMNS", "CONTEXT", "SEALED_FOR", "SEALED_FROM", "TOTALS", "check_receivers", "columns_reply",
+           "relay_sealed", "sealed_columns", "sealed_reply", "totals_keys", "totals_reply", "verified_columns",
+           "verified_context", "verified_totals"]
 
 
 def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: KeyOwner,
@@ -65,31 +72,158 @@ def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: K
     return Message(request.operation, params, blob_arrays(CONTEXT, [context]) | blob_arrays(COLUMNS, flat))
 
 
-def verified_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any],
+def verified_context(party: Party, request: Message, req: VerticalRequest, key_owner: str,
+                     context: PublicContext | None = None) -> PublicContext:
+    """The key owner's public context as relayed with ``req``'s batch 0 (``context`` None), accepted only if
+    ``key_owner`` signed it for this round (:func:`~collabcausal.vertical.advertisement.verified_public_context`);
+    later batches carry none and keep batch 0's ``context``."""
+    sent = [bytes(b) for b in blobs(request, CONTEXT)] if CONTEXT in request.arrays else []
+    if len(sent) != (context is None):
+        raise ProtocolError(f"{request.operation}: the key owner's context came with batch {req.batch}",
+                            "relay the key owner's context with batch 0 only, unchanged")
+    if context is not None:
+        return context
+    verifier = require_identity(party, SIGNS).verifier
+    return verified_public_context(sent[0], _mapping(request.params.get("context_advertisement")), verifier,
+                                   key_owner=key_owner, study=req.study, round_id=req.round_id)
+
+
+def verified_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any], key_owner: str,
                      context: PublicContext | None = None) -> tuple[PublicContext, list[RelayedColumn]]:
-    """The key owner's context and its columns of ``req``'s batch as relayed in ``request``, accepted only if the
-    peer signed them for exactly ``terms``, this batch and this context (and this round); checked before the
-    evaluator charges. Batch 0 carries the context (``context`` None); later batches are checked against batch
+    """The key owner's context and its columns of ``req``'s batch as relayed in ``request``, accepted only if
+    ``key_owner`` signed them for exactly ``terms``, this batch and this context (and this round); checked before
+    the evaluator charges. Batch 0 carries the context (``context`` None); later batches are checked against batch
     0's. The columns are read into ciphertexts when used (:class:`~collabcausal.vertical.column.RelayedColumn`)."""
     p = request.params
     verifier = require_identity(party, SIGNS).verifier
-    sent = [bytes(b) for b in blobs(request, CONTEXT)] if CONTEXT in request.arrays else []
     flat = blobs(request, COLUMNS)
     counts = p.get("chunks")
-    if len(sent) != (context is None) or not isinstance(counts, list) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts) or sum(counts) != len(flat):
-        raise ProtocolError(f"{request.operation}: the relayed context or column chunks are malformed",
+    if not _counts(counts, len(flat)):
+        raise ProtocolError(f"{request.operation}: the relayed column chunks are malformed",
                             "relay the key owner's reply unchanged")
-    if context is None:
-        context = verified_public_context(sent[0], _mapping(p.get("context_advertisement")), verifier,
-                                          key_owner=req.peer, study=req.study, round_id=req.round_id)
-    verify_transcript(verifier, p.get("columns_advertisement"), sender=req.peer, study=req.study,
+    context = verified_context(party, request, req, key_owner, context)
+    verify_transcript(verifier, p.get("columns_advertisement"), sender=key_owner, study=req.study,
                       round_id=req.round_id, kind=COLUMNS_KIND,
                       terms=_signed(terms, counts, req.batch, context.fingerprint), payload=flat)
+    return context, _columns(context, flat, counts, req.batch_size)
+
+
+def sealed_reply(party: Party, req: VerticalRequest, terms: dict[str, Any], context: PublicContext,
+                 columns: Sequence[Sequence[bytes]], receivers: Sequence[int],
+                 advertisements: object) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """This party's ``columns`` (each a list of chunk bytes, under ``context``'s key) sealed to each of the row
+    group's ``receivers`` (their indices), whose round keys the coordinator relays as ``advertisements`` (one per
+    receiver, from ``secagg_keys`` for :func:`~collabcausal.vertical.sealed.seal_round`) and which are accepted
+    only as signed by that receiver for this round; each sealing signed for ``terms``, this batch, the context and
+    the receiver. Returns the reply's params (``sealed_for``: per receiver index its ephemeral key, chunk counts
+    and signature) and arrays (``sealed_for_<index>``)."""
+    keys = _receiver_keys(party, req, receivers, advertisements)
+    signer = require_identity(party, SIGNS).signer
+    counts = [len(c) for c in columns]
+    flat = [b for c in columns for b in c]
+    params: dict[str, Any] = {}
+    arrays: dict[str, np.ndarray] = {}
+    for r in receivers:
+        name = req.parties[r]
+        ephemeral, sealed = seal(keys[r], flat, Envelope(req.study, req.round_id, req.batch, party.name, name))
+        signed = _signed(terms, counts, req.batch, context.fingerprint) | {"receiver": name,
+                                                                          "ephemeral": ephemeral.hex()}
+        params[str(r)] = {"ephemeral": ephemeral.hex(), "chunks": counts, "advertisement": sign_transcript(
+            signer, req.study, req.round_id, SEALED_KIND, signed, sealed)}
+        arrays |= blob_arrays(f"{SEALED_FOR}_{r}", sealed)
+    return {SEALED_FOR: params}, arrays
+
+
+def check_receivers(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object) -> None:
+    """Refuse (before any charge) receivers' round keys that are not each receiver's own, for this round."""
+    _receiver_keys(party, req, receivers, advertisements)
+
+
+def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any],
+                   context: PublicContext, senders: Sequence[int], expected: Mapping[int, int]
+                   ) -> dict[int, list[RelayedColumn]]:
+    """The columns each of ``senders`` (row-group indices) sealed to this party, as relayed in ``request``
+    (``sealed_from``: per sender its ephemeral key, chunk counts and signature; arrays ``sealed_from_<index>``):
+    accepted only if the sender signed exactly these sealed bytes for ``terms``, this batch, ``context`` and this
+    receiver, and they open with this party's round key for :func:`~collabcausal.vertical.sealed.seal_round`;
+    ``expected[s]`` columns from sender ``s``. Checked before this party charges."""
+    relayed = request.params.get(SEALED_FROM)
+    fix = "relay each sender's sealed ciphertexts unchanged, to the party they were sealed for"
+    if not isinstance(relayed, dict):
+        raise ProtocolError(f"{request.operation}: no sealed ciphertexts came from {req.parties[senders[0]]!r}", fix)
+    key = _own_seal_key(party, req)
+    verifier = require_identity(party, SIGNS).verifier
+    out = {}
+    for s in senders:
+        entry, name = relayed.get(str(s)), req.parties[s]
+        if not isinstance(entry, dict) or f"{SEALED_FROM}_{s}" not in request.arrays:
+            raise ProtocolError(f"{request.operation}: no sealed ciphertexts came from {name!r}", fix)
+        sealed = blobs(request, f"{SEALED_FROM}_{s}")
+        counts, ephemeral = entry.get("chunks"), entry.get("ephemeral")
+        if not isinstance(ephemeral, str) or not isinstance(counts, list) or len(counts) != expected[s]:
+            raise ProtocolError(f"{request.operation}: the ciphertexts sealed by {name!r} are malformed", fix)
+        signed = _signed(terms, counts, req.batch, context.fingerprint) | {"receiver": party.name,
+                                                                          "ephemeral": ephemeral}
+        verify_transcript(verifier, entry.get("advertisement"), sender=name, study=req.study, round_id=req.round_id,
+                          kind=SEALED_KIND, terms=signed, payload=sealed)
+        try:
+            public = bytes.fromhex(ephemeral)
+        except ValueError:
+            raise ProtocolError(f"{request.operation}: the ephemeral key sealed by {name!r} is not hex", fix) from None
+        flat = unseal(key, public, sealed, Envelope(req.study, req.round_id, req.batch, name, party.name))
+        if not _counts(counts, len(flat)):
+            raise ProtocolError(f"{request.operation}: the ciphertexts sealed by {name!r} are malformed", fix)
+        out[s] = _columns(context, flat, counts, req.batch_size)
+    return out
+
+
+def relay_sealed(reply: Message, sender: int, receiver: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """What the coordinator forwards of ``reply`` (from row-group index ``sender``) to ``receiver``: the params and
+    arrays of :func:`sealed_columns`, unchanged."""
+    entry = reply.params.get(SEALED_FOR, {}).get(str(receiver))
+    arrays = {f"{SEALED_FROM}_{sender}{suffix}": reply.arrays[f"{SEALED_FOR}_{receiver}{suffix}"]
+              for suffix in ("", "_lengths") if f"{SEALED_FOR}_{receiver}{suffix}" in reply.arrays}
+    return {str(sender): entry}, arrays
+
+
+def _receiver_keys(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object
+                   ) -> dict[int, bytes]:
+    verifier = require_identity(party, SIGNS).verifier
+    if not isinstance(advertisements, dict):
+        raise ProtocolError("the receivers' round keys for sealed ciphertexts are missing",
+                            "ask each receiver for secagg_keys of the round's sealed id and relay them")
+    keys = {}
+    for r in receivers:
+        name = req.parties[r]
+        advertisement = advertisements.get(str(r))
+        if not isinstance(advertisement, dict):
+            raise ProtocolError(f"no round key of {name!r} came to seal ciphertexts to",
+                                "ask each receiver for secagg_keys of the round's sealed id and relay them")
+        signer, keys[r] = verifier.verify(advertisement, study=req.study, round_id=seal_round(req.round_id))
+        if signer != name:
+            raise IdentityError(f"the round key relayed as {name!r}'s is advertised by {signer!r}",
+                                "restart the round; if it recurs, the relay is substituting keys")
+    return keys
+
+
+def _own_seal_key(party: Party, req: VerticalRequest) -> Any:
+    """This party's round key for the sealed ciphertexts of ``req``'s round (made by ``secagg_keys``)."""
+    state = party.secagg_rounds.get(seal_round(req.round_id))
+    if state is None or state.study != req.study:
+        raise PolicyError(f"party {party.name!r} holds no round key for the sealed ciphertexts of {req.round_id!r}",
+                          f"ask it for secagg_keys of round {seal_round(req.round_id)!r} first")
+    return state.private_key
+
+
+def _counts(counts: object, total: int) -> bool:
+    return isinstance(counts, list) and all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                                            for c in counts) and sum(counts) == total
+
+
+def _columns(context: PublicContext, flat: Sequence[bytes | memoryview], counts: list[int], n: int
+             ) -> list[RelayedColumn]:
     ends = np.cumsum(counts)
-    columns = [RelayedColumn(context, flat[int(e - c):int(e)], req.batch_size)
-               for e, c in zip(ends, counts, strict=True)]
-    return context, columns
+    return [RelayedColumn(context, flat[int(e - c):int(e)], n) for e, c in zip(ends, counts, strict=True)]
 
 
 def _signed(terms: dict[str, Any], counts: list[int], batch: int, context: str) -> dict[str, Any]:
@@ -105,15 +239,24 @@ def totals_reply(party: Party, request: Message, req: VerticalRequest, totals: S
     return Message(request.operation, params | {"totals_advertisement": signature}, blob_arrays(TOTALS, totals))
 
 
-def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, Any], expected: int
-                    ) -> list[memoryview]:
-    """The totals relayed in ``request``, accepted only if ``peer`` signed these bytes for ``terms``."""
-    totals = blobs(request, TOTALS)
+def totals_keys(evaluator: int) -> tuple[str, str]:
+    """The array and param names of the ``evaluator``-th evaluator's totals in an open request (the first keeps
+    :data:`TOTALS` and ``totals_advertisement``; three or more column groups add ``_1``, ``_2``...)."""
+    suffix = "" if evaluator == 0 else f"_{evaluator}"
+    return f"{TOTALS}{suffix}", f"totals_advertisement{suffix}"
+
+
+def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, Any], expected: int,
+                    evaluator: int = 0) -> list[memoryview]:
+    """The ``evaluator``-th evaluator's totals relayed in ``request`` (:func:`totals_keys`), accepted only if
+    ``peer`` signed these bytes for ``terms``."""
+    array, param = totals_keys(evaluator)
+    totals = blobs(request, array) if array in request.arrays else []
     if len(totals) != expected:
-        raise ProtocolError(f"{request.operation}: {len(totals)} totals for a round of {expected}",
+        raise ProtocolError(f"{request.operation}: {len(totals)} totals of {peer!r} for a round of {expected}",
                             "relay the evaluator's reply unchanged")
     verifier = require_identity(party, SIGNS).verifier
-    verify_transcript(verifier, request.params.get("totals_advertisement"), sender=peer, study=str(terms["study"]),
+    verify_transcript(verifier, request.params.get(param), sender=peer, study=str(terms["study"]),
                       round_id=str(terms["round"]), kind=TOTALS_KIND, terms=terms, payload=totals)
     return totals
 

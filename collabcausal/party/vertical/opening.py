@@ -40,8 +40,9 @@ def open_release(party: Party, request: Message, release: str) -> Message:
     if state.sent != state.batches:
         raise ProtocolError(f"round {state.terms['round']!r} is opened after {state.sent} of its {state.batches} "
                             "batches were encrypted", "run the release again, relaying every batch")
-    totals = verified_totals(party, request, state.peer, state.terms,
-                             packed_count(int(state.totals.size), state.owner.parameters.slot_count))
+    slots = state.owner.parameters.slot_count
+    totals = [verified_totals(party, request, peer, state.terms, packed_count(int(at.size), slots), k)
+              for k, (peer, at) in enumerate(zip(state.peers, state.totals, strict=True))]
     secagg = request.params.get("secagg")
     if secagg is None:
         released = _opened(state, totals, noise_share(state.parties, state.sigma))
@@ -56,9 +57,10 @@ def open_release(party: Party, request: Message, release: str) -> Message:
     return prepared.masked(request.operation, encode(released, SCALE_BITS))
 
 
-def _opened(state: KeyRound, totals: list[bytes], shares: np.ndarray) -> np.ndarray:
-    """The key owner's own entries plus ``shares``, and each total decrypted with its share added and rounded."""
+def _opened(state: KeyRound, totals: list[list[memoryview]], shares: np.ndarray) -> np.ndarray:
+    """The key owner's own entries plus ``shares``, and each evaluator's totals decrypted with its share added and
+    rounded."""
     released = (np.zeros(state.parties.size) if state.local is None else state.local) + shares
-    released[state.totals] = open_totals(state.owner, totals, shares[state.totals],
-                                         grid=state.owner.parameters.error_bound)
+    for at, returned in zip(state.totals, totals, strict=True):
+        released[at] = open_totals(state.owner, returned, shares[at], grid=state.owner.parameters.error_bound)
     return released

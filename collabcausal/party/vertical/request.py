@@ -43,9 +43,18 @@ from collabcausal.party.table import column_index
 
 LABEL_HOLDER = 0
 """Column group 0 holds T and Y."""
+KEY_OWNER = 1
+"""Column group 1 owns the scores round's key."""
+ANY_OTHER = -1
+"""A role: any column group but the label holder's (the statistics round's evaluators)."""
+FURTHER = -2
+"""A role: any column group after the scores key owner's (three or more column groups)."""
+MAX_COLUMN_GROUPS = 8
+"""Most parties a row group splits its covariates among (each further one adds a round trip per batch)."""
 MAX_BATCH_ROWS = 262_144
 """Most subjects one batch of columns carries: 27 score inputs of 32 ciphertexts at N = 16384, about 0.8 GB."""
-__all__ = ["LABEL_HOLDER", "MAX_BATCH_ROWS", "VerticalRequest", "charge", "parse_vertical"]
+__all__ = ["ANY_OTHER", "FURTHER", "KEY_OWNER", "LABEL_HOLDER", "MAX_BATCH_ROWS", "MAX_COLUMN_GROUPS",
+           "VerticalRequest", "charge", "parse_vertical"]
 
 
 @dataclass(frozen=True)
@@ -99,9 +108,15 @@ class VerticalRequest:
         return self.batch == self.batches - 1
 
     @property
-    def peer(self) -> str:
-        """The other party of the row group."""
-        return self.parties[1 - self.me]
+    def own_columns(self) -> list[int]:
+        """This party's covariates' positions in the design row (after the site one-hot)."""
+        owner = self.groups.owners(self.feature_map.n_sites)
+        return [int(c) for c in np.flatnonzero(owner == self.me) if c >= self.feature_map.n_sites]
+
+    def columns_of(self, group: int) -> list[int]:
+        """Column group ``group``'s covariates' positions in the design row."""
+        owner = self.groups.owners(self.feature_map.n_sites)
+        return [int(c) for c in np.flatnonzero(owner == group) if c >= self.feature_map.n_sites]
 
     def terms(self) -> dict[str, Any]:
         """What both parties sign and check: every public term of the round."""
@@ -119,13 +134,14 @@ class VerticalRequest:
 
 
 def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest:
-    """Check a vertical request's public terms for this party in ``role`` (0: label holder, 1: the other).
+    """Check a vertical request's public terms for this party in ``role`` (:data:`LABEL_HOLDER`, :data:`KEY_OWNER`,
+    :data:`ANY_OTHER` or :data:`FURTHER`).
 
     Refused (one line, nothing charged): a missing or malformed term, a party not named in its role,
-    more than two column groups, a covariate the party does not hold or one named twice, a declared
-    range whose arithmetic overflows, a row count other than the aligned one, a delta not below ``1/n``,
-    batches over :data:`MAX_BATCH_ROWS` subjects or a batch past the last, and for the label holder no T and Y
-    or an arm below ``min_subjects``.
+    fewer than two or more than :data:`MAX_COLUMN_GROUPS` column groups, a covariate the party does not hold or one
+    named twice, a declared range whose arithmetic overflows, a row count other than the aligned one, a delta not
+    below ``1/n``, batches over :data:`MAX_BATCH_ROWS` subjects or a batch past the last, and for the label holder no
+    T and Y or an arm below ``min_subjects``.
     """
     p, op = request.params, request.operation
     for key in ("study", "round", "rho", "delta", "design", "site", "column_groups", "parties", "n_subjects"):
@@ -140,18 +156,15 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
         raise InputError(f"{op} column_groups must be lists of covariate names", 'send [["age", ...], ["bmi", ...]]')
     if not isinstance(parties, list) or len(parties) != len(groups) or not all(isinstance(x, str) for x in parties):
         raise InputError(f"{op} parties must name one party per column group", "send the row group's parties in order")
-    if len(groups) != 2:
-        raise InputError(f"{op} takes two column groups (a label holder and one other party), not {len(groups)}",
-                         "split the row group's covariates between two parties (three or more run only in "
-                         "`simulate dp_effects --columns`' plaintext twin so far)")
+    if not 2 <= len(groups) <= MAX_COLUMN_GROUPS:
+        raise InputError(f"{op} takes 2 to {MAX_COLUMN_GROUPS} column groups (a label holder and other parties), "
+                         f"not {len(groups)}", "split the row group's covariates among 2 to "
+                         f"{MAX_COLUMN_GROUPS} parties")
     names = [c for g in groups for c in g]
     if len(set(names)) != len(names) or len(set(parties)) != len(parties):
         raise InputError(f"{op} names a covariate or a party twice", "give each covariate to one party, once")
-    if parties[role] != party.name:
-        holder = "label holder" if role == 0 else "second party"
-        raise PolicyError(f"party {party.name!r} is not the {holder} of this row group ({parties[role]!r} is)",
-                          "send each party the operation of its role")
-    for name in groups[role]:
+    me = _role_index(party, parties, role)
+    for name in groups[me]:
         column_index(party.table, name)
     feature_map = FeatureMap.from_spec(p["design"])
     if feature_map.n_covariates != len(names) or feature_map.n_sites > MAX_SITES:
@@ -169,7 +182,7 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
     delta = check_delta(request_number(p["delta"], "delta", op), f"delta of {op}")
     if not 0.0 < delta < 1.0 / n:
         raise InputError(f"delta {delta:g} of {op} is not in (0, 1/n = 1/{n})", "e.g. delta = 1e-6")
-    if role == LABEL_HOLDER:
+    if me == LABEL_HOLDER:
         check_labels(party, op, 1)
     bounds = p.get("norm_bounds")
     if bounds is not None and not (isinstance(bounds, list) and all(
@@ -178,10 +191,25 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
                          "send the study's [dp_effects] norm_bounds")
     batch_rows, batch = _batch(p, op, n)
     request = VerticalRequest(str(p["study"]), round_id, rho, delta, feature_map, site,
-                              tuple(tuple(g) for g in groups), tuple(parties), n, role,
+                              tuple(tuple(g) for g in groups), tuple(parties), n, me,
                               None if bounds is None else tuple(float(b) for b in bounds), batch_rows, batch)
     request.groups  # noqa: B018 - ColumnGroups checks the norm bounds (one positive finite number per group)
     return request
+
+
+def _role_index(party: Party, parties: list[str], role: int) -> int:
+    """This party's column group, refused unless it plays ``role`` there."""
+    me = parties.index(party.name) if party.name in parties else None
+    allowed = {LABEL_HOLDER: me == 0, KEY_OWNER: me == 1, ANY_OTHER: me is not None and me >= 1,
+               FURTHER: me is not None and me >= 2}[role]
+    if not allowed:
+        holder = {LABEL_HOLDER: "the label holder", KEY_OWNER: "the second party", ANY_OTHER: "a party other than "
+                  "the label holder", FURTHER: "a third or later party"}[role]
+        named = f" ({parties[role]!r} is)" if role in (LABEL_HOLDER, KEY_OWNER) else ""
+        raise PolicyError(f"party {party.name!r} is not {holder} of this row group{named}",
+                          "send each party the operation of its role")
+    assert me is not None
+    return me
 
 
 def _batch(p: dict[str, Any], op: str, n: int) -> tuple[int, int]:
@@ -203,5 +231,5 @@ def charge(party: Party, request: Message, req: VerticalRequest, sigma: float, r
     """Charge this party's ledger for its part in ``release`` (``rho``-zCDP, ``delta``), before it computes."""
     ledger = require_ledger(party, request.operation)
     ledger.charge_zcdp(request.operation, req.rho, req.delta, study=req.study, details={
-        "release": f"vertical {release}", "round": req.round_id, "sigma": sigma, "peer": req.peer,
+        "release": f"vertical {release}", "round": req.round_id, "sigma": sigma, "parties": list(req.parties),
         "columns": list(req.group_names[req.me])})

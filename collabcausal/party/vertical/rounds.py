@@ -42,8 +42,9 @@ class KeyRound:
     terms : dict
         The public terms it signed (:meth:`~collabcausal.party.vertical.request.VerticalRequest.terms` and the
         release's own), which the evaluator's totals must be signed for.
-    peer : str
-        The evaluator, whose signature the totals must carry.
+    peers : tuple of str
+        The evaluators, whose signatures their totals must carry (one; with three or more column groups the
+        statistics round has one per party but the label holder).
     sigma : float
         The release's noise scale; this party's shares are drawn from it when it opens (without secure
         aggregation across row groups).
@@ -51,8 +52,8 @@ class KeyRound:
         The release's L2 sensitivity (its share's calibration under secure aggregation).
     parties : ndarray of int
         For each entry of the released vector, how many parties compute it (its noise share's calibration).
-    totals : ndarray of int
-        The entries the evaluator's totals fill, in their order.
+    totals : tuple of ndarray of int
+        The entries each evaluator's totals fill, in their order.
     local : ndarray or None
         The entries the key owner computes alone, exact until the open adds its noise (zero elsewhere).
     batches : int
@@ -62,11 +63,11 @@ class KeyRound:
     release: str
     owner: KeyOwner
     terms: dict[str, Any]
-    peer: str
+    peers: tuple[str, ...]
     sigma: float
     sensitivity: float
     parties: NDArray[np.int64]
-    totals: NDArray[np.int64]
+    totals: tuple[NDArray[np.int64], ...]
     local: NDArray[np.float64] | None = None
     batches: int = 1
     sent: int = 1

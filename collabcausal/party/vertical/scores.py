@@ -37,10 +37,26 @@ from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import require_identity
-from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
-from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
+from collabcausal.party.vertical.evaluations import add_batch, begin, count_batch, evaluation
+from collabcausal.party.vertical.exchange import (
+    SIGNS,
+    check_receivers,
+    columns_reply,
+    sealed_columns,
+    sealed_reply,
+    totals_reply,
+    verified_columns,
+    verified_context,
+)
 from collabcausal.party.vertical.opening import open_release
-from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
+from collabcausal.party.vertical.request import (
+    FURTHER,
+    KEY_OWNER,
+    LABEL_HOLDER,
+    VerticalRequest,
+    charge,
+    parse_vertical,
+)
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
 from collabcausal.vertical.dp_effects_rounds import check_score_headroom, encrypt_score_inputs, score_summands
 from collabcausal.vertical.keys import KeyOwner
@@ -52,9 +68,11 @@ OPEN = "vertical_scores_open"
 RELEASE = "scores"
 DEPTH = 7
 """Multiplicative depth: ``ceil(log2 15) + 1`` for the weight polynomial, 2 for the scores and their square."""
-KEY_OWNER = 1
+PARTS = "vertical_scores_parts"
+PARTS_RELEASE = "scores parts"
+"""A further party's state between batches (the key owner's context, the batches encrypted so far)."""
 
-__all__ = ["COLUMNS", "OPEN", "TOTALS"]
+__all__ = ["COLUMNS", "OPEN", "PARTS", "TOTALS"]
 
 
 def _program(req: VerticalRequest, request: Message) -> ScoreProgram:
@@ -66,9 +84,15 @@ def _terms(req: VerticalRequest, program: ScoreProgram) -> dict[str, Any]:
 
 
 def _check_headroom(parameters: CKKSParameters, req: VerticalRequest, program: ScoreProgram, sigma: float) -> None:
-    """The program's evaluation fits ``parameters``' headroom for any subjects (before either party charges)."""
-    check_score_headroom(parameters, 3 * (1 + len(program.changes)), req.n_subjects, req.batch_rows, program.poly,
-                         program.parts, program.unit, req.feature_map.outcome_width / 2.0, share_sd(sigma))
+    """The program's evaluation fits ``parameters``' headroom for any subjects, every party but the label holder's
+    parts encrypted (before any party charges)."""
+    check_score_headroom(parameters, _inputs(program), req.n_subjects, req.batch_rows, program.poly, program.parts,
+                         program.unit, req.feature_map.outcome_width / 2.0, share_sd(sigma), req.groups.n_parties - 1)
+
+
+def _inputs(program: ScoreProgram) -> int:
+    """Encrypted inputs a party sends: its ``(x, m0, m1)`` of the model and of each replicate's change."""
+    return 3 * (1 + len(program.changes))
 
 
 @operation(COLUMNS, differentially_private=True)
@@ -87,25 +111,54 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
         _check_headroom(preset(DEPTH), req, program, sigma)
         charge(party, request, req, sigma, RELEASE)
         n_sums = len(program.parts)
-        state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, scores_bound(program),
-                         np.full(n_sums, SCORE_NOISE_PARTIES), np.arange(n_sums), batches=req.batches)
+        state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, (req.parties[LABEL_HOLDER],), sigma,
+                         scores_bound(program), np.full(n_sums, SCORE_NOISE_PARTIES), (np.arange(n_sums),),
+                         batches=req.batches)
         open_round(party, req.round_id, state)
     inputs = score_inputs(program, req.design(party, req.rows), KEY_OWNER, req.groups, req.feature_map)
     return columns_reply(party, request, req, state.owner, encrypt_score_inputs(state.owner, inputs), terms)
 
 
+@operation(PARTS, differentially_private=True)
+def vertical_scores_parts(party: Party, request: Message) -> Message:
+    """A further party (three or more column groups): its clipped parts of the request's batch encrypted under P's
+    public context and sealed to L (:mod:`~collabcausal.vertical.sealed`), so that neither the coordinator nor P, who
+    holds the key, ever holds them; charged at batch 0, once P's context and L's round key verify."""
+    req = parse_vertical(party, request, FURTHER)
+    program = _program(req, request)
+    terms = _terms(req, program)
+    state = evaluation(party, req, PARTS_RELEASE, terms)
+    context = verified_context(party, request, req, req.parties[KEY_OWNER], None if state is None else state.context)
+    check_receivers(party, req, [LABEL_HOLDER], request.params.get("seal_keys"))
+    sigma = scores_sigma(program, req.rho)
+    if state is None:
+        _check_headroom(context.parameters, req, program, sigma)
+        charge(party, request, req, sigma, RELEASE)
+        state = begin(party, req, PARTS_RELEASE, terms, context)
+    inputs = score_inputs(program, req.design(party, req.rows), req.me, req.groups, req.feature_map)
+    columns = [column.to_bytes() for column in encrypt_score_inputs(context, inputs)]
+    sealed = sealed_reply(party, req, terms, context, columns, [LABEL_HOLDER], request.params.get("seal_keys"))
+    count_batch(party, req, state)
+    return Message(request.operation, {"batch": req.batch, "sigma": sigma} | sealed[0], sealed[1])
+
+
 @operation(TOTALS, differentially_private=True)
 def vertical_scores_totals(party: Party, request: Message) -> Message:
     """L: the released score sums under P's key, summed batch by batch, its noise share inside (module docstring);
-    charged at batch 0 once P's columns verify."""
+    with three or more column groups the further parties' parts come sealed to L and are added under encryption.
+    Charged at batch 0 once everything relayed verifies."""
     req = parse_vertical(party, request, LABEL_HOLDER)
     program = _program(req, request)
     terms = _terms(req, program)
     state = evaluation(party, req, RELEASE, terms)
-    context, columns = verified_columns(party, request, req, terms, None if state is None else state.context)
-    expected = 3 * (1 + len(program.changes))
+    context, columns = verified_columns(party, request, req, terms, req.parties[KEY_OWNER],
+                                        None if state is None else state.context)
+    expected = _inputs(program)
     if len(columns) != expected:
         raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted parts for {expected}", "relay P's reply unchanged")
+    further = list(range(KEY_OWNER + 1, req.groups.n_parties))
+    others = [] if not further else list(sealed_columns(party, request, req, terms, context, further,
+                                                        dict.fromkeys(further, expected)).values())
     sigma = scores_sigma(program, req.rho)
     if state is None:
         _check_headroom(context.parameters, req, program, sigma)
@@ -115,7 +168,7 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
     plain = score_inputs(program, req.design(party, rows), LABEL_HOLDER, req.groups, fm)
     summed = add_batch(party, req, state, score_summands(
         columns, plain, party.table.treatment[rows].astype(float), fm.centred_outcome(party.table.outcome[rows]),
-        program.poly, program.parts, program.unit))
+        program.poly, program.parts, program.unit, others))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma})
     shares = noise_share(np.full(len(program.parts), SCORE_NOISE_PARTIES), sigma)

@@ -44,11 +44,25 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.secagg import require_identity
 from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
-from collabcausal.party.vertical.exchange import SIGNS, columns_reply, totals_reply, verified_columns
+from collabcausal.party.vertical.exchange import (
+    SIGNS,
+    check_receivers,
+    columns_reply,
+    sealed_columns,
+    sealed_reply,
+    totals_reply,
+    verified_columns,
+)
 from collabcausal.party.vertical.opening import open_release
-from collabcausal.party.vertical.request import LABEL_HOLDER, VerticalRequest, charge, parse_vertical
+from collabcausal.party.vertical.request import ANY_OTHER, LABEL_HOLDER, VerticalRequest, charge, parse_vertical
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
-from collabcausal.vertical.dp_effects_rounds import cross_summands, encrypt_label_vectors, packed_entries
+from collabcausal.vertical.dp_effects_rounds import (
+    ARM_PRODUCT,
+    arm_products,
+    cross_summands,
+    encrypt_label_vectors,
+    packed_entries,
+)
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.packing import check_headroom
 from collabcausal.vertical.parameters import preset
@@ -57,14 +71,18 @@ COLUMNS = "vertical_statistics_columns"
 TOTALS = "vertical_statistics_totals"
 OPEN = "vertical_statistics_open"
 RELEASE = "statistics"
-DEPTH = 1
-"""Multiplicative depth of the round: L's factor times P's plaintext product."""
 DESIGN_BOUND = 1.0
-"""A public bound on a subject's summand: L's factor (modulus at most ``INPUT_BOUND``, 1) times P's product of
-design values, each in [-1, 1] (:meth:`~collabcausal.estimators.dp.effects.design.FeatureMap.design` clips, norm
-bounds only scale down); both parties check the headroom with it before they charge."""
+"""A public bound on a subject's summand: L's factor (modulus at most ``INPUT_BOUND``, 1) times the other parties'
+product of design values, each in [-1, 1] (:meth:`~collabcausal.estimators.dp.effects.design.FeatureMap.design`
+clips, norm bounds only scale down); every party checks the headroom with it before it charges."""
 
-__all__ = ["COLUMNS", "OPEN", "TOTALS"]
+__all__ = ["COLUMNS", "OPEN", "TOTALS", "statistics_depth"]
+
+
+def statistics_depth(n_groups: int) -> int:
+    """Multiplicative depth of the round: L's factor times an evaluator's plaintext product; with three or more
+    column groups one more, a party's column times L's arm before the next party's (:func:`arm_products`)."""
+    return 1 if n_groups == 2 else 2
 
 
 def _keys(req: VerticalRequest) -> list[int | str]:
@@ -74,13 +92,23 @@ def _keys(req: VerticalRequest) -> list[int | str]:
     return [key for kind, key in vectors if kind == "T"]
 
 
-def _entries(req: VerticalRequest) -> list[CrossEntry]:
-    """The cross entries in the order the totals carry them (:func:`packed_entries`)."""
-    return packed_entries(cross_entries(req.groups, req.feature_map.n_sites))
+def _entries(req: VerticalRequest, evaluator: int) -> list[CrossEntry]:
+    """The cross entries ``evaluator`` totals, in the order its totals carry them (:func:`packed_entries`)."""
+    return packed_entries([e for e in cross_entries(req.groups, req.feature_map.n_sites) if e.evaluator == evaluator])
 
 
 def _terms(req: VerticalRequest) -> dict[str, Any]:
     return req.terms() | {"release": RELEASE, "keys": _keys(req)}
+
+
+def _senders(req: VerticalRequest) -> list[int]:
+    """The parties whose products of L's arm this evaluator multiplies: every earlier one but L."""
+    return list(range(1, req.me))
+
+
+def _receivers(req: VerticalRequest) -> list[int]:
+    """The parties this evaluator's products of L's arm go to, sealed: every later one."""
+    return list(range(req.me + 1, req.groups.n_parties))
 
 
 @operation(COLUMNS, differentially_private=True)
@@ -96,15 +124,18 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     else:
         check_new_round(party, req.round_id)
         sigma = statistics_sigma(fm, req.rho, req.groups)
-        check_headroom(preset(DEPTH), req.n_subjects, req.batch_rows, DESIGN_BOUND, share_sd(sigma), COLUMNS)
+        parameters = preset(statistics_depth(req.groups.n_parties))
+        check_headroom(parameters, req.n_subjects, req.batch_rows, DESIGN_BOUND, share_sd(sigma), COLUMNS)
         charge(party, request, req, sigma, RELEASE)
         y = fm.centred_outcome(party.table.outcome)
         local = sum(fold_statistics(req.design(party, rows), party.table.treatment[rows], y[rows], fm.outcome_width)
                     for rows in req.batch_slices())
-        at = np.array([e.index for e in _entries(req)], dtype=np.int64)
-        local[at] = 0.0  # the totals fill these
-        state = KeyRound(RELEASE, KeyOwner(preset(DEPTH)), terms, req.peer, sigma, statistics_bound(fm, req.groups),
-                         entry_parties(req.groups, fm.n_sites), at, local, req.batches)
+        evaluators = range(1, req.groups.n_parties)
+        totals = tuple(np.array([e.index for e in _entries(req, g)], dtype=np.int64) for g in evaluators)
+        local[np.concatenate(totals)] = 0.0  # the totals fill these
+        state = KeyRound(RELEASE, KeyOwner(parameters), terms, tuple(req.parties[g] for g in evaluators), sigma,
+                         statistics_bound(fm, req.groups), entry_parties(req.groups, fm.n_sites), totals, local,
+                         req.batches)
         open_round(party, req.round_id, state)
     rows = req.rows
     design = req.design(party, rows)
@@ -116,28 +147,44 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
 
 @operation(TOTALS, differentially_private=True)
 def vertical_statistics_totals(party: Party, request: Message) -> Message:
-    """P: the cross entries under L's key, summed batch by batch, its noise share inside (module docstring);
-    charged at batch 0 once L's columns verify."""
-    req = parse_vertical(party, request, 1)
+    """An evaluator: its cross entries under L's key, summed batch by batch, its noise share inside (module
+    docstring); with three or more column groups it also multiplies the earlier parties' products of L's arm and
+    seals its own to the later ones. Charged at batch 0 once everything relayed verifies."""
+    req = parse_vertical(party, request, ANY_OTHER)
     terms = _terms(req)
     keys = _keys(req)
     state = evaluation(party, req, RELEASE, terms)
-    context, columns = verified_columns(party, request, req, terms, None if state is None else state.context)
+    context, columns = verified_columns(party, request, req, terms, req.parties[LABEL_HOLDER],
+                                        None if state is None else state.context)
     if len(columns) != len(keys):
         raise ProtocolError(f"{TOTALS}: {len(columns)} encrypted factors for {len(keys)}", "relay L's reply unchanged")
+    encrypted = dict(zip(keys, columns, strict=True))
+    senders, receivers = _senders(req), _receivers(req)
+    if senders:
+        received = sealed_columns(party, request, req, terms, context, senders,
+                                  {s: len(req.columns_of(s)) for s in senders})
+        encrypted |= {(ARM_PRODUCT, c): column for s in senders
+                      for c, column in zip(req.columns_of(s), received[s], strict=True)}
+    if receivers:
+        check_receivers(party, req, receivers, request.params.get("seal_keys"))
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
     if state is None:
         check_headroom(context.parameters, req.n_subjects, req.batch_rows, DESIGN_BOUND, share_sd(sigma), TOTALS)
         charge(party, request, req, sigma, RELEASE)
         state = begin(party, req, RELEASE, terms, context)
-    entries = _entries(req)
-    summed = add_batch(party, req, state, cross_summands(dict(zip(keys, columns, strict=True)),
-                                                         req.design(party, req.rows), entries))
+    entries = _entries(req, req.me)
+    design = req.design(party, req.rows)
+    sealed: tuple[dict[str, Any], dict[str, np.ndarray]] = ({}, {})
+    if receivers:
+        products = arm_products(encrypted["arm"], design, req.own_columns)
+        sealed = sealed_reply(party, req, terms, context, products, receivers, request.params.get("seal_keys"))
+    summed = add_batch(party, req, state, cross_summands(encrypted, design, entries, req.own_columns))
     if summed is None:
-        return Message(request.operation, {"batch": req.batch, "sigma": sigma})
+        return Message(request.operation, {"batch": req.batch, "sigma": sigma} | sealed[0], sealed[1])
     totals = summed.packed(context, noise_share(np.full(len(entries), 2), sigma), share_sd(sigma))
-    return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
+    reply = totals_reply(party, request, req, totals, terms, {"sigma": sigma})
+    return Message(request.operation, reply.params | sealed[0], reply.arrays | sealed[1])
 
 
 @operation(OPEN, differentially_private=True)

@@ -103,7 +103,7 @@ def test_a_total_the_coordinator_computed_from_the_key_owners_columns_is_never_o
     pick = np.zeros(w.label.table.n_subjects)
     pick[7] = 250.0
     fabricated = (u * pick).total(noise=1e-9, flood_sd=1e-9)
-    n_values = w.label.vertical_rounds[request.params["round"]].totals.size
+    n_values = w.label.vertical_rounds[request.params["round"]].totals[0].size
     opening = {"study": STUDY, "round": request.params["round"], "totals_advertisement": {}}
     with pytest.raises(IdentityError):
         w.label.handle(Message("vertical_statistics_open", opening, blob_arrays(

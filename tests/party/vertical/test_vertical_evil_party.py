@@ -51,7 +51,7 @@ def test_an_evil_evaluator_gets_one_subjects_label_holder_values_to_sigma_over_k
     w = small_world(tmp_path)
     products = _product_entries()
 
-    def evil_cross_summands(columns, design, entries):
+    def evil_cross_summands(columns, design, entries, own=None):
         pick = np.zeros(design.shape[0])
         pick[TARGET] = K
         sums, _ = inner_products(columns, {"pick": pick}, [(t.label, "pick") for t, _c in products])
@@ -101,7 +101,7 @@ def test_an_evil_key_owner_gets_one_subjects_other_party_values_to_sigma_over_k(
     owner = w.label.vertical_rounds[sent.params["round"]].owner
     products = [(t, c) for t, c in _product_entries() if t.label == "arm"]
     opened = owner.open(bytes(totals.arrays["ckks_totals"]), noise=np.full(2 * len(_product_entries()), TINY),
-                        grid=preset(statistics.DEPTH).error_bound)
+                        grid=preset(statistics.statistics_depth(2)).error_bound)
     design = group_design(feature_map(w), w.X[:, 3:], 0, GROUPS, 1)
     position = {e.index: k for k, e in enumerate(statistics.packed_entries(cross_entries(GROUPS, 1)))}
     errors = [opened[position[t.index]] / K - np.prod(design[TARGET, list(t.party)]) for t, _c in products]
@@ -118,7 +118,7 @@ def test_an_evil_scores_evaluator_gets_one_subjects_key_owner_inputs_to_sigma_ov
     w = small_world(tmp_path)
     program = honest_program(w)
 
-    def evil_score_summands(columns, plain, treatment, outcome, poly, parts, unit):
+    def evil_score_summands(columns, plain, treatment, outcome, poly, parts, unit, others=()):
         pick = np.zeros(treatment.size)
         pick[TARGET] = K
         picked = [columns[j].load() * pick for j in range(len(parts))]

@@ -263,7 +263,7 @@ def test_a_ciphertext_count_other_than_the_packed_layout_never_opens(w, statisti
     assert len(honest) == 1
     arrays = blob_arrays("ckks_totals", [bytes(honest[0])] * count)
     _refused_uncharged(w.label, opening("statistics", sent.params["round"], totals, arrays), ProtocolError,
-                       "totals for a round of 1")
+                       "totals of 'registry' for a round of 1")
     _refused_uncharged(w.label, opening("statistics", sent.params["round"], totals), PolicyError, "closed")
 
 
