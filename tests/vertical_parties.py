@@ -70,6 +70,24 @@ def grid_world(folder: Path, *, row_groups: int, n: int = 1500, seed: int = 0, e
     return worlds
 
 
+def three_parties(folder: Path, *, n: int = 1500, seed: int = 0, epsilon: float = 1.0, replicates: int = 2
+                  ) -> tuple[list[Party], np.ndarray, np.ndarray, np.ndarray, DPEffectsSpec]:
+    """One row group split three ways: ``hospital`` (a0, a1, T, Y), ``registry`` (a2, b0) and ``insurer`` (b1, b2),
+    each with a ledger holding ``epsilon``, pinned to each other; the subjects and the study spec."""
+    X, T, Y = subjects(n, seed)
+    split = ((0, 1), (2, 3), (4, 5))
+    tables = [PartyTable.from_arrays(X[:, list(split[0])], [NAMES[i] for i in split[0]],
+                                     treatment=("t", T.astype(float)), outcome=("y", Y)),
+              *(PartyTable.from_arrays(X[:, list(g)], [NAMES[i] for i in g]) for g in split[1:])]
+    parties = [Party(name, table) for name, table in zip(("hospital", "registry", "insurer"), tables, strict=True)]
+    for party in parties:
+        party.ledger = PrivacyLedger(folder / f"{party.name}.sqlite", epsilon=epsilon, delta=1e-6, dataset=party.name)
+    attach_identities(parties, simulation_identities(STUDY, [p.name for p in parties]))
+    spec = DPEffectsSpec(epsilon, 1e-6, (0.0, 1.0), 0.1, NAMES, BOUNDS, secure_aggregation=False,
+                         nuisance_replicates=replicates, nuisance_share=0.65, ridge_scale=0.25)
+    return parties, X, T, Y, spec
+
+
 def spent(party: Party) -> float:
     """The epsilon the party's ledger has charged."""
     return float(party.ledger.spent()[0])

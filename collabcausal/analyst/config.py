@@ -94,6 +94,7 @@ from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPO
 from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.intervals import INTERVALS
+from collabcausal.estimators.dp.effects.vertical import MAX_COLUMN_GROUPS
 
 _DCQE_KEYS = ("estimators", "n_anchors", "party_components", "n_components", "interval", "bootstrap")
 UNUSED_STUDY_KEYS = {
@@ -257,15 +258,15 @@ class StudyFile(Section):
             )
         if kind == "dp_effects" and len({len(g.parties) for g in self.row_groups}) > 1:
             raise ValueError(
-                "dp_effects takes row groups of one party each (parties hold different subjects) or of two each (a "
-                "label holder and a party holding other covariates of the same subjects), not a mix; fix: list "
+                "dp_effects takes row groups of one party each (parties hold different subjects) or of the same number "
+                "of parties each (a label holder and parties holding other covariates of the same subjects), not a "
+                "mix; fix: list "
                 "the same number of parties in every [[row_groups]]"
             )
-        if kind == "dp_effects" and any(len(g.parties) > 2 for g in self.row_groups):
+        if kind == "dp_effects" and any(len(g.parties) > MAX_COLUMN_GROUPS for g in self.row_groups):
             raise ValueError(
-                "dp_effects on column groups takes two parties per row group (the label holder and one other); "
-                "three or more column groups run only in benchmarks/bench_dp_effects_vertical.py's plaintext twin "
-                "so far; fix: two parties per [[row_groups]]"
+                f"dp_effects on column groups takes at most {MAX_COLUMN_GROUPS} parties per row group (the label "
+                f"holder and up to {MAX_COLUMN_GROUPS - 1} others); fix: fewer parties per [[row_groups]]"
             )
         needed = {"adum": lambda s: s.columns, "discovery": lambda s: [c for p in s.pairs for c in p],
                   "dp_effects": lambda s: s.columns or []}.get(kind)

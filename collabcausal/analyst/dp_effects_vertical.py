@@ -41,7 +41,7 @@ from collabcausal.analyst.replies import check_description
 from collabcausal.analyst.secure_sum import secure_sum
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.vertical import ColumnGroups, entry_parties
+from collabcausal.estimators.dp.effects.vertical import MAX_COLUMN_GROUPS, ColumnGroups, entry_parties
 from collabcausal.estimators.dp.effects.vertical_program import (
     SCORE_NOISE_PARTIES,
     ScoreProgram,
@@ -53,8 +53,10 @@ from collabcausal.estimators.dp.effects.vertical_program import (
 )
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.messages import Message
-from collabcausal.secagg import NOISE_TAIL
+from collabcausal.secagg import KEYS_OPERATION, NOISE_TAIL
 from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES
+from collabcausal.vertical.relay import CONTEXT, SEALED_FROM, relay_sealed, relayed_totals
+from collabcausal.vertical.sealed import seal_round
 
 BATCH_ROWS = 65_536
 """Subjects per batch of a round's columns: one batch's messages hold 16 statistics and 8 scores ciphertexts per
@@ -65,6 +67,8 @@ MIN_SECURE = DEFAULT_MIN_PARTIES
 STEPS = {"statistics": ("vertical_statistics_columns", "vertical_statistics_totals", "vertical_statistics_open"),
          "scores": ("vertical_scores_columns", "vertical_scores_totals", "vertical_scores_open")}
 """Each release's three operations: the key owner encrypts, the evaluator totals, the key owner opens."""
+PARTS = "vertical_scores_parts"
+"""With three or more column groups: a further party's score parts, sealed to the label holder."""
 NOTE = (
     "dp_effects on column groups: in each row group the label holder and the other party computed each release "
     "under CKKS encryption (TenSEAL), each adding a DP noise share that alone gives the release's guarantee, so "
@@ -79,9 +83,10 @@ __all__ = ["VerticalPlan", "vertical_effects_results", "vertical_plan"]
 
 @dataclass(frozen=True)
 class VerticalPlan:
-    """Who holds what: per row group its parties (label holder first), and the covariates of each column group."""
+    """Who holds what: per row group its parties (label holder first, then one per further column group), and the
+    covariates of each column group."""
 
-    row_groups: tuple[tuple[str, str], ...]
+    row_groups: tuple[tuple[str, ...], ...]
     group_names: tuple[tuple[str, ...], ...]
     n_subjects: tuple[int, ...]
     norm_bounds: tuple[float, ...] | None = None
@@ -116,38 +121,53 @@ def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequenc
                   columns: Sequence[str], norm_bounds: Sequence[float] | None = None) -> VerticalPlan:
     """Assign each study covariate to the party of its row group that holds it (the label holder first).
 
-    Every row group must split the covariates the same way (the statistics are summed entry by entry):
-    the label holder's covariates, then the other party's, in the study's order.
+    The label holder keeps every study covariate it holds; each other party is a column group of the covariates it
+    holds and the label holder lacks, ordered by the study's order of their first covariates. Every row group must
+    split the covariates the same way (the statistics are summed entry by entry).
 
     Raises
     ------
     StudyFailedError
-        A row group of other than two parties, a label holder without T and Y, a covariate no party of a
-        row group holds, a party holding none, row groups split differently, or parties of one row group
-        with different numbers of (aligned) subjects.
+        A row group of one party or of more than ``MAX_COLUMN_GROUPS``, a label holder without T and Y, a covariate
+        no party of a row group holds or two parties besides the label holder hold, a party holding none, row groups
+        split differently, or parties of one row group with different numbers of (aligned) subjects.
     """
-    plans, sizes = [], []
+    plans, sizes, orders = [], [], []
     for group, holder in zip(row_groups, label_holders, strict=True):
-        if len(group) != 2:
+        if not 2 <= len(group) <= MAX_COLUMN_GROUPS:
             raise StudyFailedError(f"row group {list(group)} has {len(group)} parties; dp_effects on column groups "
-                                   "takes a label holder and one other party", "list two parties per [[row_groups]]")
-        other = next(p for p in group if p != holder)
+                                   f"takes a label holder and 1 to {MAX_COLUMN_GROUPS - 1} other parties",
+                                   "list 2 or more parties per [[row_groups]]")
         for p in group:
             check_description(p, described[p])
         if not described[holder].params["has_labels"]:
             raise StudyFailedError(f"label holder {holder!r} holds no treatment and outcome",
                                    "name the party with T and Y as label_holder of its row group")
-        held = {p: set(described[p].params["covariates"]) for p in (holder, other)}
-        missing = [c for c in columns if c not in held[holder] | held[other]]
-        if missing:
-            raise StudyFailedError(f"no party of row group {list(group)} holds {missing[0]!r}",
-                                   "drop it from [dp_effects] columns, or add the party that holds it")
-        split = (tuple(c for c in columns if c in held[holder]),
-                 tuple(c for c in columns if c not in held[holder]))
-        if not split[1]:
-            raise StudyFailedError(f"party {other!r} holds none of the study's covariates that {holder!r} lacks",
+        held = {p: set(described[p].params["covariates"]) for p in group}
+        owners: dict[str, str] = {}
+        for c in columns:
+            if c in held[holder]:
+                owners[c] = holder
+                continue
+            holding = [p for p in group if p != holder and c in held[p]]
+            if not holding:
+                raise StudyFailedError(f"no party of row group {list(group)} holds {c!r}",
+                                       "drop it from [dp_effects] columns, or add the party that holds it")
+            if len(holding) > 1:
+                raise StudyFailedError(f"{holding[0]!r} and {holding[1]!r} of row group {list(group)} both hold {c!r} "
+                                       f"(the label holder {holder!r} does not)",
+                                       "give each covariate to one party besides the label holder")
+            owners[c] = holding[0]
+        others = sorted((p for p in group if p != holder), key=lambda p: min(
+            (i for i, c in enumerate(columns) if owners[c] == p), default=len(columns)))
+        idle = [p for p in others if p not in owners.values()]
+        if idle:
+            raise StudyFailedError(f"party {idle[0]!r} holds none of the study's covariates that {holder!r} lacks",
                                    "leave it out of the row group, or run the study on row groups of one party each")
+        order = (holder, *others)
+        split = tuple(tuple(c for c in columns if owners[c] == p) for p in order)
         plans.append(split)
+        orders.append(order)
         counts = {int(described[p].params["n_subjects"]) for p in group}
         if len(counts) != 1:
             raise StudyFailedError(f"the parties of row group {list(group)} hold {sorted(counts)} subjects",
@@ -157,8 +177,7 @@ def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequenc
             raise StudyFailedError(f"row group {list(group)} splits the covariates as {[list(s) for s in split]}, "
                                    f"not as the first row group {[list(s) for s in plans[0]]}",
                                    "give every row group's parties the same columns")
-    pairs = tuple((h, next(p for p in g if p != h)) for g, h in zip(row_groups, label_holders, strict=True))
-    return VerticalPlan(pairs, plans[0], tuple(sizes), norm_bounds)
+    return VerticalPlan(tuple(orders), plans[0], tuple(sizes), norm_bounds)
 
 
 def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_groups: Sequence[Sequence[str]],
@@ -216,9 +235,10 @@ def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int], *, g
 
 
 class _Rounds:
-    """The releases of one study: per row group, the key owner's columns relayed to the evaluator and its totals
-    back; then each key owner opens, in the clear or (``secure``) masked so only the sum over row groups is seen.
-    Counts the ciphertext bytes relayed (each crosses the wire twice: in from its sender, out to its receiver)."""
+    """The releases of one study: per row group, the key owner's columns relayed to the evaluators (and, with three or
+    more column groups, each party's sealed ciphertexts to the parties they are sealed for) and their totals back; then
+    each key owner opens, in the clear or (``secure``) masked so only the sum over row groups is seen. Counts the
+    ciphertext bytes relayed (each crosses the wire twice: in from its sender, out to its receiver)."""
 
     def __init__(self, grid: Grid, plan: VerticalPlan, timeout: float | None, *, secure: bool) -> None:
         self.grid, self.plan, self.timeout, self.secure = grid, plan, timeout, secure
@@ -227,59 +247,83 @@ class _Rounds:
 
     def release(self, release: str, terms: Callable[[int], dict[str, Any]], extra: dict[str, Any], sensitivity: float,
                 rho: float, computing: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """The release summed over row groups and each entry's noise variance (``computing``: how many parties
-        compute each entry; the evaluator's share is on those computed by two)."""
+        """The release summed over row groups and each entry's noise variance (``computing``: how many parties add
+        a noise share to each entry; an evaluator's share is on those computed by two)."""
         sigma = gaussian_zcdp_sigma(sensitivity, rho)
         S, length = len(self.plan.row_groups), int(computing.size)
         params = [terms(s) | extra | {"round": terms(s)["round"].format(release=release)} for s in range(S)]
-        owners = [pair if release == "statistics" else pair[::-1] for pair in self.plan.row_groups]
-        totals = [self._totals(release, owners[s], params[s], sigma) for s in range(S)]
+        owner = 0 if release == "statistics" else 1
+        totals = [self._totals(release, self.plan.row_groups[s], params[s], sigma) for s in range(S)]
         opening = STEPS[release][2]
 
-        def open_params(s: int) -> dict[str, Any]:
-            return {"study": params[s]["study"], "round": params[s]["round"]} | _relayed(totals[s],
-                                                                                     "totals_advertisement")
+        def open_message(s: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+            relayed = [relayed_totals(reply, k) for k, reply in enumerate(totals[s])]
+            return ({"study": params[s]["study"], "round": params[s]["round"]} | {
+                k: v for p, _ in relayed for k, v in p.items()}, {k: v for _, a in relayed for k, v in a.items()})
 
         evaluators = np.where(computing >= 2, S * sigma**2, 0.0)
         if not self.secure:
-            values = [self._open(owners[s][0], Message(opening, open_params(s), dict(totals[s].arrays)), sigma,
-                                 length) for s in range(S)]
+            values = [self._open(self.plan.row_groups[s][owner], Message(opening, *open_message(s)), sigma, length)
+                      for s in range(S)]
             return np.sum(values, axis=0), evaluators + S * sigma**2
-        by_owner = {owners[s][0]: s for s in range(S)}
-        summed = secure_sum(self.grid, opening, list(by_owner), lambda p: open_params(by_owner[p]), sensitivity, rho,
-                            length=length, value_bound=max(self.plan.n_subjects) + NOISE_TAIL * sigma,
+        by_owner = {self.plan.row_groups[s][owner]: s for s in range(S)}
+        summed = secure_sum(self.grid, opening, list(by_owner), lambda p: open_message(by_owner[p])[0], sensitivity,
+                            rho, length=length, value_bound=max(self.plan.n_subjects) + NOISE_TAIL * sigma,
                             study=str(params[0]["study"]), timeout=self.timeout,
-                            arrays=lambda p: dict(totals[by_owner[p]].arrays), max_attempts=1)
+                            arrays=lambda p: open_message(by_owner[p])[1], max_attempts=1)
         self.unpinned |= set(summed.unpinned)
         return summed.total, evaluators + summed.noise_sd**2
 
-    def _totals(self, release: str, pair: tuple[str, str], params: dict[str, Any], sigma: float) -> Message:
-        """Steps 1 and 2 in one row group, batch by batch (each batch's columns relayed as they come, so no process
-        holds more than one): the key owner encrypts (charged at batch 0), the evaluator adds them up (charged at
-        batch 0) and returns its totals after the last."""
+    def _totals(self, release: str, parties: tuple[str, ...], params: dict[str, Any], sigma: float) -> list[Message]:
+        """Steps 1 and 2 in one row group, batch by batch (each batch's ciphertexts relayed as they come, so no
+        process holds more than one): the key owner encrypts (charged at batch 0), every other party in turn
+        totals or, for the scores of three or more column groups, seals its parts to the label holder (charged at
+        batch 0); the evaluators' totals come after the last batch. Sealed ciphertexts go to the party they are
+        sealed for, under round keys it made for them (``secagg_keys``) before batch 0."""
         encrypt, total, _ = STEPS[release]
-        owner, evaluator = pair
         batches = math.ceil(int(params["n_subjects"]) / int(params["batch_rows"]))
-        encrypted = evaluated = 0
+        done: dict[str, int] = {}
+        owner, evaluators = (0, range(1, len(parties))) if release == "statistics" else (1, [0])
+        further = [] if release == "statistics" else list(range(2, len(parties)))
+        receivers = list(range(2, len(parties))) if release == "statistics" else ([0] if further else [])
         try:
+            seal_keys = {r: self.grid.request(parties[r], Message(KEYS_OPERATION, {
+                "study": params["study"], "round": seal_round(params["round"])}), timeout=self.timeout
+            ).params.get("advertisement") for r in receivers}
             for batch in range(batches):
                 asked = params | {"batch": batch}
-                columns = self.grid.request(owner, Message(encrypt, asked), timeout=self.timeout)
-                encrypted += 1
-                totals = self.grid.request(evaluator, Message(total, asked | _relayed(
-                    columns, "chunks", "context_advertisement", "columns_advertisement"), dict(columns.arrays)),
-                    timeout=self.timeout)
-                evaluated += 1
+                columns = self.grid.request(parties[owner], Message(encrypt, asked), timeout=self.timeout)
+                done[parties[owner]] = done.get(parties[owner], 0) + 1
                 self._count(f"{release}: columns", columns)
+                context = {k: v for k, v in columns.arrays.items() if k.startswith(CONTEXT)}
+                replies: dict[int, Message] = {}
+                for g in further:
+                    replies[g] = self._ask(parties[g], Message(PARTS, asked | _relayed(columns, "context_advertisement")
+                                                               | {"seal_keys": {"0": seal_keys[0]}}, context), done)
+                    self._count(f"{release}: sealed parts", replies[g])
+                for g in evaluators:
+                    sealed = [relay_sealed(replies[i], i, g) for i in sorted(replies) if i != g and (
+                        release == "scores" or i < g)]
+                    keys = {str(r): seal_keys[r] for r in receivers if r > g} if release == "statistics" else {}
+                    replies[g] = self._ask(parties[g], Message(total, asked | _relayed(
+                        columns, "chunks", "context_advertisement", "columns_advertisement")
+                        | ({SEALED_FROM: {k: v for p, _ in sealed for k, v in p.items()}} if sealed else {})
+                        | ({"seal_keys": keys} if keys else {}),
+                        dict(columns.arrays) | {k: v for _, a in sealed for k, v in a.items()}), done)
+                    self._count(f"{release}: totals", replies[g])
         except StudyFailedError as exc:
-            charged = "nothing was charged" if not encrypted else (
-                f"{owner} was charged and encrypted {encrypted} of {batches} batches"
-                + (f"; {evaluator} was charged and added {evaluated}" if evaluated else ""))
-            raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(pair)}: {charged}; no "
-                                   "value of it reached the coordinator)", exc.fix) from exc
-        check_stated_sigma(evaluator, total, totals, sigma)
-        self._count(f"{release}: totals", totals)
-        return totals
+            charged = "; ".join(f"{p} was charged and computed {n} of {batches} batches" for p, n in done.items())
+            raise StudyFailedError(f"{exc.problem} (the {release} round of row group {list(parties)}: "
+                                   f"{charged or 'nothing was charged'}; no value of it reached the coordinator)",
+                                   exc.fix) from exc
+        for g in evaluators:
+            check_stated_sigma(parties[g], total, replies[g], sigma)
+        return [replies[g] for g in evaluators]
+
+    def _ask(self, party: str, message: Message, done: dict[str, int]) -> Message:
+        reply = self.grid.request(party, message, timeout=self.timeout)
+        done[party] = done.get(party, 0) + 1
+        return reply
 
     def _count(self, step: str, reply: Message) -> None:
         self.relayed[step] = self.relayed.get(step, 0) + sum(int(a.nbytes) for a in reply.arrays.values())
@@ -307,8 +351,7 @@ def _report(spec: DPEffectsSpec, plan: VerticalPlan, feature_map: FeatureMap, pr
         "privacy": spend,
         "dp_effects": {
             "n_subjects": dict(zip([g[0] for g in plan.row_groups], plan.n_subjects, strict=True)),
-            "column_groups": {p: list(plan.group_names[0 if p in holders else 1]) for g in plan.row_groups
-                              for p in g},
+            "column_groups": {p: list(plan.group_names[k]) for g in plan.row_groups for k, p in enumerate(g)},
             "label_holders": sorted(holders), "nuisance": "pooled", "n_folds": 1,
             "secure_aggregation": rounds.secure, "secure_aggregation_unpinned": sorted(rounds.unpinned),
             "relayed_bytes": rounds.relayed,

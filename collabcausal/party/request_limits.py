@@ -47,9 +47,10 @@ from collabcausal.errors import ConfigError, PolicyError
 from collabcausal.messages import Message, nesting
 
 CIPHERTEXT_PREFIX = "ckks_"
-"""Arrays of ciphertext bytes (:mod:`collabcausal.party.vertical.exchange`), capped by ``max_ciphertext_bytes``."""
+"""Arrays of ciphertext bytes, sealed ones included (:mod:`collabcausal.vertical.relay`), capped by
+``max_ciphertext_bytes``."""
 CIPHERTEXT_OPERATIONS = frozenset({"vertical_statistics_totals", "vertical_statistics_open", "vertical_scores_totals",
-                                   "vertical_scores_open"})
+                                   "vertical_scores_open", "vertical_scores_parts"})
 """The operations whose requests carry ciphertexts (the wire admits ``max_ciphertext_bytes`` more for a party
 that allows one)."""
 

@@ -116,12 +116,12 @@ def test_a_party_missing_a_covariate_fails_the_study_naming_it(tmp_path):
 
 
 @pytest.mark.parametrize(("row_groups", "match"), [
-    ([{"parties": ["p11", "p12", "p13"]}], "two parties per row group"),
+    ([{"parties": [f"p1{i}" for i in range(9)]}], "at most 8 parties per row group"),
     ([{"parties": ["p11", "p12"]}, {"parties": ["p21"]}], "not a mix"),
 ])
-def test_row_groups_of_three_parties_or_a_mix_are_refused_naming_the_fix(row_groups, match):
-    """Column groups take a label holder and one other party per row group, every row group alike
-    (docs/dp-effects-vertical.md); two parties per row group are accepted
+def test_row_groups_of_nine_parties_or_a_mix_are_refused_naming_the_fix(row_groups, match):
+    """Column groups take a label holder and one to seven other parties per row group, every row group alike
+    (docs/dp-effects-vertical.md); two or three parties per row group are accepted
     (tests/analyst/test_analyst_dp_effects_vertical.py)."""
     from collabcausal.analyst.config import StudyFile
 
@@ -133,6 +133,7 @@ def test_row_groups_of_three_parties_or_a_mix_are_refused_naming_the_fix(row_gro
     with pytest.raises(ValueError, match=match):
         StudyFile.model_validate(doc)
     StudyFile.model_validate(doc | {"row_groups": [{"parties": ["p11", "p12"], "label_holder": "p12"}]})
+    StudyFile.model_validate(doc | {"row_groups": [{"parties": ["p11", "p12", "p13"]}]})
 
 
 def test_parties_reading_their_tables_out_of_core_give_the_in_memory_study(tmp_path):

@@ -23,6 +23,7 @@ from collabcausal.vertical.advertisement import advertise_context, verified_publ
 from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.context import PublicContext
 from collabcausal.vertical.keys import KeyOwner
+from collabcausal.vertical.relay import COLUMNS, CONTEXT, SEALED_FOR, SEALED_FROM, TOTALS, totals_keys
 from collabcausal.vertical.sealed import Envelope, seal, seal_round, unseal
 from collabcausal.vertical.transcript import (
     COLUMNS_KIND,
@@ -34,18 +35,10 @@ from collabcausal.vertical.transcript import (
     verify_transcript,
 )
 
-CONTEXT = "ckks_context"
-COLUMNS = "ckks_columns"
-TOTALS = "ckks_totals"
-"""Message arrays of ciphertext bytes (capped by ``max_ciphertext_bytes``, not ``max_request_bytes``)."""
-SEALED_FOR = "sealed_for"
-SEALED_FROM = "sealed_from"
-"""A reply's sealed ciphertexts by receiver, and a request's by sender (row-group indices)."""
 SIGNS = "the vertical rounds' ciphertexts"
 """What a party's certificate signs here (named in the refusal of a party without one)."""
 
-__all__ = ["COLUMNS", "CONTEXT", "SEALED_FOR", "SEALED_FROM", "TOTALS", "check_receivers", "columns_reply",
-           "relay_sealed", "sealed_columns", "sealed_reply", "totals_keys", "totals_reply", "verified_columns",
+__all__ = ["check_receivers", "columns_reply", "sealed_columns", "sealed_reply", "totals_reply", "verified_columns",
            "verified_context", "verified_totals"]
 
 
@@ -177,15 +170,6 @@ def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: 
     return out
 
 
-def relay_sealed(reply: Message, sender: int, receiver: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """What the coordinator forwards of ``reply`` (from row-group index ``sender``) to ``receiver``: the params and
-    arrays of :func:`sealed_columns`, unchanged."""
-    entry = reply.params.get(SEALED_FOR, {}).get(str(receiver))
-    arrays = {f"{SEALED_FROM}_{sender}{suffix}": reply.arrays[f"{SEALED_FOR}_{receiver}{suffix}"]
-              for suffix in ("", "_lengths") if f"{SEALED_FOR}_{receiver}{suffix}" in reply.arrays}
-    return {str(sender): entry}, arrays
-
-
 def _receiver_keys(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object
                    ) -> dict[int, bytes]:
     verifier = require_identity(party, SIGNS).verifier
@@ -237,13 +221,6 @@ def totals_reply(party: Party, request: Message, req: VerticalRequest, totals: S
     signer = require_identity(party, SIGNS).signer
     signature = sign_transcript(signer, req.study, req.round_id, TOTALS_KIND, terms, totals)
     return Message(request.operation, params | {"totals_advertisement": signature}, blob_arrays(TOTALS, totals))
-
-
-def totals_keys(evaluator: int) -> tuple[str, str]:
-    """The array and param names of the ``evaluator``-th evaluator's totals in an open request (the first keeps
-    :data:`TOTALS` and ``totals_advertisement``; three or more column groups add ``_1``, ``_2``...)."""
-    suffix = "" if evaluator == 0 else f"_{evaluator}"
-    return f"{TOTALS}{suffix}", f"totals_advertisement{suffix}"
 
 
 def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, Any], expected: int,

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.vertical import ColumnGroups, group_design
+from collabcausal.estimators.dp.effects.vertical import MAX_COLUMN_GROUPS, ColumnGroups, group_design
 from collabcausal.estimators.dp.zcdp import check_rho
 from collabcausal.estimators.validation import check_delta
 from collabcausal.messages import Message
@@ -49,8 +49,7 @@ ANY_OTHER = -1
 """A role: any column group but the label holder's (the statistics round's evaluators)."""
 FURTHER = -2
 """A role: any column group after the scores key owner's (three or more column groups)."""
-MAX_COLUMN_GROUPS = 8
-"""Most parties a row group splits its covariates among (each further one adds a round trip per batch)."""
+
 MAX_BATCH_ROWS = 262_144
 """Most subjects one batch of columns carries: 27 score inputs of 32 ciphertexts at N = 16384, about 0.8 GB."""
 __all__ = ["ANY_OTHER", "FURTHER", "KEY_OWNER", "LABEL_HOLDER", "MAX_BATCH_ROWS", "MAX_COLUMN_GROUPS",

@@ -65,6 +65,8 @@ WEIGHT_SHARPNESS = 3.0
 already at ``|eta| = 1`` (0.718 for 0.731) and at ``|eta| = 2`` gave control weights 5.9 for 8.4: the outcome
 models' noise then passed into the estimate (sd of its gap to the centralized AIPW 0.0026 against 0.0016 for
 ``k = 3``, 40 replications of the benchmark design; docs/dp-effects-vertical.md)."""
+MAX_COLUMN_GROUPS = 8
+"""Most parties a row group splits its covariates among (each further one adds a round trip per batch)."""
 VERTICAL_NEEDS = {("aipw", "ate"): ("aipw_ate", "aipw_ate_sq")}
 """The (estimator, estimand) pairs a vertical release serves, and its sums."""
 
