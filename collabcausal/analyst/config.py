@@ -93,8 +93,8 @@ from collabcausal.analyst.kind_config import (
 from collabcausal.analyst.study_defaults import BOOTSTRAP, INTERVAL, PARTY_COMPONENTS
 from collabcausal.config_schema import Endpoint, Section, load_toml_model
 from collabcausal.errors import ConfigError
-from collabcausal.estimators.intervals import INTERVALS
 from collabcausal.estimators.dp.effects.vertical import MAX_COLUMN_GROUPS
+from collabcausal.estimators.intervals import INTERVALS
 
 _DCQE_KEYS = ("estimators", "n_anchors", "party_components", "n_components", "interval", "bootstrap")
 UNUSED_STUDY_KEYS = {
