@@ -70,12 +70,14 @@ STEPS = {"statistics": ("vertical_statistics_columns", "vertical_statistics_tota
 PARTS = "vertical_scores_parts"
 """With three or more column groups: a further party's score parts, sealed to the label holder."""
 NOTE = (
-    "dp_effects on column groups: in each row group the label holder and the other party computed each release "
-    "under CKKS encryption (TenSEAL), each adding a DP noise share that alone gives the release's guarantee, so "
-    "neither saw the other's per-subject values and the coordinator relayed only signed ciphertexts and the two "
-    "noisy vectors; both parties were charged both releases (zCDP, substitution of one subject's whole record). "
-    "The propensity weights are a degree-15 polynomial of the smoothly trimmed weight, its range proved from the "
-    "model; the nuisance model, estimate and interval are post-processing."
+    "dp_effects on column groups: in each row group both releases were computed under CKKS encryption (TenSEAL). "
+    "The two parties that hold each sum, the label holder and the party that totals or opens it, each added a DP "
+    "noise share that alone gives the release's guarantee, so no party saw another's per-subject values; with three "
+    "or more parties the ciphertexts passed on between them travelled sealed to their receiver (X25519, HKDF, "
+    "AES-GCM), and the coordinator relayed only signed or sealed ciphertexts and the noisy vectors. Every party was "
+    "charged both releases (zCDP, substitution of one subject's whole record). The propensity weights are a "
+    "degree-15 polynomial of the smoothly trimmed weight, its range proved from the model; the nuisance model, "
+    "estimate and interval are post-processing."
 )
 
 __all__ = ["VerticalPlan", "vertical_effects_results", "vertical_plan"]

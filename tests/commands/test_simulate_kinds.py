@@ -336,6 +336,24 @@ def test_dp_effects_with_columns_runs_the_split_it_names(tmp_path, transport):
     assert any("align = false" in w for w in report["warnings"])  # a simulation's rows are aligned by construction
 
 
+def test_dp_effects_with_three_column_groups_runs_over_grpc(tmp_path):
+    """Issue 36: three parties holding different covariates of the cohort's subjects, each its own process behind
+    mutual TLS: every party is charged, the report names each one's columns and the sealed ciphertexts relayed."""
+    import json
+
+    out = tmp_path / "out"
+    argv = ["simulate", "dp_effects", "--data", "examples/cohort/cohort.csv", "--covariates", "age,sex,bmi,sbp",
+            "--treatment", "statin", "--outcome", "event", "--columns", "age,sex;bmi;sbp", "--rows", "1",
+            "--epsilon", "4", "--transport", "grpc", "--quiet", "--out", str(out)]
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["dp_effects"]["column_groups"] == {"p11": ["age", "sex"], "p12": ["bmi"], "p13": ["sbp"]}
+    row = report["estimates"]["aipw-ate"]
+    assert row["ci_low"] < row["estimate"] < row["ci_high"] and row["se"] > 0
+    assert all(abs(v["epsilon"] - 4.0) < 1e-6 for v in report["privacy"].values()) and len(report["privacy"]) == 3
+    assert report["dp_effects"]["relayed_bytes"]["scores: sealed parts"] > 0
+
+
 def test_simulate_dp_effects_refuses_the_600_subject_cohort_at_eps_1_naming_what_would_pass(tmp_path, capsys):
     """issue 38: too small a study for its budget is refused before any charge (exit 3), nothing written."""
     from pathlib import Path
