@@ -6,8 +6,9 @@ Runs, for row groups whose covariates are split between parties
 separately, and the coordinator's post-processing of the horizontal study
 (:func:`~collabcausal.estimators.dp.effects.analysis.fold_models`,
 :func:`~collabcausal.estimators.dp.effects.analysis.effects_from_sums`). By default in the clear (the
-**plaintext twin**, where the benchmark's replications run); with ``encrypted=True`` each two-party
-row group runs the encrypted rounds (:mod:`collabcausal.vertical.dp_effects_rounds`) on the same
+**plaintext twin**, where the benchmark's replications run); with ``encrypted=True`` each row group runs the
+encrypted rounds (:mod:`collabcausal.vertical.dp_effects_rounds`; with three or more column groups the
+products and parts passed between parties, which the protocol seals, stay in this process) on the same
 inputs and noise shares, which tests/simulations check agree to the CKKS error bound.
 
 Several row groups are summed in the clear at the coordinator (each row group's release is DP on its
@@ -52,12 +53,15 @@ from collabcausal.estimators.dp.effects.vertical_program import (
 from collabcausal.vertical import KeyOwner, load_public_context, preset
 from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.dp_effects_rounds import (
-    cross_totals,
+    ARM_PRODUCT,
+    arm_products,
+    cross_summands,
     encrypt_label_vectors,
     encrypt_score_inputs,
     open_totals,
     packed_entries,
-    score_totals,
+    score_summands,
+    statistics_depth,
 )
 
 
@@ -99,8 +103,8 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
     """Run vertical ``dp_effects`` (AIPW, ATE, pooled nuisances, one fold) on ``row_groups``.
 
     ``rng=None`` draws the noise shares from OpenDP (as parties do); a generator makes them reproducible.
-    ``encrypted``: each row group (two column groups) computes its cross statistics and its scores by the
-    encrypted rounds; the result then also records the time and the ciphertext bytes each round took.
+    ``encrypted``: each row group computes its cross statistics and its scores by the encrypted rounds; the
+    result then also records the time and the ciphertext bytes each round took.
     """
     if spec.n_folds != 1 or spec.nuisance != "pooled":
         raise InputError("dp_effects on column groups fits pooled full-sample nuisances",
@@ -152,25 +156,34 @@ def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: Column
     if wire is None:
         exact = fold_statistics(np.sum(designs, axis=0), rg.T, y, feature_map.outcome_width)
         return exact + shares.sum(axis=0)
-    label, other = designs
+    label = designs[0]
     released = fold_statistics(label, rg.T, y, feature_map.outcome_width) + shares[0]
-    entries = packed_entries(cross_entries(groups, feature_map.n_sites))
-    at = [e.index for e in entries]
     u = np.clip(y / feature_map.outcome_width, -0.5, 0.5)
     vectors = label_vectors(label, rg.T.astype(float), u, groups, feature_map.n_sites, site)
     start = time.perf_counter()
-    owner = KeyOwner(preset(1))
+    owner = KeyOwner(preset(statistics_depth(groups.n_parties)))
     sent = {k: column.to_bytes() for k, column in encrypt_label_vectors(owner, vectors).items()}
     wire.add("statistics: label holder encrypts", time.perf_counter() - start,
              [owner.public_context(), *(c for chunks in sent.values() for c in chunks)])
-    start = time.perf_counter()
-    evaluator = load_public_context(owner.public_context())
-    relayed = {k: RelayedColumn(evaluator, chunks, rg.n) for k, chunks in sent.items()}
-    totals = cross_totals(relayed, other, entries, shares[1, at], flood_sd=share_sd(sigma))
-    wire.add("statistics: party totals cross entries", time.perf_counter() - start, totals)
-    start = time.perf_counter()
-    released[at] = open_totals(owner, totals, shares[0, at], grid=owner.parameters.error_bound)
-    wire.add("statistics: label holder opens", time.perf_counter() - start)
+    context = load_public_context(owner.public_context())
+    relayed: dict[object, RelayedColumn] = {k: RelayedColumn(context, chunks, rg.n) for k, chunks in sent.items()}
+    owners = groups.owners(feature_map.n_sites)
+    entries = cross_entries(groups, feature_map.n_sites)
+    for g in range(1, groups.n_parties):
+        own = [int(c) for c in np.flatnonzero(owners == g) if c >= feature_map.n_sites]
+        mine = packed_entries([e for e in entries if e.evaluator == g])
+        at = [e.index for e in mine]
+        start = time.perf_counter()
+        totals = cross_summands(relayed, designs[g], mine, own).packed(context, shares[1, at], share_sd(sigma))
+        products = arm_products(relayed["arm"], designs[g], own) if g < groups.n_parties - 1 else []
+        wire.add("statistics: parties total their cross entries", time.perf_counter() - start,
+                 [*totals, *(c for chunks in products for c in chunks)])
+        if products:  # sealed to every later party in the protocol; here held for them in the clear of this process
+            relayed |= {(ARM_PRODUCT, c): RelayedColumn(context, chunks, rg.n)
+                        for c, chunks in zip(own, products, strict=True)}
+        start = time.perf_counter()
+        released[at] = open_totals(owner, totals, shares[0, at], grid=owner.parameters.error_bound)
+        wire.add("statistics: label holder opens", time.perf_counter() - start)
     return released
 
 
@@ -190,15 +203,21 @@ def _scores(designs: list[NDArray[np.float64]], rg: RowGroup, groups: ColumnGrou
         return np.array([t.sum() for t in terms]) + shares.sum(axis=0)
     start = time.perf_counter()
     owner = KeyOwner(preset(7))
-    encrypted = encrypt_score_inputs(owner, inputs(1))
-    sent = [column.to_bytes() for column in encrypted]
+    sent = [column.to_bytes() for column in encrypt_score_inputs(owner, inputs(1))]
     wire.add("scores: party encrypts its parts", time.perf_counter() - start,
              [owner.public_context(), *(c for chunks in sent for c in chunks)])
+    context = load_public_context(owner.public_context())
     start = time.perf_counter()
-    evaluator = load_public_context(owner.public_context())
-    relayed = [RelayedColumn(evaluator, chunks, rg.n) for chunks in sent]
-    totals = score_totals(relayed, inputs(0), T, y, program.poly, program.parts, program.unit, shares[0],
-                          flood_sd=share_sd(sigma))
+    further = [[column.to_bytes() for column in encrypt_score_inputs(context, inputs(g))]
+               for g in range(2, groups.n_parties)]
+    if further:
+        wire.add("scores: further parties encrypt their parts", time.perf_counter() - start,
+                 [c for party in further for chunks in party for c in chunks])
+    start = time.perf_counter()
+    relayed = [RelayedColumn(context, chunks, rg.n) for chunks in sent]
+    others = [[RelayedColumn(context, chunks, rg.n) for chunks in party] for party in further]
+    summed = score_summands(relayed, inputs(0), T, y, program.poly, program.parts, program.unit, others)
+    totals = summed.packed(context, shares[0], share_sd(sigma))
     wire.add("scores: label holder evaluates and totals", time.perf_counter() - start, totals)
     start = time.perf_counter()
     opened = open_totals(owner, totals, shares[1], grid=owner.parameters.error_bound)

@@ -21,7 +21,7 @@ rounded sums), relayed by the coordinator, who cannot open them (docs/dp-effects
 
 1. P: :func:`encrypt_score_inputs`: its clipped parts of ``eta / E``, ``mu0 / U``, ``mu1 / U`` and of each
    replicate's change;
-2. L: :func:`score_totals`: adds its own parts in the clear, evaluates
+2. L: :func:`score_summands`: adds its own parts in the clear, evaluates
    :func:`~collabcausal.estimators.dp.effects.vertical.scaled_score_terms` under encryption and totals each
    released sum with L's noise share inside, the sums packed into one ciphertext;
 3. P: :func:`open_totals` with its noise share.
@@ -53,7 +53,13 @@ LabelKey = tuple[str, int | str]
 
 __all__ = ["ARM_PRODUCT", "arm_products", "check_score_headroom", "cross_summands", "cross_totals",
            "encrypt_label_vectors", "encrypt_score_inputs", "open_totals", "packed_entries", "score_summands",
-           "score_totals"]
+           "statistics_depth"]
+
+
+def statistics_depth(n_groups: int) -> int:
+    """Multiplicative depth of the statistics round: L's factor times an evaluator's plaintext product; with three
+    or more column groups one more, a party's column times L's arm before the next party's (:func:`arm_products`)."""
+    return 1 if n_groups == 2 else 2
 
 
 def encrypt_label_vectors(owner: KeyOwner, vectors: Mapping[LabelKey, NDArray[np.float64]]
@@ -216,20 +222,6 @@ def _score_terms(encrypted: Sequence[EncryptedColumn], plain: Sequence[NDArray[n
     at_model = summed[:3]
     at_copies = [[a + d for a, d in zip(at_model, summed[j:j + 3], strict=True)] for j in range(3, len(summed), 3)]
     return scaled_score_terms(treatment, outcome, at_model, at_copies, poly, parts, unit)
-
-
-def score_totals(
-    encrypted: Sequence[ChunkedColumn], plain: Sequence[NDArray[np.float64]], treatment: NDArray[np.float64],
-    outcome: NDArray[np.float64], poly: WeightPolynomial, parts: Sequence[Component], unit: float,
-    noise: NDArray[np.float64], flood_sd: float,
-) -> list[bytes]:
-    """Scores step 2 (L): the released sums of :func:`scaled_score_terms` (:func:`score_summands`), ``noise[j]``
-    (L's DP share of sum ``j``) on each, packed into one ciphertext."""
-    _check_score_inputs(encrypted, plain)
-    _check_noise(noise, len(parts))
-    check_shares(noise, "score_totals()")
-    summed = score_summands(encrypted, plain, treatment, outcome, poly, parts, unit)
-    return summed.packed(encrypted[0].chunk(0).context, noise, flood_sd)
 
 
 def open_totals(owner: KeyOwner, returned: Sequence[bytes | memoryview], noise: NDArray[np.float64], grid: float

@@ -46,9 +46,29 @@ def test_encrypted_study_equals_the_twin_on_the_same_noise() -> None:
     assert abs(encrypted.effect.estimate - twin.effect.estimate) <= 1e-3 * twin.effect.se
     assert encrypted.effect.se == pytest.approx(twin.effect.se, rel=1e-3)
     assert set(encrypted.wire.seconds) == {
-        "statistics: label holder encrypts", "statistics: party totals cross entries", "statistics: label holder opens",
+        "statistics: label holder encrypts", "statistics: parties total their cross entries",
+        "statistics: label holder opens",
         "scores: party encrypts its parts", "scores: label holder evaluates and totals", "scores: party opens"}
     assert all(b > 0 for step, b in encrypted.wire.bytes.items() if "opens" not in step)
+
+
+def test_encrypted_three_party_study_equals_the_twin_on_the_same_noise() -> None:
+    """Three column groups: the encrypted rounds (the second party's products of the arm passed to the third, the
+    third's score parts under the second's key) give the twin's estimate on the same noise shares to 1e-3 of its
+    SE, as two do."""
+    rng = np.random.default_rng(2)
+    n = 1500
+    X = np.column_stack([rng.standard_normal((n, 4)), rng.integers(0, 2, n)])
+    T = (rng.random(n) < 1 / (1 + np.exp(-(X @ np.array([0.5, -0.4, 0.3, 0.4, 0.5]))))).astype(np.int8)
+    Y = (rng.random(n) < 1 / (1 + np.exp(-(X @ np.array([0.3, 0.2, -0.2, 0.3, 0.1]) + 0.5 * T)))).astype(float)
+    groups = ColumnGroups(((0, 1), (2, 3), (4,)))
+    rg = RowGroup((X[:, :2], X[:, 2:4], X[:, 4:]), T, Y)
+    spec = _spec(columns=tuple(f"x{i}" for i in range(5)), bounds=((-4.0, 4.0),) * 4 + ((0.0, 1.0),), epsilon=50.0)
+    twin = vertical_study([rg], groups, spec, rng=np.random.default_rng(6))
+    encrypted = vertical_study([rg], groups, spec, rng=np.random.default_rng(6), encrypted=True)
+    assert abs(encrypted.effect.estimate - twin.effect.estimate) <= 1e-3 * twin.effect.se
+    assert encrypted.effect.se == pytest.approx(twin.effect.se, rel=1e-3)
+    assert encrypted.wire.bytes["scores: further parties encrypt their parts"] > 0
 
 
 def test_twin_estimates_the_effect_at_realistic_n() -> None:

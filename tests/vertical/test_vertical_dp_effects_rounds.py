@@ -32,7 +32,7 @@ from collabcausal.vertical.dp_effects_rounds import (
     encrypt_score_inputs,
     open_totals,
     packed_entries,
-    score_totals,
+    score_summands,
 )
 
 N = 3000
@@ -124,7 +124,7 @@ def test_scores_round_equals_the_twin(study, owner7) -> None:
     encrypted = [EncryptedColumn.from_bytes(evaluator, c.to_bytes(), N) for c in encrypt_score_inputs(owner7, theirs)]
     noise_l, noise_p = rng.normal(0, 5.0, len(parts)), rng.normal(0, 5.0, len(parts))
     grid = 1e-2
-    totals = score_totals(encrypted, plain, T, y, poly, parts, unit, noise_l, flood_sd=5.0)
+    totals = score_summands(encrypted, plain, T, y, poly, parts, unit).packed(evaluator, noise_l, 5.0)
     opened = open_totals(owner7, totals, noise_p, grid)
     summed = [a + b for a, b in zip(theirs, plain, strict=True)]
     at_copy = [a + d for a, d in zip(summed[:3], summed[3:], strict=True)]
@@ -141,4 +141,4 @@ def test_rounds_refuse_mismatched_noise_and_inputs(study, owner1) -> None:
     with pytest.raises(ProtocolError, match="not in the packed order"):
         cross_totals({}, other, entries, np.ones(len(entries)), flood_sd=1.0)
     with pytest.raises(ProtocolError, match="score inputs"):
-        score_totals([], [np.zeros(N)], T, y, weight_polynomial(2.0, 0.1), [], 1.0, np.zeros(0), 1.0)
+        score_summands([], [np.zeros(N)], T, y, weight_polynomial(2.0, 0.1), [], 1.0)

@@ -33,7 +33,6 @@ from collabcausal.vertical.dp_effects_rounds import (
     encrypt_label_vectors,
     encrypt_score_inputs,
     open_totals,
-    score_totals,
 )
 from collabcausal.vertical.seal_io import tag
 
@@ -124,8 +123,6 @@ def test_noise_shares_of_the_wrong_shape_or_not_finite_are_refused(owner1, world
     if noise.shape != (3,):
         with pytest.raises(ProtocolError, match="noise shares"):
             open_totals(owner1, [b"unused"], noise, 1e-3)
-    with pytest.raises(ProtocolError, match="noise shares"):
-        score_totals([], [], np.zeros(N), np.zeros(N), weight_polynomial(2.0, 0.1), [object()] * 2, 1.0, noise, 1.0)
 
 
 def test_returned_ciphertexts_of_another_count_than_the_values_need_are_refused(owner1, world) -> None:

@@ -11,7 +11,7 @@ party recomputes the weight polynomial, every released sum's proved range and so
     encrypted under a fresh key, signed with the round's terms (the program included).
 ``vertical_scores_totals`` (L, charged once the columns verify)
     Adds its own parts in the clear, evaluates the weight polynomial and the scores under encryption
-    (:func:`~collabcausal.vertical.dp_effects_rounds.score_totals`) and totals each released sum with its
+    (:func:`~collabcausal.vertical.dp_effects_rounds.score_summands`) and totals each released sum with its
     noise share inside; signed.
 ``vertical_scores_open`` (P)
     Checks L's signature, decrypts each total, adds its own share.

@@ -62,6 +62,7 @@ from collabcausal.vertical.dp_effects_rounds import (
     cross_summands,
     encrypt_label_vectors,
     packed_entries,
+    statistics_depth,
 )
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.packing import check_headroom
@@ -76,13 +77,7 @@ DESIGN_BOUND = 1.0
 product of design values, each in [-1, 1] (:meth:`~collabcausal.estimators.dp.effects.design.FeatureMap.design`
 clips, norm bounds only scale down); every party checks the headroom with it before it charges."""
 
-__all__ = ["COLUMNS", "OPEN", "TOTALS", "statistics_depth"]
-
-
-def statistics_depth(n_groups: int) -> int:
-    """Multiplicative depth of the round: L's factor times an evaluator's plaintext product; with three or more
-    column groups one more, a party's column times L's arm before the next party's (:func:`arm_products`)."""
-    return 1 if n_groups == 2 else 2
+__all__ = ["COLUMNS", "OPEN", "TOTALS"]
 
 
 def _keys(req: VerticalRequest) -> list[int | str]:

@@ -29,7 +29,7 @@ from collabcausal.party import PartyTable
 from collabcausal.party.vertical import scores, statistics
 from collabcausal.vertical import KeyOwner, load_public_context, preset
 from collabcausal.vertical.column import EncryptedColumn, RelayedColumn
-from collabcausal.vertical.dp_effects_rounds import _score_terms, check_score_headroom, score_totals
+from collabcausal.vertical.dp_effects_rounds import _score_terms, check_score_headroom, score_summands
 from collabcausal.vertical.parameters import CKKSParameters
 
 
@@ -87,11 +87,10 @@ def test_the_score_programs_headroom_refusal_depended_on_one_outcome_and_now_com
     theirs = [RelayedColumn(public, owner.encrypt(v).to_bytes(), w.T.size)
               for v in score_inputs(hostile, group_design(fm, w.X[:, 3:], 0, GROUPS, 1), 1, GROUPS, fm)]
     shares = np.full(len(hostile.parts), 1.0)
-    assert len(score_totals(theirs, plain_of(s), T, fm.centred_outcome(outcome), hostile.poly, hostile.parts,
-                            hostile.unit, shares, flood_sd=1.0)) == 1
+    assert len(score_summands(theirs, plain_of(s), T, fm.centred_outcome(outcome), hostile.poly, hostile.parts,
+                              hostile.unit).packed(public, shares, 1.0)) == 1
     with pytest.raises(InputError, match="intermediate"):
-        score_totals(theirs, plain_of(s), T, fm.centred_outcome(edge), hostile.poly, hostile.parts, hostile.unit,
-                     shares, flood_sd=1.0)
+        score_summands(theirs, plain_of(s), T, fm.centred_outcome(edge), hostile.poly, hostile.parts, hostile.unit)
     with pytest.raises(InputError, match="intermediate"):
         check_score_headroom(public.parameters, len(theirs), w.T.size, w.T.size, hostile.poly, hostile.parts,
                              hostile.unit, fm.outcome_width / 2, 1.0)

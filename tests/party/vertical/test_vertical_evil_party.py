@@ -101,7 +101,7 @@ def test_an_evil_key_owner_gets_one_subjects_other_party_values_to_sigma_over_k(
     owner = w.label.vertical_rounds[sent.params["round"]].owner
     products = [(t, c) for t, c in _product_entries() if t.label == "arm"]
     opened = owner.open(bytes(totals.arrays["ckks_totals"]), noise=np.full(2 * len(_product_entries()), TINY),
-                        grid=preset(statistics.statistics_depth(2)).error_bound)
+                        grid=preset(1).error_bound)
     design = group_design(feature_map(w), w.X[:, 3:], 0, GROUPS, 1)
     position = {e.index: k for k, e in enumerate(statistics.packed_entries(cross_entries(GROUPS, 1)))}
     errors = [opened[position[t.index]] / K - np.prod(design[TARGET, list(t.party)]) for t, _c in products]
