@@ -7,10 +7,11 @@
 For each preset: key generation, the public context's parts (TenSEAL context with the public key,
 relinearization keys, Galois keys for the total's rotations), encrypting one column of n seeded
 values in [-1, 1] and its bytes, the preset's benchmark program and its total (depth 1: an encrypted
-column times a plaintext column; depth 7: a degree-8 polynomial of x, times an encrypted column y,
-times a plaintext column z, squared), one total's ciphertext bytes, open(); then the largest
-absolute per-subject error against numpy float64 (decrypting the program's column with the owner's
-secret key: a measurement only, the API never returns an un-noised value), the same for
+column times a plaintext column; depth 2: an encrypted column times two plaintext columns; depth 7: a
+degree-8 polynomial of x, times an encrypted column y, times a plaintext column z, squared), one total's
+ciphertext bytes, open(); then the largest absolute per-subject error against numpy float64 (decrypting the
+program's column with the owner's secret key: a measurement only, the API never returns an un-noised value), the
+same for
 ``0.999^(2^depth)`` by repeated squaring (where TenSEAL's rescaling bias compounds most), the
 total's absolute error, and the largest un-flooded slot part of a total (what the flooding hides). One run on the
 shared machine (times are wall clock, one thread); no time target. Checks (exit 1 when one fails,
@@ -43,6 +44,9 @@ def _program(depth: int, coefficients: np.ndarray) -> Callable:
     def depth_1(x, y, z):
         return x * z
 
+    def depth_2(x, y, z):  # the three-party statistics entry: the arm factor times two parties' columns
+        return x * y * z
+
     def depth_7(x, y, z):
         p = (
             x.polyval(coefficients)
@@ -52,7 +56,7 @@ def _program(depth: int, coefficients: np.ndarray) -> Callable:
         q = p * y * z
         return q * q
 
-    return depth_1 if depth == 1 else depth_7
+    return {1: depth_1, 2: depth_2}.get(depth, depth_7)
 
 
 def _timed(f: Callable, *args, **kwargs):

@@ -102,12 +102,15 @@ class CKKSParameters:
 
 PRESETS: dict[int, CKKSParameters] = {
     1: CKKSParameters(8192, (60, 38, 38, 60), 38, error_bound=1e-5, rotation_base=2),
+    2: CKKSParameters(16384, (60, 38, 38, 38, 60), 38, error_bound=2e-5, rotation_base=4),
     7: CKKSParameters(16384, (60, *(38,) * 8, 60), 38, error_bound=1e-3),
 }
-"""By depth: 1 for the cross Gram blocks (an encrypted column times a plaintext one), 7 for the
-scores (a degree-15 polynomial, two products, a square). Figures in docs/vertical-encryption.md.
+"""By depth: 1 for the cross Gram blocks (an encrypted column times a plaintext one), 2 for those of three column
+groups (the label holder's arm times two other parties' columns), 7 for the scores (a degree-15 polynomial, two
+products, a square). Figures in docs/vertical-encryption.md.
 Rotation bases: the statistics round totals 175 sums at N = 8192, where a Galois key is 0.7 MB: base 2 (12
-keys, 12 rotations a sum, against 4 keys and 28 rotations at base 8); the scores round totals 10 sums at
+keys, 12 rotations a sum, against 4 keys and 28 rotations at base 8); with three column groups at N = 16384,
+where a key is 2.2 MB, base 4 (7 keys, 21 rotations a sum); the scores round totals 10 sums at
 N = 16384, where a key is 9 MB: base 8 (5 keys, 29 rotations a sum)."""
 
 

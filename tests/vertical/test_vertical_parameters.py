@@ -20,7 +20,7 @@ def test_every_preset_is_128_bit_secure_and_has_its_depth_plus_the_mask(depth):
 
 def test_preset_picks_the_smallest_deep_enough():
     assert preset(1) is PRESETS[1]
-    assert preset(2) is PRESETS[7] and preset(7) is PRESETS[7]
+    assert preset(2) is PRESETS[2] and preset(3) is PRESETS[7] and preset(7) is PRESETS[7]
     with pytest.raises(InputError, match="no preset has depth 8"):
         preset(8)
     with pytest.raises(InputError, match="positive integer"):
