@@ -90,9 +90,11 @@ def lalonde_grid(tmp_path_factory):
 
 
 def test_at_negligible_noise_the_dp_pipeline_reproduces_plain_dcqe_ipw(lalonde_grid):
-    # epsilon = 1e8 per party: sigma ~ 4e-5 in scaled units, an ATT error of order 1e-3 (measured
-    # 0.01 at 1e6); the 0.05 tolerance is > 20 such errors. With full-rank data-independent maps,
-    # X^ is an affine image of X, so plain DC-QE's IPW is the reference.
+    # epsilon = 1e8 per party: sigma ~ 4e-5 in scaled units. The OpenDP noise is unseeded: over 300 runs of
+    # this release (n_boot = 0) the difference from plain DC-QE's IPW had mean 0.0155 (SIMEX) / 0.0197 (naive),
+    # sd 0.0057, skew 0.25 and maximum 0.039, so the 0.05 tolerance is 5.3 sds above the naive mean (normal
+    # tail 5e-8; with that skew below 1e-5) and 12 below it. With full-rank data-independent maps, X^ is an
+    # affine image of X, so plain DC-QE's IPW is the reference.
     parties, plan = lalonde_grid
     grid = InProcessGrid(parties)
     plain = run_dcqe(grid, plan).effects.estimates["ipw"].estimate
