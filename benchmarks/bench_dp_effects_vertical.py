@@ -167,7 +167,8 @@ def replicate(n: int, reps: int, seed: int, quick: bool, target_only: bool, grou
     if dp_dcqe is not None:
         label = f"DC-QE on DP representations eps {EPSILON:g} (rep 0)"
         table[label], first[label] = summarize([dp_dcqe], truth), dp_dcqe
-    print_summary_table(f"binary outcome, {n} subjects, 20 covariates split 10/10, {reps} replications, "
+    split = "/".join(str(len(g)) for g in SPLITS[groups if target_only else 2].groups)
+    print_summary_table(f"binary outcome, {n} subjects, 20 covariates split {split}, {reps} replications, "
                         f"true ATE {truth:.4f}", table, first)
     return table
 
