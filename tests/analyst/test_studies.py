@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,9 +13,10 @@ from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.commands.analyst import run_study
 from collabcausal.errors import BudgetExceededError, StudyFailedError
 from collabcausal.estimators.discovery.decision import gaussian_probability
+from collabcausal.estimators.discovery.subsample_vote import group_votes
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
-from collabcausal.party import Party
+from collabcausal.party import Party, discovery_vote
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import CausalDataset
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -265,10 +268,23 @@ def test_an_adum_study_whose_noisy_counts_are_all_non_positive_reports_no_estima
     assert json_path.is_file() and html_path.is_file()
 
 
-def test_a_discovery_study_with_the_vote_release_names_the_cause_and_charges_each_party_once_per_pair(data, tmp_path):
+@pytest.fixture
+def seeded_votes(monkeypatch):
+    """The parties' random groups (and each group's ANM) of dp_discover_vote, seeded: the votes become reproducible,
+    so the share is checked at one seed (18 of 20 groups right). Fresh groups miss the share's bound by chance:
+    over 150 fresh permutations (3,000 groups) a group was right with probability 0.949, and one had only 15 of 20
+    right (share 0.25, not > 0.25); Binomial(20, 0.051) puts 5 or more wrong at 2.8e-3. Seeded groups are not what
+    a party draws; the Laplace noise (OpenDP, unseeded, sd 1.4e-5 on the share at eps 1e4) and the charge are
+    unchanged."""
+    monkeypatch.setattr(discovery_vote, "group_votes", partial(group_votes, random_state=0))
+
+
+def test_a_discovery_study_with_the_vote_release_names_the_cause_and_charges_each_party_once_per_pair(
+        data, tmp_path, seeded_votes):
     """release = "vote" (dp_discover_vote: every row protected, no public bounds): 4 parties x 5 groups of 100 each
     vote with the reference ANM on w = x^3 + noise; at eps 1e4 the combined share of groups names x -> w (each group
-    right with probability about 0.99 on this pair: a wrong majority of 20 is below 1e-12)."""
+    right with probability about 0.95 on this pair: a wrong majority of 20 is below 1e-8; the share of the seeded
+    groups is 18 of 20 right, 0.4 above 1/2)."""
     parties = four_parties(data, tmp_path, BIG)
     section = f'epsilon = {BIG}\npairs = [["x", "w"]]\nrelease = "vote"\ngroup_size = 100'
     report = run_study(InProcessGrid(parties), study_toml(tmp_path, "discovery", parties, section))
