@@ -80,7 +80,7 @@ NOTE = (
     "estimate and interval are post-processing."
 )
 
-__all__ = ["VerticalPlan", "vertical_effects_results", "vertical_plan"]
+__all__ = ["VerticalPlan", "party_batch_rows", "vertical_effects_results", "vertical_plan"]
 
 
 @dataclass(frozen=True)
@@ -185,10 +185,11 @@ def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequenc
 def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_groups: Sequence[Sequence[str]],
                              label_holders: Sequence[str], *, timeout: float | None = None,
                              batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
-    """Run ``dp_effects`` over row groups of two parties holding different covariates; the report's kind part.
+    """Run ``dp_effects`` over row groups of two or more parties holding different covariates; the report's kind
+    part.
 
-    ``batch_rows``: subjects per batch of each round's columns (:data:`BATCH_ROWS`; the parties accept up to
-    :data:`~collabcausal.party.vertical.request.MAX_BATCH_ROWS`).
+    ``batch_rows``: subjects per batch of each round's columns with two parties (:data:`BATCH_ROWS`; fewer with more,
+    :func:`party_batch_rows`; the parties accept up to :data:`~collabcausal.party.vertical.request.MAX_BATCH_ROWS`).
     """
     check_vertical_spec(spec)
     parties = [p for g in row_groups for p in g]
@@ -207,7 +208,8 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     def terms(site: int, rho: float, delta: float) -> dict[str, Any]:
         pair = plan.row_groups[site]
         return base | {"site": site, "parties": list(pair), "n_subjects": plan.n_subjects[site], "rho": rho,
-                       "delta": delta, "round": f"{study}/{{release}}/{site}", "batch_rows": batch_rows}
+                       "delta": delta, "round": f"{study}/{{release}}/{site}",
+                       "batch_rows": party_batch_rows(batch_rows, len(pair))}
 
     groups = plan.groups
     rounds = _Rounds(grid, plan, timeout, secure=secure)
@@ -224,6 +226,13 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     n = sum(plan.n_subjects)
     effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
     return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
+
+
+def party_batch_rows(batch_rows: int, parties: int) -> int:
+    """Subjects per batch for a row group of ``parties``: ``batch_rows`` over the power of two at or above the number
+    of parties whose score parts the label holder receives (``parties - 1``), so that no message, and no batch the
+    label holder holds, carries more ciphertexts than with two parties (8,192 slots a ciphertext divide it)."""
+    return max(1, batch_rows // 2 ** math.ceil(math.log2(max(parties - 1, 1))))
 
 
 def statistics_noise_sd(spec: DPEffectsSpec, n_subjects: Mapping[str, int], *, groups: ColumnGroups,

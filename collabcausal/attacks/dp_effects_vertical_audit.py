@@ -21,6 +21,11 @@ target at the all-ones corner of every column with the top outcome, in arm 0 ver
   two records of a lattice of the box (either arm, either outcome end) whose scaled scores are furthest
   apart (:meth:`AuditSetup.with_scores_neighbours`), under a hostile program (:func:`hostile_scores_setup`).
 
+* **a third party's guarantee** (:func:`audit_three_party_evaluator`; three column groups): the colluding label
+  holder encrypts its factors under a key of its own; the honest second party multiplies its arm by its column
+  and seals the products to the honest third, which totals its entries (the three-party Gram entries among them)
+  with its share: the label holder decrypts them without a share of its own.
+
 The key owner's share in the scores round (P opening with its share) is the same code path as the label
 holder's opening in the statistics round (:func:`~collabcausal.party.vertical.opening.open_release`, its
 share from :func:`~collabcausal.estimators.dp.effects.vertical_program.noise_share` at the round's sigma),
@@ -68,7 +73,7 @@ from collabcausal.party import Party, PartyTable
 from collabcausal.party.secagg import attach_identities
 from collabcausal.party.vertical.exchange import columns_reply
 from collabcausal.party.vertical.request import parse_vertical
-from collabcausal.secagg import simulation_identities
+from collabcausal.secagg import KEYS_OPERATION, simulation_identities
 from collabcausal.vertical import KeyOwner, load_public_context, preset
 from collabcausal.vertical.column import RelayedColumn
 from collabcausal.vertical.dp_effects_rounds import (
@@ -77,7 +82,10 @@ from collabcausal.vertical.dp_effects_rounds import (
     encrypt_score_inputs,
     open_totals,
     packed_entries,
+    statistics_depth,
 )
+from collabcausal.vertical.relay import SEALED_FROM, TOTALS, relay_sealed
+from collabcausal.vertical.sealed import seal_round
 from collabcausal.vertical.transcript import TOTALS_KIND, blob_arrays, blobs, sign_transcript
 
 STUDY = "vertical-audit"
@@ -87,8 +95,8 @@ NEGLIGIBLE = 1e-9
 SCORES_DEPTH = 7
 """The scores round's depth (:mod:`collabcausal.party.vertical.scores`)."""
 
-__all__ = ["AuditSetup", "audit_evaluator", "audit_label_holder", "audit_scores_label_holder", "hostile_scores_setup",
-           "label_holder_score_releases"]
+__all__ = ["AuditSetup", "ThreePartySetup", "audit_evaluator", "audit_label_holder", "audit_scores_label_holder",
+           "audit_three_party_evaluator", "hostile_scores_setup", "label_holder_score_releases"]
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,90 @@ def audit_label_holder(setup: AuditSetup, n_releases: int, folder: Path, *, conf
     return _audit(releases, setup.exact, setup, bound, n_releases, confidence, "holder")
 
 
+@dataclass(frozen=True)
+class ThreePartySetup:
+    """Two neighbouring row groups split among a label holder (``columns[0]``, T, Y) and two other parties."""
+
+    frames: tuple[pd.DataFrame, pd.DataFrame]
+    columns: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+    feature_map: FeatureMap
+    rho: float
+    delta: float
+
+    NAMES = ("holder", "middle", "evaluator")
+
+    @property
+    def groups(self) -> ColumnGroups:
+        """Positions of the three column groups in the design order."""
+        ends = np.cumsum([len(c) for c in self.columns])
+        return ColumnGroups(tuple(tuple(range(int(e) - len(c), int(e))) for e, c in zip(ends, self.columns,
+                                                                                          strict=True)))
+
+    def request(self, operation: str, n: int, round_id: str, **extra: Any) -> Message:
+        """The request every party gets (its public terms)."""
+        return Message(operation, {"study": STUDY, "round": round_id, "rho": self.rho, "delta": self.delta,
+                                   "design": self.feature_map.to_spec(), "site": 0,
+                                   "column_groups": [list(c) for c in self.columns], "parties": list(self.NAMES),
+                                   "n_subjects": n} | extra)
+
+    def parties(self, frame: pd.DataFrame, folder: Path, tag: str) -> list[Party]:
+        """The three parties of ``frame``, pinned to each other, with ledgers of 1e12."""
+        parties = [Party(name, PartyTable.from_frame(frame, list(cols), **(
+            {"treatment": "t", "outcome": "y"} if g == 0 else {})))
+            for g, (name, cols) in enumerate(zip(self.NAMES, self.columns, strict=True))]
+        for party in parties:
+            party.ledger = PrivacyLedger(folder / f"{tag}-{party.name}.sqlite", epsilon=1e12, delta=0.5,
+                                         dataset=party.name)
+        attach_identities(parties, simulation_identities(STUDY, list(self.NAMES)))
+        return parties
+
+    def exact(self, frame: pd.DataFrame) -> NDArray[np.float64]:
+        """The statistics vector of the joined row group, before noise."""
+        X = frame[[c for cols in self.columns for c in cols]].to_numpy(dtype=float)
+        return fold_statistics(self.feature_map.design(X, 0), frame["t"].to_numpy(np.int8),
+                               self.feature_map.centred_outcome(frame["y"]), self.feature_map.outcome_width)
+
+
+def audit_three_party_evaluator(setup: ThreePartySetup, n_releases: int, folder: Path, *,
+                                confidence: float = 1.0 - 1e-6) -> ReleaseAudit:
+    """The third party's totals (its cross entries, the three-party Gram entries among them) as the colluding
+    label holder decrypts them, the second party's sealed products relayed honestly (module docstring)."""
+    entries = packed_entries([e for e in cross_entries(setup.groups, 1) if e.evaluator == 2])
+    at = [e.index for e in entries]
+
+    def releases(frame: pd.DataFrame, tag: str) -> NDArray[np.float64]:
+        holder, middle, evaluator = setup.parties(frame, folder, tag)
+        n = holder.table.n_subjects
+        owner = KeyOwner(preset(statistics_depth(3)))
+        fm = setup.feature_map
+        design = group_design(fm, frame[list(setup.columns[0])].to_numpy(dtype=float), 0, setup.groups, 0)
+        y = fm.centred_outcome(frame["y"])
+        encrypted = encrypt_label_vectors(owner, label_vectors(
+            design, frame["t"].to_numpy(dtype=float), np.clip(y / fm.outcome_width, -0.5, 0.5), setup.groups, 1, 0))
+        out = []
+        for r in range(n_releases):
+            round_id = f"{tag}/{r}"
+            request = setup.request("vertical_statistics_columns", n, round_id)
+            req = parse_vertical(holder, request, 0)
+            terms = req.terms() | {"release": "statistics", "keys": list(encrypted)}
+            reply = columns_reply(holder, request, req, owner, list(encrypted.values()), terms)
+            key = evaluator.handle(Message(KEYS_OPERATION, {"study": STUDY, "round": seal_round(round_id)}))
+            products = middle.handle(Message("vertical_statistics_totals", _relayed(
+                "vertical_statistics_totals", request, reply).params | {"seal_keys": {"2": key.params[
+                    "advertisement"]}}, dict(reply.arrays)))
+            sealed, arrays = relay_sealed(products, 1, 2)
+            relayed = _relayed("vertical_statistics_totals", request, reply)
+            totals = evaluator.handle(Message(relayed.operation, relayed.params | {SEALED_FROM: sealed},
+                                              dict(relayed.arrays) | arrays))
+            out.append(open_totals(owner, blobs(totals, TOTALS), np.full(len(entries), NEGLIGIBLE),
+                                   grid=owner.parameters.error_bound))
+        _check_charged(evaluator, n_releases)
+        return np.array(out)
+
+    bound = statistics_bound(setup.feature_map, setup.groups)
+    return _audit(releases, lambda f: setup.exact(f)[at], setup, bound, n_releases, confidence, "three")
+
+
 HOSTILE_MODEL_SLOPES = (3.0, -3.0)
 """The hostile program's propensity slopes on the two design columns (unit box): the propensity crosses both
 trims across the box, so some corners score at the largest weight the polynomial allows."""
@@ -297,8 +389,8 @@ def _check_charged(party: Party, n_releases: int) -> None:
 
 
 def _audit(releases: Callable[[pd.DataFrame, str], NDArray[np.float64]],
-           exact: Callable[[pd.DataFrame], NDArray[np.float64]], setup: AuditSetup, sensitivity: float,
-           n_releases: int, confidence: float, view: str) -> ReleaseAudit:
+           exact: Callable[[pd.DataFrame], NDArray[np.float64]], setup: AuditSetup | ThreePartySetup,
+           sensitivity: float, n_releases: int, confidence: float, view: str) -> ReleaseAudit:
     first, second = (exact(f) for f in setup.frames)
     errors: list[Any] = []
     for tag, frame, says_second in (("first", setup.frames[0], True), ("second", setup.frames[1], False)):

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from vertical_parties import STUDY, spent, world
 
-from collabcausal.analyst.dp_effects_vertical import check_vertical_spec, vertical_effects_results
+from collabcausal.analyst.dp_effects_vertical import check_vertical_spec, party_batch_rows, vertical_effects_results
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.messages import Message
 from collabcausal.party import PartyTable
@@ -47,7 +47,7 @@ def test_a_party_lost_mid_round_fails_the_study_naming_what_was_charged(tmp_path
 
 
 @pytest.mark.parametrize(("groups", "holders", "match"), [
-    ((("hospital",),), ("hospital",), "takes a label holder and one other party"),
+    ((("hospital",),), ("hospital",), "takes a label holder and 1 to 7 other parties"),
     ((("registry", "hospital"),), ("registry",), "holds no treatment and outcome"),
 ])
 def test_a_row_group_that_is_not_a_label_holder_and_one_other_party_is_refused_uncharged(tmp_path, groups, holders,
@@ -56,6 +56,13 @@ def test_a_row_group_that_is_not_a_label_holder_and_one_other_party_is_refused_u
     with pytest.raises(StudyFailedError, match=match):
         _run(InProcessGrid([w.label, w.other]), w, groups, holders)
     assert spent(w.label) == spent(w.other) == 0.0
+
+
+def test_batches_shrink_with_the_parties_whose_parts_the_label_holder_receives() -> None:
+    """No batch the label holder holds carries more ciphertexts than with two parties; batches stay whole multiples
+    of a scores ciphertext's 8,192 slots."""
+    assert [party_batch_rows(65_536, k) for k in range(2, 9)] == [65_536, 32_768, 16_384, 16_384, 8192, 8192, 8192]
+    assert party_batch_rows(1, 8) == 1
 
 
 def test_a_covariate_nobody_holds_or_unaligned_rows_are_refused_uncharged(tmp_path) -> None:
