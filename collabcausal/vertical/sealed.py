@@ -36,7 +36,7 @@ from collabcausal.secagg.crypto import PUBLIC_KEY_BYTES, canonical_bytes, genera
 KEY_BYTES = 32
 NONCE_BYTES = 12
 
-__all__ = ["Envelope", "seal", "seal_round", "unseal"]
+__all__ = ["Envelope", "Opened", "seal", "seal_round", "unseal"]
 
 
 def seal_round(round_id: str) -> str:
@@ -81,10 +81,24 @@ def seal(receiver_public: bytes, blobs: Sequence[bytes | memoryview], envelope: 
     return ephemeral_public, [aead.encrypt(_nonce(i), bytes(b), _associated(i, count)) for i, b in enumerate(blobs)]
 
 
+class Opened:
+    """One sealed ciphertext of a set that opened, decrypted again each time it is read (``bytes(blob)``): a receiver
+    holding hundreds of megabytes of sealed ciphertexts never holds them twice (:func:`unseal`)."""
+
+    __slots__ = ("_aead", "_count", "_index", "_sealed")
+
+    def __init__(self, aead: AESGCM, sealed: bytes | memoryview, index: int, count: int) -> None:
+        self._aead, self._sealed, self._index, self._count = aead, sealed, index, count
+
+    def __bytes__(self) -> bytes:
+        return self._aead.decrypt(_nonce(self._index), bytes(self._sealed), _associated(self._index, self._count))
+
+
 def unseal(own: X25519PrivateKey, ephemeral_public: bytes, sealed: Sequence[bytes | memoryview],
-           envelope: Envelope) -> list[bytes]:
-    """The blobs sealed to ``own``'s public key under ``envelope``; a :class:`ProtocolError` in one line if any was
-    sealed to another key or envelope, altered, dropped or reordered."""
+           envelope: Envelope) -> list[Opened]:
+    """The blobs sealed to ``own``'s public key under ``envelope``, each checked to open now (so a refusal comes
+    before the receiver charges) and decrypted again when read (:class:`Opened`); a :class:`ProtocolError` in one
+    line if any was sealed to another key or envelope, altered, dropped or reordered."""
     fix = "relay the sender's sealed ciphertexts unchanged, to the party they were sealed for"
     if len(ephemeral_public) != PUBLIC_KEY_BYTES:
         raise ProtocolError(f"sealed ciphertexts came with a {len(ephemeral_public)}-byte ephemeral key", fix)
@@ -93,10 +107,12 @@ def unseal(own: X25519PrivateKey, ephemeral_public: bytes, sealed: Sequence[byte
     except ValueError:
         raise ProtocolError("sealed ciphertexts came with a low-order ephemeral key", fix) from None
     aead = envelope._key(shared, bytes(ephemeral_public))
-    count = len(sealed)
+    opened = [Opened(aead, b, i, len(sealed)) for i, b in enumerate(sealed)]
     try:
-        return [aead.decrypt(_nonce(i), bytes(b), _associated(i, count)) for i, b in enumerate(sealed)]
+        for blob in opened:
+            bytes(blob)
     except InvalidTag:
         _, round_id, batch, sender, receiver = envelope.fields
         raise ProtocolError(f"the ciphertexts {sender!r} sealed for {receiver!r} (round {round_id!r}, batch {batch}) "
                             "do not open with this party's round key", fix) from None
+    return opened
