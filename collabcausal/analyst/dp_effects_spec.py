@@ -37,6 +37,9 @@ class DPEffectsSpec:
     subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()
     simultaneous: str = "none"
     projection_clip: float | None = None
+    projection_allocation: str = "noise-trace"
+    modifier_clip: float | None = None
+    gram_weight: float | None = None
     norm_bounds: tuple[float, ...] | None = None
 
     @property
