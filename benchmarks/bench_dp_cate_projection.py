@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from _run_mode import BenchmarkParser
 
+from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.simulations.cate_benchmark import (
     cate,
     linear_dr_learner,
@@ -61,8 +62,8 @@ def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
 
 def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
               clip: float | None = None, nuisance_share: float = 0.5,
-              allocation: str = "noise-trace", modifier_clip: float | None = None,
-              gram_weight: float | None = None) -> dict[str, object]:
+              allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
+              gram_weight: float | None = GRAM_WEIGHT) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
@@ -139,8 +140,8 @@ def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str,
 
 def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
                 peers: int = 0, clip: float | None = None, nuisance_share: float = 0.5,
-                allocation: str = "noise-trace", modifier_clip: float | None = None,
-                gram_weight: float | None = None) -> list[dict[str, object]]:
+                allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
+                gram_weight: float | None = GRAM_WEIGHT) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
@@ -207,6 +208,11 @@ def _numbers(value: object) -> list[np.ndarray]:
     return [np.asarray(value, dtype=float)]
 
 
+def _optional(text: str) -> float | None:
+    """A number, or ``none``."""
+    return None if text == "none" else float(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, print, and return 0 when every target is met (or ``--quick`` gave finite numbers), else 1."""
     parser = BenchmarkParser(__doc__)
@@ -225,11 +231,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="[dp_effects] nuisance_share: the statistics release's share of rho (scores: 1 - S)")
     parser.add_argument("--projection-allocation", default="noise-trace", choices=("noise-trace", "equal"),
                         help="[dp_effects] projection_allocation: how the projection's point sums share their budget")
-    parser.add_argument("--modifier-clip", type=float, default=None, metavar="K",
+    parser.add_argument("--modifier-clip", type=_optional, default=MODIFIER_CLIP, metavar="K",
                         help="[dp_effects] modifier_clip: each modifier's z phi clipped at K times its root mean "
-                             "square (from the released Gram matrix), times the projection's bound")
-    parser.add_argument("--gram-weight", type=float, default=None, metavar="W",
-                        help="[dp_effects] gram_weight: the modifiers' Gram entries released again with the scores")
+                             f"square (from the released Gram matrix) times the bound (default {MODIFIER_CLIP:g}; "
+                             "none: unclipped)")
+    parser.add_argument("--gram-weight", type=_optional, default=GRAM_WEIGHT, metavar="W",
+                        help="[dp_effects] gram_weight: the modifiers' Gram entries released again with the scores "
+                             f"at weight W (default {GRAM_WEIGHT:g}; none: not)")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
     parser.add_argument("--from-log", type=Path, default=None,

@@ -155,6 +155,7 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
         "modifiers": names, "simultaneous": spec.simultaneous,
         "noise_growth": plan.sensitivity / plan.base_sensitivity,
         "allocation": {"rule": spec.projection_allocation, "modifier_clip": spec.modifier_clip,
+                       "gram_weight": spec.gram_weight,
                        "sums": {c.name: {"weight": c.weight, "bound": c.high} for c in plan.layout.parts
                                 if c.point and c.name.startswith("blp_")}},
         "note": ("coefficients of the best linear projection of the CATE on (1, z) with z the modifiers scaled to "

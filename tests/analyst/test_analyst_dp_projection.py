@@ -36,8 +36,7 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
 
 
 @pytest.mark.parametrize(("clip", "shaping"), [
-    (None, {}), (2.0, {}), (2.0, {"modifier_clip": 2.0, "gram_weight": 0.25}),
-    (2.0, {"projection_allocation": "equal"}),
+    (None, {}), (2.0, {}), (2.0, {"projection_allocation": "equal", "modifier_clip": None, "gram_weight": None}),
 ])
 def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip, shaping):
     report = _run(tmp_path, replace(SPEC, projection_clip=clip, **shaping))
@@ -62,7 +61,8 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     else:  # x0 (a standard normal on [-3.5, 3.5]) has 12x the slope's noise amplification of binary x8
         assert sums["blp_1"]["weight"] > 1.5 * sums["blp_2"]["weight"]
     bound = sums["blp_1"]["bound"] / sums["blp_2"]["bound"]
-    assert bound == (pytest.approx(2 / 3.5, rel=0.05) if "modifier_clip" in shaping else 1.0)  # k rms(z0) = 2 / 3.5
+    assert bound == (1.0 if "modifier_clip" in shaping else pytest.approx(2 / 3.5, rel=0.05))  # k rms(z0) = 2 / 3.5
+    assert cate["allocation"]["gram_weight"] == shaping.get("gram_weight", 0.25)
 
 
 @pytest.mark.parametrize(("changes", "match"), [

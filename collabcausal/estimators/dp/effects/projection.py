@@ -9,9 +9,10 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   (Semenova & Chernozhukov 2021, eq. 2.5; the DR-learner's final stage, Kennedy 2023);
 * ``blp_meat_a_b = sum phi^2 m_a m_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``), in
   ``[0, A^2]`` on the diagonal and ``[-A^2, A^2]`` off it: the sandwich's meat, uncentred;
-* with a ``gram_weight`` (:class:`Projection`), ``gram_a_b = sum m_a m_b`` (a <= b, not both 0), in
-  ``[0, 1]`` on the diagonal and ``[-1, 1]`` off it: the modifiers' Gram entries once more, for the
-  analyst to average with the statistics release's (whose intercept row sums ``2 K S`` noisy entries);
+* with a ``gram_weight`` (:class:`Projection`), ``gram_0_q = sum z_q`` in ``[-1, 1]`` and
+  ``gram_q_q = sum z_q^2`` in ``[0, 1]`` (q = 1..p): the modifiers' Gram entries that move the slopes
+  most once more, for the analyst to average with the statistics release's (whose intercept row sums
+  ``2 K S`` noisy entries; docs/dp-cate-projection.md, "Budget");
 * with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
   ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
   sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
@@ -107,9 +108,9 @@ class Projection:
     ``modifier_clips``: per modifier ``q``, ``kappa_q`` in ``[MIN_CLIP, 1]``: ``z_q phi`` is clipped to
     ``[-kappa_q a, kappa_q a]`` instead of ``[-a, a]`` (:mod:`.projection_budget`); ``None``: 1 each.
 
-    ``gram_weight``: with modifiers, the release also carries the modifiers' Gram entries
-    ``gram_a_b = sum m_a m_b`` (a <= b, not both 0), each with this weight in ``[MIN_WEIGHT, 1]``;
-    ``None``: not (the Gram matrix then comes from the statistics release alone).
+    ``gram_weight``: with modifiers, the release also carries the Gram entries ``gram_0_q = sum z_q``
+    and ``gram_q_q = sum z_q^2``, each with this weight in ``[MIN_WEIGHT, 1]``; ``None``: not (the
+    Gram matrix then comes from the statistics release alone).
     """
 
     modifiers: tuple[int, ...] = ()
@@ -240,8 +241,9 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
     parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
               for i in range(p + 1) for j in range(i, p + 1) if j > 0 or own]
     if p and projection.gram_weight is not None:  # model-free (no replicates), like the bins' counts
-        parts += [Component(f"gram_{i}_{j}", False, 0.0 if i == j else -1.0, 1.0, float(projection.gram_weight))
-                  for i in range(p + 1) for j in range(i, p + 1) if j > 0]
+        w = float(projection.gram_weight)
+        parts += [Component(f"gram_0_{q}", False, -1.0, 1.0, w) for q in range(1, p + 1)]
+        parts += [Component(f"gram_{q}_{q}", False, 0.0, 1.0, w) for q in range(1, p + 1)]
     kinds: list[list[int]] = []
     for g, part in enumerate(projection.partitions):
         for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT), ("", True, -a, a, POINT_WEIGHT),

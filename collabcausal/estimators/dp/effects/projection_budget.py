@@ -47,6 +47,15 @@ from numpy.typing import NDArray
 
 from collabcausal.estimators.dp.effects.projection import MIN_CLIP, MIN_WEIGHT
 
+MODIFIER_CLIP = 2.0
+"""Default ``k`` of :func:`modifier_clips`: at most 1/4 of the subjects can be touched (Markov). Measured on the
+benchmark design (docs/dp-cate-projection.md): a Gaussian modifier on +-3.5 sd gets ``kappa = 0.59``, its slope's
+noise sd falls by that factor and it shifts by +0.005 (binary outcome) and -0.005 (continuous), against sampling
+SEs of 0.012 and 0.03."""
+GRAM_WEIGHT = 0.25
+"""Default weight of the Gram entries released again with the scores (:mod:`.projection`): a bin count's, the
+other denominator of a released ratio."""
+
 
 def modifier_clips(gram: NDArray[np.float64], n: int, k: float) -> tuple[float, ...]:
     """``kappa_q = min(1, k sqrt(M_qq / n))`` per modifier (rows 1.. of ``gram``; module docstring).

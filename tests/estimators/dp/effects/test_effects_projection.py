@@ -219,15 +219,14 @@ def test_the_analysts_shaping_narrows_ranges_reweighs_and_never_raises_the_sensi
     assert parts["blp_1@0"].high == pytest.approx(0.4 * parts["blp_0@0"].high)  # replicates scale with the range
     gram = [c for c in layout.parts if c.name.startswith("gram_")]
     assert [(c.name, c.low, c.high) for c in gram] == [("gram_0_1", -1.0, 1.0), ("gram_0_2", -1.0, 1.0),
-                                                       ("gram_1_1", 0.0, 1.0), ("gram_1_2", -1.0, 1.0),
-                                                       ("gram_2_2", 0.0, 1.0)]
-    # the weights share three unit sums' budget (sum w^2 = 2.99 <= 3); the Gram entries add 5 w^2, nothing else moves
+                                                       ("gram_1_1", 0.0, 1.0), ("gram_2_2", 0.0, 1.0)]
+    # the weights share three unit sums' budget (sum w^2 = 2.99 <= 3); the Gram entries add 4 w^2, nothing else moves
     unweighted = projection_sensitivity_squared(projection_layout(plain, FM.outcome_width, TRIM, 2))
-    assert projection_sensitivity_squared(layout) == pytest.approx(unweighted - 3 + 2.99 + 5 * 0.25**2)
+    assert projection_sensitivity_squared(layout) == pytest.approx(unweighted - 3 + 2.99 + 4 * 0.25**2)
     values = subject_projection_values([c for c in layout.parts if c.of is None], np.array([3.0]),
                                        np.array([[-0.5, 1.0]]), np.array([[1, 0]]))[0]
     named = dict(zip([c.name for c in layout.parts if c.of is None], values, strict=True))
-    assert named["gram_0_1"] == -0.5 and named["gram_1_1"] == 0.25 and named["gram_1_2"] == -0.5
+    assert named["gram_0_1"] == -0.5 and named["gram_1_1"] == 0.25 and named["gram_2_2"] == 1.0
     assert named["blp_1"] == -1.5  # -0.5 x 3 inside the clip 0.4 a = 4
 
 
