@@ -21,6 +21,10 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   ratio of the first two);
 * the noise replicates (:func:`~.scores.replicate_components`) of every model-dependent point sum.
 
+The analyst may shape the ``blp_q`` from the statistics release (:mod:`.projection_budget`): their
+weights ``w_q`` (with ``sum w_q^2`` at most their number, so the sensitivity below never exceeds the
+unweighted one), a narrower range ``kappa_q a`` per modifier, and ``gram_weight`` (the Gram sums above).
+
 **Sensitivity under substitution.** Every added sum ``j`` has one per-subject value in a public
 interval of width ``r_j`` that contains 0, released as ``s_j w_j / r_j``. A sum on its own moves by
 at most ``w_j``. The bins of one partition are disjoint, so of the sums of one kind (counts, sums,
