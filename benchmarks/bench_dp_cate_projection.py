@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from _run_mode import BenchmarkParser
 
+from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.simulations.cate_benchmark import (
     cate,
     linear_dr_learner,
@@ -60,20 +61,26 @@ def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
 
 
 def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
-              clip: float | None = None) -> dict[str, object]:
+              clip: float | None = None, nuisance_share: float = 0.5,
+              allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
+              gram_weight: float | None = GRAM_WEIGHT) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
     ATE's and the private projection's at the same rows) and its implied projection on ``(1, z0, z8)``.
     """
     sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
-    run = run_private(sites, study_spec(outcome, epsilon, projection_clip=clip))  # type: ignore[arg-type]
+    spec = study_spec(outcome, epsilon, projection_clip=clip, nuisance_share=nuisance_share,  # type: ignore[arg-type]
+                      projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight)
+    run = run_private(sites, spec)
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
     tau = cate(X, outcome)  # type: ignore[arg-type]
     Z = modifier_matrix(X)
     row: dict[str, object] = {
         "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
+        "nuisance_share": nuisance_share, "projection_allocation": allocation,
+        "modifier_clip": modifier_clip, "gram_weight": gram_weight,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -132,12 +139,15 @@ def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str,
 
 
 def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
-                peers: int = 0, clip: float | None = None) -> list[dict[str, object]]:
+                peers: int = 0, clip: float | None = None, nuisance_share: float = 0.5,
+                allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
+                gram_weight: float | None = GRAM_WEIGHT) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
     for r in range(reps):
-        row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip)
+        row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip, nuisance_share=nuisance_share,
+                        allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -198,6 +208,11 @@ def _numbers(value: object) -> list[np.ndarray]:
     return [np.asarray(value, dtype=float)]
 
 
+def _optional(text: str) -> float | None:
+    """A number, or ``none``."""
+    return None if text == "none" else float(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, print, and return 0 when every target is met (or ``--quick`` gave finite numbers), else 1."""
     parser = BenchmarkParser(__doc__)
@@ -212,6 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--projection-clip", type=float, default=None, metavar="C",
                         help="[dp_effects] projection_clip: the added per-subject scores bounded at C outcome-range "
                              "widths (default: the score's own bound)")
+    parser.add_argument("--nuisance-share", type=float, default=0.5, metavar="S",
+                        help="[dp_effects] nuisance_share: the statistics release's share of rho (scores: 1 - S)")
+    parser.add_argument("--projection-allocation", default="noise-trace", choices=("noise-trace", "equal"),
+                        help="[dp_effects] projection_allocation: how the projection's point sums share their budget")
+    parser.add_argument("--modifier-clip", type=_optional, default=MODIFIER_CLIP, metavar="K",
+                        help="[dp_effects] modifier_clip: each modifier's z phi clipped at K times its root mean "
+                             f"square (from the released Gram matrix) times the bound (default {MODIFIER_CLIP:g}; "
+                             "none: unclipped)")
+    parser.add_argument("--gram-weight", type=_optional, default=GRAM_WEIGHT, metavar="W",
+                        help="[dp_effects] gram_weight: the modifiers' Gram entries released again with the scores "
+                             f"at weight W (default {GRAM_WEIGHT:g}; none: not)")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
     parser.add_argument("--from-log", type=Path, default=None,
@@ -229,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
               f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
         by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
-                                      args.projection_clip) for o in outcomes}
+                                      args.projection_clip, args.nuisance_share, args.projection_allocation,
+                                      args.modifier_clip, args.gram_weight)
+                      for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)

@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from collabcausal.analyst.dp_effects_feasibility import check_study_size
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec, Round
-from collabcausal.analyst.dp_projection import plan_projection, projection_report
+from collabcausal.analyst.dp_projection import allocate_projection, plan_projection, projection_report
 from collabcausal.analyst.grid import Grid
 from collabcausal.analyst.replies import check_description
 from collabcausal.analyst.secure_sum import secure_sum
@@ -133,6 +133,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     every, sensitivity = parts, release_sensitivity(parts)
     if plan is not None:
+        plan = allocate_projection(spec, plan, parts, stats, feature_map, sum(n_subjects[p] for p in stats.parties))
         extra["projection"] = plan.projection.to_spec()
         every, sensitivity = parts + plan.layout.parts, plan.sensitivity
     release_scores = _secure_round if secure else _plain_round

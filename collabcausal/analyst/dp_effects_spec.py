@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
+from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES
 from collabcausal.estimators.dp.zcdp import zcdp_rho
 
@@ -37,6 +38,9 @@ class DPEffectsSpec:
     subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()
     simultaneous: str = "none"
     projection_clip: float | None = None
+    projection_allocation: str = "noise-trace"
+    modifier_clip: float | None = MODIFIER_CLIP
+    gram_weight: float | None = GRAM_WEIGHT
     norm_bounds: tuple[float, ...] | None = None
 
     @property

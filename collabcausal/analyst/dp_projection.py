@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,11 +32,16 @@ from collabcausal.estimators.dp.effects.projection_analysis import (
     best_linear_projection,
     bin_labels,
     modifier_gram,
+    pooled_gram,
     subgroup_effects,
 )
+from collabcausal.estimators.dp.effects.projection_budget import modifier_clips, noise_trace_weights
 from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import Component, release_sensitivity
 
+ALLOCATIONS = ("noise-trace", "equal")
+"""How the projection's point sums share their budget: the split minimizing the coefficients' summed DP-noise
+variance (:mod:`~collabcausal.estimators.dp.effects.projection_budget`), or weight 1 each."""
 MAX_NOISE_GROWTH = 3.0
 """Largest factor by which the modifiers and subgroups may raise the noise sd of every score sum (the ATE's too)."""
 
@@ -64,6 +69,14 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
                              f"declare {name!r} in [anchor_ranges] (and columns), or drop it from {what}s")
         return columns.index(name)
 
+    if spec.projection_allocation not in ALLOCATIONS:
+        raise InputError(f"projection_allocation = {spec.projection_allocation!r} is not one of {ALLOCATIONS}",
+                         'use "noise-trace" (the default) or "equal"')
+    clip = spec.modifier_clip
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip)
+                             or clip <= 0):
+        raise InputError(f"modifier_clip = {clip!r} is not a positive number",
+                         "declare it in root-mean-squares of the modifier, e.g. 2, or leave it out")
     if spec.simultaneous not in SIMULTANEOUS:
         raise InputError(f"simultaneous = {spec.simultaneous!r} is not one of {SIMULTANEOUS}",
                          'use "bonferroni" or "none"')
@@ -72,7 +85,7 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
                          'include "aipw" in estimators and "ate" in estimands')
     projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
                             tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
-                            spec.projection_clip)
+                            spec.projection_clip, gram_weight=spec.gram_weight)
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)
@@ -100,6 +113,34 @@ def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec,
     return f"one modifier alone {one:.2f}x" + (f", {cells}" if cells else "")
 
 
+def allocate_projection(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence[Component], stats: Round,
+                        feature_map: FeatureMap, n: int) -> ProjectionPlan:
+    """The plan with its modifier clips (``modifier_clip``) and point sums' weights (``projection_allocation``).
+
+    Post-processing of the statistics release, before the score request
+    (:mod:`~collabcausal.estimators.dp.effects.projection_budget`): neither raises the planned
+    sensitivity, so nothing planned or refused changes. Unchanged with ``"equal"`` and no
+    ``modifier_clip``, without modifiers, or when the Gram matrix gives no allocation.
+    """
+    projection = plan.projection
+    if not projection.modifiers or stats.total is None or (
+            spec.projection_allocation == "equal" and spec.modifier_clip is None):
+        return plan
+    gram, _ = modifier_gram(stats.total.reshape(spec.n_folds, -1), feature_map, projection, n, stats.total_noise_sd)
+
+    def layout_of(p: Projection) -> ProjectionLayout:
+        return projection_layout(p, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
+
+    if spec.modifier_clip is not None:
+        projection = replace(projection, modifier_clips=modifier_clips(gram, n, spec.modifier_clip))
+    if spec.projection_allocation == "noise-trace":
+        sums = [c for c in layout_of(projection).parts if c.point and c.name.startswith("blp_")]
+        weights = noise_trace_weights(gram, [c.width for c in sums], len(projection.modifiers) + 1 - len(sums))
+        projection = projection if weights is None else replace(projection, weights=weights)
+    layout = layout_of(projection)
+    return ProjectionPlan(projection, layout, scores_sensitivity(parts, layout), plan.base_sensitivity)
+
+
 def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence[Component], scores: Round,
                       stats: Round, feature_map: FeatureMap, n: int) -> dict[str, Any]:
     """report.json's ``effect_modification``: coefficients and subgroup effects with intervals (strict JSON)."""
@@ -113,13 +154,18 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
     out: dict[str, Any] = {
         "modifiers": names, "simultaneous": spec.simultaneous,
         "noise_growth": plan.sensitivity / plan.base_sensitivity,
+        "allocation": {"rule": spec.projection_allocation, "modifier_clip": spec.modifier_clip,
+                       "gram_weight": spec.gram_weight,
+                       "sums": {c.name: {"weight": c.weight, "bound": c.high} for c in plan.layout.parts
+                                if c.point and c.name.startswith("blp_")}},
         "note": ("coefficients of the best linear projection of the CATE on (1, z) with z the modifiers scaled to "
                  "[-1, 1] by their public ranges; 'intercept' is the projected effect at the ranges' midpoints, "
                  "'per_unit' a slope per unit of the modifier"),
     }
     if projection.modifiers:
         rows = stats.total.reshape(spec.n_folds, -1)
-        gram, gram_sd = modifier_gram(rows, feature_map, projection, n, stats.total_noise_sd)
+        gram, gram_sd = pooled_gram(*modifier_gram(rows, feature_map, projection, n, stats.total_noise_sd), sums,
+                                    noise)
         scales = [(feature_map.bounds[j][1] - feature_map.bounds[j][0]) / 2 for j in projection.modifiers]
         coefficients = best_linear_projection(sums, noise, gram, gram_sd, names, scales, replicates=replicates,
                                               replicate_sd=replicate_sd, alpha=spec.alpha)

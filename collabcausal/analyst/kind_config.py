@@ -51,6 +51,7 @@ from pydantic import Field, field_validator, model_validator
 from collabcausal.analyst.kinds import KINDS
 from collabcausal.config_schema import Section
 from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
+from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES, MAX_REPLICATES
 
 __all__ = ["KINDS", "AdumSection", "CateSection", "DPEffectsSection", "DiscoverySection", "KindSection"]
@@ -178,6 +179,16 @@ class DPEffectsSection(Section):
     projection_clip: float | None = Field(
         None, gt=0, description="bound on each subject's modifier-weighted and subgroup scores, in outcome-range "
         "widths, e.g. 2 (default: the score's own bound; docs/dp-cate-projection.md)")
+    projection_allocation: Literal["noise-trace", "equal"] = Field(
+        "noise-trace", description='how the modifier-weighted sums share their budget: "noise-trace" (the split '
+        'minimizing the coefficients\' summed noise variance) or "equal" (docs/dp-cate-projection.md)')
+    modifier_clip: Annotated[float, Field(gt=0)] | Literal["none"] = Field(
+        MODIFIER_CLIP, description="each modifier's weighted scores clipped at this many root mean squares "
+        f'of the modifier (from the released Gram matrix), at most the bound (default {MODIFIER_CLIP:g}; "none": '
+        "unclipped)")
+    gram_weight: Annotated[float, Field(ge=1e-3, le=1.0)] | Literal["none"] = Field(
+        GRAM_WEIGHT, description="the modifiers' Gram entries released again with the scores, at this budget "
+        f'weight (default {GRAM_WEIGHT:g}; "none": from the statistics release alone)')
     norm_bounds: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, min_length=2, max_length=2, description="column groups only: each party's bound on the squared norm "
         "of its covariates scaled to [-1, 1], label holder first, e.g. [2.7, 6.1] (docs/dp-effects-vertical.md)")

@@ -60,5 +60,8 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         nuisance_replicates=section.nuisance_replicates, seed=config.settings.get("seed", 0),
         modifiers=tuple(section.modifiers), subgroups=tuple((c, tuple(e)) for c, e in section.subgroups.items()),
         simultaneous=section.simultaneous, projection_clip=section.projection_clip,
+        projection_allocation=section.projection_allocation,
+        modifier_clip=None if section.modifier_clip == "none" else section.modifier_clip,
+        gram_weight=None if section.gram_weight == "none" else section.gram_weight,
         norm_bounds=None if section.norm_bounds is None else tuple(section.norm_bounds),
     )

@@ -35,9 +35,11 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
     return dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
 
 
-@pytest.mark.parametrize("clip", [None, 2.0])
-def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip):
-    report = _run(tmp_path, replace(SPEC, projection_clip=clip))
+@pytest.mark.parametrize(("clip", "shaping"), [
+    (None, {}), (2.0, {}), (2.0, {"projection_allocation": "equal", "modifier_clip": None, "gram_weight": None}),
+])
+def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip, shaping):
+    report = _run(tmp_path, replace(SPEC, projection_clip=clip, **shaping))
     cate = json.loads(json.dumps(report["effect_modification"], allow_nan=False))
     ate = report["estimates"]["aipw-ate"]
     names = [c["name"] for c in cate["coefficients"]]
@@ -50,6 +52,17 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
         assert s["alpha"] == pytest.approx(0.05 / 2)
         assert abs(s["estimate"] - ate["estimate"]) < 5 * (s["se"] + ate["se"])
     assert cate["noise_growth"] > 1.0
+    sums = cate["allocation"]["sums"]
+    weights = np.array([s["weight"] for s in sums.values()])
+    assert list(sums) == (["blp_0"] if clip else []) + ["blp_1", "blp_2"]
+    assert np.sum(weights**2) == pytest.approx(weights.size)  # the point sums' budget is shared out, not grown
+    if shaping.get("projection_allocation") == "equal":
+        assert np.all(weights == 1.0)
+    else:  # x0 (a standard normal on [-3.5, 3.5]) has 12x the slope's noise amplification of binary x8
+        assert sums["blp_1"]["weight"] > 1.5 * sums["blp_2"]["weight"]
+    bound = sums["blp_1"]["bound"] / sums["blp_2"]["bound"]
+    assert bound == (1.0 if "modifier_clip" in shaping else pytest.approx(2 / 3.5, rel=0.05))  # k rms(z0) = 2 / 3.5
+    assert cate["allocation"]["gram_weight"] == shaping.get("gram_weight", 0.25)
 
 
 @pytest.mark.parametrize(("changes", "match"), [
@@ -57,6 +70,9 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     ({"subgroups": (("x9", (0.0, 1.0, 0.5)),)}, "overlapping"),
     ({"subgroups": (("x0", (-3.5, float("inf"))),)}, "unbounded"),
     ({"estimators": ("ipw",)}, "AIPW ATE"),
+    ({"projection_allocation": "optimal"}, "projection_allocation"),
+    ({"modifier_clip": -1.0}, "modifier_clip"),
+    ({"gram_weight": 3.0}, "gram_weight"),
     ({"modifiers": COLUMNS[:6], "subgroups": tuple((c, (-3.5, 0.0, 3.5)) for c in COLUMNS[:6])},
      r"one modifier alone \d\.\d\dx"),
 ])

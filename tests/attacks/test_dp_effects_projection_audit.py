@@ -89,11 +89,14 @@ def test_a_release_that_forgets_the_added_sums_in_its_sensitivity_is_caught(ledg
     assert audit.mu_lower > audit.claimed_mu, audit
 
 
+@pytest.mark.parametrize("shaping", [{}, {"weights": (0.6, 1.28), "modifier_clips": (0.5,), "gram_weight": 0.25}])
 def test_with_a_projection_clip_the_worst_neighbours_stay_within_the_sensitivity_and_the_party_within_eps(
-        ledger_dir):
+        ledger_dir, shaping):
     # projection_clip 1 (a = R = 5 against A = R / t = 50): the intercept row's own sums join, every added range
-    # narrows; the same derivation bounds the move, and the party's release stays within its claim at eps 1
-    clipped = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0)
+    # narrows; the same derivation bounds the move, and the party's release stays within its claim at eps 1; also
+    # with the analyst's shaping (projection_budget): weights sharing two unit sums' budget, the modifier's
+    # products clipped at half the bound, the modifiers' Gram entries again
+    clipped = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0, **shaping)
     layout = projection_layout(clipped, FM.outcome_width, TRIM, len(REPLICAS))
     request = Message(SCORES, _request(1.0).params | {"projection": clipped.to_spec()})
     neighbours = scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM, replicates=REPLICAS,

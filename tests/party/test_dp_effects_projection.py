@@ -73,6 +73,11 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"subgroups": [{"column": 0, "edges": [0, None]}]}, InputError, "unbounded"),
     ({"subgroups": "age"}, InputError, "malformed"),
     ({"modifiers": [0], "clip": 1e-300}, InputError, "clip"),
+    ({"modifiers": [0], "weights": [1.5]}, InputError, "weights"),  # more than one unit sum's budget
+    ({"modifiers": [0], "weights": [1.0, 1.0]}, InputError, "2 dp_effects projection weights for 1"),
+    ({"modifiers": [0], "weights": "1"}, InputError, "malformed"),
+    ({"modifiers": [0], "modifier_clips": [0.5, 0.5]}, InputError, "modifier clips"),
+    ({"modifiers": [0], "gram_weight": 0.0}, InputError, "gram_weight"),
 ])
 def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)

@@ -9,6 +9,10 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   (Semenova & Chernozhukov 2021, eq. 2.5; the DR-learner's final stage, Kennedy 2023);
 * ``blp_meat_a_b = sum phi^2 m_a m_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``), in
   ``[0, A^2]`` on the diagonal and ``[-A^2, A^2]`` off it: the sandwich's meat, uncentred;
+* with a ``gram_weight`` (:class:`Projection`), ``gram_0_q = sum z_q`` in ``[-1, 1]`` and
+  ``gram_q_q = sum z_q^2`` in ``[0, 1]`` (q = 1..p): the modifiers' Gram entries that move the slopes
+  most once more, for the analyst to average with the statistics release's (whose intercept row sums
+  ``2 K S`` noisy entries; docs/dp-cate-projection.md, "Budget");
 * with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
   ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
   sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
@@ -16,6 +20,10 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
   ratio of the first two);
 * the noise replicates (:func:`~.scores.replicate_components`) of every model-dependent point sum.
+
+The analyst may shape the ``blp_q`` from the statistics release (:mod:`.projection_budget`): their
+weights ``w_q`` (with ``sum w_q^2`` at most their number, so the sensitivity below never exceeds the
+unweighted one), a narrower range ``kappa_q a`` per modifier, and ``gram_weight`` (the Gram sums above).
 
 **Sensitivity under substitution.** Every added sum ``j`` has one per-subject value in a public
 interval of width ``r_j`` that contains 0, released as ``s_j w_j / r_j``. A sum on its own moves by
@@ -57,6 +65,8 @@ from collabcausal.estimators.validation import check_treatment
 MAX_MODIFIERS = 6
 MAX_BINS = 12
 """Bins of one partition; partitions are at most :data:`MAX_MODIFIERS` too."""
+MIN_WEIGHT = 1e-3
+"""Smallest budget weight of a projection point sum (:class:`Projection`): below it a sum is noise."""
 MIN_CLIP = 1e-3
 """Smallest projection clip (outcome-range widths): below it the squares' ranges could underflow to width 0."""
 COUNT_WEIGHT = SPREAD_WEIGHT
@@ -92,11 +102,27 @@ class Projection:
     ``clip``: the bound on every added per-subject point value (``z_q phi``, ``1[c] phi``; squares at
     its square) in outcome-range widths ``R``, when below the score's own bound ``A = R / t``
     (:func:`projection_layout`); ``None``: ``A``.
+
+    ``weights``: the budget weights of the projection's own point sums, in :func:`projection_layout`'s
+    order (``blp_0`` when a clip gives the intercept row its own sums, then ``blp_1 .. blp_p``), with
+    ``sum w^2`` at most their number (:func:`check_projection`): they share out the budget that
+    :data:`~.scores.POINT_WEIGHT` each would take, so the release's sensitivity never exceeds the
+    unweighted one (:mod:`.projection_budget` computes them); ``None``: :data:`~.scores.POINT_WEIGHT` each.
+
+    ``modifier_clips``: per modifier ``q``, ``kappa_q`` in ``[MIN_CLIP, 1]``: ``z_q phi`` is clipped to
+    ``[-kappa_q a, kappa_q a]`` instead of ``[-a, a]`` (:mod:`.projection_budget`); ``None``: 1 each.
+
+    ``gram_weight``: with modifiers, the release also carries the Gram entries ``gram_0_q = sum z_q``
+    and ``gram_q_q = sum z_q^2``, each with this weight in ``[MIN_WEIGHT, 1]``; ``None``: not (the
+    Gram matrix then comes from the statistics release alone).
     """
 
     modifiers: tuple[int, ...] = ()
     partitions: tuple[Partition, ...] = ()
     clip: float | None = None
+    weights: tuple[float, ...] | None = None
+    modifier_clips: tuple[float, ...] | None = None
+    gram_weight: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -105,7 +131,9 @@ class Projection:
         """JSON-ready (sent in the scores request)."""
         return {"modifiers": list(self.modifiers),
                 "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions],
-                "clip": self.clip}
+                "clip": self.clip, "weights": None if self.weights is None else list(self.weights),
+                "modifier_clips": None if self.modifier_clips is None else list(self.modifier_clips),
+                "gram_weight": self.gram_weight}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -118,7 +146,13 @@ class Projection:
             if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
                 raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
             partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
-        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"))
+        weights, clips = spec.get("weights"), spec.get("modifier_clips")
+        if not all(v is None or isinstance(v, list) for v in (weights, clips)):
+            raise InputError("malformed dp_effects projection weights or modifier clips",
+                             "send weights=[w, ...] and modifier_clips=[kappa, ...], or leave them out")
+        projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"),
+                         None if weights is None else tuple(weights), None if clips is None else tuple(clips),
+                         spec.get("gram_weight"))
         check_projection(projection, feature_map)
         return projection
 
@@ -141,7 +175,23 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                              or clip < MIN_CLIP):
         raise InputError(f"dp_effects projection clip {clip!r} is not a finite number >= {MIN_CLIP:g}",
                          "declare it in outcome-range widths, e.g. 2, or leave it out")
+    weights = projection.weights
+    if weights is not None and not (
+            all(not isinstance(w, bool) and isinstance(w, (int, float)) and math.isfinite(w) and w >= MIN_WEIGHT
+                for w in weights) and sum(w * w for w in weights) <= len(weights) * (1.0 + 1e-9)):
+        raise InputError(f"dp_effects projection weights {list(weights)} are not finite numbers >= {MIN_WEIGHT:g} "
+                         "whose squares sum to at most their number", "send the analyst's allocation, or none")
+    gram = projection.gram_weight
+    if gram is not None and (isinstance(gram, bool) or not isinstance(gram, (int, float))
+                             or not MIN_WEIGHT <= gram <= 1.0):
+        raise InputError(f"dp_effects projection gram_weight {gram!r} is not a number in [{MIN_WEIGHT:g}, 1]",
+                         "send e.g. 0.25, or none")
     mods = projection.modifiers
+    kappas = projection.modifier_clips
+    if kappas is not None and (len(kappas) != len(mods) or not all(
+            not isinstance(k, bool) and isinstance(k, (int, float)) and MIN_CLIP <= k <= 1.0 for k in kappas)):
+        raise InputError(f"dp_effects modifier clips {list(kappas)} are not one number in [{MIN_CLIP:g}, 1] per "
+                         "modifier", "send the analyst's clips, or none")
     if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):
         raise InputError(f"dp_effects modifiers {list(mods)} are not distinct covariates",
                          "list each modifier once, among the study's covariates")
@@ -177,15 +227,27 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
     """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates.
 
     Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A = R / t`` the AIPW score's bound,
-    ``projection.clip`` in widths ``R``), squares over ``[0, a^2]``.
+    ``projection.clip`` in widths ``R``; ``blp_q``'s over ``kappa_q`` times that with
+    ``projection.modifier_clips``), squares over ``[0, a^2]``. The ``blp_q`` weigh
+    ``projection.weights`` (one each; refused otherwise) or :data:`~.scores.POINT_WEIGHT`.
     """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
     a = ate.high if projection.clip is None else min(ate.high, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
     own = int(bool(p) and a < ate.high)  # a clipped intercept row: blp_0 and blp_meat_0_0 replace the ATE's sums
-    parts = [Component(f"blp_{q}", True, -a, a, POINT_WEIGHT) for q in range(1 - own, p + 1)]
+    weights = projection.weights if projection.weights is not None else (POINT_WEIGHT,) * (p + own)
+    if len(weights) != p + own:
+        raise InputError(f"{len(weights)} dp_effects projection weights for {p + own} projection sums",
+                         "send one weight per blp sum (blp_0 first when a clip gives the intercept its own)")
+    kappas = (1.0, *(projection.modifier_clips or (1.0,) * p))
+    parts = [Component(f"blp_{q}", True, -kappas[q] * a, kappas[q] * a, float(w))
+             for q, w in zip(range(1 - own, p + 1), weights, strict=True)]
     parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
               for i in range(p + 1) for j in range(i, p + 1) if j > 0 or own]
+    if p and projection.gram_weight is not None:  # model-free (no replicates), like the bins' counts
+        w = float(projection.gram_weight)
+        parts += [Component(f"gram_0_{q}", False, -1.0, 1.0, w) for q in range(1, p + 1)]
+        parts += [Component(f"gram_{q}_{q}", False, 0.0, 1.0, w) for q in range(1, p + 1)]
     kinds: list[list[int]] = []
     for g, part in enumerate(projection.partitions):
         for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT), ("", True, -a, a, POINT_WEIGHT),
@@ -236,6 +298,8 @@ def subject_projection_values(
             columns.append(phi * phi * m[:, i] * m[:, j])
         elif kind == "blp":
             columns.append(phi * m[:, int(index[0])])
+        elif kind == "gram":
+            columns.append(m[:, int(index[0])] * m[:, int(index[1])])
         else:
             inside = (bins[:, int(index[0])] == int(index[1])).astype(float)
             suffix = index[2] if len(index) > 2 else ""

@@ -69,6 +69,26 @@ def modifier_gram(
     return M, sd
 
 
+def pooled_gram(gram: NDArray[np.float64], gram_sd: NDArray[np.float64], sums: Mapping[str, float],
+                noise_sd: Mapping[str, float]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``M`` and its entries' noise sds with the score release's ``gram_a_b`` averaged in (where released).
+
+    Two independent unbiased releases of one entry, ``x_1`` (sd ``s_1``) and ``x_2`` (sd ``s_2``), pool
+    by inverse variance to ``(x_1 / s_1^2 + x_2 / s_2^2) / (1 / s_1^2 + 1 / s_2^2)`` with sd
+    ``(1 / s_1^2 + 1 / s_2^2)^{-1/2}`` (the minimum-variance unbiased linear combination; e.g. Cochran
+    1954). Entries the score release does not carry, and ``M_00 = n``, stay.
+    """
+    M, sd = np.array(gram, dtype=float), np.array(gram_sd, dtype=float)
+    for i in range(M.shape[0]):
+        for j in range(i, M.shape[0]):
+            name = f"gram_{i}_{j}"
+            if name in sums and sd[i, j] > 0:
+                w1, w2 = 1.0 / sd[i, j] ** 2, 1.0 / noise_sd[name] ** 2
+                M[i, j] = M[j, i] = (w1 * M[i, j] + w2 * sums[name]) / (w1 + w2)
+                sd[i, j] = sd[j, i] = 1.0 / math.sqrt(w1 + w2)
+    return M, sd
+
+
 @dataclass(frozen=True)
 class Coefficient:
     """One coefficient of the projection, on the modifier's scale in ``[-1, 1]`` and per raw unit.

@@ -27,6 +27,7 @@ from collabcausal.estimators.dp.effects.projection import (
 from collabcausal.estimators.dp.effects.projection_analysis import (
     best_linear_projection,
     modifier_gram,
+    pooled_gram,
     subgroup_effects,
 )
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics
@@ -55,13 +56,19 @@ def _phi(X, t, y, site=1):
                           MODEL.outcome(D, 1, FM))[:, 0], D
 
 
-@pytest.mark.parametrize("clip", [None, 2.0])
-def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip):
+# the analyst's shaping (projection_budget): weights sharing the budget of three unit point sums, a clip per
+# modifier, and the Gram entries again
+SHAPED = {"weights": (0.5, 1.5, 0.7), "modifier_clips": (0.4, 1.0), "gram_weight": 0.25}
+
+
+@pytest.mark.parametrize(("clip", "shaping"), [(None, {}), (2.0, {}), (2.0, SHAPED)])
+def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip, shaping):
     # every substitution between extreme subjects (score at -A, 0, A; modifiers at the box's corners and centre;
     # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared),
-    # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling)
-    layout = projection_layout(Projection(PROJECTION.modifiers, PROJECTION.partitions, clip), FM.outcome_width,
-                                TRIM, 0)
+    # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling), and with the
+    # analyst's weights, modifier clips and Gram entries
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, clip, **shaping)
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
     parts = [c for c in layout.parts if c.of is None]
     scale = np.array([c.weight / c.width for c in parts])
     rows = []
@@ -198,3 +205,55 @@ def test_more_modifiers_than_allowed_are_refused():
     fm = FeatureMap(((0.0, 1.0),) * (MAX_MODIFIERS + 1), (0.0, 1.0))
     with pytest.raises(InputError, match="more than"):
         check_projection(Projection(tuple(range(MAX_MODIFIERS + 1))), fm)
+
+
+def test_the_analysts_shaping_narrows_ranges_reweighs_and_never_raises_the_sensitivity():
+    plain = Projection(PROJECTION.modifiers, PROJECTION.partitions, 2.0)
+    shaped = Projection.from_spec(Projection(PROJECTION.modifiers, PROJECTION.partitions, 2.0, **SHAPED).to_spec(), FM)
+    assert shaped.weights == SHAPED["weights"] and shaped.modifier_clips == SHAPED["modifier_clips"]
+    layout = projection_layout(shaped, FM.outcome_width, TRIM, 2)
+    parts = {c.name: c for c in layout.parts}
+    a = 2.0 * FM.outcome_width
+    assert (parts["blp_1"].low, parts["blp_1"].high) == (-0.4 * a, 0.4 * a) and parts["blp_2"].high == a
+    assert [parts[f"blp_{q}"].weight for q in range(3)] == list(SHAPED["weights"])
+    assert parts["blp_1@0"].high == pytest.approx(0.4 * parts["blp_0@0"].high)  # replicates scale with the range
+    gram = [c for c in layout.parts if c.name.startswith("gram_")]
+    assert [(c.name, c.low, c.high) for c in gram] == [("gram_0_1", -1.0, 1.0), ("gram_0_2", -1.0, 1.0),
+                                                       ("gram_1_1", 0.0, 1.0), ("gram_2_2", 0.0, 1.0)]
+    # the weights share three unit sums' budget (sum w^2 = 2.99 <= 3); the Gram entries add 4 w^2, nothing else moves
+    unweighted = projection_sensitivity_squared(projection_layout(plain, FM.outcome_width, TRIM, 2))
+    assert projection_sensitivity_squared(layout) == pytest.approx(unweighted - 3 + 2.99 + 4 * 0.25**2)
+    values = subject_projection_values([c for c in layout.parts if c.of is None], np.array([3.0]),
+                                       np.array([[-0.5, 1.0]]), np.array([[1, 0]]))[0]
+    named = dict(zip([c.name for c in layout.parts if c.of is None], values, strict=True))
+    assert named["gram_0_1"] == -0.5 and named["gram_1_1"] == 0.25 and named["gram_2_2"] == 1.0
+    assert named["blp_1"] == -1.5  # -0.5 x 3 inside the clip 0.4 a = 4
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"weights": (1.0, 1.0, 1.1)}, "weights"),  # their squares sum above 3: more than three unit sums' budget
+    ({"weights": (1.0, 0.0, 1.0)}, "weights"),
+    ({"weights": (1.0, math.nan, 1.0)}, "weights"),
+    ({"modifier_clips": (0.5,)}, "modifier clips"),
+    ({"modifier_clips": (0.5, 1.5)}, "modifier clips"),
+    ({"modifier_clips": (0.5, 0.0)}, "modifier clips"),
+    ({"gram_weight": 2.0}, "gram_weight"),
+    ({"gram_weight": True}, "gram_weight"),
+])
+def test_bad_shaping_is_refused_naming_the_problem(changes, match):
+    with pytest.raises(InputError, match=match):
+        check_projection(Projection(PROJECTION.modifiers, (), 2.0, **changes), FM)
+
+
+def test_weights_for_another_number_of_sums_are_refused_before_any_layout():
+    with pytest.raises(InputError, match="3 projection sums"):  # a clip gives the intercept row its own: 3, not 2
+        projection_layout(Projection(PROJECTION.modifiers, (), 2.0, weights=(1.0, 1.0)), FM.outcome_width, TRIM, 0)
+
+
+def test_the_gram_entries_released_twice_pool_by_inverse_variance():
+    gram = np.array([[100.0, 10.0], [10.0, 40.0]])
+    sd = np.array([[0.0, 4.0], [4.0, 2.0]])
+    M, M_sd = pooled_gram(gram, sd, {"gram_0_1": 13.0}, {"gram_0_1": 2.0})
+    assert M[0, 1] == M[1, 0] == pytest.approx((10 / 16 + 13 / 4) / (1 / 16 + 1 / 4))  # 12.4
+    assert M_sd[0, 1] == M_sd[1, 0] == pytest.approx(1 / math.sqrt(1 / 16 + 1 / 4))
+    assert M[0, 0] == 100.0 and M[1, 1] == 40.0 and M_sd[1, 1] == 2.0  # n is public; gram_1_1 was not released
