@@ -20,6 +20,12 @@ def evaluator1(owner1):
 
 
 @pytest.fixture(scope="session")
+def owner2():
+    """A key owner of the depth-2 preset (N = 16384: the statistics of three or more column groups)."""
+    return KeyOwner(preset(2))
+
+
+@pytest.fixture(scope="session")
 def owner7():
     """A key owner of the depth-7 preset (N = 16384)."""
     return KeyOwner(preset(7))

@@ -52,7 +52,7 @@ def study():
     return fmap, designs, T, fmap.centred_outcome(Y)
 
 
-def test_statistics_with_a_third_party_equal_the_joined_rows(study, owner7) -> None:
+def test_statistics_with_a_third_party_equal_the_joined_rows(study, owner2) -> None:
     """L's factors go to P1 and P2; P1 multiplies L's arm by its columns and passes the products to P2; each evaluator
     totals its entries with its share and L opens both: every cross entry is the joined rows' statistic plus the two
     shares, to the CKKS error of n subjects and the grid."""
@@ -60,8 +60,8 @@ def test_statistics_with_a_third_party_equal_the_joined_rows(study, owner7) -> N
     exact = fold_statistics(np.sum(designs, axis=0), T, y, 1.0)
     owner = GROUPS.owners(1)
     vectors = label_vectors(designs[0], T, np.clip(y, -0.5, 0.5), GROUPS, 1, 0)
-    context = load_public_context(owner7.public_context())
-    relayed = {k: RelayedColumn(context, c.to_bytes(), N) for k, c in encrypt_label_vectors(owner7, vectors).items()}
+    context = load_public_context(owner2.public_context())
+    relayed = {k: RelayedColumn(context, c.to_bytes(), N) for k, c in encrypt_label_vectors(owner2, vectors).items()}
     own = {g: np.flatnonzero(owner == g).tolist() for g in (1, 2)}
     products = arm_products(relayed["arm"], designs[1], own[1])
     columns_p2 = relayed | {(ARM_PRODUCT, c): RelayedColumn(context, chunks, N)
@@ -73,9 +73,9 @@ def test_statistics_with_a_third_party_equal_the_joined_rows(study, owner7) -> N
         assert entries
         noise_p, noise_l = rng.normal(0, 30.0, (2, len(entries)))
         totals = cross_summands(columns, designs[g], entries, own[g]).packed(context, noise_p, 30.0)
-        opened = open_totals(owner7, totals, noise_l, grid)
+        opened = open_totals(owner2, totals, noise_l, grid)
         twin = exact[[e.index for e in entries]] + noise_p + noise_l
-        assert np.max(np.abs(opened - twin)) <= 2 * N * owner7.parameters.error_bound + grid
+        assert np.max(np.abs(opened - twin)) <= 2 * N * owner2.parameters.error_bound + grid
 
 
 def test_scores_with_a_further_partys_parts_equal_the_twin(study, owner7) -> None:
