@@ -17,7 +17,7 @@ import numpy as np
 from collabcausal.errors import IdentityError, PolicyError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
-from collabcausal.party.secagg import require_identity
+from collabcausal.party.secagg import require_identity, require_peers
 from collabcausal.party.vertical.request import VerticalRequest
 from collabcausal.vertical.advertisement import advertise_context, verified_public_context
 from collabcausal.vertical.column import RelayedColumn
@@ -128,7 +128,8 @@ def sealed_reply(party: Party, req: VerticalRequest, terms: dict[str, Any], cont
 
 
 def check_receivers(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object) -> None:
-    """Refuse (before any charge) receivers' round keys that are not each receiver's own, for this round."""
+    """Refuse (before any charge) receivers' round keys that are not each receiver's own, for this round, and any
+    round key at all for a party that does not pin its peers (``peers = "any"``: the coordinator could mint one)."""
     _receiver_keys(party, req, receivers, advertisements)
 
 
@@ -172,7 +173,13 @@ def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: 
 
 def _receiver_keys(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object
                    ) -> dict[int, bytes]:
-    verifier = require_identity(party, SIGNS).verifier
+    identity = require_identity(party, SIGNS)
+    if not require_peers(identity).pinned:
+        raise PolicyError(f"party {party.name!r} trusts the coordinator's roster (peers = \"any\"), so it could seal "
+                          "its ciphertexts to a round key the coordinator minted in a receiver's name",
+                          "pin the row group's parties in [secure_aggregation] peers (`collabcausal certs fingerprint` "
+                          "at each)")
+    verifier = identity.verifier
     if not isinstance(advertisements, dict):
         raise ProtocolError("the receivers' round keys for sealed ciphertexts are missing",
                             "ask each receiver for secagg_keys of the round's sealed id and relay them")
