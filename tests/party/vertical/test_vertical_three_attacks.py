@@ -20,6 +20,7 @@ from three_rounds import (
     PARTS,
     STEPS,
     Three,
+    opening,
     relayed,
     scores_label,
     scores_round,
@@ -345,3 +346,23 @@ def test_evaluators_told_another_order_than_the_label_holder_signed_are_refused(
                                           seal_keys={"2": w.seal_key(w.registry, terms["round"])}), IdentityError)
     honest = statistics_insurer(w, stats)
     _refused_uncharged(w.insurer, Message(honest.operation, honest.params | swapped, honest.arrays), IdentityError)
+
+
+def test_evaluators_totals_swapped_in_the_opening_are_refused_and_never_opened(w, stats) -> None:
+    """L opens the registry's totals as its first evaluator's and the insurer's as its second: swapped, the
+    signatures do not match the evaluators L's terms name; the round is closed, so nothing under its key opens."""
+    insurer = w.insurer.handle(statistics_insurer(w, stats))
+    before = spent(w.label)
+    with pytest.raises((IdentityError, ProtocolError)):
+        w.label.handle(opening("statistics", stats["terms"], [insurer, stats["registry"]]))
+    with pytest.raises(PolicyError, match="closed"):
+        w.label.handle(opening("statistics", stats["terms"], [stats["registry"], insurer]))
+    assert spent(w.label) == before
+
+
+def test_a_further_partys_batch_relayed_twice_is_sealed_once_and_charged_once(w, scores) -> None:
+    """The coordinator asks the insurer for the same batch of score parts again (a second sealing of the same
+    subjects, to another key it might then substitute): refused, uncharged."""
+    again = relayed(PARTS, scores["terms"], scores["columns"], seal_keys={"0": scores["key"]},
+                    keys=("context_advertisement",))
+    _refused_uncharged(w.insurer, again)
