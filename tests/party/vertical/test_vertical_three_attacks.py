@@ -209,9 +209,9 @@ def test_a_seal_key_not_the_label_holders_is_refused_by_a_further_party_before_i
                                           keys=("context_advertisement",)))
 
 
-def test_the_label_holders_seal_key_relabelled_as_a_later_partys_is_refused(w) -> None:
-    """Role index confusion: the seal key keyed by another index, or a key for the registry's own index, is not a
-    key of the insurer."""
+def test_the_insurers_seal_key_under_another_index_or_none_is_refused(w) -> None:
+    """Role index confusion: the insurer's key under the registry's or L's index, no key, a null one, a list, or
+    no seal_keys at all: the registry refuses each before its charge."""
     terms = w.terms("statistics")
     columns = w.label.handle(Message(STEPS["statistics"][0], terms))
     key = w.seal_key(w.insurer, terms["round"])
