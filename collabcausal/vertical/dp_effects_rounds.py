@@ -51,7 +51,7 @@ from collabcausal.vertical.parameters import CKKSParameters
 
 LabelKey = tuple[str, int | str]
 
-__all__ = ["ARM_PRODUCT", "arm_products", "check_score_headroom", "cross_summands", "cross_totals",
+__all__ = ["ARM_PRODUCT", "ZERO_CHUNK", "arm_products", "check_score_headroom", "cross_summands", "cross_totals",
            "encrypt_label_vectors", "encrypt_score_inputs", "open_totals", "packed_entries", "score_summands",
            "statistics_depth"]
 
@@ -86,13 +86,22 @@ ARM_PRODUCT = "arm x"
 """Key of a relayed product of the label holder's arm with another party's column ``c``: ``(ARM_PRODUCT, c)``."""
 
 
+ZERO_CHUNK = 2.0**-16
+"""What :func:`arm_products` multiplies into the last slot of a chunk of zeros (a product of exactly zero is no
+ciphertext)."""
+
+
 def arm_products(arm: ChunkedColumn, design: NDArray[np.float64], own: Sequence[int]) -> list[list[bytes]]:
     """Statistics step 2 with three or more column groups (a party Pi that a later party Pj multiplies): the label
     holder's encrypted arm factor ``T + i (1 - T)`` times each of Pi's design columns ``own``, per subject (no sum),
     each column's chunks serialized. Pj totals ``sum_k a_k x_k y_k`` from them (:func:`cross_summands`); they are
     under the label holder's key, so they travel sealed to Pj (:mod:`~collabcausal.vertical.sealed`).
 
-    Refused (one line): a chunk of a column that is all zero (its product would be an empty ciphertext).
+    A chunk of a column that is zero on every subject (a covariate at its range's midpoint) would make an empty
+    ciphertext, which SEAL refuses: it is multiplied instead with :data:`ZERO_CHUNK` as its last subject's value (that
+    one product off by 1.5e-5, a total by at most that: below the CKKS error bound of 1e-3). Never refused: a
+    refusal after the charge would tell the coordinator, with batches of one subject, that
+    the subject's value is its range's midpoint.
     """
     slots = arm.chunk(0).context.parameters.slot_count
     out = []
@@ -101,8 +110,8 @@ def arm_products(arm: ChunkedColumn, design: NDArray[np.float64], own: Sequence[
         for i in range(arm.n_chunks):
             values = design[i * slots:(i + 1) * slots, c]
             if not np.any(values):
-                raise ProtocolError(f"design column {c} is zero on every subject of chunk {i}",
-                                    "declare the covariate's range so that its design values are not all 0")
+                values = np.zeros(values.size)
+                values[-1] = ZERO_CHUNK
             chunks += (arm.chunk(i) * values).to_bytes()
         out.append(chunks)
     return out

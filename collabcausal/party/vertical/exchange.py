@@ -17,7 +17,7 @@ import numpy as np
 from collabcausal.errors import IdentityError, PolicyError, ProtocolError
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
-from collabcausal.party.secagg import require_identity
+from collabcausal.party.secagg import Identity, require_identity, require_peers
 from collabcausal.party.vertical.request import VerticalRequest
 from collabcausal.vertical.advertisement import advertise_context, verified_public_context
 from collabcausal.vertical.column import RelayedColumn
@@ -38,8 +38,23 @@ from collabcausal.vertical.transcript import (
 SIGNS = "the vertical rounds' ciphertexts"
 """What a party's certificate signs here (named in the refusal of a party without one)."""
 
-__all__ = ["check_receivers", "columns_reply", "sealed_columns", "sealed_reply", "totals_reply", "verified_columns",
-           "verified_context", "verified_totals"]
+
+def pinned_identity(party: Party) -> Identity:
+    """The party's identity for the vertical rounds, refused unless it pins its peers: with ``peers = "any"`` the
+    coordinator, holding the study CA, could mint a peer's certificate and so substitute its own CKKS context (and
+    read the evaluator's totals of its own columns, e.g. one subject's value scaled up) or its own round key for
+    sealed ciphertexts (and read them)."""
+    identity = require_identity(party, SIGNS)
+    if not require_peers(identity).pinned:
+        raise PolicyError(f"party {party.name!r} trusts the coordinator's roster (peers = \"any\"), so a certificate "
+                          "the coordinator mints could stand for a peer in the vertical rounds",
+                          "pin the row group's parties in [secure_aggregation] peers (`collabcausal certs fingerprint` "
+                          "at each)")
+    return identity
+
+
+__all__ = ["check_receivers", "columns_reply", "pinned_identity", "sealed_columns", "sealed_reply", "totals_reply",
+           "verified_columns", "verified_context", "verified_totals"]
 
 
 def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: KeyOwner,
@@ -47,7 +62,7 @@ def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: K
     """The key owner's reply: its columns of ``req``'s batch, signed for ``terms``, this batch and the fingerprint
     of its public context, which batch 0 carries with its own signed advertisement (each column serialized as it
     comes, so an iterator of columns is never held whole)."""
-    signer = require_identity(party, SIGNS).signer
+    signer = pinned_identity(party).signer
     context = owner.public_context()
     flat: list[bytes | memoryview] = []
     counts = []
@@ -76,7 +91,7 @@ def verified_context(party: Party, request: Message, req: VerticalRequest, key_o
                             "relay the key owner's context with batch 0 only, unchanged")
     if context is not None:
         return context
-    verifier = require_identity(party, SIGNS).verifier
+    verifier = pinned_identity(party).verifier
     return verified_public_context(sent[0], _mapping(request.params.get("context_advertisement")), verifier,
                                    key_owner=key_owner, study=req.study, round_id=req.round_id)
 
@@ -88,7 +103,7 @@ def verified_columns(party: Party, request: Message, req: VerticalRequest, terms
     the evaluator charges. Batch 0 carries the context (``context`` None); later batches are checked against batch
     0's. The columns are read into ciphertexts when used (:class:`~collabcausal.vertical.column.RelayedColumn`)."""
     p = request.params
-    verifier = require_identity(party, SIGNS).verifier
+    verifier = pinned_identity(party).verifier
     flat = blobs(request, COLUMNS)
     counts = p.get("chunks")
     if not _counts(counts, len(flat)):
@@ -111,7 +126,7 @@ def sealed_reply(party: Party, req: VerticalRequest, terms: dict[str, Any], cont
     the receiver. Returns the reply's params (``sealed_for``: per receiver index its ephemeral key, chunk counts
     and signature) and arrays (``sealed_for_<index>``)."""
     keys = _receiver_keys(party, req, receivers, advertisements)
-    signer = require_identity(party, SIGNS).signer
+    signer = pinned_identity(party).signer
     counts = [len(c) for c in columns]
     flat = [b for c in columns for b in c]
     params: dict[str, Any] = {}
@@ -128,7 +143,8 @@ def sealed_reply(party: Party, req: VerticalRequest, terms: dict[str, Any], cont
 
 
 def check_receivers(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object) -> None:
-    """Refuse (before any charge) receivers' round keys that are not each receiver's own, for this round."""
+    """Refuse (before any charge) receivers' round keys that are not each receiver's own, for this round, and any
+    round key at all for a party that does not pin its peers (``peers = "any"``: the coordinator could mint one)."""
     _receiver_keys(party, req, receivers, advertisements)
 
 
@@ -145,7 +161,7 @@ def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: 
     if not isinstance(relayed, dict):
         raise ProtocolError(f"{request.operation}: no sealed ciphertexts came from {req.parties[senders[0]]!r}", fix)
     key = _own_seal_key(party, req)
-    verifier = require_identity(party, SIGNS).verifier
+    verifier = pinned_identity(party).verifier
     out = {}
     for s in senders:
         entry, name = relayed.get(str(s)), req.parties[s]
@@ -172,7 +188,7 @@ def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: 
 
 def _receiver_keys(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object
                    ) -> dict[int, bytes]:
-    verifier = require_identity(party, SIGNS).verifier
+    verifier = pinned_identity(party).verifier
     if not isinstance(advertisements, dict):
         raise ProtocolError("the receivers' round keys for sealed ciphertexts are missing",
                             "ask each receiver for secagg_keys of the round's sealed id and relay them")
@@ -218,7 +234,7 @@ def _signed(terms: dict[str, Any], counts: list[int], batch: int, context: str) 
 def totals_reply(party: Party, request: Message, req: VerticalRequest, totals: Sequence[bytes],
                  terms: dict[str, Any], params: dict[str, Any]) -> Message:
     """The evaluator's reply: its totals, signed for ``terms`` and this round (``params`` added as they are)."""
-    signer = require_identity(party, SIGNS).signer
+    signer = pinned_identity(party).signer
     signature = sign_transcript(signer, req.study, req.round_id, TOTALS_KIND, terms, totals)
     return Message(request.operation, params | {"totals_advertisement": signature}, blob_arrays(TOTALS, totals))
 
@@ -232,7 +248,7 @@ def verified_totals(party: Party, request: Message, peer: str, terms: dict[str, 
     if len(totals) != expected:
         raise ProtocolError(f"{request.operation}: {len(totals)} totals of {peer!r} for a round of {expected}",
                             "relay the evaluator's reply unchanged")
-    verifier = require_identity(party, SIGNS).verifier
+    verifier = pinned_identity(party).verifier
     verify_transcript(verifier, request.params.get(param), sender=peer, study=str(terms["study"]),
                       round_id=str(terms["round"]), kind=TOTALS_KIND, terms=terms, payload=totals)
     return totals

@@ -36,12 +36,11 @@ from collabcausal.estimators.dp.effects.vertical_program import (
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
-from collabcausal.party.secagg import require_identity
 from collabcausal.party.vertical.evaluations import add_batch, begin, count_batch, evaluation
 from collabcausal.party.vertical.exchange import (
-    SIGNS,
     check_receivers,
     columns_reply,
+    pinned_identity,
     sealed_columns,
     sealed_reply,
     totals_reply,
@@ -100,7 +99,7 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
     """P: encrypt its clipped parts of the request's batch for the scores round (module docstring); charged at
     batch 0, before it computes."""
     req = parse_vertical(party, request, KEY_OWNER)
-    require_identity(party, SIGNS)
+    pinned_identity(party)
     program = _program(req, request)
     terms = _terms(req, program)
     if req.batch > 0:

@@ -42,12 +42,11 @@ from collabcausal.estimators.dp.effects.vertical_program import (
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
-from collabcausal.party.secagg import require_identity
 from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
 from collabcausal.party.vertical.exchange import (
-    SIGNS,
     check_receivers,
     columns_reply,
+    pinned_identity,
     sealed_columns,
     sealed_reply,
     totals_reply,
@@ -111,7 +110,7 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     """L: encrypt its factors of the request's batch for the statistics round (module docstring); charged at
     batch 0, before it computes."""
     req = parse_vertical(party, request, LABEL_HOLDER)
-    require_identity(party, SIGNS)
+    pinned_identity(party)
     fm = req.feature_map
     terms = _terms(req)
     if req.batch > 0:
