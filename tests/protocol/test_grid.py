@@ -103,6 +103,8 @@ def test_insecure_mode_on_loopback_warns_and_works(capsys):
 
 def test_party_that_never_joins_fails_the_study_naming_it(grid, study_ca):
     party = PartyThread(small_party("a"), grid.address, tls_of(study_ca, "a"))
+    # a joins first (up to 10 s): the 1 s deadline below times only b, not a's TLS join on a loaded machine
+    wait_until_joined(grid, ["a"])
     with pytest.raises(StudyFailedError, match="party b did not join study 's' within 1 s"):
         grid.wait_for_parties(1.0)
     assert grid.wait_for_parties(0.1, on_missing="continue") == ["a"]
