@@ -43,6 +43,13 @@ from collabcausal.vertical.transcript import blob_arrays, blobs
 ONE_LINE = (InputError, PolicyError, ProtocolError, IdentityError)
 
 
+def first_fast(*cases):
+    """``cases`` with every one but the first marked slow: each kind of attack runs in ``make test``, its variants in
+    ``make test-slow`` (every case builds three parties' rounds: seconds each)."""
+    return [cases[0], *(pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=pytest.mark.slow)
+                        for c in cases[1:])]
+
+
 def _refused_uncharged(party, message: Message, error=ONE_LINE, match: str | None = None) -> None:
     """``party`` refuses ``message`` with a one-line error of the project's hierarchy, its ledger untouched."""
     before = spent(party)
@@ -80,8 +87,8 @@ def test_the_registrys_sealed_products_never_open_for_the_statistics_key_owner(w
     owner = w.label.vertical_rounds[terms["round"]].owner
     entry = reply.params[SEALED_FOR]["2"]
     insurer_key = w.insurer.secagg_rounds[seal_round(terms["round"])].private_key
-    plain = unseal(insurer_key, bytes.fromhex(entry["ephemeral"]), _sealed(reply, 2),
-                   Envelope(STUDY, terms["round"], 0, "registry", "insurer"))
+    plain = [bytes(b) for b in unseal(insurer_key, bytes.fromhex(entry["ephemeral"]), _sealed(reply, 2),
+                                      Envelope(STUDY, terms["round"], 0, "registry", "insurer"))]
     # what the seal protects: L's key would open the bare products to the registry's a2 of each treated subject
     grid = owner.parameters.error_bound
     bare = ts.ckks_vector_from(owner._context, untag(plain[0], owner.public.fingerprint, "a product"))
@@ -104,6 +111,7 @@ def test_the_registrys_sealed_products_never_open_for_the_statistics_key_owner(w
     _refused_uncharged(w.label, handed, (IdentityError, ProtocolError))
 
 
+@pytest.mark.slow  # a variant of the kinds of attack above (make test-slow)
 def test_the_registrys_sealed_products_handed_to_the_label_holder_as_score_parts_are_refused(w, stats) -> None:
     """The only operation where L takes sealed ciphertexts is the scores totals: the registry's products relayed as
     the insurer's sealed parts carry the registry's signature, not the insurer's, and do not open with L's key."""
@@ -128,8 +136,8 @@ def _insurer_parts(w: Three, s: dict) -> list[bytes]:
     """The insurer's score parts as L unseals them: ciphertexts under the registry's scores key."""
     entry = s["parts"].params[SEALED_FOR]["0"]
     key = w.label.secagg_rounds[seal_round(s["terms"]["round"])].private_key
-    return unseal(key, bytes.fromhex(entry["ephemeral"]), _sealed(s["parts"], 0),
-                  Envelope(STUDY, s["terms"]["round"], 0, "insurer", "hospital"))
+    return [bytes(b) for b in unseal(key, bytes.fromhex(entry["ephemeral"]), _sealed(s["parts"], 0),
+                                     Envelope(STUDY, s["terms"]["round"], 0, "insurer", "hospital"))]
 
 
 def test_the_insurers_sealed_parts_never_open_for_the_scores_key_owner(w, scores) -> None:
@@ -181,8 +189,9 @@ def _rogue_key(name: str, round_id: str) -> dict:
     return rogue.advertise(STUDY, seal_round(round_id), bytes(32 * [9]))
 
 
-@pytest.mark.parametrize("how", ["minted for the insurer", "minted for a party nobody pinned", "the label holder's",
-                                 "the registry's own", "the insurer's of another round", "the insurer's secagg key"])
+@pytest.mark.parametrize("how", first_fast("minted for the insurer", "minted for a party nobody pinned",
+                                           "the label holder's", "the registry's own", "the insurer's of another round",
+                                           "the insurer's secagg key"))
 def test_a_seal_key_not_the_insurers_for_this_round_is_refused_by_the_registry_before_its_charge(w, how) -> None:
     """The registry seals its products only to the insurer's own round key for this round's sealed ciphertexts."""
     terms = w.terms("statistics")
@@ -197,7 +206,7 @@ def test_a_seal_key_not_the_insurers_for_this_round_is_refused_by_the_registry_b
     _refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns, seal_keys={"2": key}))
 
 
-@pytest.mark.parametrize("how", ["minted for the label holder", "the registry's", "the insurer's own"])
+@pytest.mark.parametrize("how", first_fast("minted for the label holder", "the registry's", "the insurer's own"))
 def test_a_seal_key_not_the_label_holders_is_refused_by_a_further_party_before_its_charge(w, how) -> None:
     """The insurer seals its score parts only to L's own round key (never to the registry, who holds the key)."""
     terms = w.terms("scores")
@@ -233,8 +242,8 @@ def _with_sealed(request: Message, sealed: list[bytes] | None = None, **entry) -
     return Message(request.operation, params, arrays)
 
 
-@pytest.mark.parametrize("how", ["truncated", "reordered", "one dropped", "one duplicated", "a byte flipped",
-                                 "another ephemeral key"])
+@pytest.mark.parametrize("how", first_fast("truncated", "reordered", "one dropped", "one duplicated", "a byte flipped",
+                                           "another ephemeral key"))
 def test_altered_sealed_products_are_refused_by_the_insurer_before_its_charge(w, stats, how) -> None:
     honest = statistics_insurer(w, stats)
     sealed = [bytes(b) for b in blobs(honest, f"{SEALED_FROM}_1")]
@@ -251,6 +260,7 @@ def test_altered_sealed_products_are_refused_by_the_insurer_before_its_charge(w,
     assert spent(w.insurer) > 0.0
 
 
+@pytest.mark.slow  # a variant of the kinds of attack above (make test-slow)
 def test_sealed_products_of_another_round_are_refused(w) -> None:
     """Two statistics rounds (a quarter of the budget each): the registry's sealed products of the second round
     relayed to the insurer in the first."""
@@ -261,6 +271,7 @@ def test_sealed_products_of_another_round_are_refused(w) -> None:
                                           sealed={1: second["registry"]}, receiver=2), IdentityError)
 
 
+@pytest.mark.slow  # a variant of the kinds of attack above (make test-slow)
 def test_sealed_products_of_another_batch_are_refused_at_batch_zero(w) -> None:
     """Two batches of 150 subjects: the registry's sealed products of batch 1 relayed with L's columns of batch 0."""
     r = statistics_round(w, batch_rows=150)
@@ -271,6 +282,7 @@ def test_sealed_products_of_another_batch_are_refused_at_batch_zero(w) -> None:
                                           receiver=2), IdentityError)
 
 
+@pytest.mark.slow  # a variant of the kinds of attack above (make test-slow)
 def test_the_insurers_sealed_parts_relayed_from_another_sender_index_are_refused(w, scores) -> None:
     """The insurer's sealed parts relayed as sealed by the registry (index 1) or as for the registry (index 1)."""
     honest = scores_label(w, scores)
@@ -318,16 +330,16 @@ def test_a_receiver_without_its_seal_key_refuses_before_its_charge(w) -> None:
 # 6. The roster ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("who", "operation"), [("insurer", STEPS["scores"][0]), ("registry", PARTS),
-                                                 ("hospital", PARTS), ("hospital", STEPS["statistics"][1]),
-                                                 ("insurer", STEPS["statistics"][0]), ("insurer", STEPS["scores"][1])])
+@pytest.mark.parametrize(("who", "operation"), first_fast(
+    ("insurer", STEPS["scores"][0]), ("registry", PARTS), ("hospital", PARTS), ("hospital", STEPS["statistics"][1]),
+    ("insurer", STEPS["statistics"][0]), ("insurer", STEPS["scores"][1])))
 def test_a_party_sent_another_roles_operation_refuses_it_uncharged(w, who, operation) -> None:
     release = "scores" if "scores" in operation else "statistics"
     _refused_uncharged(w.by_name[who], Message(operation, w.terms(release)), PolicyError, match="is not")
 
 
-@pytest.mark.parametrize("parties", [["hospital", "registry", "registry"], ["hospital", "insurer", "insurer"],
-                                     ["hospital", "hospital", "insurer"]])
+@pytest.mark.parametrize("parties", first_fast(["hospital", "registry", "registry"], ["hospital", "insurer", "insurer"],
+                                                ["hospital", "hospital", "insurer"]))
 def test_a_roster_naming_a_party_twice_is_refused_uncharged(w, parties) -> None:
     for party in w.parties:
         for release in ("statistics", "scores"):
@@ -360,6 +372,7 @@ def test_evaluators_totals_swapped_in_the_opening_are_refused_and_never_opened(w
     assert spent(w.label) == before
 
 
+@pytest.mark.slow  # a variant of the kinds of attack above (make test-slow)
 def test_a_further_partys_batch_relayed_twice_is_sealed_once_and_charged_once(w, scores) -> None:
     """The coordinator asks the insurer for the same batch of score parts again (a second sealing of the same
     subjects, to another key it might then substitute): refused, uncharged."""
