@@ -1,8 +1,12 @@
 """Reproductions of papers 000 and 004: the estimator arithmetic, the findings, and the Dask path."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
+from collabcausal.estimators.dp import dp_cate as dp_cate_module
+from collabcausal.estimators.dp.meta_algorithm import DPEBMClassifier, DPEBMRegressor
 from collabcausal.simulations.cate_experiments import (
     Paper004Config,
     bias_variance,
@@ -50,7 +54,19 @@ def test_paper000_findings_on_setup_a():
         assert small[0]["variance"] - small[1]["variance"] > 3 * abs(small[0]["bias2"] - small[1]["bias2"])
 
 
-def test_paper004_pehe_falls_with_epsilon_and_approaches_the_non_private_learner():
+@pytest.fixture
+def seeded_nuisances(monkeypatch):
+    """interpret's DP-EBM noise in DPCATE's nuisances, seeded (the sweep seeds the data, the splits and the release
+    noise, not the nuisances): the PEHEs become reproducible, so the test is checked at one seed (functional 5.90 at
+    eps 1, 1.046 at eps 1000 against 1.3 x 0.884; linear 131.9, 0.883 against 1.3 x 0.893). Fresh nuisance noise
+    has no computed rate: over 831 fits the functional PEHE at eps 1 (mean 6.2) had skew -1.5 and a left tail
+    falling a decade per 0.8-1.4 (1% quantile 4.10, 0.1% 3.34, minimum 3.20) towards the eps 1000 PEHE (1.08 at
+    most). Seeded noise is not DP; no ledger is involved."""
+    monkeypatch.setattr(dp_cate_module, "DPEBMClassifier", partial(DPEBMClassifier, noise_seed=1))
+    monkeypatch.setattr(dp_cate_module, "DPEBMRegressor", partial(DPEBMRegressor, noise_seed=2))
+
+
+def test_paper004_pehe_falls_with_epsilon_and_approaches_the_non_private_learner(seeded_nuisances):
     res = paper004_quick(seed=0).set_index(["variant", "epsilon"])["pehe"]
     for variant in ("linear", "functional"):
         assert res[(variant, 1.0)] > res[(variant, 1000.0)]
