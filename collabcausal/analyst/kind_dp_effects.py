@@ -39,8 +39,8 @@ def run(grid: Grid, config: StudyConfig, plan: DCQEPlan, *, progress: bool = Fal
     from collabcausal.analyst.dp_effects import dp_effects_results
 
     if config.analysis.norm_bounds is not None:  # type: ignore[union-attr]
-        raise InputError("[dp_effects] norm_bounds applies to column groups (two parties per row group)",
-                         "drop norm_bounds, or list the two parties of each row group")
+        raise InputError("[dp_effects] norm_bounds applies to column groups (two or more parties per row group)",
+                         "drop norm_bounds, or list the parties of each row group that hold its columns")
     return dp_effects_results(grid, dp_effects_spec(config), config.study, plan.parties(), timeout=config.task_timeout,
                               on_missing=config.on_missing_party)
 
