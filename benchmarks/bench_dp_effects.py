@@ -189,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the tables; 1 when a target (full) or a sanity check (quick) is missed."""
     parser = BenchmarkParser(__doc__)
     parser.add_size("--reps", type=int, full=DEFAULT_REPS, quick=2, help="replications of the binary study")
-    parser.add_size("--continuous-reps", type=int, full=50, quick=2, help="replications of the continuous study")
-    parser.add_size("--lalonde-reps", type=int, full=20, quick=2, help="DP draws per eps on LaLonde")
+    parser.add_size("--continuous-reps", type=int, full=50, quick=1, help="replications of the continuous study")
+    parser.add_size("--lalonde-reps", type=int, full=20, quick=1, help="DP draws per eps on LaLonde")
     parser.add_argument("--seed", type=int, default=0, help="replication r draws its data with seed + r")
     parser.add_argument("--target-only", action="store_true",
                         help="only the target's rows (federated AIPW, secure eps 1, binary): about 3 s a replication")

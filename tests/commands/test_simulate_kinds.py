@@ -313,7 +313,7 @@ def test_an_option_the_kind_does_not_read_is_refused_in_one_line_and_writes_noth
     assert not out.exists()
 
 
-@pytest.mark.parametrize("transport", ["inprocess", "grpc"])
+@pytest.mark.parametrize("transport", ["inprocess", pytest.param("grpc", marks=pytest.mark.slow)])  # grpc: three below
 def test_dp_effects_with_columns_runs_the_split_it_names(tmp_path, transport):
     """Issue 38 item 2 / issue 36: ``--columns "age,sex;bmi,sbp" --rows 1`` ran one party holding every column; now the
     first column group holds T and Y, the second only its covariates, and the report says who held what."""
