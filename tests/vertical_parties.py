@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec
+from collabcausal.errors import IdentityError, InputError, PolicyError, ProtocolError
 from collabcausal.ledger import PrivacyLedger
+from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.secagg import attach_identities
 from collabcausal.secagg import simulation_identities
@@ -86,6 +90,19 @@ def three_parties(folder: Path, *, n: int = 1500, seed: int = 0, epsilon: float 
     spec = DPEffectsSpec(epsilon, 1e-6, (0.0, 1.0), 0.1, NAMES, BOUNDS, secure_aggregation=False,
                          nuisance_replicates=replicates, nuisance_share=0.65, ridge_scale=0.25)
     return parties, X, T, Y, spec
+
+
+ONE_LINE = (InputError, PolicyError, ProtocolError, IdentityError)
+"""The project's one-line refusals."""
+
+
+def refused_uncharged(party: Party, message: Message, error: Any = ONE_LINE, match: str | None = None) -> None:
+    """``party`` refuses ``message`` with a one-line error of the project's hierarchy, its ledger untouched."""
+    before = spent(party)
+    with pytest.raises(error, match=match) as caught:
+        party.handle(message)
+    assert type(caught.value) in ONE_LINE and "\n" not in str(caught.value)
+    assert spent(party) == before
 
 
 def spent(party: Party) -> float:

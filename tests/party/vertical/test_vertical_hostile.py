@@ -25,7 +25,7 @@ from hostile_rounds import (
     request,
     small_world,
 )
-from vertical_parties import STUDY, spent
+from vertical_parties import STUDY, refused_uncharged, spent
 
 from collabcausal.errors import IdentityError, InputError, PolicyError, ProtocolError
 from collabcausal.estimators.dp.effects.scores import MAX_REPLICATES
@@ -35,17 +35,6 @@ from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.request_limits import RequestLimits
 from collabcausal.party.vertical.rounds import MAX_OPEN_ROUNDS
 from collabcausal.vertical.transcript import blob_arrays, blobs
-
-ONE_LINE = (InputError, PolicyError, ProtocolError, IdentityError)
-
-
-def _refused_uncharged(party, message: Message, error=ONE_LINE, match: str | None = None) -> None:
-    """``party`` refuses ``message`` with a one-line error of the project's hierarchy, its ledger untouched."""
-    before = spent(party)
-    with pytest.raises(error, match=match) as caught:
-        party.handle(message)
-    assert type(caught.value) in ONE_LINE and "\n" not in str(caught.value)
-    assert spent(party) == before
 
 
 @pytest.fixture
@@ -105,7 +94,7 @@ def test_a_hostile_program_is_refused_by_the_key_owner_before_its_charge(w, prog
     """P (the scores' key owner) refuses each program in one line before it charges or makes a key. "beyond the
     CKKS headroom" (the honest model and limits times 1e6, the changes not) was charged by both parties and
     refused by L only once it evaluated (red36b: now refused first, by each party, from the program alone)."""
-    _refused_uncharged(w.other, request(w, "scores", program=_hostile(program_spec, kind)))
+    refused_uncharged(w.other, request(w, "scores", program=_hostile(program_spec, kind)))
     assert not w.other.vertical_rounds
 
 
@@ -113,7 +102,7 @@ def test_a_hostile_program_is_refused_by_the_key_owner_before_its_charge(w, prog
 def test_a_hostile_program_is_refused_by_the_evaluator_before_it_reads_the_columns(w, program_spec, kind) -> None:
     """L parses and checks the program before anything relayed (here: nothing at all) and before its charge."""
     sent = request(w, "scores", program=_hostile(program_spec, kind))
-    _refused_uncharged(w.label, Message("vertical_scores_totals", sent.params))
+    refused_uncharged(w.label, Message("vertical_scores_totals", sent.params))
 
 
 @pytest.fixture
@@ -140,7 +129,7 @@ def test_a_program_other_than_the_key_owners_is_refused_by_the_evaluator(w, prog
     else:
         other["limits"] = other["limits"] | {"high": [[other["limits"]["high"][0][0] + 1e-9,
                                                        other["limits"]["high"][0][1]], *other["limits"]["high"][1:]]}
-    _refused_uncharged(w.label, relayed("scores", sent, reply, program=other), IdentityError)
+    refused_uncharged(w.label, relayed("scores", sent, reply, program=other), IdentityError)
 
 
 def test_each_party_charges_the_sigma_it_recomputed_from_the_program_not_a_stated_one(w, program_spec) -> None:
@@ -196,11 +185,11 @@ def test_more_rounds_than_max_open_rounds_close_the_oldest_which_then_never_open
     first = w.other.handle(relayed("statistics", sent[0], replies[0]))
     last = w.other.handle(relayed("statistics", sent[-1], replies[-1]))
     for _ in range(2):
-        _refused_uncharged(w.label, opening("statistics", sent[0].params["round"], first), PolicyError, "closed")
+        refused_uncharged(w.label, opening("statistics", sent[0].params["round"], first), PolicyError, "closed")
     assert np.isfinite(w.label.handle(opening("statistics", sent[-1].params["round"], last)).array("values")).all()
-    _refused_uncharged(w.label, opening("statistics", sent[-1].params["round"], last), PolicyError, "closed")
+    refused_uncharged(w.label, opening("statistics", sent[-1].params["round"], last), PolicyError, "closed")
     assert spent(w.label) == charged
-    _refused_uncharged(w.label, request(w, "statistics", **share, round=sent[0].params["round"]), PolicyError,
+    refused_uncharged(w.label, request(w, "statistics", **share, round=sent[0].params["round"]), PolicyError,
                        "already encrypted")
 
 
@@ -209,7 +198,7 @@ def test_a_statistics_round_opened_as_scores_is_refused_and_stays_open(w, statis
     round still opens once as what it is."""
     sent, _reply, totals = statistics_round
     round_id = sent.params["round"]
-    _refused_uncharged(w.label, opening("scores", round_id, totals), PolicyError, "no open scores round")
+    refused_uncharged(w.label, opening("scores", round_id, totals), PolicyError, "no open scores round")
     assert w.label.handle(opening("statistics", round_id, totals)).array("values").size == 2 * 28 + 2 * 7
 
 
@@ -220,14 +209,14 @@ def test_columns_replayed_under_other_terms_are_refused(w, statistics_columns, c
     """L's signed columns relayed to P under another study, declared norm bounds, covariate order or round id:
     refused before P's (second) charge."""
     sent, reply = statistics_columns
-    _refused_uncharged(w.other, relayed("statistics", sent, reply, **change))
+    refused_uncharged(w.other, relayed("statistics", sent, reply, **change))
 
 
 def test_the_same_columns_relayed_twice_are_evaluated_once(w, statistics_round) -> None:
     """The relay sends P the same signed columns again, same terms: P refuses the round id it already evaluated
     (it would be charged again for totals that L never opens), uncharged."""
     sent, reply, _totals = statistics_round
-    _refused_uncharged(w.other, relayed("statistics", sent, reply), PolicyError, "already")
+    refused_uncharged(w.other, relayed("statistics", sent, reply), PolicyError, "already")
 
 
 def _reordered(reply: Message, order: list[int]) -> dict:
@@ -243,7 +232,7 @@ def test_reordered_truncated_or_duplicated_column_chunks_are_refused(w, statisti
     k = len(reply.params["chunks"])
     order = {"swapped": [1, 0, *range(2, k)], "truncated": list(range(k - 1)), "duplicated": [0, *range(k)]}[how]
     counts = [1] * len(order)
-    _refused_uncharged(w.other, relayed("statistics", sent, reply, _reordered(reply, order), chunks=counts))
+    refused_uncharged(w.other, relayed("statistics", sent, reply, _reordered(reply, order), chunks=counts))
 
 
 @pytest.mark.parametrize("chunks", [[], [1.0] * 6, [True] * 6, [0, 2, 1, 1, 1, 1], "6", [1] * 5, [1] * 7])
@@ -251,7 +240,7 @@ def test_malformed_chunk_counts_are_refused(w, statistics_columns, chunks) -> No
     """Chunk counts that are not positive integers adding up to the relayed ciphertexts: refused, uncharged."""
     sent, reply = statistics_columns
     assert reply.params["chunks"] == [1] * 6  # six factors (site, three covariates, arm, outcome), one chunk each
-    _refused_uncharged(w.other, relayed("statistics", sent, reply, chunks=chunks))
+    refused_uncharged(w.other, relayed("statistics", sent, reply, chunks=chunks))
 
 
 @pytest.mark.parametrize("count", [0, 2])
@@ -262,9 +251,9 @@ def test_a_ciphertext_count_other_than_the_packed_layout_never_opens(w, statisti
     honest = blobs(totals, "ckks_totals")
     assert len(honest) == 1
     arrays = blob_arrays("ckks_totals", [bytes(honest[0])] * count)
-    _refused_uncharged(w.label, opening("statistics", sent.params["round"], totals, arrays), ProtocolError,
+    refused_uncharged(w.label, opening("statistics", sent.params["round"], totals, arrays), ProtocolError,
                        "totals of 'registry' for a round of 1")
-    _refused_uncharged(w.label, opening("statistics", sent.params["round"], totals), PolicyError, "closed")
+    refused_uncharged(w.label, opening("statistics", sent.params["round"], totals), PolicyError, "closed")
 
 
 # --- 4. malformed terms -------------------------------------------------------------------------------------------
@@ -294,56 +283,56 @@ MALFORMED = [
 def test_every_malformed_term_is_refused_in_one_line_uncharged(w, change) -> None:
     """Each params field of the label holder's first step, of the wrong type or out of range: a one-line
     InputError/PolicyError/ProtocolError naming it, before the charge (and no round is opened)."""
-    _refused_uncharged(w.label, request(w, "statistics", **change))
+    refused_uncharged(w.label, request(w, "statistics", **change))
     assert not w.label.vertical_rounds
 
 
 @pytest.mark.parametrize("missing", ["study", "round", "rho", "delta", "design", "site", "column_groups", "parties",
                                      "n_subjects"])
-def test_a_missing_term_is_refused_uncharged(w, missing) -> None:
+def test_a_missing_term_isrefused_uncharged(w, missing) -> None:
     sent = request(w, "statistics")
     params = {k: v for k, v in sent.params.items() if k != missing}
-    _refused_uncharged(w.label, Message(sent.operation, params), match=missing if missing != "study" else None)
+    refused_uncharged(w.label, Message(sent.operation, params), match=missing if missing != "study" else None)
 
 
-def test_the_second_party_asked_to_act_as_label_holder_is_refused_uncharged(w) -> None:
+def test_the_second_party_asked_to_act_as_label_holder_isrefused_uncharged(w) -> None:
     """P is sent the label holder's step, as named (not the label holder) or with the roles and columns swapped
     (it holds no T and Y); L is sent the scores' key owner step: refused, uncharged."""
-    _refused_uncharged(w.other, request(w, "statistics"), PolicyError, "not the label holder")
+    refused_uncharged(w.other, request(w, "statistics"), PolicyError, "not the label holder")
     swapped = {"parties": ["registry", "hospital"], "column_groups": [["b0", "b1", "b2"], ["a0", "a1", "a2"]]}
-    _refused_uncharged(w.other, request(w, "statistics", **swapped), InputError, "no treatment")
-    _refused_uncharged(w.label, request(w, "scores"), PolicyError, "not the second party")
+    refused_uncharged(w.other, request(w, "statistics", **swapped), InputError, "no treatment")
+    refused_uncharged(w.label, request(w, "scores"), PolicyError, "not the second party")
 
 
 def _policy(party, operations, **limits) -> PartyPolicy:
     return PartyPolicy(operations, party.table.covariate_names, limits=RequestLimits(**limits))
 
 
-def test_ciphertexts_above_the_partys_cap_are_refused_uncharged(w, statistics_columns) -> None:
+def test_ciphertexts_above_the_partys_cap_arerefused_uncharged(w, statistics_columns) -> None:
     """P caps relayed ciphertexts at 100 kB (max_ciphertext_bytes): L's context and columns (more bytes) are
     refused before P's charge, naming the key; at a cap of exactly their size they pass that check."""
     sent, reply = statistics_columns
     size = sum(int(a.nbytes) for k, a in reply.arrays.items() if k.startswith("ckks_"))
     assert size > 100_000
     w.other.policy = _policy(w.other, ["vertical_statistics_totals"], max_ciphertext_bytes=100_000)
-    _refused_uncharged(w.other, relayed("statistics", sent, reply), PolicyError, "max_ciphertext_bytes")
+    refused_uncharged(w.other, relayed("statistics", sent, reply), PolicyError, "max_ciphertext_bytes")
     w.other.policy = _policy(w.other, ["vertical_statistics_totals"], max_ciphertext_bytes=size)
-    _refused_uncharged(w.other, relayed("statistics", sent, reply, round="another"), IdentityError)
+    refused_uncharged(w.other, relayed("statistics", sent, reply, round="another"), IdentityError)
 
 
 def test_a_policy_without_the_ciphertext_operations_refuses_them_uncharged(w) -> None:
     """A party whose policy does not list the vertical operations refuses each of them first."""
     for party, release in ((w.label, "statistics"), (w.other, "scores")):
         party.policy = _policy(party, ["describe"])
-        _refused_uncharged(party, request(w, release), PolicyError, "does not allow the operation")
+        refused_uncharged(party, request(w, release), PolicyError, "does not allow the operation")
     w.other.policy = _policy(w.other, ["vertical_scores_columns"])
-    _refused_uncharged(w.other, Message("vertical_statistics_totals", request(w, "statistics").params), PolicyError,
+    refused_uncharged(w.other, Message("vertical_statistics_totals", request(w, "statistics").params), PolicyError,
                        "vertical_statistics_totals")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int8])
-def test_ciphertext_arrays_of_another_type_are_refused_uncharged(w, statistics_columns, dtype) -> None:
+def test_ciphertext_arrays_of_another_type_arerefused_uncharged(w, statistics_columns, dtype) -> None:
     """The relay sends the ciphertext bytes as another array type: refused before P's charge."""
     sent, reply = statistics_columns
     arrays = dict(reply.arrays) | {"ckks_columns": reply.arrays["ckks_columns"].astype(dtype)}
-    _refused_uncharged(w.other, relayed("statistics", sent, reply, arrays), ProtocolError, "uint8")
+    refused_uncharged(w.other, relayed("statistics", sent, reply, arrays), ProtocolError, "uint8")

@@ -27,7 +27,7 @@ from three_rounds import (
     statistics_insurer,
     statistics_round,
 )
-from vertical_parties import STUDY, spent
+from vertical_parties import STUDY, refused_uncharged, spent
 
 from collabcausal.errors import IdentityError, InputError, PolicyError, ProtocolError
 from collabcausal.estimators.dp.effects.vertical import group_design
@@ -40,23 +40,12 @@ from collabcausal.vertical.seal_io import untag
 from collabcausal.vertical.sealed import Envelope, seal_round, unseal
 from collabcausal.vertical.transcript import blob_arrays, blobs
 
-ONE_LINE = (InputError, PolicyError, ProtocolError, IdentityError)
-
 
 def first_fast(*cases):
     """``cases`` with every one but the first marked slow: each kind of attack runs in ``make test``, its variants in
     ``make test-slow`` (every case builds three parties' rounds: seconds each)."""
     return [cases[0], *(pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=pytest.mark.slow)
                         for c in cases[1:])]
-
-
-def _refused_uncharged(party, message: Message, error=ONE_LINE, match: str | None = None) -> None:
-    """``party`` refuses ``message`` with a one-line error of the project's hierarchy, its ledger untouched."""
-    before = spent(party)
-    with pytest.raises(error, match=match) as caught:
-        party.handle(message)
-    assert type(caught.value) in ONE_LINE and "\n" not in str(caught.value)
-    assert spent(party) == before
 
 
 @pytest.fixture
@@ -108,7 +97,7 @@ def test_the_registrys_sealed_products_never_open_for_the_statistics_key_owner(w
                      {k.replace(f"{SEALED_FOR}_2", "ckks_totals_1"): v for k, v in reply.arrays.items()
                       if k.startswith(f"{SEALED_FOR}_2")} | {k: v for k, v in reply.arrays.items()
                                                              if k.startswith("ckks_totals")})
-    _refused_uncharged(w.label, handed, (IdentityError, ProtocolError))
+    refused_uncharged(w.label, handed, (IdentityError, ProtocolError))
 
 
 @pytest.mark.slow  # a variant of the kinds of attack above (make test-slow)
@@ -120,7 +109,7 @@ def test_the_registrys_sealed_products_handed_to_the_label_holder_as_score_parts
     moved = {f"{SEALED_FROM}_2" + k[len(f"{SEALED_FOR}_2"):]: v for k, v in stats["registry"].arrays.items()
              if k.startswith(f"{SEALED_FOR}_2")}
     params = forged.params | {SEALED_FROM: {"2": stats["registry"].params[SEALED_FOR]["2"]}}
-    _refused_uncharged(w.label, Message(forged.operation, params, dict(forged.arrays) | moved),
+    refused_uncharged(w.label, Message(forged.operation, params, dict(forged.arrays) | moved),
                        (IdentityError, ProtocolError))
 
 
@@ -161,7 +150,7 @@ def test_the_insurers_sealed_parts_never_open_for_the_scores_key_owner(w, scores
     handed = Message(STEPS["scores"][2], {"study": STUDY, "round": terms["round"],
                                           "totals_advertisement": entry["advertisement"]},
                      {k.replace(f"{SEALED_FOR}_0", "ckks_totals"): v for k, v in parts.arrays.items()})
-    _refused_uncharged(w.registry, handed, (IdentityError, ProtocolError))
+    refused_uncharged(w.registry, handed, (IdentityError, ProtocolError))
 
 
 def test_the_coordinator_with_the_label_holder_gets_the_insurers_parts_only_under_the_registrys_key(w, scores) -> None:
@@ -203,7 +192,7 @@ def test_a_seal_key_not_the_insurers_for_this_round_is_refused_by_the_registry_b
            "the insurer's of another round": lambda: w.seal_key(w.insurer, f"{STUDY}/statistics/1"),
            "the insurer's secagg key": lambda: w.insurer.handle(Message(
                "secagg_keys", {"study": STUDY, "round": terms["round"]})).params["advertisement"]}[how]()
-    _refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns, seal_keys={"2": key}))
+    refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns, seal_keys={"2": key}))
 
 
 @pytest.mark.parametrize("how", first_fast("minted for the label holder", "the registry's", "the insurer's own"))
@@ -214,7 +203,7 @@ def test_a_seal_key_not_the_label_holders_is_refused_by_a_further_party_before_i
     key = {"minted for the label holder": lambda: _rogue_key("hospital", terms["round"]),
            "the registry's": lambda: w.seal_key(w.registry, terms["round"]),
            "the insurer's own": lambda: w.seal_key(w.insurer, terms["round"])}[how]()
-    _refused_uncharged(w.insurer, relayed(PARTS, terms, columns, seal_keys={"0": key},
+    refused_uncharged(w.insurer, relayed(PARTS, terms, columns, seal_keys={"0": key},
                                           keys=("context_advertisement",)))
 
 
@@ -225,8 +214,8 @@ def test_the_insurers_seal_key_under_another_index_or_none_is_refused(w) -> None
     columns = w.label.handle(Message(STEPS["statistics"][0], terms))
     key = w.seal_key(w.insurer, terms["round"])
     for keys in ({"1": key}, {"0": key}, {}, {"2": None}, []):
-        _refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns, seal_keys=keys))
-    _refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns))
+        refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns, seal_keys=keys))
+    refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns))
 
 
 # 3. Replayed, truncated or reordered sealed ciphertexts --------------------------------------------------------------
@@ -255,7 +244,7 @@ def test_altered_sealed_products_are_refused_by_the_insurer_before_its_charge(w,
                    "one dropped": lambda: sealed[:-1], "one duplicated": lambda: [sealed[0], *sealed],
                    "a byte flipped": lambda: [bytes([sealed[0][0] ^ 1]) + sealed[0][1:], *sealed[1:]]}[how]()
         forged = _with_sealed(honest, changed)
-    _refused_uncharged(w.insurer, forged, (IdentityError, ProtocolError))
+    refused_uncharged(w.insurer, forged, (IdentityError, ProtocolError))
     w.insurer.handle(honest)  # the honest request still goes through, charged once
     assert spent(w.insurer) > 0.0
 
@@ -267,7 +256,7 @@ def test_sealed_products_of_another_round_are_refused(w) -> None:
     rho = w.terms("statistics")["rho"] / 4
     first = statistics_round(w, rho=rho)
     second = statistics_round(w, rho=rho, round=f"{STUDY}/statistics/again")
-    _refused_uncharged(w.insurer, relayed(STEPS["statistics"][1], first["terms"], first["columns"],
+    refused_uncharged(w.insurer, relayed(STEPS["statistics"][1], first["terms"], first["columns"],
                                           sealed={1: second["registry"]}, receiver=2), IdentityError)
 
 
@@ -278,7 +267,7 @@ def test_sealed_products_of_another_batch_are_refused_at_batch_zero(w) -> None:
     later = r["terms"] | {"batch": 1}
     columns_1 = w.label.handle(Message(STEPS["statistics"][0], later))
     registry_1 = w.registry.handle(relayed(STEPS["statistics"][1], later, columns_1, seal_keys={"2": r["key"]}))
-    _refused_uncharged(w.insurer, relayed(STEPS["statistics"][1], r["terms"], r["columns"], sealed={1: registry_1},
+    refused_uncharged(w.insurer, relayed(STEPS["statistics"][1], r["terms"], r["columns"], sealed={1: registry_1},
                                           receiver=2), IdentityError)
 
 
@@ -290,7 +279,7 @@ def test_the_insurers_sealed_parts_relayed_from_another_sender_index_are_refused
     moved = {k.replace(f"{SEALED_FROM}_2", f"{SEALED_FROM}_1"): v for k, v in honest.arrays.items()
              if k.startswith(f"{SEALED_FROM}_2")}
     others = {k: v for k, v in honest.arrays.items() if not k.startswith(SEALED_FROM)}
-    _refused_uncharged(w.label, Message(honest.operation, honest.params | {SEALED_FROM: {"1": entry}},
+    refused_uncharged(w.label, Message(honest.operation, honest.params | {SEALED_FROM: {"1": entry}},
                                         others | moved), ProtocolError)
 
 
@@ -301,9 +290,9 @@ def test_missing_sealed_products_are_refused_by_the_insurer_before_its_charge(w,
     honest = statistics_insurer(w, stats)
     bare = {k: v for k, v in honest.arrays.items() if not k.startswith(SEALED_FROM)}
     params = {k: v for k, v in honest.params.items() if k != SEALED_FROM}
-    _refused_uncharged(w.insurer, Message(honest.operation, params, bare), ProtocolError)
-    _refused_uncharged(w.insurer, Message(honest.operation, honest.params, bare), ProtocolError)
-    _refused_uncharged(w.insurer, Message(honest.operation, params | {SEALED_FROM: {"1": None}}, honest.arrays),
+    refused_uncharged(w.insurer, Message(honest.operation, params, bare), ProtocolError)
+    refused_uncharged(w.insurer, Message(honest.operation, honest.params, bare), ProtocolError)
+    refused_uncharged(w.insurer, Message(honest.operation, params | {SEALED_FROM: {"1": None}}, honest.arrays),
                        ProtocolError)
 
 
@@ -311,8 +300,8 @@ def test_missing_sealed_parts_are_refused_by_the_label_holder_before_its_charge(
     honest = scores_label(w, scores)
     bare = {k: v for k, v in honest.arrays.items() if not k.startswith(SEALED_FROM)}
     params = {k: v for k, v in honest.params.items() if k != SEALED_FROM}
-    _refused_uncharged(w.label, Message(honest.operation, params, bare), ProtocolError)
-    _refused_uncharged(w.label, Message(honest.operation, honest.params, bare), ProtocolError)
+    refused_uncharged(w.label, Message(honest.operation, params, bare), ProtocolError)
+    refused_uncharged(w.label, Message(honest.operation, honest.params, bare), ProtocolError)
 
 
 def test_a_receiver_without_its_seal_key_refuses_before_its_charge(w) -> None:
@@ -320,10 +309,10 @@ def test_a_receiver_without_its_seal_key_refuses_before_its_charge(w) -> None:
     it, and the insurer, holding no key for the round, refuses sealed products."""
     terms = w.terms("statistics")
     columns = w.label.handle(Message(STEPS["statistics"][0], terms))
-    _refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns,
+    refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns,
                                            seal_keys={"2": _rogue_key("insurer", terms["round"])}), IdentityError)
     bare = relayed(STEPS["statistics"][1], terms, columns)
-    _refused_uncharged(w.insurer, Message(bare.operation, bare.params | {SEALED_FROM: {"1": {}}}, bare.arrays),
+    refused_uncharged(w.insurer, Message(bare.operation, bare.params | {SEALED_FROM: {"1": {}}}, bare.arrays),
                        PolicyError, match="holds no round key")
 
 
@@ -335,16 +324,16 @@ def test_a_receiver_without_its_seal_key_refuses_before_its_charge(w) -> None:
     ("insurer", STEPS["statistics"][0]), ("insurer", STEPS["scores"][1])))
 def test_a_party_sent_another_roles_operation_refuses_it_uncharged(w, who, operation) -> None:
     release = "scores" if "scores" in operation else "statistics"
-    _refused_uncharged(w.by_name[who], Message(operation, w.terms(release)), PolicyError, match="is not")
+    refused_uncharged(w.by_name[who], Message(operation, w.terms(release)), PolicyError, match="is not")
 
 
 @pytest.mark.parametrize("parties", first_fast(["hospital", "registry", "registry"], ["hospital", "insurer", "insurer"],
                                                 ["hospital", "hospital", "insurer"]))
-def test_a_roster_naming_a_party_twice_is_refused_uncharged(w, parties) -> None:
+def test_a_roster_naming_a_party_twice_isrefused_uncharged(w, parties) -> None:
     for party in w.parties:
         for release in ("statistics", "scores"):
             for operation in (*STEPS[release][:2], PARTS):
-                _refused_uncharged(party, Message(operation, w.terms(release, parties=parties)), InputError,
+                refused_uncharged(party, Message(operation, w.terms(release, parties=parties)), InputError,
                                    match="twice")
 
 
@@ -354,10 +343,10 @@ def test_evaluators_told_another_order_than_the_label_holder_signed_are_refused(
     swapped = {"parties": [NAMES[0], NAMES[2], NAMES[1]],
                "column_groups": [COLUMN_GROUPS[0], COLUMN_GROUPS[2], COLUMN_GROUPS[1]]}
     terms = stats["terms"] | swapped
-    _refused_uncharged(w.insurer, relayed(STEPS["statistics"][1], terms, stats["columns"],
+    refused_uncharged(w.insurer, relayed(STEPS["statistics"][1], terms, stats["columns"],
                                           seal_keys={"2": w.seal_key(w.registry, terms["round"])}), IdentityError)
     honest = statistics_insurer(w, stats)
-    _refused_uncharged(w.insurer, Message(honest.operation, honest.params | swapped, honest.arrays), IdentityError)
+    refused_uncharged(w.insurer, Message(honest.operation, honest.params | swapped, honest.arrays), IdentityError)
 
 
 def test_evaluators_totals_swapped_in_the_opening_are_refused_and_never_opened(w, stats) -> None:
@@ -378,4 +367,4 @@ def test_a_further_partys_batch_relayed_twice_is_sealed_once_and_charged_once(w,
     subjects, to another key it might then substitute): refused, uncharged."""
     again = relayed(PARTS, scores["terms"], scores["columns"], seal_keys={"0": scores["key"]},
                     keys=("context_advertisement",))
-    _refused_uncharged(w.insurer, again)
+    refused_uncharged(w.insurer, again)
