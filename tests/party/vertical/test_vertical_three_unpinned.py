@@ -11,9 +11,8 @@ peers refuses every vertical operation, before its charge.
 
 from __future__ import annotations
 
-import pytest
 from three_rounds import PARTS, STEPS, Three, relayed
-from vertical_parties import spent
+from vertical_parties import refused_uncharged
 
 from collabcausal.errors import PolicyError
 from collabcausal.messages import Message
@@ -34,10 +33,8 @@ def test_an_unpinned_registry_refuses_to_seal_to_any_key(tmp_path) -> None:
     terms = w.terms("statistics")
     columns = w.label.handle(Message(STEPS["statistics"][0], terms))
     key = w.seal_key(w.insurer, terms["round"])
-    with pytest.raises(PolicyError, match="peers") as caught:
-        w.registry.handle(relayed(STEPS["statistics"][1], terms, columns, seal_keys={"2": key}))
-    assert "\n" not in str(caught.value)
-    assert spent(w.registry) == 0.0
+    refused_uncharged(w.registry, relayed(STEPS["statistics"][1], terms, columns, seal_keys={"2": key}), PolicyError,
+                      match="peers")
 
 
 def test_an_unpinned_further_party_refuses_to_seal_its_score_parts(tmp_path) -> None:
@@ -46,9 +43,8 @@ def test_an_unpinned_further_party_refuses_to_seal_its_score_parts(tmp_path) -> 
     terms = w.terms("scores")
     columns = w.registry.handle(Message(STEPS["scores"][0], terms))
     key = w.seal_key(w.label, terms["round"])
-    with pytest.raises(PolicyError, match="peers"):
-        w.insurer.handle(relayed(PARTS, terms, columns, seal_keys={"0": key}, keys=("context_advertisement",)))
-    assert spent(w.insurer) == 0.0
+    refused_uncharged(w.insurer, relayed(PARTS, terms, columns, seal_keys={"0": key}, keys=("context_advertisement",)),
+                      PolicyError, match="peers")
 
 
 def test_two_unpinned_parties_refuse_the_vertical_rounds_before_their_charge(tmp_path) -> None:
@@ -62,9 +58,6 @@ def test_two_unpinned_parties_refuse_the_vertical_rounds_before_their_charge(tmp
     w = small_world(tmp_path)
     _unpinned(w.other)
     columns = w.label.handle(two_party_request(w, "statistics"))
-    with pytest.raises(PolicyError, match="peers"):
-        w.other.handle(two_party_relayed("statistics", two_party_request(w, "statistics"), columns))
-    assert spent(w.other) == 0.0
-    with pytest.raises(PolicyError, match="peers"):
-        w.other.handle(two_party_request(w, "scores"))
-    assert spent(w.other) == 0.0
+    refused_uncharged(w.other, two_party_relayed("statistics", two_party_request(w, "statistics"), columns),
+                      PolicyError, match="peers")
+    refused_uncharged(w.other, two_party_request(w, "scores"), PolicyError, match="peers")
