@@ -53,7 +53,7 @@ def pinned_identity(party: Party) -> Identity:
     return identity
 
 
-__all__ = ["check_receivers", "columns_reply", "pinned_identity", "sealed_columns", "sealed_reply", "totals_reply",
+__all__ = ["columns_reply", "pinned_identity", "receiver_keys", "sealed_columns", "sealed_reply", "totals_reply",
            "verified_columns", "verified_context", "verified_totals"]
 
 
@@ -117,35 +117,26 @@ def verified_columns(party: Party, request: Message, req: VerticalRequest, terms
 
 
 def sealed_reply(party: Party, req: VerticalRequest, terms: dict[str, Any], context: PublicContext,
-                 columns: Sequence[Sequence[bytes]], receivers: Sequence[int],
-                 advertisements: object) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """This party's ``columns`` (each a list of chunk bytes, under ``context``'s key) sealed to each of the row
-    group's ``receivers`` (their indices), whose round keys the coordinator relays as ``advertisements`` (one per
-    receiver, from ``secagg_keys`` for :func:`~collabcausal.vertical.sealed.seal_round`) and which are accepted
-    only as signed by that receiver for this round; each sealing signed for ``terms``, this batch, the context and
-    the receiver. Returns the reply's params (``sealed_for``: per receiver index its ephemeral key, chunk counts
-    and signature) and arrays (``sealed_for_<index>``)."""
-    keys = _receiver_keys(party, req, receivers, advertisements)
+                 columns: Sequence[Sequence[bytes]], keys: Mapping[int, bytes]
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """This party's ``columns`` (each a list of chunk bytes, under ``context``'s key) sealed to each receiver of
+    ``keys`` (row-group index -> its verified round key, :func:`receiver_keys`); each sealing signed for ``terms``,
+    this batch, the context and the receiver. Returns the reply's params (``sealed_for``: per receiver index its
+    ephemeral key, chunk counts and signature) and arrays (``sealed_for_<index>``)."""
     signer = pinned_identity(party).signer
     counts = [len(c) for c in columns]
     flat = [b for c in columns for b in c]
     params: dict[str, Any] = {}
     arrays: dict[str, np.ndarray] = {}
-    for r in receivers:
+    for r, key in keys.items():
         name = req.parties[r]
-        ephemeral, sealed = seal(keys[r], flat, Envelope(req.study, req.round_id, req.batch, party.name, name))
+        ephemeral, sealed = seal(key, flat, Envelope(req.study, req.round_id, req.batch, party.name, name))
         signed = _signed(terms, counts, req.batch, context.fingerprint) | {"receiver": name,
                                                                           "ephemeral": ephemeral.hex()}
         params[str(r)] = {"ephemeral": ephemeral.hex(), "chunks": counts, "advertisement": sign_transcript(
             signer, req.study, req.round_id, SEALED_KIND, signed, sealed)}
         arrays |= blob_arrays(f"{SEALED_FOR}_{r}", sealed)
     return {SEALED_FOR: params}, arrays
-
-
-def check_receivers(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object) -> None:
-    """Refuse (before any charge) receivers' round keys that are not each receiver's own, for this round, and any
-    round key at all for a party that does not pin its peers (``peers = "any"``: the coordinator could mint one)."""
-    _receiver_keys(party, req, receivers, advertisements)
 
 
 def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: dict[str, Any],
@@ -186,8 +177,12 @@ def sealed_columns(party: Party, request: Message, req: VerticalRequest, terms: 
     return out
 
 
-def _receiver_keys(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object
-                   ) -> dict[int, bytes]:
+def receiver_keys(party: Party, req: VerticalRequest, receivers: Sequence[int], advertisements: object
+                  ) -> dict[int, bytes]:
+    """Each receiver's round key for this round's sealed ciphertexts (row-group index -> 32 bytes), as relayed in
+    ``advertisements`` (one per receiver, from ``secagg_keys`` for :func:`~collabcausal.vertical.sealed.seal_round`);
+    refused (checked before any charge) unless signed by that receiver for this round, and for a party that does not
+    pin its peers (``peers = "any"``: the coordinator could mint one)."""
     verifier = pinned_identity(party).verifier
     if not isinstance(advertisements, dict):
         raise ProtocolError("the receivers' round keys for sealed ciphertexts are missing",

@@ -38,9 +38,9 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.vertical.evaluations import add_batch, begin, count_batch, evaluation
 from collabcausal.party.vertical.exchange import (
-    check_receivers,
     columns_reply,
     pinned_identity,
+    receiver_keys,
     sealed_columns,
     sealed_reply,
     totals_reply,
@@ -128,7 +128,7 @@ def vertical_scores_parts(party: Party, request: Message) -> Message:
     terms = _terms(req, program)
     state = evaluation(party, req, PARTS_RELEASE, terms)
     context = verified_context(party, request, req, req.parties[KEY_OWNER], None if state is None else state.context)
-    check_receivers(party, req, [LABEL_HOLDER], request.params.get("seal_keys"))
+    keys = receiver_keys(party, req, [LABEL_HOLDER], request.params.get("seal_keys"))
     sigma = scores_sigma(program, req.rho)
     if state is None:
         _check_headroom(context.parameters, req, program, sigma)
@@ -136,7 +136,7 @@ def vertical_scores_parts(party: Party, request: Message) -> Message:
         state = begin(party, req, PARTS_RELEASE, terms, context)
     inputs = score_inputs(program, req.design(party, req.rows), req.me, req.groups, req.feature_map)
     columns = [column.to_bytes() for column in encrypt_score_inputs(context, inputs)]
-    sealed = sealed_reply(party, req, terms, context, columns, [LABEL_HOLDER], request.params.get("seal_keys"))
+    sealed = sealed_reply(party, req, terms, context, columns, keys)
     count_batch(party, req, state)
     return Message(request.operation, {"batch": req.batch, "sigma": sigma} | sealed[0], sealed[1])
 

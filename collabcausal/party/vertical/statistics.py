@@ -44,9 +44,9 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
 from collabcausal.party.vertical.exchange import (
-    check_receivers,
     columns_reply,
     pinned_identity,
+    receiver_keys,
     sealed_columns,
     sealed_reply,
     totals_reply,
@@ -159,8 +159,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
                                   {s: len(req.columns_of(s)) for s in senders})
         encrypted |= {(ARM_PRODUCT, c): column for s in senders
                       for c, column in zip(req.columns_of(s), received[s], strict=True)}
-    if receivers:
-        check_receivers(party, req, receivers, request.params.get("seal_keys"))
+    keys = receiver_keys(party, req, receivers, request.params.get("seal_keys")) if receivers else {}
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
     if state is None:
@@ -170,9 +169,8 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     entries = _entries(req, req.me)
     design = req.design(party, req.rows)
     sealed: tuple[dict[str, Any], dict[str, np.ndarray]] = ({}, {})
-    if receivers:
-        products = arm_products(encrypted["arm"], design, req.own_columns)
-        sealed = sealed_reply(party, req, terms, context, products, receivers, request.params.get("seal_keys"))
+    if keys:
+        sealed = sealed_reply(party, req, terms, context, arm_products(encrypted["arm"], design, req.own_columns), keys)
     summed = add_batch(party, req, state, cross_summands(encrypted, design, entries, req.own_columns))
     if summed is None:
         return Message(request.operation, {"batch": req.batch, "sigma": sigma} | sealed[0], sealed[1])
