@@ -167,10 +167,9 @@ def _statistics(designs: list[NDArray[np.float64]], rg: RowGroup, groups: Column
              [owner.public_context(), *(c for chunks in sent.values() for c in chunks)])
     context = load_public_context(owner.public_context())
     relayed: dict[object, RelayedColumn] = {k: RelayedColumn(context, chunks, rg.n) for k, chunks in sent.items()}
-    owners = groups.owners(feature_map.n_sites)
     entries = cross_entries(groups, feature_map.n_sites)
     for g in range(1, groups.n_parties):
-        own = [int(c) for c in np.flatnonzero(owners == g) if c >= feature_map.n_sites]
+        own = groups.design_columns(g, feature_map.n_sites)
         mine = packed_entries([e for e in entries if e.evaluator == g])
         at = [e.index for e in mine]
         start = time.perf_counter()

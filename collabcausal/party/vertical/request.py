@@ -109,13 +109,11 @@ class VerticalRequest:
     @property
     def own_columns(self) -> list[int]:
         """This party's covariates' positions in the design row (after the site one-hot)."""
-        owner = self.groups.owners(self.feature_map.n_sites)
-        return [int(c) for c in np.flatnonzero(owner == self.me) if c >= self.feature_map.n_sites]
+        return self.columns_of(self.me)
 
     def columns_of(self, group: int) -> list[int]:
         """Column group ``group``'s covariates' positions in the design row."""
-        owner = self.groups.owners(self.feature_map.n_sites)
-        return [int(c) for c in np.flatnonzero(owner == group) if c >= self.feature_map.n_sites]
+        return self.groups.design_columns(group, self.feature_map.n_sites)
 
     def terms(self) -> dict[str, Any]:
         """What both parties sign and check: every public term of the round."""

@@ -111,6 +111,10 @@ class ColumnGroups:
         """Parties of the row group (column groups)."""
         return len(self.groups)
 
+    def design_columns(self, group: int, n_sites: int) -> list[int]:
+        """Group ``group``'s covariates' positions in the design row ``(onehot(site), z)``, in order."""
+        return sorted(n_sites + int(j) for j in self.groups[group])
+
     def owners(self, n_sites: int) -> NDArray[np.int64]:
         """The group holding each design column ``(onehot(site), z)``."""
         owner = np.zeros(n_sites + sum(map(len, self.groups)), dtype=np.int64)
@@ -444,12 +448,11 @@ def part_limits(model: NuisanceModel, gram: NDArray[np.float64], groups: ColumnG
     :meth:`ColumnGroups.squared_norms`).
     """
     widths = np.broadcast_to(np.asarray(n_sds, dtype=float), (3,))
-    owner = groups.owners(n_sites)
     n = max(float(np.trace(gram[:n_sites, :n_sites])), 1.0)
     low, high = np.zeros((3, groups.n_parties)), np.zeros((3, groups.n_parties))
     for r, coef in enumerate(_coefficients(model, outcome_width)):
         for g in range(groups.n_parties):
-            cols = np.flatnonzero(owner == g)[np.flatnonzero(owner == g) >= n_sites]
+            cols = groups.design_columns(g, n_sites)
             c = coef[cols]
             mean_z = gram[:n_sites, cols].sum(axis=0) / n
             second = gram[np.ix_(cols, cols)] / n
@@ -465,8 +468,7 @@ def clipped_parts(model: NuisanceModel, design: NDArray[np.float64], group: int,
                   limits: PartLimits, n_sites: int, outcome_width: float) -> list[NDArray[np.float64]]:
     """Group ``group``'s parts ``[eta_g, mu0_g, mu1_g]`` of its own design rows (:func:`group_design`),
     each clipped to its limits; the label holder's carry the site intercepts (unclipped)."""
-    owner = groups.owners(n_sites)
-    cols = np.flatnonzero((owner == group) & (np.arange(owner.size) >= n_sites))
+    cols = groups.design_columns(group, n_sites)
     out = []
     for r, coef in enumerate(_coefficients(model, outcome_width)):
         part = np.clip(design[:, cols] @ coef[cols], limits.low[r, group], limits.high[r, group])
