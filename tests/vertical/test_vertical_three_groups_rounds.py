@@ -58,11 +58,10 @@ def test_statistics_with_a_third_party_equal_the_joined_rows(study, owner2) -> N
     shares, to the CKKS error of n subjects and the grid."""
     _fmap, designs, T, y = study
     exact = fold_statistics(np.sum(designs, axis=0), T, y, 1.0)
-    owner = GROUPS.owners(1)
     vectors = label_vectors(designs[0], T, np.clip(y, -0.5, 0.5), GROUPS, 1, 0)
     context = load_public_context(owner2.public_context())
     relayed = {k: RelayedColumn(context, c.to_bytes(), N) for k, c in encrypt_label_vectors(owner2, vectors).items()}
-    own = {g: np.flatnonzero(owner == g).tolist() for g in (1, 2)}
+    own = {g: GROUPS.design_columns(g, 1) for g in (1, 2)}
     products = arm_products(relayed["arm"], designs[1], own[1])
     columns_p2 = relayed | {(ARM_PRODUCT, c): RelayedColumn(context, chunks, N)
                             for c, chunks in zip(own[1], products, strict=True)}
