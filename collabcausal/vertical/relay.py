@@ -37,9 +37,7 @@ def totals_keys(evaluator: int) -> tuple[str, str]:
 def relayed_totals(reply: Message, evaluator: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """An evaluator's totals reply, renamed for the open request as its ``evaluator``-th (:func:`totals_keys`)."""
     array, param = totals_keys(evaluator)
-    return ({param: reply.params.get("totals_advertisement")},
-            {array + suffix: reply.arrays[TOTALS + suffix] for suffix in ("", "_lengths") if TOTALS + suffix in
-             reply.arrays})
+    return {param: reply.params.get("totals_advertisement")}, _renamed(reply, TOTALS, array)
 
 
 def relay_sealed(reply: Message, sender: int, receiver: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -48,6 +46,10 @@ def relay_sealed(reply: Message, sender: int, receiver: int) -> tuple[dict[str, 
     ``sealed_from``."""
     sealed = reply.params.get(SEALED_FOR)
     entry = sealed.get(str(receiver)) if isinstance(sealed, dict) else None
-    arrays = {f"{SEALED_FROM}_{sender}{suffix}": reply.arrays[f"{SEALED_FOR}_{receiver}{suffix}"]
-              for suffix in ("", "_lengths") if f"{SEALED_FOR}_{receiver}{suffix}" in reply.arrays}
-    return {str(sender): entry}, arrays
+    return {str(sender): entry}, _renamed(reply, f"{SEALED_FOR}_{receiver}", f"{SEALED_FROM}_{sender}")
+
+
+def _renamed(reply: Message, name: str, new: str) -> dict[str, np.ndarray]:
+    """The blob arrays ``name`` and ``name + "_lengths"`` of ``reply`` (as
+    :func:`~collabcausal.vertical.transcript.blob_arrays` packs them), under ``new``; none if ``reply`` has none."""
+    return {new + suffix: reply.arrays[name + suffix] for suffix in ("", "_lengths") if name + suffix in reply.arrays}
