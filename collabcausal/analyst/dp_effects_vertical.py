@@ -303,8 +303,7 @@ class _Rounds:
             ).params.get("advertisement") for r in receivers}
             for batch in range(batches):
                 asked = params | {"batch": batch}
-                columns = self.grid.request(parties[owner], Message(encrypt, asked), timeout=self.timeout)
-                done[parties[owner]] = done.get(parties[owner], 0) + 1
+                columns = self._ask(parties[owner], Message(encrypt, asked), done)
                 self._count(f"{release}: columns", columns)
                 context = {k: v for k, v in columns.arrays.items() if k.startswith(CONTEXT)}
                 replies: dict[int, Message] = {}
