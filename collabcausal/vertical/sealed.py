@@ -55,6 +55,14 @@ class Envelope:
         return AESGCM(HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=info).derive(shared))
 
 
+def _exchange(own: X25519PrivateKey, peer_public: bytes, low_order: ProtocolError) -> bytes:
+    """The X25519 shared secret of ``own`` and ``peer_public``; ``low_order`` raised for a low-order point."""
+    try:
+        return own.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
+    except ValueError:
+        raise low_order from None
+
+
 def _associated(index: int, count: int) -> bytes:
     return canonical_bytes("vertical-sealed-blob", str(index), str(count))
 
@@ -71,12 +79,8 @@ def seal(receiver_public: bytes, blobs: Sequence[bytes | memoryview], envelope: 
                             "relay the receiver's advertisement unchanged")
     ephemeral = generate_round_key()
     ephemeral_public = public_bytes(ephemeral)
-    try:
-        shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(bytes(receiver_public)))
-    except ValueError:
-        raise ProtocolError("the receiver's round key is a low-order point",
-                            "restart the round with fresh keys") from None
-    aead = envelope._key(shared, ephemeral_public)
+    aead = envelope._key(_exchange(ephemeral, receiver_public, ProtocolError(
+        "the receiver's round key is a low-order point", "restart the round with fresh keys")), ephemeral_public)
     count = len(blobs)
     return ephemeral_public, [aead.encrypt(_nonce(i), bytes(b), _associated(i, count)) for i, b in enumerate(blobs)]
 
@@ -102,11 +106,8 @@ def unseal(own: X25519PrivateKey, ephemeral_public: bytes, sealed: Sequence[byte
     fix = "relay the sender's sealed ciphertexts unchanged, to the party they were sealed for"
     if len(ephemeral_public) != PUBLIC_KEY_BYTES:
         raise ProtocolError(f"sealed ciphertexts came with a {len(ephemeral_public)}-byte ephemeral key", fix)
-    try:
-        shared = own.exchange(X25519PublicKey.from_public_bytes(bytes(ephemeral_public)))
-    except ValueError:
-        raise ProtocolError("sealed ciphertexts came with a low-order ephemeral key", fix) from None
-    aead = envelope._key(shared, bytes(ephemeral_public))
+    aead = envelope._key(_exchange(own, ephemeral_public, ProtocolError(
+        "sealed ciphertexts came with a low-order ephemeral key", fix)), bytes(ephemeral_public))
     opened = [Opened(aead, b, i, len(sealed)) for i, b in enumerate(sealed)]
     try:
         for blob in opened:
