@@ -100,9 +100,8 @@ def arm_products(arm: ChunkedColumn, design: NDArray[np.float64], own: Sequence[
     A chunk of a column that is zero on every subject (a covariate at its range's midpoint) would make an empty
     ciphertext, which SEAL refuses: it is multiplied instead with :data:`ZERO_CHUNK` as its last subject's value (that
     one product off by 1.5e-5, a total by at most that: inside the depth-2 preset's error bound of 2e-5 a subject,
-    which the statistics' sensitivity margin covers). Never refused: a
-    refusal after the charge would tell the coordinator, with batches of one subject, that
-    the subject's value is its range's midpoint.
+    which the statistics' sensitivity margin covers). Never refused: a refusal after the charge would tell the
+    coordinator, with batches of one subject, that the subject's value is its range's midpoint.
     """
     slots = arm.chunk(0).context.parameters.slot_count
     out = []
