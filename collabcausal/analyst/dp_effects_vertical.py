@@ -101,9 +101,7 @@ class VerticalPlan:
     @property
     def groups(self) -> ColumnGroups:
         """The column groups as positions in :attr:`columns`."""
-        ends = np.cumsum([len(g) for g in self.group_names])
-        positions = tuple(tuple(range(int(e) - len(g), int(e))) for e, g in zip(ends, self.group_names, strict=True))
-        return ColumnGroups(positions, self.norm_bounds)
+        return ColumnGroups.of_sizes([len(g) for g in self.group_names], self.norm_bounds)
 
 
 def check_vertical_spec(spec: DPEffectsSpec) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -78,8 +77,7 @@ class VerticalRequest:
     def groups(self) -> ColumnGroups:
         """The covariates' positions per column group (design order: the groups concatenated) and their declared
         norm bounds."""
-        starts = np.cumsum([0, *map(len, self.group_names)])
-        return ColumnGroups(tuple(tuple(range(int(a), int(b))) for a, b in pairwise(starts)), self.norm_bounds)
+        return ColumnGroups.of_sizes([len(g) for g in self.group_names], self.norm_bounds)
 
     @property
     def batches(self) -> int:

@@ -101,6 +101,12 @@ class ColumnGroups:
             raise InputError(f"norm bounds {self.norm_bounds} are not one positive finite number per column group",
                              "declare one squared-norm bound per party, e.g. (3.0, 6.0), or none")
 
+    @classmethod
+    def of_sizes(cls, sizes: Sequence[int], norm_bounds: tuple[float, ...] | None = None) -> ColumnGroups:
+        """Groups of ``sizes`` consecutive covariates each, in order (the design order is the groups concatenated)."""
+        ends = np.cumsum([int(k) for k in sizes], dtype=np.int64)
+        return cls(tuple(tuple(range(int(e) - int(k), int(e))) for e, k in zip(ends, sizes, strict=True)), norm_bounds)
+
     def squared_norms(self) -> tuple[float, ...]:
         """Each group's bound on ``||z_g||^2``: ``min(C_g, m_g)`` (every ``|z_j| <= 1``), ``m_g`` without bounds."""
         declared = self.norm_bounds or (math.inf,) * len(self.groups)
