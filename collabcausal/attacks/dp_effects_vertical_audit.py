@@ -113,8 +113,7 @@ class AuditSetup:
     @property
     def groups(self) -> ColumnGroups:
         """Positions of the two column groups in the design order."""
-        k = len(self.label)
-        return ColumnGroups((tuple(range(k)), tuple(range(k, k + len(self.other)))))
+        return ColumnGroups.of_sizes([len(self.label), len(self.other)])
 
     def request(self, operation: str, n: int, round_id: str, **extra: Any) -> Message:
         """The request both parties get (its public terms; ``extra``: the scores round's ``program``)."""
@@ -135,10 +134,7 @@ class AuditSetup:
 
     def exact(self, frame: pd.DataFrame) -> NDArray[np.float64]:
         """The statistics vector of the joined row group, before noise."""
-        X = frame[[*self.label, *self.other]].to_numpy(dtype=float)
-        design = self.feature_map.design(X, 0)
-        return fold_statistics(design, frame["t"].to_numpy(np.int8), self.feature_map.centred_outcome(frame["y"]),
-                               self.feature_map.outcome_width)
+        return _joined_statistics(self.feature_map, frame, [*self.label, *self.other])
 
     def score_inputs(self, program: ScoreProgram, frame: pd.DataFrame, group: int) -> list[NDArray[np.float64]]:
         """Column group ``group``'s clipped, scaled parts of ``program`` on ``frame`` (what it encrypts or adds)."""
@@ -257,9 +253,7 @@ class ThreePartySetup:
     @property
     def groups(self) -> ColumnGroups:
         """Positions of the three column groups in the design order."""
-        ends = np.cumsum([len(c) for c in self.columns])
-        return ColumnGroups(tuple(tuple(range(int(e) - len(c), int(e))) for e, c in zip(ends, self.columns,
-                                                                                          strict=True)))
+        return ColumnGroups.of_sizes([len(c) for c in self.columns])
 
     def request(self, operation: str, n: int, round_id: str, **extra: Any) -> Message:
         """The request every party gets (its public terms)."""
@@ -281,9 +275,7 @@ class ThreePartySetup:
 
     def exact(self, frame: pd.DataFrame) -> NDArray[np.float64]:
         """The statistics vector of the joined row group, before noise."""
-        X = frame[[c for cols in self.columns for c in cols]].to_numpy(dtype=float)
-        return fold_statistics(self.feature_map.design(X, 0), frame["t"].to_numpy(np.int8),
-                               self.feature_map.centred_outcome(frame["y"]), self.feature_map.outcome_width)
+        return _joined_statistics(self.feature_map, frame, [c for cols in self.columns for c in cols])
 
 
 def audit_three_party_evaluator(setup: ThreePartySetup, n_releases: int, folder: Path, *,
@@ -310,11 +302,10 @@ def audit_three_party_evaluator(setup: ThreePartySetup, n_releases: int, folder:
             terms = req.terms() | {"release": "statistics", "keys": list(encrypted)}
             reply = columns_reply(holder, request, req, owner, list(encrypted.values()), terms)
             key = evaluator.handle(Message(KEYS_OPERATION, {"study": STUDY, "round": seal_round(round_id)}))
-            products = middle.handle(Message("vertical_statistics_totals", _relayed(
-                "vertical_statistics_totals", request, reply).params | {"seal_keys": {"2": key.params[
-                    "advertisement"]}}, dict(reply.arrays)))
-            sealed, arrays = relay_sealed(products, 1, 2)
             relayed = _relayed("vertical_statistics_totals", request, reply)
+            products = middle.handle(Message(relayed.operation, relayed.params | {"seal_keys": {"2": key.params[
+                "advertisement"]}}, dict(relayed.arrays)))
+            sealed, arrays = relay_sealed(products, 1, 2)
             totals = evaluator.handle(Message(relayed.operation, relayed.params | {SEALED_FROM: sealed},
                                               dict(relayed.arrays) | arrays))
             out.append(open_totals(owner, blobs(totals, TOTALS), np.full(len(entries), NEGLIGIBLE),
@@ -376,6 +367,13 @@ def audit_scores_label_holder(setup: AuditSetup, program: ScoreProgram, n_releas
     return _audit(lambda frame, tag: label_holder_score_releases(setup, program, frame, n_releases, folder, tag),
                   lambda f: setup.exact_scores(program, f), setup, scores_bound(program), n_releases, confidence,
                   "scores")
+
+
+def _joined_statistics(feature_map: FeatureMap, frame: pd.DataFrame, columns: list[str]) -> NDArray[np.float64]:
+    """The statistics vector of ``frame``'s joined ``columns`` (the design order), T and Y, before noise."""
+    design = feature_map.design(frame[columns].to_numpy(dtype=float), 0)
+    return fold_statistics(design, frame["t"].to_numpy(np.int8), feature_map.centred_outcome(frame["y"]),
+                           feature_map.outcome_width)
 
 
 def _relayed(operation: str, request: Message, reply: Message) -> Message:
