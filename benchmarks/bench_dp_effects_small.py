@@ -23,8 +23,9 @@ draws against its non-private AIPW.
 ``--decompose`` instead prints where the DP bias comes from: the same computation in process
 (:mod:`collabcausal.simulations.dp_effects_decomposition`, numpy noise of the study's sds) with one source
 switched at a time, each variant's mean minus the non-private AIPW on the same data (with its Monte Carlo SE).
-``--replicates`` prints, at n = 2,000 and 10,000, the interval's nuisance-noise term (the noise replicates' mean
-square) against the variance it estimates (:mod:`collabcausal.simulations.dp_effects_replicate_check`).
+``--replicates`` prints, at n = 2,000 and 10,000 (of ``--design``), the interval's nuisance-noise term (the noise
+replicates' mean square) against the variance it estimates, beside the same refits in antithetic pairs
+(:mod:`collabcausal.simulations.dp_effects_replicate_check`).
 
 Targets (full mode, exit 1 when missed), for every n whose studies ran (not refused): |DP-induced bias|
 at most 0.25 x the mean reported SE plus 2 Monte Carlo SEs, and coverage of the truth and of the non-private
@@ -170,18 +171,19 @@ def decompose(reps: int, seed: int, epsilon: float) -> None:
         print(f"| {label} | {' | '.join(cells)} |", flush=True)
 
 
-def check_replicates(reps: int, seed: int, epsilon: float) -> None:
-    """Per n: mean over ``reps`` data sets of each :class:`ReplicateCheck` figure."""
+def check_replicates(reps: int, seed: int, epsilon: float, design: str) -> None:
+    """Per n: mean over ``reps`` data sets of ``design`` of each :class:`ReplicateCheck` figure."""
     rng = np.random.default_rng(seed)  # numpy noise of the study's sds (a measuring instrument, not a release)
-    spec = study_spec(COHORT_DESIGN, epsilon, secure_aggregation=True)
-    print(f"\n### the nuisance-noise term: means over {reps} data sets per n\n")
-    print("| n | conditional variance | replicate mean square (clipped) | unclipped | clipped share | mean move |\n"
-          "|---|---|---|---|---|---|")
+    ranges, draw_sites, _ = DESIGNS[design]
+    spec = study_spec(ranges, epsilon, secure_aggregation=True)
+    print(f"\n### the nuisance-noise term ({design} design): means over {reps} data sets per n\n")
+    print("| n | conditional variance | replicate mean square, clipped (the study's) | unclipped | antithetic pairs, "
+          "clipped | unclipped | clipped share | mean move |\n|---|---|---|---|---|---|---|---|")
     for n in SIZES[1:]:
-        checks = [replicate_check(cohort_sites(n, np.random.default_rng(seed + r)), spec, rng) for r in range(reps)]
-        v, c, u, share, move = np.mean([list(vars(k).values()) for k in checks], axis=0)
-        print(f"| {n} | {v:.2e} | {c:.2e} ({c / v:.2f}x) | {u:.2e} ({u / v:.2f}x) | {share:.3f} | {move:+.4f} |",
-              flush=True)
+        checks = [replicate_check(draw_sites(n, np.random.default_rng(seed + r)), spec, rng) for r in range(reps)]
+        v, *terms, share, move = np.mean([list(vars(k).values()) for k in checks], axis=0)
+        print(f"| {n} | {v:.2e} | " + " | ".join(f"{t:.2e} ({t / v:.2f}x)" for t in terms)
+              + f" | {share:.3f} | {move:+.4f} |", flush=True)
 
 
 def _pm_gap(gap: np.ndarray) -> str:
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         decompose(args.decompose_sets, args.seed, args.epsilon)
         return 0
     if args.replicates:
-        check_replicates(args.replicate_sets, args.seed, args.epsilon)
+        check_replicates(args.replicate_sets, args.seed, args.epsilon, args.design)
         return 0
     reps, draws = args.reps, args.cohort_draws
     design, draw_sites, true_ate = DESIGNS[args.design]

@@ -10,7 +10,11 @@ the score's range. :func:`replicate_check` holds one data set fixed and sets bes
   without its own noise, over n) over ``draws`` fresh draws of the statistics' noise;
 * one study's **replicate mean square** ``mean_b d_b^2`` (what the interval adds, before the replicate sums'
   own noise is removed), with the study's clip and without it;
-* the share of per-subject differences the clip changed, and the replicates' mean move ``mean_b d_b``.
+* the same ``B`` refits drawn instead in **antithetic pairs** (``+eta_k``, ``-eta_k``), with the pairs' mean
+  squared half-difference in place of the mean square (:func:`antithetic_term`), clipped and unclipped: a
+  design that drops the even-order part of the moves, measured here and not adopted (docs/dp-effects.md,
+  "Coverage");
+* the share of per-subject differences the clip changed, and the replicates' mean move.
 
 Noise of exactly the study's sds (:func:`~.dp_effects_decomposition.study_noise_sds`), drawn from numpy:
 a measuring instrument, not a release path (pooled full-sample nuisances, the study's default).
@@ -38,13 +42,26 @@ class ReplicateCheck:
     conditional_var: float
     replicate_ms: float
     replicate_ms_unclipped: float
+    antithetic: float
+    antithetic_unclipped: float
     clip_share: float
     mean_move: float
 
 
+def antithetic_term(moves: np.ndarray) -> float:
+    """Mean squared half-difference ``((m_2k - m_2k+1) / 2)^2`` of moves refitted at ``+eta_k`` and ``-eta_k``.
+
+    With the estimate ``f(eps) = g' eps + eps' H eps / 2`` in the statistics' noise ``eps ~ N(0, s^2 I)``, the
+    target is ``Var f = s^2 |g|^2 + s^4 tr(H^2) / 2``; a pair's half-difference is ``(g + H eps)' eta_k`` with
+    ``E = s^2 |g|^2 + s^4 tr(H^2)``, between ``Var f`` and ``2 Var f``, where an independent copy's square also
+    carries ``eta' H eta / 2`` and its mean (docs/dp-effects.md, "Coverage").
+    """
+    return float(np.mean(((moves[0::2] - moves[1::2]) / 2.0) ** 2))
+
+
 def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.Generator, *,
                     draws: int = 40) -> ReplicateCheck:
-    """The conditional variance against one study's replicate mean square on ``sites`` (module docstring)."""
+    """The conditional variance against one study's replicate terms on ``sites`` (module docstring)."""
     pooled = pooled_study(sites, spec)
     feature_map, stats_sd = pooled.feature_map, pooled.statistics_sd
     designs, outcomes, total = pooled.designs, pooled.outcomes, pooled.statistics
@@ -59,14 +76,18 @@ def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.G
                            model.outcome(D, 1, feature_map))[:, 0]
             for D, s, y in zip(designs, sites, outcomes, strict=True)])
 
-    def noisy(statistics: np.ndarray) -> np.ndarray:
-        return statistics + rng.normal(0.0, stats_sd, statistics.shape)
+    def noisy(statistics: np.ndarray, sign: float = 1.0) -> np.ndarray:
+        return statistics + sign * rng.normal(0.0, stats_sd, statistics.shape)
 
     conditional = np.var([scores(noisy(total)).mean() for _ in range(draws)], ddof=1)
     study = noisy(total)
     at_study = scores(study)
     differences = np.array([scores(noisy(study)) - at_study for _ in range(spec.nuisance_replicates)])
     clipped = np.clip(differences, -clip, clip).mean(axis=1)
+    etas = [noisy(np.zeros_like(study)) for _ in range(spec.nuisance_replicates // 2)]
+    paired = np.array([scores(study + sign * eta) - at_study for eta in etas for sign in (1.0, -1.0)])
     return ReplicateCheck(float(conditional), float(np.mean(clipped**2)),
                           float(np.mean(differences.mean(axis=1) ** 2)),
+                          antithetic_term(np.clip(paired, -clip, clip).mean(axis=1)),
+                          antithetic_term(paired.mean(axis=1)),
                           float(np.mean(np.abs(differences) > clip)), float(clipped.mean()))
