@@ -35,6 +35,7 @@ import pandas as pd
 
 from collabcausal.simulations.discovery_benchmark import (
     TOLERANCE,
+    TUNING_RULES,
     binomial_summary,
     full_protection_accuracy,
     peer_records,
@@ -156,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="6 pairs of 200 rows per family, one split, fixed and gp")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated pair families")
-    parser.add_argument("--rules", default="fixed,loo,gp", help="comma-separated tuning rules")
-    parser.add_argument("--scores", default="hsic,hsic_p,kendall,spearman", help="comma-separated scores")
+    parser.add_argument("--rules", default="fixed,loo,gp",
+                        help=f"comma-separated tuning rules, of {','.join(TUNING_RULES)} (ls: location-scale)")
+    parser.add_argument("--scores", default="hsic,hsic_p,kendall,spearman",
+                        help="comma-separated scores (also likelihood, likelihood_kde: LOCI-M)")
     parser.add_argument("--epsilons", default="1,10", help="comma-separated private budgets (test-set privacy)")
     parser.add_argument("--pairs", type=int, default=100, help="pairs per family")
     parser.add_argument("--rows", type=int, default=1000, help="rows per generated pair")

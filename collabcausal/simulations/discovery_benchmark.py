@@ -18,9 +18,12 @@ regression bandwidth and regularisation per direction by leave-one-out error on 
 median-heuristic HSIC widths on the test split (non-private only); ``gp`` is the reference
 setup of Mooij et al. (2016): GP regression with marginal-likelihood hyperparameters and
 median-heuristic HSIC widths (non-private only), scored by HSIC (ANM-HSIC) and by the HSIC test's
-p-value (``hsic_p``, ANM-pHSIC). :func:`reference_gaps` sets a family's accuracy beside a published
-figure the caller supplies. Pairs longer than ``max_rows``
-are subsampled (seeded) before the split: the kernel regressions cost ``O(n^3)``.
+p-value (``hsic_p``, ANM-pHSIC). Fitted on all rows and scored in-sample, as the peers do (non-private
+only, median-heuristic widths): ``fixed-all`` and ``loo-all`` (the ANM), ``ls`` and ``ls-loo`` (the
+location-scale model of LOCI, Immer et al. 2023: mean and log-scale by KRR with fixed or leave-one-out
+parameters), for the HSIC scores (LOCI-H) and the ``likelihood`` scores (LOCI-M).
+:func:`reference_gaps` sets a family's accuracy beside a published figure the caller supplies. Pairs
+longer than ``max_rows`` are subsampled (seeded) before the split: the kernel regressions cost ``O(n^3)``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ TUNING_RULES: dict[str, dict[str, object]] = {
     "loo": {"kernel_width": "loo", "regularization": "loo"},
     "loo+median": {"kernel_width": "loo", "regularization": "loo", "hsic_widths": "median"},
     "gp": {"regression": "gp", "hsic_widths": "median"},
+    "fixed-all": {"in_sample": True, "hsic_widths": "median"},
+    "loo-all": {"kernel_width": "loo", "regularization": "loo", "in_sample": True, "hsic_widths": "median"},
+    "ls": {"noise": "location-scale", "in_sample": True, "hsic_widths": "median"},
+    "ls-loo": {"noise": "location-scale", "kernel_width": "loo", "regularization": "loo", "in_sample": True,
+               "hsic_widths": "median"},
 }
 PRIVATE_RULES = ("fixed", "loo")
 SCORES: tuple[str, ...] = ("hsic", "hsic_p", "kendall", "spearman")

@@ -4,6 +4,18 @@ Split the pairs into a training and a test set, scale both variables into [-1, 1
 regressions ``f: x -> y`` and ``g: y -> x`` on the training set, compute test residuals
 ``r_Y = y' - f(x')`` and ``r_X = x' - g(y')``, and score the dependence of ``(x', r_Y)`` and
 ``(y', r_X)``. The direction with the smaller score wins.
+
+Two non-private extensions (:class:`AdditiveNoiseModel` parameters ``noise`` and ``in_sample``):
+
+* **location-scale noise** ``Y = f(X) + g(X) N`` (Immer, Schultheiss, Vogt, Schölkopf, Bühlmann &
+  Marx, "On the identifiability and estimation of causal location-scale noise models", ICML 2023,
+  LOCI): after the mean regression, a second regression of the log squared residuals on the input
+  estimates ``log g^2`` (the two-step estimate of multiplicative heteroscedasticity, Harvey,
+  Econometrica 44, 1976), rescaled so that the standardised residuals ``(y - f(x)) / g(x)`` have mean
+  square 1 on the rows it was fitted on; the scores then test the standardised residuals (LOCI-H with
+  HSIC) or compare the Gaussian likelihoods of both directions (LOCI-M, :func:`likelihood_score`);
+* **in-sample** residuals: regress on all rows and score the same rows, as causal-learn's ANM and
+  LOCI do, instead of a held-out half.
 """
 
 from __future__ import annotations
@@ -15,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.discovery.gp import gp_residuals
+from collabcausal.estimators.discovery.gp import fit_gp, fitted_params
 from collabcausal.estimators.discovery.krr import LOO_REGULARIZATIONS, LOO_WIDTHS, GaussianKRR, loo_select
 from collabcausal.estimators.discovery.scaling import UnitScaler
 from collabcausal.estimators.discovery.scores import (
@@ -24,14 +36,20 @@ from collabcausal.estimators.discovery.scores import (
     hsic_score,
     iqr_score,
     kendall_score,
+    likelihood_score,
     spearman_score,
     variance_score,
 )
 from collabcausal.estimators.validation import check_vector
 from collabcausal.randomness import SeedLike, as_generator
 
-SCORES: tuple[str, ...] = ("spearman", "kendall", "hsic", "hsic_p", "iqr", "variance")
+SCORES: tuple[str, ...] = ("spearman", "kendall", "hsic", "hsic_p", "iqr", "variance", "likelihood", "likelihood_kde")
+LIKELIHOOD_DENSITIES: dict[str, str] = {"likelihood": "gaussian", "likelihood_kde": "kde"}
+"""The likelihood scores and the cause's marginal density each uses (:func:`.scores.marginal_nll`)."""
 REGRESSIONS: tuple[str, ...] = ("krr", "gp")
+NOISE_MODELS: tuple[str, ...] = ("additive", "location-scale")
+RELATIVE_FLOOR = 1e-6
+"""Squared residuals are floored at this times their mean (plus 1e-12) before their log is regressed."""
 MIN_TEST_POINTS = 10
 X_TO_Y, Y_TO_X = "x->y", "y->x"
 
@@ -128,7 +146,14 @@ class AdditiveNoiseModel(BaseEstimator):
         the HSIC sensitivities of a private release; ``"median"`` (the median heuristic of Gretton
         et al., 2005, on the test values) is for non-private scores only.
     test_size : float
-        Fraction of the pairs in the test set.
+        Fraction of the pairs in the test set (ignored when ``in_sample``).
+    noise : "additive" or "location-scale"
+        ``"location-scale"`` also regresses ``log g^2`` (module docstring, LOCI) with the same regression
+        and parameters rule as the mean, and scores the standardised residuals. Non-private only: the
+        private releases' sensitivities assume residuals bounded by the [-1, 1] scale.
+    in_sample : bool
+        Regress on all rows and score the residuals of the same rows (as causal-learn's ANM and LOCI
+        do). Non-private only: the regression is tuned on the rows it scores (:meth:`data_tuned`).
     x_bounds, y_bounds : (float, float), optional
         Public bounds of each variable, used to scale into [-1, 1] (values outside are clipped).
         Without them the training split's range is used, which is fine for test-set privacy only.
@@ -140,7 +165,10 @@ class AdditiveNoiseModel(BaseEstimator):
     x_test_, y_test_ : ndarray of shape (m,)
         Scaled test inputs.
     residual_y_, residual_x_ : ndarray of shape (m,)
-        ``y' - f(x')`` and ``x' - g(y')``.
+        ``y' - f(x')`` and ``x' - g(y')``; for ``noise="location-scale"`` divided by the fitted scale.
+    log_scale_y_, log_scale_x_ : ndarray of shape (m,)
+        Log of the fitted noise scale at the test inputs: the location-scale fit, or for additive noise
+        the constant ``(1/2) log`` of the mean squared training residual (the likelihood scores use it).
     n_train_, m_test_ : int
     regression_params_ : ((float, float), (float, float))
         ``(kernel_width, regularization)`` used by ``f: x -> y`` and by ``g: y -> x``; for
@@ -155,6 +183,8 @@ class AdditiveNoiseModel(BaseEstimator):
         kernel_width: float | str = 0.3,
         hsic_widths: tuple[float, float] | str = (0.3, 0.1),
         test_size: float = 0.5,
+        noise: str = "additive",
+        in_sample: bool = False,
         x_bounds: tuple[float, float] | None = None,
         y_bounds: tuple[float, float] | None = None,
         random_state: SeedLike = None,
@@ -164,24 +194,34 @@ class AdditiveNoiseModel(BaseEstimator):
         self.kernel_width = kernel_width
         self.hsic_widths = hsic_widths
         self.test_size = test_size
+        self.noise = noise
+        self.in_sample = in_sample
         self.x_bounds = x_bounds
         self.y_bounds = y_bounds
         self.random_state = random_state
 
     def fit(self, x: ArrayLike, y: ArrayLike) -> AdditiveNoiseModel:
-        """Split, scale, regress both ways and store the test residuals."""
+        """Split (unless ``in_sample``), scale, regress both ways and store the test residuals."""
         x_arr, y_arr, m = check_pair(x, y, self.test_size)
+        if self.regression not in REGRESSIONS:
+            raise InputError(f"unknown regression {self.regression!r}", f"use one of {list(REGRESSIONS)}")
+        if self.noise not in NOISE_MODELS:
+            raise InputError(f"unknown noise model {self.noise!r}", f"use one of {list(NOISE_MODELS)}")
         n_total = x_arr.size
-        order = as_generator(self.random_state).permutation(n_total)
-        test, train = order[:m], order[m:]
+        if self.in_sample:
+            test = train = np.arange(n_total)
+            m = n_total
+        else:
+            order = as_generator(self.random_state).permutation(n_total)
+            test, train = order[:m], order[m:]
         x_scaler = self._scaler(self.x_bounds, x_arr[train], "x_bounds")
         y_scaler = self._scaler(self.y_bounds, y_arr[train], "y_bounds")
         x_s, y_s = x_scaler.transform(x_arr), y_scaler.transform(y_arr)
         self.x_test_, self.y_test_ = x_s[test], y_s[test]
-        if self.regression not in REGRESSIONS:
-            raise InputError(f"unknown regression {self.regression!r}", f"use one of {list(REGRESSIONS)}")
-        self.residual_y_, f_params = self._residuals(x_s[train], y_s[train], self.x_test_, self.y_test_)
-        self.residual_x_, g_params = self._residuals(y_s[train], x_s[train], self.y_test_, self.x_test_)
+        self.residual_y_, self.log_scale_y_, f_params = self._residuals(x_s[train], y_s[train], self.x_test_,
+                                                                        self.y_test_)
+        self.residual_x_, self.log_scale_x_, g_params = self._residuals(y_s[train], x_s[train], self.y_test_,
+                                                                        self.x_test_)
         self.regression_params_ = (f_params, g_params)
         self.n_train_, self.m_test_ = int(train.size), int(m)
         self._exact: dict[str, DirectionScores] = {}
@@ -192,7 +232,10 @@ class AdditiveNoiseModel(BaseEstimator):
 
         ``"loo"`` regression parameters come from the training split, ``"median"`` HSIC widths from
         the test split; a private release must not protect a split its parameters were tuned on.
+        ``in_sample`` fits the regression on the scored rows: tuned on both.
         """
+        if self.in_sample:
+            return True
         if split == "train":
             return self.regression == "gp" or "loo" in (self.kernel_width, self.regularization)
         return self.hsic_widths == "median"
@@ -200,12 +243,33 @@ class AdditiveNoiseModel(BaseEstimator):
     def _residuals(
         self, inputs: NDArray[np.float64], targets: NDArray[np.float64], test_in: NDArray[np.float64],
         test_out: NDArray[np.float64],
-    ) -> tuple[NDArray[np.float64], tuple[float, float]]:
-        """Test residuals of the regression of ``targets`` on ``inputs`` and its parameters."""
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[float, float]]:
+        """Test residuals of ``targets`` on ``inputs``, the log noise scale at ``test_in``, the mean's parameters.
+
+        Location-scale: ``log g^2`` is regressed on the log squared training residuals (floored at
+        :data:`RELATIVE_FLOOR` times their mean) and shifted by ``log mean(r^2 / exp(log g^2))`` over the
+        training rows, so the standardised training residuals have mean square 1 (module docstring).
+        """
+        fitted, predicted, params = self._regress(inputs, targets, test_in)
+        squares = (targets - fitted) ** 2
+        squares += RELATIVE_FLOOR * float(np.mean(squares)) + 1e-12
+        residual = test_out - predicted
+        if self.noise == "additive":
+            return residual, np.full(test_in.size, 0.5 * np.log(np.mean(squares))), params
+        log_var_fit, log_var_test, _ = self._regress(inputs, np.log(squares), test_in)
+        log_scale = 0.5 * (log_var_test + np.log(np.mean(squares * np.exp(-log_var_fit))))
+        return residual * np.exp(-log_scale), log_scale, params
+
+    def _regress(
+        self, inputs: NDArray[np.float64], targets: NDArray[np.float64], test_in: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[float, float]]:
+        """The regression of ``targets`` on ``inputs``: fitted values, predictions at ``test_in``, parameters."""
         if self.regression == "gp":
-            return gp_residuals(inputs, targets, test_in, test_out)
+            model = fit_gp(inputs, targets)
+            return model.predict(inputs[:, None]), model.predict(test_in[:, None]), fitted_params(model)
         width, lam = self._regression_params(inputs, targets)
-        return test_out - GaussianKRR(lam, width).fit(inputs, targets).predict(test_in), (width, lam)
+        krr = GaussianKRR(lam, width).fit(inputs, targets)
+        return krr.predict(inputs), krr.predict(test_in), (width, lam)
 
     def _regression_params(self, inputs: NDArray[np.float64], targets: NDArray[np.float64]) -> tuple[float, float]:
         """``(kernel_width, regularization)``: the fixed values, or the leave-one-out choice for ``"loo"`` ones."""
@@ -238,8 +302,10 @@ class AdditiveNoiseModel(BaseEstimator):
         return float(self.hsic_widths[0]), float(self.hsic_widths[1])
 
     def pair_score(self, score: str, a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
-        """``s(a, b)`` for an input ``a`` and its residual ``b``."""
+        """``s(a, b)`` for an input ``a`` and its residual ``b`` (the likelihood scores need :meth:`scores`)."""
         key = check_score(score)
+        if key in LIKELIHOOD_DENSITIES:
+            raise InputError(f"the {key} score needs the fitted noise scales", "call scores() on a fitted model")
         if key in ("hsic", "hsic_p"):
             width_a, width_b = self._hsic_widths(a, b)
             if key == "hsic_p":  # -log p of the independence test: smaller is more independent
@@ -258,10 +324,26 @@ class AdditiveNoiseModel(BaseEstimator):
         return out[0], out[1]
 
     def scores(self, score: str = "hsic") -> DirectionScores:
-        """Exact scores ``s(x', r_Y)``, ``s(y', r_X)`` and the non-private decision (computed once per score)."""
+        """Exact scores ``s(x', r_Y)``, ``s(y', r_X)`` and the non-private decision (computed once per score).
+
+        The likelihood scores (:func:`~collabcausal.estimators.discovery.scores.likelihood_score`) use the
+        standardised residuals and log scales of each direction instead of :meth:`pair_score`.
+        """
         key = check_score(score)
         if key not in self._exact:
-            s_xy = self.pair_score(key, self.x_test_, self.residual_y_)
-            s_yx = self.pair_score(key, self.y_test_, self.residual_x_)
+            if key in LIKELIHOOD_DENSITIES:
+                s_xy, s_yx = (
+                    likelihood_score(a, self._standardised(r, log_scale), log_scale,
+                                     density=LIKELIHOOD_DENSITIES[key])
+                    for a, r, log_scale in ((self.x_test_, self.residual_y_, self.log_scale_y_),
+                                            (self.y_test_, self.residual_x_, self.log_scale_x_))
+                )
+            else:
+                s_xy = self.pair_score(key, self.x_test_, self.residual_y_)
+                s_yx = self.pair_score(key, self.y_test_, self.residual_x_)
             self._exact[key] = DirectionScores(key, s_xy, s_yx, decide(s_xy, s_yx))
         return self._exact[key]
+
+    def _standardised(self, residual: NDArray[np.float64], log_scale: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``residual / g``: the stored residual itself for location-scale noise (already standardised)."""
+        return residual if self.noise == "location-scale" else residual * np.exp(-log_scale)

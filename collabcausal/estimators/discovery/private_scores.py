@@ -48,6 +48,8 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "iqr": ("test",),
     "hsic_p": (),
     "variance": (),
+    "likelihood": (),
+    "likelihood_kde": (),
 }
 IQR_LOOKS = 4
 
@@ -166,6 +168,11 @@ def release(
         raise InputError(
             f"the model's parameters were tuned on the {tuned[0]} split, which this release protects",
             "use regression='krr' with fixed numbers for kernel_width, regularization and hsic_widths",
+        )
+    if model.noise != "additive":
+        raise InputError(
+            f"no private release for noise={model.noise!r}: the sensitivities assume residuals bounded by the "
+            "[-1, 1] scale, which standardised residuals are not", "use noise='additive'",
         )
     if protect != "test" and (model.x_bounds is None or model.y_bounds is None):
         raise InputError(

@@ -146,3 +146,48 @@ def variance_score(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
     """``log Var(a) + log Var(b)`` (Bühlmann et al.; paper 002, sec. 3.3). Non-private only."""
     with np.errstate(divide="ignore"):
         return float(np.log(np.var(a)) + np.log(np.var(b)))
+
+
+CAUSE_DENSITIES: tuple[str, ...] = ("gaussian", "kde")
+
+
+def marginal_nll(values: NDArray[np.float64], density: str = "gaussian") -> float:
+    """Mean negative log-likelihood of the cause's values under a fitted marginal density.
+
+    ``"gaussian"``: the maximum-likelihood normal, ``(1/2) log(2 pi e Var)``. This is what LOCI-M's
+    comparison amounts to (Immer et al., ICML 2023): it standardises both columns and compares the
+    conditional likelihoods only, i.e. gives either standardised cause the same normal likelihood; on
+    the [-1, 1] scale used here the normal term carries the change of scale (the same in both directions).
+    ``"kde"``: a leave-one-out Gaussian kernel density estimate with Silverman's bandwidth
+    ``1.06 sd m^{-1/5}`` (Silverman 1986, eq. 3.28), a nonparametric entropy estimate of the cause.
+    A constant column has an unbounded density: ``-inf``.
+    """
+    sd = float(np.std(values))
+    if sd == 0.0:
+        return -math.inf
+    if density == "gaussian":
+        return 0.5 * math.log(2.0 * math.pi * math.e * sd * sd)
+    if density != "kde":
+        raise InputError(f"unknown cause density {density!r}", f"use one of {list(CAUSE_DENSITIES)}")
+    m = values.size
+    width = 1.06 * sd * m ** -0.2
+    kernel = gaussian_kernel(values, values, width)
+    leave_one_out = (kernel.sum(axis=1) - 1.0) / ((m - 1) * width * math.sqrt(2.0 * math.pi))
+    return -float(np.mean(np.log(np.maximum(leave_one_out, np.finfo(float).tiny))))
+
+
+def likelihood_score(
+    a: NDArray[np.float64], standardised: NDArray[np.float64], log_scale: NDArray[np.float64], *, density: str
+) -> float:
+    """Mean negative log-likelihood of ``(a, b)`` under the location-scale model ``b = f(a) + g(a) N``.
+
+    ``N ~ N(0, 1)``, ``standardised = (b - f(a)) / g(a)``, ``log_scale = log g(a)`` per row:
+    ``-(1/m) sum_i [log p(a_i) + log phi(standardised_i) - log_scale_i]`` with ``p`` the cause's
+    :func:`marginal_nll` density. The direction of the smaller value is the more likely model: the
+    likelihood comparison of LOCI-M (Immer, Schultheiss, Vogt, Schölkopf, Bühlmann & Marx, "On the
+    identifiability and estimation of causal location-scale noise models", ICML 2023). With a constant
+    ``g^2`` equal to the residuals' mean square (additive noise, in-sample, residuals of mean 0) and the
+    Gaussian density it is half of :func:`variance_score` plus a constant. Non-private only.
+    """
+    conditional = 0.5 * float(np.mean(standardised * standardised)) + float(np.mean(log_scale))
+    return marginal_nll(a, density) + conditional + 0.5 * math.log(2.0 * math.pi)

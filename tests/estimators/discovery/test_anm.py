@@ -141,3 +141,86 @@ def test_discrete_tied_outlying_and_unequal_scale_data_give_finite_scores(case, 
     for score in ("hsic", "hsic_p", "kendall", "spearman"):
         s = model.scores(score)
         assert np.isfinite([s.score_xy, s.score_yx]).all() and s.direction in ("x->y", "y->x"), score
+
+
+@pytest.mark.parametrize("case", list(robustness_cases()))
+def test_location_scale_model_gives_finite_scores_on_the_same_cases(case):
+    x, y = robustness_cases()[case]
+    model = AdditiveNoiseModel(noise="location-scale", in_sample=True, hsic_widths="median").fit(x, y)
+    for score in ("hsic", "hsic_p", "likelihood"):
+        s = model.scores(score)
+        assert np.isfinite([s.score_xy, s.score_yx]).all() and s.direction in ("x->y", "y->x"), score
+
+
+def heteroscedastic_pair(n=300, seed=0):
+    """``Y = f(X) + g(X) N`` with a scale that grows with ``X``: additive-noise fits reverse it."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return x, np.tanh(x) + (0.1 + 0.4 * np.abs(x + 1.0)) * rng.normal(size=n)
+
+
+LOCATION_SCALE = {"noise": "location-scale", "in_sample": True, "hsic_widths": "median"}
+
+
+@pytest.mark.parametrize("score", ["hsic", "likelihood", "likelihood_kde"])
+def test_location_scale_model_orients_a_heteroscedastic_pair_both_ways(score):
+    x, y = heteroscedastic_pair()
+    assert AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y).scores(score).direction == "x->y"
+    assert AdditiveNoiseModel(**LOCATION_SCALE).fit(y, x).scores(score).direction == "y->x"
+
+
+@pytest.mark.parametrize("score", ["hsic", "likelihood"])
+def test_location_scale_model_still_orients_additive_noise(score):
+    x, y = pair(300)
+    assert AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y).scores(score).direction == "x->y"
+    assert AdditiveNoiseModel(**LOCATION_SCALE).fit(y, x).scores(score).direction == "y->x"
+
+
+def test_standardised_in_sample_residuals_have_mean_square_one():
+    x, y = heteroscedastic_pair()
+    model = AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y)
+    assert np.mean(model.residual_y_**2) == pytest.approx(1.0, rel=1e-4)
+    assert np.mean(model.residual_x_**2) == pytest.approx(1.0, rel=1e-4)
+    assert np.ptp(model.log_scale_y_) > 0.5  # the fitted scale varies with x
+
+
+def test_in_sample_fit_scores_every_row_and_counts_as_tuned_on_both_splits():
+    x, y = pair(101)
+    model = AdditiveNoiseModel(in_sample=True).fit(x, y)
+    assert (model.m_test_, model.n_train_) == (101, 101)
+    assert model.data_tuned("test") and model.data_tuned("train")
+    assert not AdditiveNoiseModel().fit(x, y).data_tuned("test")
+
+
+def test_additive_likelihood_is_half_the_variance_score_in_sample():
+    x, y = pair(200)
+    model = AdditiveNoiseModel(in_sample=True).fit(x, y)
+    for r in (model.residual_y_, model.residual_x_):
+        assert abs(np.mean(r)) < 1e-2  # the identity holds for residuals of mean 0
+    half = model.scores("variance").margin / 2
+    assert model.scores("likelihood").margin == pytest.approx(half, abs=1e-3)
+
+
+def test_location_scale_decision_does_not_depend_on_units():
+    x, y = heteroscedastic_pair()
+    first = AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y).scores("likelihood")
+    second = AdditiveNoiseModel(**LOCATION_SCALE).fit(1000 * x - 7, 0.01 * y + 3).scores("likelihood")
+    assert second.direction == first.direction and second.margin == pytest.approx(first.margin, abs=1e-6)
+
+
+def test_a_constant_column_is_the_likelier_cause_without_nan():
+    x, _ = heteroscedastic_pair(200)
+    # public bounds, constant y: its point-mass marginal has an unbounded likelihood (y->x scores -inf)
+    model = AdditiveNoiseModel(**LOCATION_SCALE, x_bounds=(-4, 4), y_bounds=(0, 2)).fit(x, np.ones(200))
+    for score in ("likelihood", "likelihood_kde"):
+        result = model.scores(score)
+        assert np.isfinite(result.score_xy) and result.score_yx == -np.inf and result.direction == "y->x"
+
+
+def test_location_scale_options_are_refused_where_they_do_not_apply():
+    x, y = pair(100)
+    with pytest.raises(InputError, match="unknown noise model 'multiplicative'"):
+        AdditiveNoiseModel(noise="multiplicative").fit(x, y)
+    model = AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y)
+    with pytest.raises(InputError, match="needs the fitted noise scales"):
+        model.pair_score("likelihood", model.x_test_, model.residual_y_)

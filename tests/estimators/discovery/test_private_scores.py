@@ -84,6 +84,8 @@ def test_training_protection_without_public_bounds_is_refused(model):
         ("hsic", "test", 0.0, 0.0, "epsilon must be a finite number > 0"),
         ("hsic", "test", -1.0, 0.0, "epsilon must be a finite number > 0"),
         ("variance", "test", 1.0, 0.0, "no private release"),
+        ("likelihood", "test", 1.0, 0.0, "no private release"),
+        ("likelihood_kde", "test", 1.0, 0.0, "no private release"),
         ("spearman", "both", 1.0, 0.0, "no private release protecting 'both'"),
         ("iqr", "test", 1.0, 0.0, "needs delta > 0"),
         ("kendall", "train", 1.0, 0.0, "needs delta > 0"),
@@ -98,7 +100,8 @@ def test_bad_private_requests_are_refused(score, protect, epsilon, delta, messag
 @pytest.mark.parametrize(
     ("params", "protect", "split"),
     [({"hsic_widths": "median"}, "test", "test"), ({"kernel_width": "loo"}, "train", "train"),
-     ({"regularization": "loo"}, "both", "train"), ({"regression": "gp"}, "both", "train")],
+     ({"regularization": "loo"}, "both", "train"), ({"regression": "gp"}, "both", "train"),
+     ({"in_sample": True}, "test", "test")],
 )
 def test_release_refuses_parameters_tuned_on_the_protected_split(params, protect, split):
     rng = np.random.default_rng(0)
@@ -107,6 +110,15 @@ def test_release_refuses_parameters_tuned_on_the_protected_split(params, protect
     model = AdditiveNoiseModel(x_bounds=(-2, 2), y_bounds=(-1.2, 1.2), random_state=0, **params).fit(x, y)
     with pytest.raises(InputError, match=f"tuned on the {split} split"):
         release(model, "hsic", epsilon=1.0, protect=protect, rng=rng)
+
+
+def test_release_refuses_the_location_scale_model():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 400)
+    y = np.tanh(2 * x) + 0.2 * rng.uniform(-1, 1, 400)
+    model = AdditiveNoiseModel(noise="location-scale", x_bounds=(-2, 2), y_bounds=(-1.2, 1.2), random_state=0)
+    with pytest.raises(InputError, match="no private release for noise='location-scale'"):
+        release(model.fit(x, y), "hsic", epsilon=1.0, protect="test", rng=rng)
 
 
 def test_leave_one_out_regression_is_allowed_under_test_set_privacy():

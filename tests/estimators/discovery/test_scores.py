@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau, spearmanr
 
+from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.scores import (
     hsic_log_pvalue,
     hsic_norm,
@@ -16,6 +17,8 @@ from collabcausal.estimators.discovery.scores import (
     iqr,
     iqr_score,
     kendall_score,
+    likelihood_score,
+    marginal_nll,
     ordinal_ranks,
     spearman_score,
     variance_score,
@@ -152,3 +155,20 @@ def test_hsic_log_pvalue_is_the_log_of_the_pvalue_and_stays_finite_when_the_pval
     strong = hsic_log_pvalue(a, np.sin(3 * a), width_a=0.3, width_b=0.3)
     stronger = hsic_log_pvalue(a, a, width_a=0.3, width_b=0.3)
     assert math.isfinite(strong) and strong < -50 and math.isfinite(stronger)
+
+
+def test_marginal_nll_estimates_the_entropy_of_a_normal_sample():
+    values = np.random.default_rng(0).normal(size=2000)
+    entropy = 0.5 * math.log(2 * math.pi * math.e)
+    assert marginal_nll(values, "gaussian") == pytest.approx(entropy, abs=0.03)
+    assert marginal_nll(values, "kde") == pytest.approx(entropy, abs=0.05)
+    assert marginal_nll(np.ones(50), "kde") == -math.inf
+    with pytest.raises(InputError, match="unknown cause density 'flow'"):
+        marginal_nll(values, "flow")
+
+
+def test_likelihood_score_adds_the_cause_and_the_location_scale_conditional():
+    rng = np.random.default_rng(1)
+    a, z, log_scale = rng.normal(size=100), rng.normal(size=100), rng.normal(size=100)
+    expected = marginal_nll(a, "gaussian") + 0.5 * np.mean(z**2) + np.mean(log_scale) + 0.5 * math.log(2 * math.pi)
+    assert likelihood_score(a, z, log_scale, density="gaussian") == pytest.approx(expected)
