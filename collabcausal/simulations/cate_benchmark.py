@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,13 +93,18 @@ def study_spec(outcome: Outcome, epsilon: float, **changes: object) -> DPEffects
     return replace(spec, **changes)  # type: ignore[arg-type]
 
 
-def run_private(sites: Sequence[Site], spec: DPEffectsSpec) -> PrivateRun:
-    """One ``dp_effects`` study with secure aggregation over in-process parties."""
+def private_report(sites: Sequence[Site], spec: DPEffectsSpec) -> dict[str, Any]:
+    """The report of one ``dp_effects`` study with secure aggregation over in-process parties."""
     with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
         parties = site_parties(sites, folder, spec.epsilon, spec.delta)
         names = [p.name for p in parties]
         attach_identities(parties, simulation_identities("bench", names))
-        report = dp_effects_results(InProcessGrid(parties), spec, "bench", names)
+        return dp_effects_results(InProcessGrid(parties), spec, "bench", names)
+
+
+def run_private(sites: Sequence[Site], spec: DPEffectsSpec) -> PrivateRun:
+    """One ``dp_effects`` study (:func:`private_report`): its coefficients, subgroup effects and ATE."""
+    report = private_report(sites, spec)
     cate_section = report["effect_modification"]
     coefficients = cate_section.get("coefficients", [])
     subgroups = cate_section.get("subgroups", [])
