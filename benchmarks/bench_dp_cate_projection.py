@@ -39,6 +39,7 @@ from _run_mode import BenchmarkParser
 from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.simulations.cate_benchmark import (
     cate,
+    clipped_outcome_projection,
     linear_dr_learner,
     modifier_matrix,
     run_private,
@@ -96,8 +97,19 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     return row
 
 
+def _ratio(private_errors: np.ndarray, learner_errors: np.ndarray) -> float:
+    """The root mean square over replications and coefficients of the private errors over the learner's."""
+    return float(np.sqrt((private_errors**2).mean() / (learner_errors**2).mean()))
+
+
 def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
-    """The summary figures of one outcome's replications (:func:`replicate` rows)."""
+    """The summary figures of one outcome's replications (:func:`replicate` rows).
+
+    ``rmse_ratio_interval``: the 2.5% and 97.5% quantiles of the ratio over 2,000 bootstrap resamples of the
+    replications (seeded); ``rmse_ratio_clipped``: the private errors taken against the projection of the
+    clipped outcome's CATE (:func:`~collabcausal.simulations.cate_benchmark.clipped_outcome_projection`, what an
+    estimator clipping ``Y`` to the declared range estimates), the learner's against the truth.
+    """
     truth, sub_truth = true_projection(outcome), true_subgroup_effects(outcome)  # type: ignore[arg-type]
 
     def col(key: str) -> np.ndarray:
@@ -105,10 +117,16 @@ def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
 
     P, L = col("private"), col("learner")
     rmse_p, rmse_l = np.sqrt(((P - truth) ** 2).mean(axis=0)), np.sqrt(((L - truth) ** 2).mean(axis=0))
+    resamples = np.random.default_rng(0).integers(0, len(rows), (2000, len(rows)))
+    boot = [_ratio(P[i] - truth, L[i] - truth) for i in resamples]
+    clipped = clipped_outcome_projection(outcome)  # type: ignore[arg-type]
     return {
         "outcome": outcome, "reps": len(rows), "epsilon": float(rows[0]["epsilon"]),  # type: ignore[arg-type]
         "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
-        "rmse_ratio": float(np.sqrt((rmse_p**2).mean() / (rmse_l**2).mean())),
+        "rmse_ratio": _ratio(P - truth, L - truth),
+        "rmse_ratio_interval": np.percentile(boot, [2.5, 97.5]),
+        "error_mean": (P - truth).mean(axis=0), "error_sd": (P - truth).std(axis=0),
+        "clipped_truth": clipped, "rmse_ratio_clipped": _ratio(P - clipped, L - truth),
         "coverage_private": _coverage(P, col("private_se"), truth),
         "coverage_learner": _coverage(L, col("learner_se"), truth),
         "subgroup_rmse": np.sqrt(((col("subgroup") - sub_truth) ** 2).mean(axis=0)),
@@ -168,13 +186,18 @@ def report(s: dict[str, object]) -> None:
     mcse = math.sqrt(0.95 * 0.05 / reps)
     print(f"\n{s['outcome']} outcome, {reps} replications; coefficients (intercept, z0, z8); "
           f"noise growth of the score release {s['noise_growth']:.2f}x")
-    for key, name in (("truth", "exact projection"), ("rmse_private", "RMSE dp_effects projection"),
+    for key, name in (("truth", "exact projection"), ("clipped_truth", "projection of the clipped outcome"),
+                      ("rmse_private", "RMSE dp_effects projection"), ("error_mean", "mean error dp_effects"),
+                      ("error_sd", "sd of the error dp_effects"),
                       ("rmse_learner", "RMSE LinearDRLearner (non-private)"), ("mean_se_private", "mean SE dp_effects"),
                       ("mean_se_learner", "mean SE LinearDRLearner"), ("coverage_private", "coverage dp_effects"),
                       ("coverage_learner", "coverage LinearDRLearner"), ("subgroup_rmse", "subgroups (4 x0 bins) RMSE"),
                       ("subgroup_coverage", "subgroups coverage")):
         print(_row(name, s[key]))  # type: ignore[arg-type]
-    print(f"  RMSE ratio over the coefficients: {s['rmse_ratio']:.3f}x; coverage Monte Carlo SE {mcse:.3f}; "
+    low, high = s["rmse_ratio_interval"]  # type: ignore[misc]
+    print(f"  RMSE ratio over the coefficients: {s['rmse_ratio']:.3f}x (bootstrap 95% {low:.2f}-{high:.2f}; "
+          f"{s['rmse_ratio_clipped']:.3f}x with the private errors against the clipped outcome's projection); "
+          f"coverage Monte Carlo SE {mcse:.3f}; "
           f"projection beats the constant ATE in PEHE on {s['pehe_wins']:.3f} of replications")
     print("  mean PEHE (every row): " + "; ".join(f"{k} {v:.4f}" for k, v in s["pehe"].items()))  # type: ignore[attr-defined]
     peers: dict[str, dict[str, float]] = s["peers"]  # type: ignore[assignment]

@@ -65,6 +65,32 @@ def simulate_cate_sites(n_per_site: int, outcome: Outcome, rng: np.random.Genera
     return sites
 
 
+def clipped_outcome_projection(outcome: Outcome, n_draws: int = 400_000) -> NDArray[np.float64]:
+    """The projection on ``(1, z0, z8)`` of the CATE of the outcome clipped to its declared range.
+
+    What an estimator that clips ``Y`` to the public ``OUTCOME_RANGE`` (as ``dp_effects`` does) estimates:
+    ``E[clip(Y(1)) - clip(Y(0)) | x]``. For the continuous outcome ``Y(t) = mu_t(x) + e``, ``e ~ N(0, 1)``,
+    ``E[clip(mu + e, lo, hi)] = lo Phi(lo - mu) + hi (1 - Phi(hi - mu)) + mu (Phi(hi - mu) - Phi(lo - mu))
+    + phi(lo - mu) - phi(hi - mu)`` (the truncated normal's moments); a binary outcome is inside its range,
+    so there this is :func:`true_projection` up to the sample's least squares. Least squares over a fixed
+    sample of ``n_draws`` subjects of the design.
+    """
+    from scipy.stats import norm
+
+    sites = simulate_cate_sites(n_draws // 4, outcome, np.random.default_rng(20261129))
+    lo, hi = OUTCOME_RANGE[outcome]
+
+    def clipped_mean(mu: NDArray[np.float64]) -> NDArray[np.float64]:
+        if outcome == "binary":
+            return mu
+        a, b = lo - mu, hi - mu
+        return lo * norm.cdf(a) + hi * norm.sf(b) + mu * (norm.cdf(b) - norm.cdf(a)) + norm.pdf(a) - norm.pdf(b)
+
+    effect = np.concatenate([clipped_mean(s.mean_treated) - clipped_mean(s.mean_control) for s in sites])
+    Z = modifier_matrix(np.vstack([s.X for s in sites]))
+    return np.linalg.lstsq(Z, effect, rcond=None)[0]
+
+
 def true_subgroup_effects(outcome: Outcome, n_draws: int = 400_000) -> NDArray[np.float64]:
     """Mean ``tau`` in each x0 bin, from a fixed large sample of the design."""
     X = np.vstack([s.X for s in simulate_sites(n_draws // 4, outcome, np.random.default_rng(20261128))])
