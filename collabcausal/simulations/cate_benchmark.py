@@ -65,26 +65,28 @@ def simulate_cate_sites(n_per_site: int, outcome: Outcome, rng: np.random.Genera
     return sites
 
 
+def clipped_gaussian_mean(mu: NDArray[np.float64], low: float, high: float) -> NDArray[np.float64]:
+    """``E[clip(mu + e, low, high)]`` for ``e ~ N(0, 1)``: ``low Phi(a) + high (1 - Phi(b)) + mu (Phi(b) - Phi(a))
+    + phi(a) - phi(b)`` with ``a = low - mu``, ``b = high - mu`` (the normal's partial first moment)."""
+    from scipy.stats import norm
+
+    a, b = low - mu, high - mu
+    return low * norm.cdf(a) + high * norm.sf(b) + mu * (norm.cdf(b) - norm.cdf(a)) + norm.pdf(a) - norm.pdf(b)
+
+
 def clipped_outcome_projection(outcome: Outcome, n_draws: int = 400_000) -> NDArray[np.float64]:
     """The projection on ``(1, z0, z8)`` of the CATE of the outcome clipped to its declared range.
 
     What an estimator that clips ``Y`` to the public ``OUTCOME_RANGE`` (as ``dp_effects`` does) estimates:
-    ``E[clip(Y(1)) - clip(Y(0)) | x]``. For the continuous outcome ``Y(t) = mu_t(x) + e``, ``e ~ N(0, 1)``,
-    ``E[clip(mu + e, lo, hi)] = lo Phi(lo - mu) + hi (1 - Phi(hi - mu)) + mu (Phi(hi - mu) - Phi(lo - mu))
-    + phi(lo - mu) - phi(hi - mu)`` (the truncated normal's moments); a binary outcome is inside its range,
-    so there this is :func:`true_projection` up to the sample's least squares. Least squares over a fixed
-    sample of ``n_draws`` subjects of the design.
+    ``E[clip(Y(1)) - clip(Y(0)) | x]``, for the continuous outcome ``Y(t) = mu_t(x) + e``, ``e ~ N(0, 1)``, by
+    :func:`clipped_gaussian_mean`; a binary outcome is inside its range, so there it is :func:`true_projection`.
+    Least squares over a fixed sample of ``n_draws`` subjects of the design.
     """
-    from scipy.stats import norm
-
     sites = simulate_cate_sites(n_draws // 4, outcome, np.random.default_rng(20261129))
     lo, hi = OUTCOME_RANGE[outcome]
 
     def clipped_mean(mu: NDArray[np.float64]) -> NDArray[np.float64]:
-        if outcome == "binary":
-            return mu
-        a, b = lo - mu, hi - mu
-        return lo * norm.cdf(a) + hi * norm.sf(b) + mu * (norm.cdf(b) - norm.cdf(a)) + norm.pdf(a) - norm.pdf(b)
+        return mu if outcome == "binary" else clipped_gaussian_mean(mu, lo, hi)
 
     effect = np.concatenate([clipped_mean(s.mean_treated) - clipped_mean(s.mean_control) for s in sites])
     Z = modifier_matrix(np.vstack([s.X for s in sites]))
