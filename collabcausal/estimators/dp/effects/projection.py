@@ -111,7 +111,7 @@ class Projection:
     (:func:`projection_layout`); ``None``: ``A``.
 
     ``weights``: the budget weights of the projection's own point sums, in :func:`projection_layout`'s
-    order (``blp_0`` when a clip gives the intercept row its own sums, then ``blp_1 .. blp_p``), with
+    order (``blp_0`` when a clip or a centre gives the intercept row its own sums, then ``blp_1 .. blp_p``), with
     ``sum w^2`` at most their number (:func:`check_projection`): they share out the budget that
     :data:`~.scores.POINT_WEIGHT` each would take, so the release's sensitivity never exceeds the
     unweighted one (:mod:`.projection_budget` computes them); ``None``: :data:`~.scores.POINT_WEIGHT` each.
@@ -202,8 +202,9 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                          "send e.g. 0.25, or none")
     mods = projection.modifiers
     pilot = projection.pilot
-    if (pilot is None) != (projection.centre is None) or (pilot is not None and (len(pilot) != len(mods) + 1 or not all(
-            not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in pilot))):
+    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(
+        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in pilot)
+    if (pilot is None) != (projection.centre is None) or (pilot is not None and not finite):
         raise InputError(f"dp_effects projection centre {projection.centre!r} and pilot {pilot!r} are not both absent "
                          "or a bound and one finite number per modifier and the intercept",
                          "send the analyst's centre, or neither")

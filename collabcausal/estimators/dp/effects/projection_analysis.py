@@ -2,7 +2,8 @@
 
 docs/dp-cate-projection.md. The projection ``beta = M^{-1} S`` (Semenova & Chernozhukov 2021, eq. 2.5)
 uses ``S = (aipw_ate, blp_1, ..., blp_p)`` of the score release (:mod:`.projection`; ``blp_0`` for
-``aipw_ate`` and ``blp_meat_0_0`` for ``aipw_ate_sq`` when a clip gives the intercept row its own) and the
+``aipw_ate`` when a clip or a centre gives the intercept row its own, ``blp_meat_0_0`` for ``aipw_ate_sq`` when a
+clip does) and the
 modifiers' Gram matrix ``M = sum m m^T`` from the statistics release (its blocks hold every
 covariate cross-product, per arm and fold: summed over both; ``M_00 = n`` is public). Its variance
 has the parts of :mod:`.pooling`, as matrices:
