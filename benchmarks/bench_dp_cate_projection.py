@@ -39,6 +39,7 @@ from _run_mode import BenchmarkParser
 from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.simulations.cate_benchmark import (
     cate,
+    clipped_outcome_projection,
     linear_dr_learner,
     modifier_matrix,
     run_private,
@@ -63,7 +64,7 @@ def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
 def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
               clip: float | None = None, nuisance_share: float = 0.5,
               allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
-              gram_weight: float | None = GRAM_WEIGHT) -> dict[str, object]:
+              gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
@@ -71,7 +72,8 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     """
     sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
     spec = study_spec(outcome, epsilon, projection_clip=clip, nuisance_share=nuisance_share,  # type: ignore[arg-type]
-                      projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight)
+                      projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight,
+                      projection_centre=centre)
     run = run_private(sites, spec)
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
@@ -80,7 +82,7 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     row: dict[str, object] = {
         "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
         "nuisance_share": nuisance_share, "projection_allocation": allocation,
-        "modifier_clip": modifier_clip, "gram_weight": gram_weight,
+        "modifier_clip": modifier_clip, "gram_weight": gram_weight, "projection_centre": centre,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -95,8 +97,19 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     return row
 
 
+def _ratio(private_errors: np.ndarray, learner_errors: np.ndarray) -> float:
+    """The root mean square over replications and coefficients of the private errors over the learner's."""
+    return float(np.sqrt((private_errors**2).mean() / (learner_errors**2).mean()))
+
+
 def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
-    """The summary figures of one outcome's replications (:func:`replicate` rows)."""
+    """The summary figures of one outcome's replications (:func:`replicate` rows).
+
+    ``rmse_ratio_interval``: the 2.5% and 97.5% quantiles of the ratio over 2,000 bootstrap resamples of the
+    replications (seeded); ``rmse_ratio_clipped``: the private errors taken against the projection of the
+    clipped outcome's CATE (:func:`~collabcausal.simulations.cate_benchmark.clipped_outcome_projection`, what an
+    estimator clipping ``Y`` to the declared range estimates), the learner's against the truth.
+    """
     truth, sub_truth = true_projection(outcome), true_subgroup_effects(outcome)  # type: ignore[arg-type]
 
     def col(key: str) -> np.ndarray:
@@ -104,10 +117,16 @@ def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
 
     P, L = col("private"), col("learner")
     rmse_p, rmse_l = np.sqrt(((P - truth) ** 2).mean(axis=0)), np.sqrt(((L - truth) ** 2).mean(axis=0))
+    resamples = np.random.default_rng(0).integers(0, len(rows), (2000, len(rows)))
+    boot = [_ratio(P[i] - truth, L[i] - truth) for i in resamples]
+    clipped = clipped_outcome_projection(outcome)  # type: ignore[arg-type]
     return {
         "outcome": outcome, "reps": len(rows), "epsilon": float(rows[0]["epsilon"]),  # type: ignore[arg-type]
         "truth": truth, "rmse_private": rmse_p, "rmse_learner": rmse_l,
-        "rmse_ratio": float(np.sqrt((rmse_p**2).mean() / (rmse_l**2).mean())),
+        "rmse_ratio": _ratio(P - truth, L - truth),
+        "rmse_ratio_interval": np.percentile(boot, [2.5, 97.5]),
+        "error_mean": (P - truth).mean(axis=0), "error_sd": (P - truth).std(axis=0),
+        "clipped_truth": clipped, "rmse_ratio_clipped": _ratio(P - clipped, L - truth),
         "coverage_private": _coverage(P, col("private_se"), truth),
         "coverage_learner": _coverage(L, col("learner_se"), truth),
         "subgroup_rmse": np.sqrt(((col("subgroup") - sub_truth) ** 2).mean(axis=0)),
@@ -141,13 +160,13 @@ def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str,
 def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
                 peers: int = 0, clip: float | None = None, nuisance_share: float = 0.5,
                 allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
-                gram_weight: float | None = GRAM_WEIGHT) -> list[dict[str, object]]:
+                gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
     for r in range(reps):
         row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip, nuisance_share=nuisance_share,
-                        allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight)
+                        allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight, centre=centre)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -167,13 +186,18 @@ def report(s: dict[str, object]) -> None:
     mcse = math.sqrt(0.95 * 0.05 / reps)
     print(f"\n{s['outcome']} outcome, {reps} replications; coefficients (intercept, z0, z8); "
           f"noise growth of the score release {s['noise_growth']:.2f}x")
-    for key, name in (("truth", "exact projection"), ("rmse_private", "RMSE dp_effects projection"),
+    for key, name in (("truth", "exact projection"), ("clipped_truth", "projection of the clipped outcome"),
+                      ("rmse_private", "RMSE dp_effects projection"), ("error_mean", "mean error dp_effects"),
+                      ("error_sd", "sd of the error dp_effects"),
                       ("rmse_learner", "RMSE LinearDRLearner (non-private)"), ("mean_se_private", "mean SE dp_effects"),
                       ("mean_se_learner", "mean SE LinearDRLearner"), ("coverage_private", "coverage dp_effects"),
                       ("coverage_learner", "coverage LinearDRLearner"), ("subgroup_rmse", "subgroups (4 x0 bins) RMSE"),
                       ("subgroup_coverage", "subgroups coverage")):
         print(_row(name, s[key]))  # type: ignore[arg-type]
-    print(f"  RMSE ratio over the coefficients: {s['rmse_ratio']:.3f}x; coverage Monte Carlo SE {mcse:.3f}; "
+    low, high = s["rmse_ratio_interval"]  # type: ignore[misc]
+    print(f"  RMSE ratio over the coefficients: {s['rmse_ratio']:.3f}x (bootstrap 95% {low:.2f}-{high:.2f}; "
+          f"{s['rmse_ratio_clipped']:.3f}x with the private errors against the clipped outcome's projection); "
+          f"coverage Monte Carlo SE {mcse:.3f}; "
           f"projection beats the constant ATE in PEHE on {s['pehe_wins']:.3f} of replications")
     print("  mean PEHE (every row): " + "; ".join(f"{k} {v:.4f}" for k, v in s["pehe"].items()))  # type: ignore[attr-defined]
     peers: dict[str, dict[str, float]] = s["peers"]  # type: ignore[assignment]
@@ -238,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gram-weight", type=_optional, default=GRAM_WEIGHT, metavar="W",
                         help="[dp_effects] gram_weight: the modifiers' Gram entries released again with the scores "
                              f"at weight W (default {GRAM_WEIGHT:g}; none: not)")
+    parser.add_argument("--projection-centre", type=float, default=None, metavar="C",
+                        help="[dp_effects] projection_centre: the projection's sums centred on a line fitted from the "
+                             "statistics release and clipped at C outcome-range widths (default: not centred)")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
     parser.add_argument("--from-log", type=Path, default=None,
@@ -256,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
               f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
         by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
                                       args.projection_clip, args.nuisance_share, args.projection_allocation,
-                                      args.modifier_clip, args.gram_weight)
+                                      args.modifier_clip, args.gram_weight, args.projection_centre)
                       for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:

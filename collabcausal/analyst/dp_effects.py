@@ -133,7 +133,11 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     every, sensitivity = parts, release_sensitivity(parts)
     if plan is not None:
-        plan = allocate_projection(spec, plan, parts, stats, feature_map, sum(n_subjects[p] for p in stats.parties))
+        counts = [0] * feature_map.n_sites  # subjects per site (pooled nuisances: a party per site)
+        for p in stats.parties:
+            counts[sites[p]] += n_subjects[p]
+        plan = allocate_projection(spec, plan, parts, stats, feature_map, sum(n_subjects[p] for p in stats.parties),
+                                   models[stats.parties[0]][0], counts)
         extra["projection"] = plan.projection.to_spec()
         every, sensitivity = parts + plan.layout.parts, plan.sensitivity
     release_scores = _secure_round if secure else _plain_round

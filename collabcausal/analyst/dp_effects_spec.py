@@ -41,6 +41,7 @@ class DPEffectsSpec:
     projection_allocation: str = "noise-trace"
     modifier_clip: float | None = MODIFIER_CLIP
     gram_weight: float | None = GRAM_WEIGHT
+    projection_centre: float | None = None
     norm_bounds: tuple[float, ...] | None = None
 
     @property

@@ -19,6 +19,7 @@ from collabcausal.analyst.dp_effects_spec import DPEffectsSpec, Round
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.analysis import released_sums
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.projection import (
     Partition,
     Projection,
@@ -31,6 +32,7 @@ from collabcausal.estimators.dp.effects.projection_analysis import (
     SIMULTANEOUS,
     best_linear_projection,
     bin_labels,
+    effect_projection,
     modifier_gram,
     pooled_gram,
     subgroup_effects,
@@ -80,12 +82,16 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
     if spec.simultaneous not in SIMULTANEOUS:
         raise InputError(f"simultaneous = {spec.simultaneous!r} is not one of {SIMULTANEOUS}",
                          'use "bonferroni" or "none"')
+    if spec.projection_centre is not None and spec.nuisance != "pooled":
+        raise InputError("projection_centre needs the pooled nuisance models (the centre is computed from the pooled "
+                         "statistics)", 'use nuisance = "pooled", or leave projection_centre out')
     if "aipw_ate" not in {c.name for c in parts}:
         raise InputError("dp_effects modifiers and subgroups project the AIPW ATE's score",
                          'include "aipw" in estimators and "ate" in estimands')
     projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
                             tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
-                            spec.projection_clip, gram_weight=spec.gram_weight)
+                            spec.projection_clip, gram_weight=spec.gram_weight, centre=spec.projection_centre,
+                            pilot=None if spec.projection_centre is None else (0.0,) * (len(spec.modifiers) + 1))
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)
@@ -114,19 +120,26 @@ def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec,
 
 
 def allocate_projection(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence[Component], stats: Round,
-                        feature_map: FeatureMap, n: int) -> ProjectionPlan:
-    """The plan with its modifier clips (``modifier_clip``) and point sums' weights (``projection_allocation``).
+                        feature_map: FeatureMap, n: int, models: Sequence[NuisanceModel] = (),
+                        site_counts: Sequence[int] = ()) -> ProjectionPlan:
+    """The plan with its modifier clips (``modifier_clip``), point sums' weights (``projection_allocation``) and
+    centre (``projection_centre``: the pilot from the fold ``models`` and the sites' subject counts).
 
     Post-processing of the statistics release, before the score request
-    (:mod:`~collabcausal.estimators.dp.effects.projection_budget`): neither raises the planned
-    sensitivity, so nothing planned or refused changes. Unchanged with ``"equal"`` and no
-    ``modifier_clip``, without modifiers, or when the Gram matrix gives no allocation.
+    (:mod:`~collabcausal.estimators.dp.effects.projection_budget`,
+    :func:`~collabcausal.estimators.dp.effects.projection_analysis.effect_projection`): none raises the
+    planned sensitivity, so nothing planned or refused changes. Unchanged with ``"equal"``, no
+    ``modifier_clip`` and no centre, without modifiers, or when the Gram matrix gives no allocation.
     """
     projection = plan.projection
     if not projection.modifiers or stats.total is None or (
-            spec.projection_allocation == "equal" and spec.modifier_clip is None):
+            spec.projection_allocation == "equal" and spec.modifier_clip is None and projection.centre is None):
         return plan
-    gram, _ = modifier_gram(stats.total.reshape(spec.n_folds, -1), feature_map, projection, n, stats.total_noise_sd)
+    rows = stats.total.reshape(spec.n_folds, -1)
+    gram, _ = modifier_gram(rows, feature_map, projection, n, stats.total_noise_sd)
+    if projection.centre is not None:
+        pilot = effect_projection(rows, feature_map, projection, models, site_counts, gram)
+        projection = replace(projection, pilot=tuple(float(v) for v in pilot))
 
     def layout_of(p: Projection) -> ProjectionLayout:
         return projection_layout(p, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
@@ -155,7 +168,8 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
         "modifiers": names, "simultaneous": spec.simultaneous,
         "noise_growth": plan.sensitivity / plan.base_sensitivity,
         "allocation": {"rule": spec.projection_allocation, "modifier_clip": spec.modifier_clip,
-                       "gram_weight": spec.gram_weight,
+                       "gram_weight": spec.gram_weight, "centre": projection.centre,
+                       "pilot": None if projection.pilot is None else list(projection.pilot),
                        "sums": {c.name: {"weight": c.weight, "bound": c.high} for c in plan.layout.parts
                                 if c.point and c.name.startswith("blp_")}},
         "note": ("coefficients of the best linear projection of the CATE on (1, z) with z the modifiers scaled to "
@@ -168,7 +182,7 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
                                     noise)
         scales = [(feature_map.bounds[j][1] - feature_map.bounds[j][0]) / 2 for j in projection.modifiers]
         coefficients = best_linear_projection(sums, noise, gram, gram_sd, names, scales, replicates=replicates,
-                                              replicate_sd=replicate_sd, alpha=spec.alpha)
+                                              replicate_sd=replicate_sd, alpha=spec.alpha, pilot=projection.pilot)
         out["coefficients"] = [c.to_dict() for c in coefficients]
     if projection.partitions:
         labels = bin_labels(projection, list(spec.columns))

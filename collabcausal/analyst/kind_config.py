@@ -189,6 +189,10 @@ class DPEffectsSection(Section):
     gram_weight: Annotated[float, Field(ge=1e-3, le=1.0)] | Literal["none"] = Field(
         GRAM_WEIGHT, description="the modifiers' Gram entries released again with the scores, at this budget "
         f'weight (default {GRAM_WEIGHT:g}; "none": from the statistics release alone)')
+    projection_centre: float | None = Field(
+        None, gt=0, description="the modifier-weighted scores centred on the outcome models' effect projected on "
+        "the modifiers (from the statistics release) and bounded at this many outcome-range widths, e.g. 1 "
+        "(default: not centred; docs/dp-cate-projection.md)")
     norm_bounds: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, min_length=2, max_length=2, description="column groups only: each party's bound on the squared norm "
         "of its covariates scaled to [-1, 1], label holder first, e.g. [2.7, 6.1] (docs/dp-effects-vertical.md)")

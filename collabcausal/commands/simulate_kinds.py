@@ -87,6 +87,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "subgroups": (("dp_effects",), None),
     "simultaneous": (("dp_effects",), "none"),
     "projection_clip": (("dp_effects",), None),
+    "projection_centre": (("dp_effects",), None),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -135,6 +136,9 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--projection-clip", type=float, metavar="C",
         help="dp_effects: modifier-weighted and subgroup scores bounded at C outcome-range widths (default: the "
         "score's own bound; docs/dp-cate-projection.md)")
+    add("--projection-centre", type=float, metavar="C",
+        help="dp_effects: the modifier-weighted scores centred on a line fitted from the statistics release, "
+        "bounded at C outcome-range widths around it (default: not centred; docs/dp-cate-projection.md)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -326,7 +330,8 @@ def simulated_study(
             "estimands": [estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
-        } | ({"projection_clip": args.projection_clip} if args.projection_clip is not None else {})
+        } | {key: value for key in ("projection_clip", "projection_centre")
+               if (value := getattr(args, key)) is not None}
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,
                             "feature_bound": args.feature_bound, "learner": args.learner, "ledger": str(ledger)}

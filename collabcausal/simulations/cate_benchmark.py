@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,6 +65,34 @@ def simulate_cate_sites(n_per_site: int, outcome: Outcome, rng: np.random.Genera
     return sites
 
 
+def clipped_gaussian_mean(mu: NDArray[np.float64], low: float, high: float) -> NDArray[np.float64]:
+    """``E[clip(mu + e, low, high)]`` for ``e ~ N(0, 1)``: ``low Phi(a) + high (1 - Phi(b)) + mu (Phi(b) - Phi(a))
+    + phi(a) - phi(b)`` with ``a = low - mu``, ``b = high - mu`` (the normal's partial first moment)."""
+    from scipy.stats import norm
+
+    a, b = low - mu, high - mu
+    return low * norm.cdf(a) + high * norm.sf(b) + mu * (norm.cdf(b) - norm.cdf(a)) + norm.pdf(a) - norm.pdf(b)
+
+
+def clipped_outcome_projection(outcome: Outcome, n_draws: int = 400_000) -> NDArray[np.float64]:
+    """The projection on ``(1, z0, z8)`` of the CATE of the outcome clipped to its declared range.
+
+    What an estimator that clips ``Y`` to the public ``OUTCOME_RANGE`` (as ``dp_effects`` does) estimates:
+    ``E[clip(Y(1)) - clip(Y(0)) | x]``, for the continuous outcome ``Y(t) = mu_t(x) + e``, ``e ~ N(0, 1)``, by
+    :func:`clipped_gaussian_mean`; a binary outcome is inside its range, so there it is :func:`true_projection`.
+    Least squares over a fixed sample of ``n_draws`` subjects of the design.
+    """
+    sites = simulate_cate_sites(n_draws // 4, outcome, np.random.default_rng(20261129))
+    lo, hi = OUTCOME_RANGE[outcome]
+
+    def clipped_mean(mu: NDArray[np.float64]) -> NDArray[np.float64]:
+        return mu if outcome == "binary" else clipped_gaussian_mean(mu, lo, hi)
+
+    effect = np.concatenate([clipped_mean(s.mean_treated) - clipped_mean(s.mean_control) for s in sites])
+    Z = modifier_matrix(np.vstack([s.X for s in sites]))
+    return np.linalg.lstsq(Z, effect, rcond=None)[0]
+
+
 def true_subgroup_effects(outcome: Outcome, n_draws: int = 400_000) -> NDArray[np.float64]:
     """Mean ``tau`` in each x0 bin, from a fixed large sample of the design."""
     X = np.vstack([s.X for s in simulate_sites(n_draws // 4, outcome, np.random.default_rng(20261128))])
@@ -92,13 +121,18 @@ def study_spec(outcome: Outcome, epsilon: float, **changes: object) -> DPEffects
     return replace(spec, **changes)  # type: ignore[arg-type]
 
 
-def run_private(sites: Sequence[Site], spec: DPEffectsSpec) -> PrivateRun:
-    """One ``dp_effects`` study with secure aggregation over in-process parties."""
+def private_report(sites: Sequence[Site], spec: DPEffectsSpec) -> dict[str, Any]:
+    """The report of one ``dp_effects`` study with secure aggregation over in-process parties."""
     with tempfile.TemporaryDirectory(dir=fast_directory()) as folder:
         parties = site_parties(sites, folder, spec.epsilon, spec.delta)
         names = [p.name for p in parties]
         attach_identities(parties, simulation_identities("bench", names))
-        report = dp_effects_results(InProcessGrid(parties), spec, "bench", names)
+        return dp_effects_results(InProcessGrid(parties), spec, "bench", names)
+
+
+def run_private(sites: Sequence[Site], spec: DPEffectsSpec) -> PrivateRun:
+    """One ``dp_effects`` study (:func:`private_report`): its coefficients, subgroup effects and ATE."""
+    report = private_report(sites, spec)
     cate_section = report["effect_modification"]
     coefficients = cate_section.get("coefficients", [])
     subgroups = cate_section.get("subgroups", [])

@@ -37,6 +37,7 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
 
 @pytest.mark.parametrize(("clip", "shaping"), [
     (None, {}), (2.0, {}), (2.0, {"projection_allocation": "equal", "modifier_clip": None, "gram_weight": None}),
+    (None, {"projection_centre": 0.5}),
 ])
 def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip, shaping):
     report = _run(tmp_path, replace(SPEC, projection_clip=clip, **shaping))
@@ -54,7 +55,8 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     assert cate["noise_growth"] > 1.0
     sums = cate["allocation"]["sums"]
     weights = np.array([s["weight"] for s in sums.values()])
-    assert list(sums) == (["blp_0"] if clip else []) + ["blp_1", "blp_2"]
+    centre = shaping.get("projection_centre")
+    assert list(sums) == (["blp_0"] if clip or centre else []) + ["blp_1", "blp_2"]
     assert np.sum(weights**2) == pytest.approx(weights.size)  # the point sums' budget is shared out, not grown
     if shaping.get("projection_allocation") == "equal":
         assert np.all(weights == 1.0)
@@ -63,6 +65,11 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     bound = sums["blp_1"]["bound"] / sums["blp_2"]["bound"]
     assert bound == (1.0 if "modifier_clip" in shaping else pytest.approx(2 / 3.5, rel=0.05))  # k rms(z0) = 2 / 3.5
     assert cate["allocation"]["gram_weight"] == shaping.get("gram_weight", 0.25)
+    pilot = cate["allocation"]["pilot"]
+    assert (pilot is None) == (centre is None)
+    if centre is not None:  # the centred sums' bound is the centre's; the pilot, the models' effect, has no slope here
+        assert sums["blp_0"]["bound"] == pytest.approx(centre * 12.0)
+        assert abs(pilot[0] - ate["estimate"]) < 0.2 and max(abs(v) for v in pilot[1:]) < 0.2
 
 
 @pytest.mark.parametrize(("changes", "match"), [
@@ -73,6 +80,8 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     ({"projection_allocation": "optimal"}, "projection_allocation"),
     ({"modifier_clip": -1.0}, "modifier_clip"),
     ({"gram_weight": 3.0}, "gram_weight"),
+    ({"projection_centre": -1.0}, "centre"),
+    ({"projection_centre": 1.0, "nuisance": "site"}, "pooled nuisance"),
     ({"modifiers": COLUMNS[:6], "subgroups": tuple((c, (-3.5, 0.0, 3.5)) for c in COLUMNS[:6])},
      r"one modifier alone \d\.\d\dx"),
 ])

@@ -124,20 +124,20 @@ def test_a_bad_balance_section_is_one_config_error_with_the_fix(tmp_path, kind, 
 
 
 @pytest.mark.parametrize(("keys", "expected"), [
-    ("", ("noise-trace", 2.0, 0.25)),
-    ('projection_allocation = "equal"\nmodifier_clip = "none"\ngram_weight = "none"\n', ("equal", None, None)),
-    ("modifier_clip = 3\ngram_weight = 0.5\n", ("noise-trace", 3.0, 0.5)),
+    ("", ("noise-trace", 2.0, 0.25, None)),
+    ('projection_allocation = "equal"\nmodifier_clip = "none"\ngram_weight = "none"\n', ("equal", None, None, None)),
+    ("modifier_clip = 3\ngram_weight = 0.5\nprojection_centre = 1\n", ("noise-trace", 3.0, 0.5, 1.0)),
 ])
 def test_dp_effects_projection_shaping_keys_reach_the_spec(tmp_path, keys, expected):
     from collabcausal.analyst.kind_dp_effects import dp_effects_spec
 
     section = ('[dp_effects]\nepsilon = 1.0\noutcome_range = [0, 125]\ntrim = 0.1\nmodifiers = ["age"]\n' + keys)
     spec = dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section)))
-    assert (spec.projection_allocation, spec.modifier_clip, spec.gram_weight) == expected
+    assert (spec.projection_allocation, spec.modifier_clip, spec.gram_weight, spec.projection_centre) == expected
 
 
 @pytest.mark.parametrize("keys", ["modifier_clip = 0\n", "gram_weight = 2\n", 'projection_allocation = "best"\n',
-                                  'modifier_clip = "off"\n'])
+                                  'modifier_clip = "off"\n', "projection_centre = 0\n"])
 def test_bad_dp_effects_shaping_keys_are_one_config_error(tmp_path, keys):
     section = '[dp_effects]\nepsilon = 1.0\noutcome_range = [0, 125]\ntrim = 0.1\nmodifiers = ["age"]\n' + keys
     with pytest.raises(ConfigError):

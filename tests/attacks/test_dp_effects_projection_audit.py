@@ -11,9 +11,12 @@ below 1e-4 in the test itself.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+import collabcausal.estimators.dp.effects.projection as projection_module
 import collabcausal.party.dp_effects as dp_effects
 from collabcausal.attacks.dp_effects_audit import (
     audit_table,
@@ -89,13 +92,18 @@ def test_a_release_that_forgets_the_added_sums_in_its_sensitivity_is_caught(ledg
     assert audit.mu_lower > audit.claimed_mu, audit
 
 
-@pytest.mark.parametrize("shaping", [{}, {"weights": (0.6, 1.28), "modifier_clips": (0.5,), "gram_weight": 0.25}])
+CENTRED = {"centre": 0.2, "pilot": (1.0, -3.0)}
+"""A centre (docs/dp-cate-projection.md): the blp sums add m_q (phi - m^T gamma) within 0.2 widths (1, A = 50)."""
+
+
+@pytest.mark.parametrize("shaping", [{}, {"weights": (0.6, 1.28), "modifier_clips": (0.5,), "gram_weight": 0.25},
+                                     CENTRED | {"weights": (0.6, 1.28), "modifier_clips": (0.5,)}])
 def test_with_a_projection_clip_the_worst_neighbours_stay_within_the_sensitivity_and_the_party_within_eps(
         ledger_dir, shaping):
     # projection_clip 1 (a = R = 5 against A = R / t = 50): the intercept row's own sums join, every added range
     # narrows; the same derivation bounds the move, and the party's release stays within its claim at eps 1; also
     # with the analyst's shaping (projection_budget): weights sharing two unit sums' budget, the modifier's
-    # products clipped at half the bound, the modifiers' Gram entries again
+    # products clipped at half the bound, the modifiers' Gram entries again; and with the blp sums centred on a line
     clipped = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0, **shaping)
     layout = projection_layout(clipped, FM.outcome_width, TRIM, len(REPLICAS))
     request = Message(SCORES, _request(1.0).params | {"projection": clipped.to_spec()})
@@ -109,3 +117,30 @@ def test_with_a_projection_clip_the_worst_neighbours_stay_within_the_sensitivity
     assert params["sensitivity"] == pytest.approx(bound)
     assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= 1.0, audit
     assert audit.epsilon_lower_event <= 1.0, audit
+
+
+def test_a_centred_release_that_clips_at_the_scores_bound_is_caught(ledger_dir, monkeypatch):
+    # the planted bug: the party calibrates for the centred sums' narrow range (1, not 50) but clips their values at
+    # the score's bound, so a substitution moves blp_q by up to 50 w_q instead of w_q. The neighbours are the
+    # correct release's worst; at eps 1, 100 releases per table miss the bug with the probability asserted below
+    centred = Projection(PROJECTION.modifiers, PROJECTION.partitions, None, **CENTRED)
+    request = Message(SCORES, _request(1.0).params | {"projection": centred.to_spec()})
+    neighbours = scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM, replicates=REPLICAS,
+                                   projection=centred)
+    correct = [exact_values(audit_table(f, COLUMNS), request) for f in neighbours]
+    wide = FM.outcome_width / TRIM
+    honest = projection_module.subject_projection_values
+
+    def clipped_at_the_bound(parts, phi, modifiers, bins, centre=None):
+        widened = [replace(c, low=-wide, high=wide) if c.point and c.name.startswith("blp_") else c for c in parts]
+        return honest(widened, phi, modifiers, bins, centre)
+
+    monkeypatch.setattr(projection_module, "subject_projection_values", clipped_at_the_bound)
+    buggy = [exact_values(audit_table(f, COLUMNS), request) for f in neighbours]
+    bound = scores_sensitivity(ALL_PARTS, projection_layout(centred, FM.outcome_width, TRIM, len(REPLICAS)))
+    assert np.linalg.norm(correct[1] - correct[0]) <= bound + 1e-12 < np.linalg.norm(buggy[1] - buggy[0])
+    n_releases = 100
+    audit, params = audit_through_parties(neighbours, COLUMNS, request, n_releases, ledger_dir)
+    assert params["sensitivity"] == pytest.approx(bound)
+    assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
+    assert audit.mu_lower > audit.claimed_mu, audit

@@ -78,6 +78,11 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"modifiers": [0], "weights": "1"}, InputError, "malformed"),
     ({"modifiers": [0], "modifier_clips": [0.5, 0.5]}, InputError, "modifier clips"),
     ({"modifiers": [0], "gram_weight": 0.0}, InputError, "gram_weight"),
+    ({"modifiers": [0], "centre": 1.0}, InputError, "pilot"),  # a centre without its line
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5]}, InputError, "pilot"),  # one number short
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, "x"]}, InputError, "pilot"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": "0.5"}, InputError, "malformed"),
+    ({"modifiers": [0], "centre": 0.0, "pilot": [0.5, 1.0]}, InputError, "centre"),
 ])
 def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)

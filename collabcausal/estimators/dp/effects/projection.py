@@ -16,6 +16,13 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
 * with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
   ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
   sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
+* with a ``centre`` (:class:`Projection`), the ``blp_q`` (q = 0..p, the intercept row always its own)
+  add ``m_q (phi - m^T gamma)`` instead of ``m_q phi``, in ``[-kappa_q b, kappa_q b]`` with
+  ``b = centre R``: ``gamma`` (``pilot``) is a public vector fixed before the release (the analyst's
+  projection of the outcome models' effect, :func:`~.projection_analysis.effect_projection`), so the clip
+  cuts ``phi`` around a line near the CATE's projection instead of around 0, and the analyst adds
+  ``sum m m^T gamma = M gamma`` back (:mod:`.projection_analysis`); the meat and the cells keep ``phi``
+  and ``a``;
 * per declared partition ``g`` (bins of one covariate) and bin ``c``: ``cell_g_c_n = sum 1[c]``,
   ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
   ratio of the first two);
@@ -104,13 +111,17 @@ class Projection:
     (:func:`projection_layout`); ``None``: ``A``.
 
     ``weights``: the budget weights of the projection's own point sums, in :func:`projection_layout`'s
-    order (``blp_0`` when a clip gives the intercept row its own sums, then ``blp_1 .. blp_p``), with
+    order (``blp_0`` when a clip or a centre gives the intercept row its own sums, then ``blp_1 .. blp_p``), with
     ``sum w^2`` at most their number (:func:`check_projection`): they share out the budget that
     :data:`~.scores.POINT_WEIGHT` each would take, so the release's sensitivity never exceeds the
     unweighted one (:mod:`.projection_budget` computes them); ``None``: :data:`~.scores.POINT_WEIGHT` each.
 
     ``modifier_clips``: per modifier ``q``, ``kappa_q`` in ``[MIN_CLIP, 1]``: ``z_q phi`` is clipped to
     ``[-kappa_q a, kappa_q a]`` instead of ``[-a, a]`` (:mod:`.projection_budget`); ``None``: 1 each.
+
+    ``centre`` and ``pilot``: with modifiers, the ``blp_q`` sums add ``m_q (phi - m^T gamma)``
+    (module docstring), ``gamma = pilot`` (one number per entry of ``m``), clipped at ``centre``
+    outcome-range widths (times ``kappa_q``); ``None`` (both): ``m_q phi`` at the ``clip``.
 
     ``gram_weight``: with modifiers, the release also carries the Gram entries ``gram_0_q = sum z_q``
     and ``gram_q_q = sum z_q^2``, each with this weight in ``[MIN_WEIGHT, 1]``; ``None``: not (the
@@ -123,6 +134,8 @@ class Projection:
     weights: tuple[float, ...] | None = None
     modifier_clips: tuple[float, ...] | None = None
     gram_weight: float | None = None
+    centre: float | None = None
+    pilot: tuple[float, ...] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -133,7 +146,8 @@ class Projection:
                 "subgroups": [{"column": g.column, "edges": list(g.edges)} for g in self.partitions],
                 "clip": self.clip, "weights": None if self.weights is None else list(self.weights),
                 "modifier_clips": None if self.modifier_clips is None else list(self.modifier_clips),
-                "gram_weight": self.gram_weight}
+                "gram_weight": self.gram_weight, "centre": self.centre,
+                "pilot": None if self.pilot is None else list(self.pilot)}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -146,13 +160,13 @@ class Projection:
             if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
                 raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
             partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
-        weights, clips = spec.get("weights"), spec.get("modifier_clips")
-        if not all(v is None or isinstance(v, list) for v in (weights, clips)):
+        weights, clips, pilot = spec.get("weights"), spec.get("modifier_clips"), spec.get("pilot")
+        if not all(v is None or isinstance(v, list) for v in (weights, clips, pilot)):
             raise InputError("malformed dp_effects projection weights or modifier clips",
                              "send weights=[w, ...] and modifier_clips=[kappa, ...], or leave them out")
         projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"),
                          None if weights is None else tuple(weights), None if clips is None else tuple(clips),
-                         spec.get("gram_weight"))
+                         spec.get("gram_weight"), spec.get("centre"), None if pilot is None else tuple(pilot))
         check_projection(projection, feature_map)
         return projection
 
@@ -170,11 +184,11 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     """
     m = feature_map.n_covariates
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
-    clip = projection.clip
-    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip)
-                             or clip < MIN_CLIP):
-        raise InputError(f"dp_effects projection clip {clip!r} is not a finite number >= {MIN_CLIP:g}",
-                         "declare it in outcome-range widths, e.g. 2, or leave it out")
+    for key, clip in (("clip", projection.clip), ("centre", projection.centre)):
+        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
+                                 or not math.isfinite(clip) or clip < MIN_CLIP):
+            raise InputError(f"dp_effects projection {key} {clip!r} is not a finite number >= {MIN_CLIP:g}",
+                             "declare it in outcome-range widths, e.g. 2, or leave it out")
     weights = projection.weights
     if weights is not None and not (
             all(not isinstance(w, bool) and isinstance(w, (int, float)) and math.isfinite(w) and w >= MIN_WEIGHT
@@ -187,6 +201,13 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
         raise InputError(f"dp_effects projection gram_weight {gram!r} is not a number in [{MIN_WEIGHT:g}, 1]",
                          "send e.g. 0.25, or none")
     mods = projection.modifiers
+    pilot = projection.pilot
+    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(
+        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in pilot)
+    if (pilot is None) != (projection.centre is None) or (pilot is not None and not finite):
+        raise InputError(f"dp_effects projection centre {projection.centre!r} and pilot {pilot!r} are not both absent "
+                         "or a bound and one finite number per modifier and the intercept",
+                         "send the analyst's centre, or neither")
     kappas = projection.modifier_clips
     if kappas is not None and (len(kappas) != len(mods) or not all(
             not isinstance(k, bool) and isinstance(k, (int, float)) and MIN_CLIP <= k <= 1.0 for k in kappas)):
@@ -228,20 +249,25 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
 
     Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A = R / t`` the AIPW score's bound,
     ``projection.clip`` in widths ``R``; ``blp_q``'s over ``kappa_q`` times that with
-    ``projection.modifier_clips``), squares over ``[0, a^2]``. The ``blp_q`` weigh
+    ``projection.modifier_clips``), squares over ``[0, a^2]``; with a ``projection.centre`` the ``blp_q``
+    (q = 0..p) range over ``kappa_q b``, ``b = centre R``, instead. The ``blp_q`` weigh
     ``projection.weights`` (one each; refused otherwise) or :data:`~.scores.POINT_WEIGHT`.
     """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
     a = ate.high if projection.clip is None else min(ate.high, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
-    own = int(bool(p) and a < ate.high)  # a clipped intercept row: blp_0 and blp_meat_0_0 replace the ATE's sums
-    weights = projection.weights if projection.weights is not None else (POINT_WEIGHT,) * (p + own)
-    if len(weights) != p + own:
-        raise InputError(f"{len(weights)} dp_effects projection weights for {p + own} projection sums",
-                         "send one weight per blp sum (blp_0 first when a clip gives the intercept its own)")
+    own = int(bool(p) and a < ate.high)  # a clipped intercept row: blp_meat_0_0 replaces the ATE's sum of squares
+    centred = bool(p) and projection.centre is not None
+    b = float(projection.centre) * float(outcome_width) if centred else a  # type: ignore[arg-type]
+    first = 0 if own or centred else 1  # blp_0 replaces the ATE's sum when clipped or centred
+    weights = projection.weights if projection.weights is not None else (POINT_WEIGHT,) * (p + 1 - first)
+    if len(weights) != p + 1 - first:
+        raise InputError(f"{len(weights)} dp_effects projection weights for {p + 1 - first} projection sums",
+                         "send one weight per blp sum (blp_0 first when a clip or a centre gives the intercept "
+                         "its own)")
     kappas = (1.0, *(projection.modifier_clips or (1.0,) * p))
-    parts = [Component(f"blp_{q}", True, -kappas[q] * a, kappas[q] * a, float(w))
-             for q, w in zip(range(1 - own, p + 1), weights, strict=True)]
+    parts = [Component(f"blp_{q}", True, -kappas[q] * b, kappas[q] * b, float(w))
+             for q, w in zip(range(first, p + 1), weights, strict=True)]
     parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
               for i in range(p + 1) for j in range(i, p + 1) if j > 0 or own]
     if p and projection.gram_weight is not None:  # model-free (no replicates), like the bins' counts
@@ -284,11 +310,15 @@ def scores_sensitivity(parts: Sequence[Component], layout: ProjectionLayout | No
 
 def subject_projection_values(
     parts: Sequence[Component], phi: NDArray[np.float64], modifiers: NDArray[np.float64], bins: NDArray[np.int64],
+    centre: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Per-subject values (n x J) of the non-replicate ``parts`` (module docstring), clipped to their ranges.
 
-    ``modifiers`` holds ``z_1..z_p`` (n x p), ``bins`` each subject's bin per partition (n x G, -1: none).
+    ``modifiers`` holds ``z_1..z_p`` (n x p), ``bins`` each subject's bin per partition (n x G, -1: none);
+    ``centre``, each subject's ``m^T gamma`` (:class:`Projection`'s pilot), is subtracted from ``phi`` in the
+    ``blp_q``.
     """
+    centred = phi if centre is None else phi - centre
     m = np.column_stack([np.ones_like(phi), modifiers])
     columns = []
     for c in parts:
@@ -297,7 +327,7 @@ def subject_projection_values(
             i, j = int(index[1]), int(index[2])
             columns.append(phi * phi * m[:, i] * m[:, j])
         elif kind == "blp":
-            columns.append(phi * m[:, int(index[0])])
+            columns.append(centred * m[:, int(index[0])])
         elif kind == "gram":
             columns.append(m[:, int(index[0])] * m[:, int(index[1])])
         else:
@@ -335,6 +365,7 @@ def party_projection_sums(
     bins = subject_bins(arr, projection, feature_map)
     base = [c for c in layout.parts if c.of is None]
     point = [c for c in base if c.point]
+    line = None if projection.pilot is None else np.column_stack([np.ones(D.shape[0]), Z]) @ np.array(projection.pilot)
     total = np.zeros(len(layout.parts))
     n_base = len(base)
     for k, model in enumerate(models):
@@ -344,7 +375,7 @@ def party_projection_sums(
             Dk = D[rows]
             phi = subject_scores(ate, t[rows], y[rows], m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map),
                                  m.outcome(Dk, 1, feature_map))[:, 0]
-            return subject_projection_values(base, phi, Z[rows], bins[rows])
+            return subject_projection_values(base, phi, Z[rows], bins[rows], None if line is None else line[rows])
 
         at_model = values(model)
         total[:n_base] += at_model.sum(axis=0)

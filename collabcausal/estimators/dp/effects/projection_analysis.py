@@ -2,7 +2,8 @@
 
 docs/dp-cate-projection.md. The projection ``beta = M^{-1} S`` (Semenova & Chernozhukov 2021, eq. 2.5)
 uses ``S = (aipw_ate, blp_1, ..., blp_p)`` of the score release (:mod:`.projection`; ``blp_0`` for
-``aipw_ate`` and ``blp_meat_0_0`` for ``aipw_ate_sq`` when a clip gives the intercept row its own) and the
+``aipw_ate`` when a clip or a centre gives the intercept row its own, ``blp_meat_0_0`` for ``aipw_ate_sq`` when a
+clip does) and the
 modifiers' Gram matrix ``M = sum m m^T`` from the statistics release (its blocks hold every
 covariate cross-product, per arm and fold: summed over both; ``M_00 = n`` is public). Its variance
 has the parts of :mod:`.pooling`, as matrices:
@@ -13,7 +14,8 @@ has the parts of :mod:`.pooling`, as matrices:
   ``beta^2 / var(phi)``, a few percent at the benchmark's effect sizes);
 * DP noise of ``S``: ``M^{-1} diag(sd_S^2) M^{-1}``;
 * DP noise of ``M`` (delta method): ``d beta = -M^{-1} E beta``, each released entry of ``E``
-  independent with a known sd;
+  independent with a known sd; with a centre ``gamma`` (the ``blp_q`` sum ``m_q (phi - m^T gamma)``),
+  ``beta = gamma + M^{-1} S`` and ``d beta = -M^{-1} E (beta - gamma)``;
 * the noise of ``Q``: one sd of the sandwich's diagonal, as :mod:`.pooling` adds for the ATE;
 * nuisance noise: copy ``b`` of the replicate sums moves ``beta`` by ``M^{-1} Delta^b``; the mean
   square minus the replicate sums' own noise, floored at 0.
@@ -35,6 +37,7 @@ from scipy.stats import norm
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.pooling import DPEffect, Ratio, estimate_effect
 from collabcausal.estimators.dp.effects.projection import Projection
 from collabcausal.estimators.dp.effects.statistics import ArmStatistics
@@ -89,6 +92,38 @@ def pooled_gram(gram: NDArray[np.float64], gram_sd: NDArray[np.float64], sums: M
     return M, sd
 
 
+def effect_projection(
+    statistics: ArrayLike, feature_map: FeatureMap, projection: Projection, models: Sequence[NuisanceModel],
+    site_counts: Sequence[int], gram: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """``gamma = M^{-1} C``: least squares on ``m`` of the outcome models' effect, from the statistics release.
+
+    Fold ``k``'s subjects are scored with model ``k``, whose effect ``g_k(d) = R d^T (beta_1^k - beta_0^k)``
+    (before the models' clip to the outcome range) is linear in the design row ``d``, so
+    ``C = sum_k sum_{i in k} m_i g_k(d_i) = R sum_k L_k (beta_1^k - beta_0^k)`` with ``L_k`` the rows
+    ``sum_i m_i d_i^T`` of fold ``k``'s Gram matrix (both arms): the modifiers' rows and, for the
+    intercept, the sum of the site one-hot rows, whose site block is each site's public count in fold
+    ``k`` (folds by position, :func:`~.folds.fold_labels`). ``gram`` is ``M`` (:func:`modifier_gram`).
+    Post-processing of the statistics release: ``gamma`` is public once computed, the centre of the
+    projection's sums (:class:`~.projection.Projection`'s pilot, docs/dp-cate-projection.md).
+    """
+    rows = np.atleast_2d(np.asarray(statistics, dtype=float))
+    K, S, d = rows.shape[0], feature_map.n_sites, feature_map.dim
+    cols = [S + j for j in projection.modifiers]
+    C = np.zeros(len(cols) + 1)
+    for k, row in enumerate(rows):
+        stats = ArmStatistics.unpack(row, d)
+        G = stats.gram[0] + stats.gram[1]
+        effect = feature_map.outcome_width * (models[k].outcome_coef[1] - models[k].outcome_coef[0])
+        counts = np.array([len(range(k, int(n), K)) for n in site_counts], dtype=float)
+        C[0] += counts @ effect[:S] + G[:S, S:].sum(axis=0) @ effect[S:]
+        C[1:] += G[cols] @ effect
+    try:
+        return np.linalg.solve(gram, C)
+    except np.linalg.LinAlgError:
+        raise InputError("the modifiers' released Gram matrix is singular", "declare modifiers that vary") from None
+
+
 @dataclass(frozen=True)
 class Coefficient:
     """One coefficient of the projection, on the modifier's scale in ``[-1, 1]`` and per raw unit.
@@ -121,22 +156,23 @@ def best_linear_projection(
     sums: Mapping[str, float], noise_sd: Mapping[str, float], gram: NDArray[np.float64],
     gram_sd: NDArray[np.float64], names: Sequence[str], scales: Sequence[float], *,
     replicates: Sequence[Mapping[str, float]] = (), replicate_sd: Mapping[str, float] | None = None,
-    alpha: float = 0.05,
+    alpha: float = 0.05, pilot: Sequence[float] | None = None,
 ) -> list[Coefficient]:
     """The projection's coefficients with intervals (module docstring).
 
     ``names`` are the modifiers, ``scales`` their ``(hi - lo) / 2``; ``sums`` and ``noise_sd`` map the
     released sums' names (:mod:`.projection`) to values and noise sds, ``replicates[b]`` a point sum's
-    name to its replicate sum of copy ``b``.
+    name to its replicate sum of copy ``b``. With a ``pilot`` ``gamma`` (centred ``blp_q``: :mod:`.projection`),
+    ``beta = gamma + M^{-1} S`` (module docstring).
     """
     p = len(names)
-    own = "blp_0" in sums  # a clipped intercept row (:func:`~.projection.projection_layout`)
-    keys = ["blp_0" if own else "aipw_ate"] + [f"blp_{q}" for q in range(1, p + 1)]
+    keys = ["blp_0" if "blp_0" in sums else "aipw_ate"] + [f"blp_{q}" for q in range(1, p + 1)]
     S = np.array([sums[k] for k in keys])
+    gamma = np.zeros(p + 1) if pilot is None else np.asarray(pilot, dtype=float)
     sd_S = np.array([noise_sd[k] for k in keys])
 
     def meat_name(i: int, j: int) -> str:
-        return "aipw_ate_sq" if i == j == 0 and not own else f"blp_meat_{i}_{j}"
+        return "aipw_ate_sq" if i == j == 0 and "blp_meat_0_0" not in sums else f"blp_meat_{i}_{j}"
 
     Q = np.empty((p + 1, p + 1))
     sd_Q = np.empty((p + 1, p + 1))
@@ -148,12 +184,14 @@ def best_linear_projection(
         Minv = np.linalg.inv(gram)
     except np.linalg.LinAlgError:
         raise InputError("the modifiers' released Gram matrix is singular", "declare modifiers that vary") from None
-    beta = Minv @ S
+    beta = gamma + Minv @ S
+    moved = beta - gamma  # what the Gram's noise multiplies
     sampling = np.maximum(np.diag(Minv @ Q @ Minv), 0.0)
     noise = np.diag(Minv @ np.diag(sd_S**2) @ Minv)
     upper = [(i, j) for i in range(p + 1) for j in range(i, p + 1)]
-    # d beta = -Minv E beta; entry (i, j) of E (and (j, i)) moves beta by -(Minv[:, i] beta_j + Minv[:, j] beta_i)
-    gram_noise = sum(((Minv[:, i] * beta[j] + (Minv[:, j] * beta[i] if i != j else 0.0)) * gram_sd[i, j]) ** 2
+    # d beta = -Minv E (beta - gamma); entry (i, j) of E (and (j, i)) moves beta by -(Minv[:, i] v_j + Minv[:, j] v_i),
+    # v = beta - gamma
+    gram_noise = sum(((Minv[:, i] * moved[j] + (Minv[:, j] * moved[i] if i != j else 0.0)) * gram_sd[i, j]) ** 2
                      for i, j in upper)
     unc = np.sqrt(sum(((2.0 if i != j else 1.0) * Minv[:, i] * Minv[:, j] * sd_Q[i, j]) ** 2 for i, j in upper))
     nuisance = np.zeros(p + 1)

@@ -26,6 +26,7 @@ from collabcausal.estimators.dp.effects.projection import (
 )
 from collabcausal.estimators.dp.effects.projection_analysis import (
     best_linear_projection,
+    effect_projection,
     modifier_gram,
     pooled_gram,
     subgroup_effects,
@@ -59,22 +60,27 @@ def _phi(X, t, y, site=1):
 # the analyst's shaping (projection_budget): weights sharing the budget of three unit point sums, a clip per
 # modifier, and the Gram entries again
 SHAPED = {"weights": (0.5, 1.5, 0.7), "modifier_clips": (0.4, 1.0), "gram_weight": 0.25}
+# a centre: the blp sums add m_q (phi - m^T gamma), clipped at 0.3 widths
+CENTRED = SHAPED | {"centre": 0.3, "pilot": (1.0, -2.0, 0.5)}
 
 
-@pytest.mark.parametrize(("clip", "shaping"), [(None, {}), (2.0, {}), (2.0, SHAPED)])
+@pytest.mark.parametrize(("clip", "shaping"), [(None, {}), (2.0, {}), (2.0, SHAPED), (2.0, CENTRED), (None, CENTRED)])
 def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip, shaping):
     # every substitution between extreme subjects (score at -A, 0, A; modifiers at the box's corners and centre;
     # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared),
     # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling), and with the
-    # analyst's weights, modifier clips and Gram entries
+    # analyst's weights, modifier clips and Gram entries, and with a centre (m^T gamma of each corner subtracted)
     projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, clip, **shaping)
+    pilot = np.array(projection.pilot) if projection.pilot is not None else None
     layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
     parts = [c for c in layout.parts if c.of is None]
     scale = np.array([c.weight / c.width for c in parts])
     rows = []
     for phi, z0, z1, b0, b1 in itertools.product((-A, 0.0, A), (-1.0, 0.0, 1.0), (-1.0, 1.0), (-1, 0, 1),
                                                  (-1, 0, 2)):
-        rows.append(subject_projection_values(parts, np.array([phi]), np.array([[z0, z1]]), np.array([[b0, b1]]))[0])
+        centre = None if pilot is None else np.array([pilot @ (1.0, z0, z1)])
+        rows.append(subject_projection_values(parts, np.array([phi]), np.array([[z0, z1]]), np.array([[b0, b1]]),
+                                              centre)[0])
     scaled = np.array(rows) * scale
     worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(scaled, 2))
     bound = math.sqrt(projection_sensitivity_squared(layout))
@@ -257,3 +263,86 @@ def test_the_gram_entries_released_twice_pool_by_inverse_variance():
     assert M[0, 1] == M[1, 0] == pytest.approx((10 / 16 + 13 / 4) / (1 / 16 + 1 / 4))  # 12.4
     assert M_sd[0, 1] == M_sd[1, 0] == pytest.approx(1 / math.sqrt(1 / 16 + 1 / 4))
     assert M[0, 0] == 100.0 and M[1, 1] == 40.0 and M_sd[1, 1] == 2.0  # n is public; gram_1_1 was not released
+
+
+def _sums_of(projection: Projection, X, t, y, models, folds):
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
+    added = party_projection_sums(X, t, y, FM, 1, folds, models, layout, TRIM, projection)
+    base_parts = components(["aipw"], ["ate"], FM.outcome_width, TRIM)
+    base = party_score_sums(X, t, y, FM, 1, folds, models, base_parts, TRIM)
+    return {c.name: v for c, v in zip((*base_parts, *layout.parts), np.concatenate([base, added]), strict=True)}
+
+
+def test_a_centred_projection_adds_its_pilot_back_and_clips_only_around_it():
+    X, t, y = _data(3000, 1)
+    folds = np.zeros(len(t), dtype=np.int64)
+    stats = party_statistics(X, t, y, FM, 1, folds, 1)
+    gram, gram_sd = modifier_gram(stats, FM, PROJECTION, len(t), 0.0)
+    phi, D = _phi(X, t, y)
+    m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
+    ols = np.linalg.lstsq(m, phi, rcond=None)[0]
+    pilot = (0.3, 1.0, -0.2)
+    for bound in (1e6, 0.2):  # wide: least squares whatever the pilot; narrow: clipped around m^T gamma
+        projection = Projection(PROJECTION.modifiers, (), 1.0, centre=bound, pilot=pilot)
+        sums = _sums_of(projection, X, t, y, [MODEL], folds)
+        assert "blp_0" in sums and "blp_meat_0_0" in sums
+        coefficients = best_linear_projection(sums, dict.fromkeys(sums, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0],
+                                              pilot=pilot)
+        b = bound * FM.outcome_width
+        clipped = np.clip(m * (phi - m @ pilot)[:, None], -b, b).sum(axis=0)
+        expected = ols if bound > 1e3 else pilot + np.linalg.solve(m.T @ m, clipped)
+        np.testing.assert_allclose([c.estimate for c in coefficients], expected, rtol=1e-9, atol=1e-12)
+    assert np.abs(phi - m @ pilot).max() > 0.2 * FM.outcome_width  # the narrow bound binds on this data
+    # the meat stays phi^2 at the projection's clip, so the sampling variance is the uncentred sandwich's
+    a = FM.outcome_width
+    Q = np.clip(np.einsum("ni,nj->nij", m, m) * (phi**2)[:, None, None], np.where(np.eye(3, dtype=bool), 0, -a * a),
+                a * a).sum(axis=0)
+    Minv = np.linalg.inv(m.T @ m)
+    np.testing.assert_allclose([c.sampling_var for c in coefficients], np.diag(Minv @ Q @ Minv), rtol=1e-9)
+
+
+def test_with_a_pilot_the_gram_noise_multiplies_the_estimate_minus_the_pilot():
+    # delta method: an entry E of M moves beta = gamma + M^{-1} S by -M^{-1} E (beta - gamma); checked by moving
+    # M_01 by h and recomputing, and with gamma = beta (up to the move) the Gram noise vanishes
+    gram = np.array([[1000.0, 30.0], [30.0, 90.0]])
+    sums = {"blp_0": 50.0, "blp_1": 20.0, "blp_meat_0_0": 9e3, "blp_meat_0_1": 100.0, "blp_meat_1_1": 900.0}
+    zero = dict.fromkeys(sums, 0.0)
+    sd = np.array([[0.0, 1.0], [1.0, 0.0]])
+    pilot = (0.5, -1.0)
+    first = best_linear_projection(sums, zero, gram, sd, ["a"], [1.0], pilot=pilot)
+    h = 1e-4
+    moved = best_linear_projection(sums, zero, gram + h * np.array([[0.0, 1.0], [1.0, 0.0]]), sd, ["a"], [1.0],
+                                   pilot=pilot)
+    slope = np.array([(b.estimate - a.estimate) / h for a, b in zip(first, moved, strict=True)])
+    np.testing.assert_allclose([c.gram_noise_var for c in first], slope**2, rtol=1e-4)
+    beta = np.array([c.estimate for c in first])
+    at_beta = best_linear_projection({**sums, "blp_0": 0.0, "blp_1": 0.0}, zero, gram, sd, ["a"], [1.0],
+                                     pilot=tuple(beta))
+    assert [c.gram_noise_var for c in at_beta] == [0.0, 0.0]
+
+
+def test_the_pilot_is_least_squares_of_the_models_effect_on_the_modifiers_fold_by_fold():
+    X, t, y = _data(3001, 2)
+    folds = (np.arange(len(t)) % 2).astype(np.int64)  # the counts of fold_labels: position modulo K
+    other = NuisanceModel(MODEL.propensity_coef, (MODEL.outcome_coef[0], MODEL.outcome_coef[1] + 0.1))
+    stats = party_statistics(X, t, y, FM, 1, folds, 2)
+    gram, _ = modifier_gram(stats, FM, PROJECTION, len(t), 0.0)
+    pilot = effect_projection(stats, FM, PROJECTION, [MODEL, other], [0, len(t)], gram)
+    D = FM.design(X, 1)
+    effect = np.where(folds == 0, D @ (MODEL.outcome_coef[1] - MODEL.outcome_coef[0]),
+                      D @ (other.outcome_coef[1] - other.outcome_coef[0])) * FM.outcome_width
+    m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
+    np.testing.assert_allclose(pilot, np.linalg.lstsq(m, effect, rcond=None)[0], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"centre": 0.5}, "pilot"),
+    ({"pilot": (0.0, 0.0, 0.0)}, "pilot"),
+    ({"centre": 0.5, "pilot": (0.0, 0.0)}, "pilot"),
+    ({"centre": 0.5, "pilot": (0.0, math.nan, 0.0)}, "pilot"),
+    ({"centre": 0.0, "pilot": (0.0, 0.0, 0.0)}, "centre"),
+    ({"centre": math.inf, "pilot": (0.0, 0.0, 0.0)}, "centre"),
+])
+def test_a_bad_centre_is_refused(changes, match):
+    with pytest.raises(InputError, match=match):
+        check_projection(Projection(PROJECTION.modifiers, (), 2.0, **changes), FM)
