@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from collabcausal.commands.simulate_kinds import group_size_argument
 from collabcausal.simulations.discovery_benchmark import (
     TOLERANCE,
     binomial_summary,
@@ -172,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--private", action="store_true",
                         help="issue 40's private targets: test-set HSIC at eps 1, every-row vote release")
     parser.add_argument("--private-rule", default="loo", help="the rule of --private (fixed or loo)")
-    parser.add_argument("--group-size", type=int, default=100, help="rows per group of the vote release")
+    parser.add_argument("--group-size", type=group_size_argument, default="auto",
+                        help="rows per group of the vote release, or auto (a public function of n and epsilon)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated pairs (held-out checks: another)")
     parser.add_argument("--out", type=Path, default=Path("results/discovery"))
     args = parser.parse_args(argv)
