@@ -34,7 +34,7 @@ def test_reply_is_the_noisy_vote_count_and_the_ledger_is_charged_once(tmp_path):
 
 
 def test_auto_groups_follow_n_and_epsilon_and_the_charge_records_them(tmp_path):
-    # 300 rows: at eps 1 the rule asks for 5 groups, capped at 3 of 100; at eps 10 one group of all 300.
+    # 300 rows: at eps 1 the rule asks for 8 groups, capped at 3 of 100; at eps 10 one group of all 300.
     p = party(tmp_path, budget=20.0)
     assert p.handle(Message("dp_discover_vote", {**PARAMS, "group_size": "auto"})).params["n_groups"] == 3
     reply = p.handle(Message("dp_discover_vote", {**PARAMS, "epsilon": 10.0}))

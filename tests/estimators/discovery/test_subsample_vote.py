@@ -80,7 +80,8 @@ def test_the_opendp_sampler_is_the_default_noise():
 
 @pytest.mark.parametrize(
     ("n", "epsilon", "size"),
-    [(1000, 1.0, 200), (1000, 10.0, 1000), (2000, 1.0, 400), (2000, 0.5, 200), (1000, 0.1, 100), (50, 1.0, 50)],
+    [(1000, 1.0, 125), (1000, 5.0, 500), (1000, 10.0, 1000), (2000, 1.0, 250), (2000, 0.5, 125), (1000, 0.1, 100),
+     (50, 1.0, 50)],
 )
 def test_auto_groups_are_the_fewest_a_unanimous_vote_survives(n, epsilon, size):
     assert auto_group_size(n, epsilon) == size == resolve_group_size("auto", n, epsilon)
