@@ -134,10 +134,11 @@ def group_votes(
     rng = as_generator(random_state)
     k = n_groups(x.size, group_size)
     order = rng.permutation(x.size)[: k * group_size].reshape(k, group_size)
+    params = VOTE_MODEL if model is None else model  # {} (the fixed public defaults) is a model, not "none given"
     votes = np.empty(k)
     for g, rows in enumerate(order):
         try:
-            fitted = AdditiveNoiseModel(random_state=rng, **(model or VOTE_MODEL)).fit(x[rows], y[rows])
+            fitted = AdditiveNoiseModel(random_state=rng, **params).fit(x[rows], y[rows])
             votes[g] = float(fitted.scores(score).direction == X_TO_Y)
         except (InputError, np.linalg.LinAlgError, ValueError):
             votes[g] = ABSTAIN

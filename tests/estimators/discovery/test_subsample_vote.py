@@ -104,3 +104,16 @@ def test_group_sizes_other_than_a_whole_number_or_auto_are_refused():
         resolve_group_size("auto", 15, 1.0)
     with pytest.raises(InputError, match="epsilon"):
         auto_group_size(1000, 0.0)
+
+
+def test_an_empty_model_means_the_fixed_defaults_not_the_default_vote_model(monkeypatch):
+    # {} is the benchmark's "fixed" rule; it used to be read as "no model given" and ran the GP rule instead.
+    from collabcausal.estimators.discovery import subsample_vote
+
+    seen = []
+    real = subsample_vote.AdditiveNoiseModel
+    monkeypatch.setattr(subsample_vote, "AdditiveNoiseModel", lambda **kw: seen.append(kw) or real(**kw))
+    pair = family_pairs("AN", 1, 40, seed=1)[0]
+    group_votes(pair.x, pair.y, group_size=20, model={}, random_state=0)
+    group_votes(pair.x, pair.y, group_size=20, random_state=0)
+    assert [sorted(kw) for kw in seen] == [["random_state"]] * 2 + [["hsic_widths", "random_state", "regression"]] * 2
