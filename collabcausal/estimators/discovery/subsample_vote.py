@@ -55,7 +55,7 @@ from collabcausal.estimators.dp.mechanisms import laplace, laplace_scale
 from collabcausal.randomness import SeedLike, as_generator
 
 GROUP_SIZE = 100
-"""Rows per group by default: 50 test points per group's ANM, 10 groups at n = 1000."""
+"""Rows per group of :func:`group_votes` when none is given; :func:`auto_group_size` makes none smaller (n >= 100)."""
 VOTE_MODEL: dict[str, Any] = {"regression": "gp", "hsic_widths": "median"}
 """Each group's ANM by default: the reference ANM-HSIC (GP regression, median-heuristic HSIC)."""
 ABSTAIN = 0.5
@@ -105,6 +105,25 @@ def auto_group_size(n: int, epsilon: float, *, flip: float = UNANIMOUS_FLIP) -> 
 
     ``k = max(1, min(ceil(2 ln(1/(2 flip)) / eps), n // GROUP_SIZE))``: a public function of n and the
     request, so the release's proof is unchanged (Nissim, Raskhodnikova and Smith 2007, section 4).
+
+    Parameters
+    ----------
+    n : int
+        The party's number of rows (public).
+    epsilon : float
+        The request's budget, finite and > 0.
+    flip : float
+        In ``(0, 1/2)``; :data:`UNANIMOUS_FLIP` by default.
+
+    Returns
+    -------
+    int
+        ``n // k`` rows per group.
+
+    Raises
+    ------
+    InputError
+        For a non-finite or non-positive ``epsilon`` or ``flip`` outside ``(0, 1/2)``.
     """
     if not (0.0 < epsilon < math.inf and 0.0 < flip < 0.5):
         raise InputError(f"epsilon {epsilon!r} and flip {flip!r} must be finite, > 0 (flip < 1/2)", "send epsilon=1")
@@ -117,6 +136,25 @@ def resolve_group_size(group_size: int | str, n: int, epsilon: float) -> int:
 
     Refuses anything else (a bool, a float, another string) and sizes :func:`n_groups` refuses, from public
     facts only (n and the request), so a party can refuse before charging and an analyst check a reply.
+
+    Parameters
+    ----------
+    group_size : int or "auto"
+        The request's ``group_size``.
+    n : int
+        The party's number of rows (public).
+    epsilon : float
+        The request's budget (used by ``"auto"`` only).
+
+    Returns
+    -------
+    int
+        Rows per group.
+
+    Raises
+    ------
+    InputError
+        For a malformed ``group_size`` or one that makes no group of at least 20 rows.
     """
     if group_size == AUTO:
         group_size = auto_group_size(n, epsilon)
