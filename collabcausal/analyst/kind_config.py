@@ -132,7 +132,9 @@ class DiscoverySection(Section):
     release: Literal["scores", "vote"] = Field(
         "scores", description='"scores" (the ANM\'s DP scores, public bounds) or "vote" (subsample-and-aggregate: '
         'every row protected, no bounds; docs/causal-discovery.md)')
-    group_size: int = Field(100, ge=20, description='with release = "vote": rows per voting group, e.g. 100')
+    group_size: Annotated[int, Field(ge=20)] | Literal["auto"] = Field(
+        "auto", description='with release = "vote": rows per voting group (e.g. 100) or "auto" (a public function '
+        'of each party\'s n and epsilon)')
     rule: Literal["gp", "krr"] = Field("gp", description='with release = "vote": each group\'s ANM, "gp" or "krr"')
 
     @field_validator("pairs")

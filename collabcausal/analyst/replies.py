@@ -368,22 +368,25 @@ def _refused(party: str, problem: str, operation: str = "dc_representation") -> 
 
 def check_vote(party: str, reply: Message, request: Mapping[str, Any], *, n_subjects: int) -> None:
     """Refuse a ``dp_discover_vote`` reply unlike the ``request``: its epsilon, its Laplace scale ``1/epsilon``, its
-    number of groups ``floor(n / group_size)`` (n public) and a finite vote count.
+    number of groups ``floor(n / group_size)`` (n public; ``group_size`` the request's, or for ``"auto"`` the same
+    public function of n and epsilon the party applies) and a finite vote count.
 
     Raises
     ------
     StudyFailedError
         Naming the party and the field.
     """
+    from collabcausal.estimators.discovery.subsample_vote import resolve_group_size
     from collabcausal.estimators.dp.mechanisms import laplace_scale
 
     p = reply.params
     votes = p.get("votes")
     if isinstance(votes, bool) or not isinstance(votes, (int, float)) or not np.isfinite(votes):
         raise _refused(party, f"votes is {votes!r}, not a finite number", "dp_discover_vote")
-    if p.get("n_groups") != n_subjects // request["group_size"]:
+    group_size = resolve_group_size(request["group_size"], n_subjects, request["epsilon"])
+    if p.get("n_groups") != n_subjects // group_size:
         raise _refused(party, f"n_groups {p.get('n_groups')!r} is not its {n_subjects} subjects in groups of "
-                       f"{request['group_size']}", "dp_discover_vote")
+                       f"{group_size}", "dp_discover_vote")
     expected = laplace_scale(1.0, request["epsilon"])
     scale = p.get("noise_scale")
     if p.get("epsilon") != request["epsilon"] or not (isinstance(scale, (int, float)) and np.isclose(

@@ -78,7 +78,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "feature_bound": (("cate",), 0.2),
     "pairs": (("discovery",), None),
     "release": (("discovery",), "scores"),
-    "group_size": (("discovery",), 100),
+    "group_size": (("discovery",), "auto"),
     "rule": (("discovery",), "gp"),
     "trim": (("dp_effects",), 0.1),
     "nuisance": (("dp_effects",), "pooled"),
@@ -120,7 +120,8 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
     add("--release", choices=("scores", "vote"), help="discovery: the ANM's DP scores (default) or subsample-and-"
         "aggregate votes, every row protected without public bounds (docs/causal-discovery.md)")
-    add("--group-size", type=int, help="discovery --release vote: rows per voting group (default 100)")
+    add("--group-size", type=group_size_argument, help="discovery --release vote: rows per voting group, or auto "
+        "(default: a public function of n and epsilon, docs/causal-discovery.md)")
     add("--rule", choices=("gp", "krr"), help="discovery --release vote: each group's ANM (default gp)")
     add("--trim", type=float, help="dp_effects: propensities trimmed to [t, 1 - t] (default 0.1)")
     add("--nuisance", choices=("pooled", "site"),
@@ -388,3 +389,12 @@ def _names(text: str | None) -> list[str]:
     if not names:
         raise InputError(f"{text!r} names no column", "list covariates separated by commas, e.g. age,re74")
     return names
+
+
+def group_size_argument(text: str) -> int | str:
+    """``--group-size``: ``auto`` or a whole number of rows (``int`` raises ``ValueError``, which argparse reports).
+
+    Here, not beside :func:`~collabcausal.estimators.discovery.subsample_vote.resolve_group_size`, so that
+    ``--help`` imports no numerics (tests/test_cli.py).
+    """
+    return text if text == "auto" else int(text)

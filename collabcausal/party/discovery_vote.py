@@ -6,7 +6,9 @@ permutation, lets each group of ``group_size`` rows vote with the non-private AN
 releases the count of votes for ``x -> y`` with ``Lap(1/epsilon)`` (OpenDP's sampler). Unlike
 ``dp_discover`` no public bounds are needed: a group's scaling and tuning stay inside its one vote.
 
-Request ``params``: ``columns`` [x, y], ``epsilon``, optionally ``group_size`` (100), ``rule``
+Request ``params``: ``columns`` [x, y], ``epsilon``, optionally ``group_size`` (rows per group, or
+``"auto"``, the default: the public function
+:func:`~collabcausal.estimators.discovery.subsample_vote.auto_group_size` of n and epsilon), ``rule``
 ("krr": KRR with leave-one-out width and regularisation and median-heuristic HSIC widths; "gp": the
 reference ANM-HSIC, the default), ``study``. Reply ``params``: the fields of
 :class:`~collabcausal.estimators.discovery.subsample_vote.VoteRelease`.
@@ -18,7 +20,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from collabcausal.errors import InputError, PolicyError
-from collabcausal.estimators.discovery.subsample_vote import GROUP_SIZE, group_votes, n_groups, release_votes
+from collabcausal.estimators.discovery.subsample_vote import AUTO, group_votes, release_votes, resolve_group_size
 from collabcausal.estimators.validation import check_vector
 from collabcausal.messages import Message
 from collabcausal.party.dp_queries import request_number
@@ -44,9 +46,6 @@ def dp_discover_vote(party: Party, request: Message) -> Message:
     epsilon = request_number(params.get("epsilon"), "epsilon", OPERATION)
     if not 0.0 < epsilon < float("inf"):
         raise InputError(f"epsilon of {OPERATION} must be finite and > 0, got {epsilon!r}", "send e.g. epsilon=1")
-    group_size = params.get("group_size", GROUP_SIZE)
-    if isinstance(group_size, bool) or not isinstance(group_size, int):
-        raise InputError(f"group_size of {OPERATION} must be an integer, got {group_size!r}", "send e.g. 100")
     rule = params.get("rule", "gp")
     if rule not in RULES:
         raise InputError(f"rule of {OPERATION} must be one of {list(RULES)}, got {rule!r}", "send rule='gp'")
@@ -55,7 +54,7 @@ def dp_discover_vote(party: Party, request: Message) -> Message:
     x_name, y_name = (str(c) for c in columns)
     x = check_vector(party.table.column(x_name), "x")
     y = check_vector(party.table.column(y_name), "y", n=x.size)
-    n_groups(x.size, group_size)  # public: n and the request
+    group_size = resolve_group_size(params.get("group_size", AUTO), x.size, epsilon)  # public: n and the request
     party.ledger.charge(OPERATION, epsilon, 0.0, study=str(params.get("study", "")),
                         details={"columns": [x_name, y_name], "rule": rule, "group_size": group_size})
     votes = group_votes(x, y, group_size=group_size, model=RULES[rule])

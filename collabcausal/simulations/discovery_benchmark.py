@@ -37,7 +37,7 @@ import pandas as pd
 from scipy.stats import binomtest
 
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
-from collabcausal.estimators.discovery.subsample_vote import GROUP_SIZE, group_votes, vote_accuracy
+from collabcausal.estimators.discovery.subsample_vote import AUTO, group_votes, resolve_group_size, vote_accuracy
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.anm_pairs import LabelledPair, evaluate_pairs, private_accuracy
 from collabcausal.simulations.discovery_peers import PEERS
@@ -270,30 +270,40 @@ FULL_PROTECTION_LOSS = 0.10
 
 
 def private_records(
-    pairs: Sequence[LabelledPair], *, epsilons: Sequence[float], rule: str = "loo", group_size: int = GROUP_SIZE,
-    seed: int = 0,
+    pairs: Sequence[LabelledPair], *, epsilons: Sequence[float], rule: str = "loo", group_size: int | str = AUTO,
+    split_seeds: Sequence[int] = (0,),
 ) -> pd.DataFrame:
     """Per pair: non-private, test-set-private and fully protected (vote) accuracy of one ``rule``.
 
-    ``nonprivate``: the ANM with ``rule`` on all rows (one seeded split), HSIC, right or wrong;
+    Every figure is averaged over ``split_seeds``: each seed draws the non-private model's train/test split
+    and, independently, the vote's permutation, so each column estimates the expected accuracy over splits
+    (or groups) and noise; a single split's right-or-wrong decision is a noisy reference (docs).
+
+    ``nonprivate``: the ANM with ``rule`` on all rows, HSIC, right or wrong;
     ``test_eps=E``: its released HSIC norm under test-set privacy (exact closed form, paper 002
     Theorem 2); ``vote_eps=E``: the subsample-and-aggregate release of
     :mod:`~collabcausal.estimators.discovery.subsample_vote` with the same rule in every group (exact
-    probability over the Laplace noise, :func:`vote_accuracy`), every row protected.
+    probability over the Laplace noise, :func:`vote_accuracy`), every row protected; ``n_groups_eps=E``
+    its number of groups (``group_size="auto"`` makes it a function of E).
     """
     rows = []
     for pair in pairs:
-        model = AdditiveNoiseModel(random_state=child_rng(seed, "split", pair.name), **TUNING_RULES[rule])
-        exact = model.fit(pair.x, pair.y).scores("hsic")
-        test = private_accuracy(model, exact, pair.direction, epsilons) if not model.data_tuned("test") else []
-        votes = group_votes(pair.x, pair.y, group_size=group_size, model=TUNING_RULES[rule],
-                            random_state=child_rng(seed, "vote", pair.name))
-        row = {"pair": pair.name, "m": model.m_test_, "n_groups": votes.size,
-               "nonprivate": float(exact.direction == pair.direction)}
-        row |= {f"test_eps={e:g}": float(a) for e, a in zip(epsilons, test, strict=False)}
-        row |= {f"vote_eps={e:g}": vote_accuracy(votes, pair.direction, e) for e in epsilons}
-        rows.append(row)
-    return pd.DataFrame(rows)
+        for seed in split_seeds:
+            model = AdditiveNoiseModel(random_state=child_rng(seed, "split", pair.name), **TUNING_RULES[rule])
+            exact = model.fit(pair.x, pair.y).scores("hsic")
+            test = private_accuracy(model, exact, pair.direction, epsilons) if not model.data_tuned("test") else []
+            row = {"pair": pair.name, "m": model.m_test_, "nonprivate": float(exact.direction == pair.direction)}
+            row |= {f"test_eps={e:g}": float(a) for e, a in zip(epsilons, test, strict=False)}
+            votes: dict[int, np.ndarray] = {}
+            for e in epsilons:
+                size = resolve_group_size(group_size, pair.x.size, e)
+                if size not in votes:
+                    votes[size] = group_votes(pair.x, pair.y, group_size=size, model=TUNING_RULES[rule],
+                                              random_state=child_rng(seed, "vote", pair.name))
+                row |= {f"n_groups_eps={e:g}": votes[size].size,
+                        f"vote_eps={e:g}": vote_accuracy(votes[size], pair.direction, e)}
+            rows.append(row)
+    return pd.DataFrame(rows).groupby("pair", sort=False).mean().reset_index()
 
 
 def private_targets(table: pd.DataFrame, epsilons: Sequence[float]) -> pd.DataFrame:

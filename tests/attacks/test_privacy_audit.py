@@ -10,6 +10,7 @@ fail by chance with probability below 1e-5 < 1e-4. The noise is OpenDP's (unseed
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from collabcausal.attacks.privacy_audit import (
     epsilon_lower_bound,
     party_cases,
 )
+from collabcausal.messages import Message
 
 CONFIDENCE = 1.0 - 1e-6
 CASES = {case.name: case for case in party_cases()}
@@ -77,3 +79,15 @@ def test_a_vote_release_with_a_hundredth_of_its_noise_is_caught(monkeypatch):
     monkeypatch.setattr(discovery_vote, "release_votes", lambda votes, epsilon: real(votes, 100.0 * epsilon))
     result = audit(CASES["dp_discover_vote"], SUBSTITUTION, 2000, confidence=CONFIDENCE)
     assert result.epsilon_lower > result.claimed_epsilon, result
+
+
+@pytest.mark.slow
+def test_the_vote_with_auto_groups_is_no_more_distinguishable_than_its_epsilon():
+    # group_size "auto" (a public function of n and eps): on the audit's 40 rows at eps 1 one group of 40,
+    # whose single vote (0, 1/2 or 1) the substituted row can move by up to 1. Fails by chance with
+    # probability at most 1e-6 (module docstring).
+    case = CASES["dp_discover_vote"]
+    request = Message(case.request.operation, {**case.request.params, "group_size": "auto"})
+    result = audit(replace(case, name="dp_discover_vote auto", request=request), SUBSTITUTION, 2000,
+                   confidence=CONFIDENCE)
+    assert result.epsilon_lower <= result.claimed_epsilon, result

@@ -33,6 +33,15 @@ def test_reply_is_the_noisy_vote_count_and_the_ledger_is_charged_once(tmp_path):
     assert charge.details == {"columns": ["dose", "response"], "rule": "krr", "group_size": 100}
 
 
+def test_auto_groups_follow_n_and_epsilon_and_the_charge_records_them(tmp_path):
+    # 300 rows: at eps 1 the rule asks for 8 groups, capped at 3 of 100; at eps 10 one group of all 300.
+    p = party(tmp_path, budget=20.0)
+    assert p.handle(Message("dp_discover_vote", {**PARAMS, "group_size": "auto"})).params["n_groups"] == 3
+    reply = p.handle(Message("dp_discover_vote", {**PARAMS, "epsilon": 10.0}))
+    assert reply.params["n_groups"] == 1 and reply.params["noise_scale"] == 0.1
+    assert [c.details["group_size"] for c in p.ledger.history()] == [100, 300]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -42,6 +51,8 @@ def test_reply_is_the_noisy_vote_count_and_the_ledger_is_charged_once(tmp_path):
         ({"columns": ["dose", "weight"]}, "no covariate column 'weight'"),
         ({"group_size": 10}, "below 20"),
         ({"group_size": 2.5}, "must be an integer"),
+        ({"group_size": "big"}, "must be an integer or 'auto'"),
+        ({"group_size": True}, "must be an integer or 'auto'"),
         ({"group_size": 400}, "make no group"),
         ({"rule": "median"}, "rule of dp_discover_vote"),
     ],

@@ -160,7 +160,12 @@ def test_quick_peer_run_prints_every_method_with_its_interval_and_time(tmp_path,
 def test_private_records_put_the_vote_release_beside_the_test_set_release():
     pairs = family_pairs("AN", 2, 400, seed=1)
     records = private_records(pairs, epsilons=(1.0, 10.0), rule="fixed", group_size=100)
-    assert list(records["n_groups"]) == [4, 4] and list(records["m"]) == [200, 200]
+    assert list(records["n_groups_eps=1"]) == [4, 4] and list(records["m"]) == [200, 200]
+    # "auto": 8 groups asked at eps 1, capped at 400 // 100 = 4; one group of 400 at eps 10. Two split seeds:
+    # each pair's non-private figure is the share of its two splits that decide right.
+    auto = private_records(pairs, epsilons=(1.0, 10.0), rule="fixed", split_seeds=(0, 1))
+    assert list(auto["n_groups_eps=1"]) == [4, 4] and list(auto["n_groups_eps=10"]) == [1, 1]
+    assert list(auto["pair"]) == [p.name for p in pairs] and auto["nonprivate"].isin([0.0, 0.5, 1.0]).all()
     for column in ("test_eps=1", "test_eps=10", "vote_eps=1", "vote_eps=10"):
         assert records[column].between(0.0, 1.0).all()
     targets = private_targets(records.assign(family="AN").groupby("family", as_index=False).mean(numeric_only=True),

@@ -8,9 +8,13 @@ import pytest
 from collabcausal.errors import InputError
 from collabcausal.estimators.discovery.subsample_vote import (
     ABSTAIN,
+    GROUP_SIZE,
+    UNANIMOUS_FLIP,
+    auto_group_size,
     group_votes,
     n_groups,
     release_votes,
+    resolve_group_size,
     vote_accuracy,
     vote_probability,
 )
@@ -72,3 +76,44 @@ def test_the_release_states_its_noise_and_the_probability_of_its_side():
 def test_the_opendp_sampler_is_the_default_noise():
     release = release_votes(np.ones(10), 2.0)
     assert np.isfinite(release.votes) and release.noise_scale == 0.5
+
+
+@pytest.mark.parametrize(
+    ("n", "epsilon", "size"),
+    [(1000, 1.0, 125), (1000, 5.0, 500), (1000, 10.0, 1000), (2000, 1.0, 250), (2000, 0.5, 125), (1000, 0.1, 100),
+     (50, 1.0, 50)],
+)
+def test_auto_groups_are_the_fewest_a_unanimous_vote_survives(n, epsilon, size):
+    assert auto_group_size(n, epsilon) == size == resolve_group_size("auto", n, epsilon)
+    k = n // size
+
+    def flip(groups):  # P(Lap(1/eps) reverses a unanimous count of `groups`)
+        return 0.5 * math.exp(-epsilon * groups / 2)
+
+    # k groups meet the bound, k - 1 do not, unless the cap of GROUP_SIZE rows per group binds.
+    assert flip(k) <= UNANIMOUS_FLIP or k == max(1, n // GROUP_SIZE)
+    assert k == 1 or flip(k - 1) > UNANIMOUS_FLIP
+
+
+def test_group_sizes_other_than_a_whole_number_or_auto_are_refused():
+    assert resolve_group_size(100, 1000, 1.0) == 100
+    for bad in ("big", True, 100.0, None):
+        with pytest.raises(InputError, match="must be an integer or 'auto'"):
+            resolve_group_size(bad, 1000, 1.0)
+    with pytest.raises(InputError, match="below 20"):
+        resolve_group_size("auto", 15, 1.0)
+    with pytest.raises(InputError, match="epsilon"):
+        auto_group_size(1000, 0.0)
+
+
+def test_an_empty_model_means_the_fixed_defaults_not_the_default_vote_model(monkeypatch):
+    # {} is the benchmark's "fixed" rule; it used to be read as "no model given" and ran the GP rule instead.
+    from collabcausal.estimators.discovery import subsample_vote
+
+    seen = []
+    real = subsample_vote.AdditiveNoiseModel
+    monkeypatch.setattr(subsample_vote, "AdditiveNoiseModel", lambda **kw: seen.append(kw) or real(**kw))
+    pair = family_pairs("AN", 1, 40, seed=1)[0]
+    group_votes(pair.x, pair.y, group_size=20, model={}, random_state=0)
+    group_votes(pair.x, pair.y, group_size=20, random_state=0)
+    assert [sorted(kw) for kw in seen] == [["random_state"]] * 2 + [["hsic_widths", "random_state", "regression"]] * 2
