@@ -102,7 +102,7 @@ def test_the_release_with_noise_replicates_stays_within_its_claim(epsilon, ledge
     assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
 
 
-@pytest.mark.parametrize(("op", "n_releases"), [(STATISTICS, 1200), (SCORES, 1000)])
+@pytest.mark.parametrize(("op", "n_releases"), [pytest.param(STATISTICS, 1200, marks=pytest.mark.slow), (SCORES, 1000)])
 def test_a_halved_sensitivity_is_caught(op, n_releases, ledger_dir, monkeypatch):
     name = "statistics_sensitivity" if op == STATISTICS else "release_sensitivity"
     correct = getattr(dp_effects, name)
