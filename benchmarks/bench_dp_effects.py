@@ -30,8 +30,9 @@ Targets (full mode; exit 1 when missed): binary outcome, eps 1, ATE: RMSE <= 1.2
 AIPW's and coverage in [0.93, 0.97] over >= 200 replications, on the secure path (the recommended one).
 ``--quick`` checks sanity only (every ``dp_effects`` row estimated, finite; the continuous table runs
 only the target's rows); ``--target-only`` runs just the target's rows (about 10 minutes for the default
-1000 replications). 1000, not the issue's minimum of 200: the RMSE ratio moves by 2-3% and the coverage by 0.01-0.02 between
-disjoint sets of 500 seeds (the oracle AIPW's coverage too), as much as the targets' margins.
+1000 replications). 1000, not the issue's minimum of 200: the RMSE ratio moves by 2-3% and the coverage
+by 0.01-0.02 between disjoint sets of 500 seeds (the oracle AIPW's coverage too), as much as the targets'
+margins.
 """
 
 from __future__ import annotations
