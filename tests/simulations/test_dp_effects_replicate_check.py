@@ -28,3 +28,13 @@ def test_a_clip_wider_than_every_difference_changes_nothing(monkeypatch):
     result = _check(clip=1.0, monkeypatch=monkeypatch)  # c = the score's whole range: no difference reaches it
     assert result.clip_share == 0.0
     assert result.replicate_ms == result.replicate_ms_unclipped
+    assert result.antithetic == result.antithetic_unclipped
+
+
+def test_the_antithetic_term_keeps_each_pairs_half_difference_and_drops_the_even_part():
+    """Moves ``(s + d_k, s - d_k)`` (a pair shares the even part ``s``): the term is ``mean d_k^2``, whatever ``s``."""
+    half = np.array([0.5, -2.0, 1.0])
+    even = np.array([3.0, 7.0, -4.0])
+    moves = np.ravel(np.column_stack([even + half, even - half]))
+    assert check.antithetic_term(moves) == np.mean(half**2)
+    assert np.mean(moves**2) == np.mean(half**2) + np.mean(even**2)  # what a plain mean square would add
