@@ -18,6 +18,7 @@ import argparse
 import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -51,6 +52,23 @@ BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a C program killed by a closed pip
 GRPC_VERBOSITY = "NONE"
 
 
+NEGATIVE_LIST = re.compile(r"-\d[^,]*(,[^,]+)+")
+"""A comma-separated list whose first item is a negative number: ``-2,8``, ``-1e3,5``."""
+
+
+def joined_negative_lists(words: list[str]) -> list[str]:
+    """``--option -2,8`` as ``--option=-2,8`` (:class:`Parser`); every other word as it is, and none after ``--``."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if word == "--":
+            return out + words[i:]
+        if out and out[-1].startswith("--") and "=" not in out[-1] and NEGATIVE_LIST.fullmatch(word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser, naming a misspelt long option in one line ("did you mean --settings?").
 
@@ -60,13 +78,17 @@ class Parser(argparse.ArgumentParser):
     its first subcommand word, whose own parser checks the rest (``add_subparsers`` makes the
     subcommand parsers of this class too). A unique prefix of an option is accepted, as argparse
     accepts it; words after ``--`` are values.
+
+    A value list that starts with a negative number (``--outcome-range -2,8``, study.toml's ``[-2, 8]``)
+    is the option's value: argparse would read ``-2,8`` as an unknown option, since only a plain number
+    like ``-2`` passes as a value.
     """
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         """Refuse an unknown long option (exit 2, one line), then parse as argparse does."""
-        words = list(sys.argv[1:] if args is None else args)
+        words = joined_negative_lists(list(sys.argv[1:] if args is None else args))
         self._refuse_unknown_option(words)
         return super().parse_known_args(words, namespace)
 

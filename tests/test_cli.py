@@ -140,5 +140,8 @@ def test_abbreviations_negative_numbers_and_words_after_double_dash_still_parse(
 
     args = build_parser("simulate").parse_args(["simulate", "cate", "--outcome-range", "-8", "8", "--boot", "3"])
     assert (args.outcome_range, args.bootstrap) == ([-8.0, 8.0], 3)
+    for words in (["--outcome-range", "-2,8"], ["--outcome-range=-2,8"], ["--outcome-range", "-2", "8"]):
+        args = build_parser("simulate").parse_args(["simulate", "dp_effects", *words, "--trim", "0.1"])
+        assert (args.outcome_range, args.trim) == ([-2.0, 8.0], 0.1)  # study.toml's [-2, 8], a negative first
     args = build_parser("simulate").parse_args(["simulate", "--columns=age;re74", "--settings", "W"])
     assert args.columns == "age;re74"

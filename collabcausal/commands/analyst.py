@@ -177,6 +177,7 @@ def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -
     ``echo`` is the study configuration as given (study.toml, or what ``simulate <kind>`` built).
     """
     from collabcausal.reporting.document import study_document
+    from collabcausal.reporting.forest import effect_modification_rows
     from collabcausal.reporting.html import REPORT_HTML, write_html
 
     path = write_report(report, folder)
@@ -185,6 +186,8 @@ def publish_report(report: dict[str, Any], echo: dict[str, Any], folder: Path) -
         print(report["configuration"])
     for name, row in report["estimates"].items():
         print(f"{report['estimand'].upper()} {name}: {format_estimate(row)}")
+    for label, estimate, low, high, _ in effect_modification_rows(report.get("effect_modification")):
+        print(f"effect modification (DP), {label}: {estimate:.6g}, 95% CI [{low:.6g}, {high:.6g}]")
     for note in report.get("notes", []):
         log.info("%s", note)
     for warning in report["warnings"]:

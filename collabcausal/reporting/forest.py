@@ -28,16 +28,22 @@ def forest_plot(labels: Sequence[str], estimates: Sequence[float], low: Sequence
     return fig
 
 
-def effect_modification_section(section: Mapping[str, Any] | None,
-                                privacy: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
-    """HTML: the forest plot of the modifier coefficients and subgroup effects, the eps spent, the noise shares."""
+def effect_modification_rows(section: Mapping[str, Any] | None) -> list[tuple[str, float, float, float, float]]:
+    """(label, estimate, 95% low, high, DP noise share) of each projection coefficient and estimated subgroup effect
+    of report.json's ``effect_modification`` (docs/dp-cate-projection.md); none without the section."""
     if not section:
         return []
     rows = [(f"slope: {c['name']} (per half range)" if c["name"] != "intercept" else "projection at the midpoints",
              c["estimate"], c["ci_low"], c["ci_high"], c["noise_share"]) for c in section.get("coefficients", [])]
-    rows += [(s["subgroup"], s["estimate"], s["ci_low"], s["ci_high"], s["noise_share"])
-             for s in section.get("subgroups", []) if s.get("estimate") is not None]
-    if not rows:
+    return rows + [(s["subgroup"], s["estimate"], s["ci_low"], s["ci_high"], s["noise_share"])
+                   for s in section.get("subgroups", []) if s.get("estimate") is not None]
+
+
+def effect_modification_section(section: Mapping[str, Any] | None,
+                                privacy: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
+    """HTML: the forest plot of the modifier coefficients and subgroup effects, the eps spent, the noise shares."""
+    rows = effect_modification_rows(section)
+    if not rows or section is None:
         return []
     fig = forest_plot([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
                       title="Effect modification: projection coefficients and subgroup effects",

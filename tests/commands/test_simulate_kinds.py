@@ -370,3 +370,23 @@ def test_simulate_dp_effects_refuses_the_600_subject_cohort_at_eps_1_naming_what
     assert err.count("\n") == 0 and "too small a study for its budget" in err
     assert "raise [dp_effects] epsilon to" in err and "or give every party" in err
     assert not out.exists()
+
+
+def test_simulate_dp_effects_prints_the_effect_modification_beside_the_ate(tmp_path, capsys):
+    """The projection's coefficients and the subgroup effects reach the terminal, not only report.json; a negative
+    outcome range written LO,HI (study.toml's [-2, 8]) is the option's value."""
+    from pathlib import Path
+
+    cohort = Path(__file__).resolve().parents[2] / "examples" / "cohort" / "cohort.csv"
+    args = ["simulate", "dp_effects", "--data", str(cohort), "--covariates", "age,sex,bmi,sbp", "--treatment",
+            "statin", "--outcome", "event", "--rows", "2", "--epsilon", "16", "--outcome-range", "-2,8",
+            "--modifiers", "age", "--subgroups", "sex=0,0.5,1", "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("effect modification (DP), ")]
+    assert [line.split(":")[0] for line in lines] == [
+        "effect modification (DP), projection at the midpoints", "effect modification (DP), slope",
+        "effect modification (DP), sex in [0, 0.5)", "effect modification (DP), sex in [0.5, 1]"]
+    assert all("95% CI [" in line for line in lines)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["effect_modification"]["modifiers"] == ["age"]
