@@ -218,10 +218,10 @@ class AdditiveNoiseModel(BaseEstimator):
         y_scaler = self._scaler(self.y_bounds, y_arr[train], "y_bounds")
         x_s, y_s = x_scaler.transform(x_arr), y_scaler.transform(y_arr)
         self.x_test_, self.y_test_ = x_s[test], y_s[test]
-        self.residual_y_, self.log_scale_y_, f_params = self._residuals(x_s[train], y_s[train], self.x_test_,
-                                                                        self.y_test_)
-        self.residual_x_, self.log_scale_x_, g_params = self._residuals(y_s[train], x_s[train], self.y_test_,
-                                                                        self.x_test_)
+        # in-sample: the very arrays, so each regression predicts its rows once (:meth:`_regress`)
+        x_train, y_train = (self.x_test_, self.y_test_) if self.in_sample else (x_s[train], y_s[train])
+        self.residual_y_, self.log_scale_y_, f_params = self._residuals(x_train, y_train, self.x_test_, self.y_test_)
+        self.residual_x_, self.log_scale_x_, g_params = self._residuals(y_train, x_train, self.y_test_, self.x_test_)
         self.regression_params_ = (f_params, g_params)
         self.n_train_, self.m_test_ = int(train.size), int(m)
         self._exact: dict[str, DirectionScores] = {}
@@ -263,13 +263,18 @@ class AdditiveNoiseModel(BaseEstimator):
     def _regress(
         self, inputs: NDArray[np.float64], targets: NDArray[np.float64], test_in: NDArray[np.float64]
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[float, float]]:
-        """The regression of ``targets`` on ``inputs``: fitted values, predictions at ``test_in``, parameters."""
+        """The regression of ``targets`` on ``inputs``: fitted values, predictions at ``test_in``, parameters.
+
+        ``test_in is inputs`` (in-sample) reuses the fitted values as the predictions.
+        """
         if self.regression == "gp":
             model = fit_gp(inputs, targets)
-            return model.predict(inputs[:, None]), model.predict(test_in[:, None]), fitted_params(model)
+            fitted = model.predict(inputs[:, None])
+            predicted = fitted if test_in is inputs else model.predict(test_in[:, None])
+            return fitted, predicted, fitted_params(model)
         width, lam = self._regression_params(inputs, targets)
         krr = GaussianKRR(lam, width).fit(inputs, targets)
-        return krr.predict(inputs), krr.predict(test_in), (width, lam)
+        return krr.fitted_, krr.fitted_ if test_in is inputs else krr.predict(test_in), (width, lam)
 
     def _regression_params(self, inputs: NDArray[np.float64], targets: NDArray[np.float64]) -> tuple[float, float]:
         """``(kernel_width, regularization)``: the fixed values, or the leave-one-out choice for ``"loo"`` ones."""

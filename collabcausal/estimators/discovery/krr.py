@@ -51,6 +51,9 @@ class GaussianKRR(BaseEstimator):
     x_train_ : ndarray of shape (n,)
     dual_coef_ : ndarray of shape (n,)
         ``alpha`` with ``f(x) = sum_i alpha_i k(x, x_i)``.
+    fitted_ : ndarray of shape (n,)
+        ``f`` at the training inputs, ``K alpha = y - (n lam / 2) alpha`` by eq. 5's normal equations (no second
+        kernel product).
     """
 
     def __init__(self, regularization: float = 1e-3, width: float = 0.3) -> None:
@@ -72,6 +75,7 @@ class GaussianKRR(BaseEstimator):
         gram[np.diag_indices(n)] += 0.5 * n * self.regularization
         self.x_train_ = x_arr
         self.dual_coef_ = cho_solve(cho_factor(gram, lower=True), y_arr)
+        self.fitted_ = y_arr - 0.5 * n * self.regularization * self.dual_coef_
         return self
 
     def predict(self, x: ArrayLike) -> NDArray[np.float64]:

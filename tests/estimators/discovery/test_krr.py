@@ -18,6 +18,7 @@ def test_dual_coefficients_solve_the_first_order_condition_of_eq_5():
     # gradient of (lam/2)||w||^2 + (1/n) sum (f(x_i) - y_i)^2 with w = sum alpha_i phi(x_i), times K^-1
     assert np.allclose(lam * model.dual_coef_ + (2.0 / n) * (K @ model.dual_coef_ - y), 0.0, atol=1e-10)
     assert np.allclose(model.predict(x), K @ model.dual_coef_)
+    assert np.allclose(model.fitted_, model.predict(x), atol=1e-10)  # the normal equations' fitted values
 
 
 def test_krr_fits_a_smooth_function():
