@@ -310,16 +310,16 @@ def scores_sensitivity(parts: Sequence[Component], layout: ProjectionLayout | No
 
 def subject_projection_values(
     parts: Sequence[Component], phi: NDArray[np.float64], modifiers: NDArray[np.float64], bins: NDArray[np.int64],
-    centre: NDArray[np.float64] | None = None,
+    pilot: Sequence[float] | None = None,
 ) -> NDArray[np.float64]:
     """Per-subject values (n x J) of the non-replicate ``parts`` (module docstring), clipped to their ranges.
 
     ``modifiers`` holds ``z_1..z_p`` (n x p), ``bins`` each subject's bin per partition (n x G, -1: none);
-    ``centre``, each subject's ``m^T gamma`` (:class:`Projection`'s pilot), is subtracted from ``phi`` in the
-    ``blp_q``.
+    with a ``pilot`` ``gamma`` (:class:`Projection`'s), each subject's ``m^T gamma`` is subtracted from ``phi``
+    in the ``blp_q``.
     """
-    centred = phi if centre is None else phi - centre
     m = np.column_stack([np.ones_like(phi), modifiers])
+    centred = phi if pilot is None else phi - m @ np.asarray(pilot, dtype=float)
     columns = []
     for c in parts:
         kind, *index = c.name.split("_")
@@ -365,7 +365,6 @@ def party_projection_sums(
     bins = subject_bins(arr, projection, feature_map)
     base = [c for c in layout.parts if c.of is None]
     point = [c for c in base if c.point]
-    line = None if projection.pilot is None else np.column_stack([np.ones(D.shape[0]), Z]) @ np.array(projection.pilot)
     total = np.zeros(len(layout.parts))
     n_base = len(base)
     for k, model in enumerate(models):
@@ -375,7 +374,7 @@ def party_projection_sums(
             Dk = D[rows]
             phi = subject_scores(ate, t[rows], y[rows], m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map),
                                  m.outcome(Dk, 1, feature_map))[:, 0]
-            return subject_projection_values(base, phi, Z[rows], bins[rows], None if line is None else line[rows])
+            return subject_projection_values(base, phi, Z[rows], bins[rows], projection.pilot)
 
         at_model = values(model)
         total[:n_base] += at_model.sum(axis=0)

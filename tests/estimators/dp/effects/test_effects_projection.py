@@ -71,16 +71,14 @@ def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip, sh
     # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling), and with the
     # analyst's weights, modifier clips and Gram entries, and with a centre (m^T gamma of each corner subtracted)
     projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, clip, **shaping)
-    pilot = np.array(projection.pilot) if projection.pilot is not None else None
     layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
     parts = [c for c in layout.parts if c.of is None]
     scale = np.array([c.weight / c.width for c in parts])
     rows = []
     for phi, z0, z1, b0, b1 in itertools.product((-A, 0.0, A), (-1.0, 0.0, 1.0), (-1.0, 1.0), (-1, 0, 1),
                                                  (-1, 0, 2)):
-        centre = None if pilot is None else np.array([pilot @ (1.0, z0, z1)])
         rows.append(subject_projection_values(parts, np.array([phi]), np.array([[z0, z1]]), np.array([[b0, b1]]),
-                                              centre)[0])
+                                              projection.pilot)[0])
     scaled = np.array(rows) * scale
     worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(scaled, 2))
     bound = math.sqrt(projection_sensitivity_squared(layout))
