@@ -35,6 +35,11 @@ def assign_folds(n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
     return fold_labels(slice(0, n), n, n_folds, seed)
 
 
+def fold_size(n: int, n_folds: int, k: int) -> int:
+    """Rows of ``n`` in fold ``k``: :func:`fold_labels` keeps the sizes of ``arange(n) % n_folds``. Public (n)."""
+    return len(range(k, n, n_folds))
+
+
 def fold_labels(rows: slice, n: int, n_folds: int, seed: int) -> NDArray[np.int8]:
     """Fold labels of the rows ``rows`` of ``n``: the cyclic labels ``position % K`` shuffled within chunks.
 

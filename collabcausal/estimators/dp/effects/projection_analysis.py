@@ -37,6 +37,7 @@ from scipy.stats import norm
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.dp.effects.folds import fold_size
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.pooling import DPEffect, Ratio, estimate_effect
 from collabcausal.estimators.dp.effects.projection import Projection
@@ -103,7 +104,7 @@ def effect_projection(
     ``C = sum_k sum_{i in k} m_i g_k(d_i) = R sum_k L_k (beta_1^k - beta_0^k)`` with ``L_k`` the rows
     ``sum_i m_i d_i^T`` of fold ``k``'s Gram matrix (both arms): the modifiers' rows and, for the
     intercept, the sum of the site one-hot rows, whose site block is each site's public count in fold
-    ``k`` (folds by position, :func:`~.folds.fold_labels`). ``gram`` is ``M`` (:func:`modifier_gram`).
+    ``k`` (:func:`~.folds.fold_size`). ``gram`` is ``M`` (:func:`modifier_gram`).
     Post-processing of the statistics release: ``gamma`` is public once computed, the centre of the
     projection's sums (:class:`~.projection.Projection`'s pilot, docs/dp-cate-projection.md).
     """
@@ -115,11 +116,16 @@ def effect_projection(
         stats = ArmStatistics.unpack(row, d)
         G = stats.gram[0] + stats.gram[1]
         effect = feature_map.outcome_width * (models[k].outcome_coef[1] - models[k].outcome_coef[0])
-        counts = np.array([len(range(k, int(n), K)) for n in site_counts], dtype=float)
+        counts = np.array([fold_size(int(n), K, k) for n in site_counts], dtype=float)
         C[0] += counts @ effect[:S] + G[:S, S:].sum(axis=0) @ effect[S:]
         C[1:] += G[cols] @ effect
+    return gram_inverse(gram) @ C
+
+
+def gram_inverse(gram: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``M^{-1}`` of the modifiers' released Gram matrix, or one line saying it is singular."""
     try:
-        return np.linalg.solve(gram, C)
+        return np.linalg.inv(gram)
     except np.linalg.LinAlgError:
         raise InputError("the modifiers' released Gram matrix is singular", "declare modifiers that vary") from None
 
@@ -180,12 +186,9 @@ def best_linear_projection(
         for j in range(i, p + 1):
             Q[i, j] = Q[j, i] = sums[meat_name(i, j)]
             sd_Q[i, j] = sd_Q[j, i] = noise_sd[meat_name(i, j)]
-    try:
-        Minv = np.linalg.inv(gram)
-    except np.linalg.LinAlgError:
-        raise InputError("the modifiers' released Gram matrix is singular", "declare modifiers that vary") from None
-    beta = gamma + Minv @ S
-    moved = beta - gamma  # what the Gram's noise multiplies
+    Minv = gram_inverse(gram)
+    moved = Minv @ S  # beta - gamma: what the Gram's noise multiplies
+    beta = gamma + moved
     sampling = np.maximum(np.diag(Minv @ Q @ Minv), 0.0)
     noise = np.diag(Minv @ np.diag(sd_S**2) @ Minv)
     upper = [(i, j) for i in range(p + 1) for j in range(i, p + 1)]

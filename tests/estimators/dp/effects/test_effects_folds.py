@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.dp.effects.folds import FOLD_CHUNK, assign_folds, fold_labels
+from collabcausal.estimators.dp.effects.folds import FOLD_CHUNK, assign_folds, fold_labels, fold_size
 
 
 def test_any_block_of_rows_gets_the_labels_of_the_whole():
@@ -21,6 +21,7 @@ def test_fold_sizes_are_those_of_the_cyclic_labels_and_each_chunk_is_shuffled():
     n = 2 * FOLD_CHUNK + 11
     labels = assign_folds(n, 3, 5)
     np.testing.assert_array_equal(np.bincount(labels), np.bincount(np.arange(n) % 3))
+    assert [fold_size(n, 3, k) for k in range(3)] == np.bincount(labels).tolist()
     second = labels[FOLD_CHUNK : 2 * FOLD_CHUNK]
     assert not np.array_equal(second, np.arange(FOLD_CHUNK, 2 * FOLD_CHUNK) % 3)
     assert not np.array_equal(second, labels[:FOLD_CHUNK])  # chunks are shuffled independently
