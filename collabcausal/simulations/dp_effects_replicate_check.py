@@ -76,15 +76,15 @@ def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.G
                            model.outcome(D, 1, feature_map))[:, 0]
             for D, s, y in zip(designs, sites, outcomes, strict=True)])
 
-    def noisy(statistics: np.ndarray, sign: float = 1.0) -> np.ndarray:
-        return statistics + sign * rng.normal(0.0, stats_sd, statistics.shape)
+    def noise() -> np.ndarray:
+        return rng.normal(0.0, stats_sd, total.shape)
 
-    conditional = np.var([scores(noisy(total)).mean() for _ in range(draws)], ddof=1)
-    study = noisy(total)
+    conditional = np.var([scores(total + noise()).mean() for _ in range(draws)], ddof=1)
+    study = total + noise()
     at_study = scores(study)
-    differences = np.array([scores(noisy(study)) - at_study for _ in range(spec.nuisance_replicates)])
+    differences = np.array([scores(study + noise()) - at_study for _ in range(spec.nuisance_replicates)])
     clipped = np.clip(differences, -clip, clip).mean(axis=1)
-    etas = [noisy(np.zeros_like(study)) for _ in range(spec.nuisance_replicates // 2)]
+    etas = [noise() for _ in range(spec.nuisance_replicates // 2)]
     paired = np.array([scores(study + sign * eta) - at_study for eta in etas for sign in (1.0, -1.0)])
     return ReplicateCheck(float(conditional), float(np.mean(clipped**2)),
                           float(np.mean(differences.mean(axis=1) ** 2)),
