@@ -58,7 +58,7 @@ from collabcausal.errors import CollabCausalError
 from collabcausal.simulations.cohort_design import COHORT_DESIGN, cohort_sites, cohort_true_ate
 from collabcausal.simulations.dp_effects_benchmark import Z95, Design, Estimate, federated_aipw, run_private, study_spec
 from collabcausal.simulations.dp_effects_decomposition import NoiseSources, decomposed_estimate
-from collabcausal.simulations.dp_effects_replicate_check import replicate_check
+from collabcausal.simulations.dp_effects_replicate_check import CLIP_MULTIPLES, replicate_check
 from collabcausal.simulations.multisite import OUTCOME_RANGE, Site, covariate_bounds, simulate_sites, true_effects
 
 SIZES = (600, 2000, 10_000)
@@ -179,11 +179,24 @@ def check_replicates(reps: int, seed: int, epsilon: float, design: str) -> None:
     print(f"\n### the nuisance-noise term ({design} design): means over {reps} data sets per n\n")
     print("| n | conditional variance | replicate mean square, clipped (the study's) | unclipped | antithetic pairs, "
           "clipped | unclipped | clipped share | mean move |\n|---|---|---|---|---|---|---|---|")
+    redesigns = []
     for n in SIZES[1:]:
         checks = [replicate_check(draw_sites(n, np.random.default_rng(seed + r)), spec, rng) for r in range(reps)]
-        v, *terms, share, move = np.mean([list(vars(k).values()) for k in checks], axis=0)
+        v = np.mean([k.conditional_var for k in checks])
+        terms = np.mean([[k.replicate_ms, k.replicate_ms_unclipped, k.antithetic, k.antithetic_unclipped]
+                         for k in checks], axis=0)
         print(f"| {n} | {v:.2e} | " + " | ".join(f"{t:.2e} ({t / v:.2f}x)" for t in terms)
-              + f" | {share:.3f} | {move:+.4f} |", flush=True)
+              + f" | {np.mean([k.clip_share for k in checks]):.3f} | {np.mean([k.mean_move for k in checks]):+.4f} |",
+              flush=True)
+        ratios = np.array([[*k.noisy_terms, k.first_order, k.first_order_noisy] for k in checks]) / v
+        redesigns.append(f"| {n} | " + " | ".join(f"{m:.2f}x (sd {s:.2f})" for m, s in
+                                                 zip(ratios.mean(axis=0), ratios.std(axis=0), strict=True)) + " |")
+    print("\nThe same term with the replicate sums' own DP noise, over the conditional variance (mean, sd over data "
+          "sets), at multiples of the release's clip; and the first-order term from exact gradients, then from "
+          "gradient sums released at the replicates' budget share:\n")
+    print("| n | " + " | ".join(f"clip x{k:g}, noisy" for k in CLIP_MULTIPLES)
+          + " | first order, exact | first order, noisy gradient sums |\n" + "|---" * (len(CLIP_MULTIPLES) + 3) + "|")
+    print("\n".join(redesigns))
 
 
 def _pm_gap(gap: np.ndarray) -> str:
