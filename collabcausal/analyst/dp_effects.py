@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from collabcausal.analyst.dp_effects_feasibility import check_study_size
+from collabcausal.analyst.dp_effects_feasibility import check_study_size, interval_caveat
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec, Round
 from collabcausal.analyst.dp_projection import allocate_projection, plan_projection, projection_report
 from collabcausal.analyst.grid import Grid
@@ -147,6 +147,8 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         sensitivity, rho_s, length=len(every), value_bound=largest, timeout=timeout,
         study=study)
     report = _report(spec, every, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
+    caveat = interval_caveat(spec, n_subjects)
+    report["warnings"] += [caveat] if caveat else []
     if plan is not None:
         report["effect_modification"] = projection_report(spec, plan, every, scores, stats, feature_map,
                                            sum(n_subjects[p] for p in scores.parties))

@@ -14,8 +14,10 @@ import pytest
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec, dp_effects_results
 from collabcausal.analyst.dp_effects_feasibility import (
+    CAVEAT_RIDGE_SHARE,
     MAX_RIDGE_SHARE,
     check_study_size,
+    interval_caveat,
     ridge_share,
     statistics_noise_sd,
 )
@@ -103,5 +105,28 @@ def test_the_report_and_its_page_say_the_dp_noise_is_not_seeded(tmp_path):
     parties = _parties(tmp_path, cohort_sites(1600, np.random.default_rng(2)), spec)
     report = dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
     assert any("seed 0 seeds only" in w and "the DP noise is not seeded" in w for w in report["notes"])
+    assert not any("may be short" in w for w in report["warnings"])  # eps 20: the ridge share is below 0.1
     page = render_html(study_document(report | {"study": "s", "seed": 0, "kind": "dp_effects"}, {}, seed=0))
     assert "seed 0 (the DP noise is not seeded: every run differs)" in page
+
+
+def test_between_the_caveat_and_the_refusal_the_caveat_names_an_epsilon_and_a_size_that_bring_the_share_to_0_1():
+    spec, n_subjects = _spec(1.0), {f"p{i}": 500 for i in range(4)}  # cohort, 2,000 subjects: share 0.25
+    assert CAVEAT_RIDGE_SHARE < ridge_share(spec, n_subjects) <= MAX_RIDGE_SHARE
+    check_study_size(spec, n_subjects)  # accepted ...
+    caveat = interval_caveat(spec, n_subjects)  # ... with a warning
+    assert caveat is not None and caveat.startswith("the interval may be short: the nuisance ridge is 0.2")
+    epsilon = float(caveat.split("epsilon to ")[1].split(" ")[0])
+    per_party = int(caveat.split("every party ")[1].split(" ")[0])
+    assert ridge_share(replace(spec, epsilon=epsilon), n_subjects) <= CAVEAT_RIDGE_SHARE
+    assert ridge_share(replace(spec, epsilon=epsilon * 0.99), n_subjects) > CAVEAT_RIDGE_SHARE
+    assert interval_caveat(spec, {p: per_party for p in n_subjects}) is None
+    assert ridge_share(spec, {p: math.floor(per_party * 0.99) for p in n_subjects}) > CAVEAT_RIDGE_SHARE
+
+
+def test_the_report_warns_that_the_interval_may_be_short_above_the_caveat_share(tmp_path):
+    spec = _spec(1.0)
+    parties = _parties(tmp_path, cohort_sites(2000, np.random.default_rng(3)), spec)
+    report = dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
+    assert [w for w in report["warnings"] if "may be short" in w] == [
+        interval_caveat(spec, report["dp_effects"]["n_subjects"])]
