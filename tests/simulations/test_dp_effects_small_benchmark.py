@@ -42,3 +42,11 @@ def test_targets_flag_a_study_not_refused_a_bias_a_short_and_a_wide_interval():
     wide_missed = bench.targets({600: _row(bench, [], [], [], refused=400), 2000: wide, 10_000: wide})
     assert any(m.startswith("n = 2000: coverage of the truth 1.000 outside") for m in wide_missed)
     assert any(m.startswith("n = 10000: coverage of the non-private AIPW 1.000 outside") for m in wide_missed)
+
+
+def test_the_replicate_check_prints_both_tables(capsys):
+    _bench().check_replicates(1, 0, 1.0, "cohort")
+    out = capsys.readouterr().out
+    assert "| 2000 | " in out and "| 10000 | " in out
+    assert "| n | clip x1, noisy | clip x2, noisy | clip x4, noisy | clip x8, noisy | first order, exact |" in out
+    assert out.count("x (sd ") == 2 * 6  # six ratios per n: four clips, the exact and the noisy first-order term
