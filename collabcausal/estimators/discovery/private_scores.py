@@ -131,7 +131,7 @@ def check_form(form: str, score: str, protect: str) -> str:
         raise InputError(f"release form {form!r} is not one of {list(FORMS)}", "use 'scores' or 'margin'")
     if form == "margin" and not (score in LAPLACE_SCORES and (protect != "train" or score == "hsic")):
         raise InputError(f"the {score} release protecting {protect!r} has no margin-only form (it is not Laplace "
-                         "noise on two scores)", "use form='scores', or score='hsic'")
+                         "noise on two scores)", "ask for the scores form, or the hsic score")
     return form
 
 
