@@ -33,7 +33,8 @@ would otherwise enter the sum of every party's answers; with the party's describ
 must lie within 40 noise scales of what n subjects can give (a count of 1e12 would make its
 cell's uplift the ATE).
 
-A ``dp_discover`` reply (paper 002) needs finite scores within 40 noise scales of the HSIC range,
+A ``dp_discover`` reply (paper 002) needs finite scores within 40 noise scales of the HSIC range (or,
+with ``release = "margin"``, that form and a finite margin within 40 noise scales of the margins' range),
 the epsilon asked for, the noise scale the request and the party's public n imply, the direction
 its scores give, an agreement in [0, 1], and ``m_test`` + ``n_train`` equal to the party's
 described subject count with ``m_test`` = round(test_size n): the analyst weighs each party's
