@@ -129,9 +129,10 @@ class DiscoverySection(Section):
         min_length=1, description='covariate pairs [x, y], e.g. [["age", "re74"]]'
     )
     test_size: float = Field(0.5, gt=0, lt=1, description="the share of rows scored, in (0, 1), e.g. 0.5")
-    release: Literal["scores", "vote"] = Field(
-        "scores", description='"scores" (the ANM\'s DP scores, public bounds) or "vote" (subsample-and-aggregate: '
-        'every row protected, no bounds; docs/causal-discovery.md)')
+    release: Literal["margin", "scores", "vote"] = Field(
+        "margin", description='"margin" (the margin of the ANM\'s DP scores alone, public bounds; the default: less '
+        'noise than "scores", both scores, at the same budget) or "vote" (subsample-and-aggregate: every row '
+        'protected, no bounds; docs/causal-discovery.md)')
     group_size: Annotated[int, Field(ge=20)] | Literal["auto"] = Field(
         "auto", description='with release = "vote": rows per voting group (e.g. 100) or "auto" (a public function '
         'of each party\'s n and epsilon)')

@@ -33,7 +33,8 @@ would otherwise enter the sum of every party's answers; with the party's describ
 must lie within 40 noise scales of what n subjects can give (a count of 1e12 would make its
 cell's uplift the ATE).
 
-A ``dp_discover`` reply (paper 002) needs finite scores within 40 noise scales of the HSIC range,
+A ``dp_discover`` reply (paper 002) needs finite scores within 40 noise scales of the HSIC range (or,
+with ``release = "margin"``, that form and a finite margin within 40 noise scales of the margins' range),
 the epsilon asked for, the noise scale the request and the party's public n imply, the direction
 its scores give, an agreement in [0, 1], and ``m_test`` + ``n_train`` equal to the party's
 described subject count with ``m_test`` = round(test_size n): the analyst weighs each party's
@@ -317,7 +318,7 @@ def check_histogram(
 
 
 def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n_subjects: int) -> None:
-    """Refuse a ``dp_discover`` reply unlike the ``request`` params (scores, noise scale, epsilon, split sizes).
+    """Refuse a ``dp_discover`` reply unlike the ``request`` (scores or margin, noise scale, epsilon, split sizes).
 
     The noise scale must be the one the request and the party's public n imply (paper 002, section
     4.2 and Theorem 7, :func:`~collabcausal.estimators.discovery.private_scores.split_sensitivity`):
@@ -334,10 +335,14 @@ def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n
     from collabcausal.estimators.dp.mechanisms import laplace_scale
 
     p = reply.params
-    for name in ("score_xy", "score_yx", "noise_scale", "agreement"):
+    form = request.get("release", "scores")
+    released = ("margin",) if form == "margin" else ("score_xy", "score_yx")
+    for name in (*released, "noise_scale", "agreement"):
         value = p.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
             raise _refused(party, f"{name} is {value!r}, not a finite number", "dp_discover")
+    if p.get("form", "scores") != form:
+        raise _refused(party, f"it released {p.get('form')!r}, not the {form!r} asked for", "dp_discover")
     m, n = p.get("m_test"), p.get("n_train")
     if m != round(request["test_size"] * n_subjects) or not isinstance(n, int) or m + n != n_subjects:
         raise _refused(party, f"split sizes m_test = {m!r}, n_train = {n!r} do not fit its {n_subjects} subjects",
@@ -348,15 +353,18 @@ def check_discovery(party: str, reply: Message, request: Mapping[str, Any], *, n
     if p.get("epsilon") != request["epsilon"] or not np.isclose(p["noise_scale"], expected, rtol=1e-9, atol=0.0):
         raise _refused(party, f"noise scale {p['noise_scale']!r} or epsilon {p.get('epsilon')!r} is not what was "
                        f"asked ({expected!r}, {request['epsilon']!r})", "dp_discover")
-    # An HSIC score with kernels in [0, 1] lies in [0, m^2 / (m - 1)^2] (tr(HKH L) <= m tr(HKH) <= m^2);
-    # Laplace noise leaves it by more than TAIL_SCALES scales with probability exp(-TAIL_SCALES) per score.
-    top = m**2 / (m - 1) ** 2 + TAIL_SCALES * expected
-    if not all(-TAIL_SCALES * expected <= p[s] <= top for s in ("score_xy", "score_yx")):
-        raise _refused(party, f"scores {p['score_xy']!r}, {p['score_yx']!r} lie beyond {TAIL_SCALES} noise scales "
-                       f"of [0, {m**2 / (m - 1) ** 2:.4g}]", "dp_discover")
-    if p.get("direction") != decide(p["score_xy"], p["score_yx"]) or not 0.0 <= p["agreement"] <= 1.0:
+    # An HSIC score with kernels in [0, 1] lies in [0, m^2 / (m - 1)^2] (tr(HKH L) <= m tr(HKH) <= m^2), so a
+    # margin in [-top, top]; Laplace noise leaves either by more than TAIL_SCALES scales with probability
+    # exp(-TAIL_SCALES) per released value.
+    top = m**2 / (m - 1) ** 2
+    low = -top if form == "margin" else 0.0
+    if not all(low - TAIL_SCALES * expected <= p[s] <= top + TAIL_SCALES * expected for s in released):
+        raise _refused(party, f"{', '.join(f'{s} {p[s]!r}' for s in released)} lie beyond {TAIL_SCALES} noise "
+                       f"scales of [{low:.4g}, {top:.4g}]", "dp_discover")
+    favoured = decide(0.0, p["margin"]) if form == "margin" else decide(p["score_xy"], p["score_yx"])
+    if p.get("direction") != favoured or not 0.0 <= p["agreement"] <= 1.0:
         raise _refused(party, f"direction {p.get('direction')!r} or agreement {p['agreement']!r} does not follow from "
-                       "its scores", "dp_discover")
+                       f"its {form}", "dp_discover")
 
 
 def _refused(party: str, problem: str, operation: str = "dc_representation") -> StudyFailedError:

@@ -248,6 +248,11 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
     # dp_discover_vote (two groups of 20): x is 0 but on one row, so a group abstains unless an x = 1 row
     # is in its training half (its training x is constant otherwise); the substituted row adds another.
     votes = pd.DataFrame({"x": np.r_[np.zeros(39), 1.0], "z": np.linspace(-1.0, 1.0, 40)})
+    # dp_discover release = "margin": 39 rows at (or, one of them, next to) one corner, so a test split without row 0
+    # scores about 0 both ways; in the test split row 0 at (3, 1.5) is far in x and in x -> z's residual only (HSIC
+    # norm about 2 (m-1)/m^2 that way), at (-3, -1.5) far in z and in z -> x's residual only: the margin moves by
+    # about 4 (m-1)/m^2 (docs/causal-discovery.md). The one row next to the corner keeps both columns non-constant.
+    corner = pd.DataFrame({"x": np.r_[3.0, np.full(38, -3.0), -2.9], "z": np.r_[np.full(39, 1.5), 1.4]})
     sums_a = [{"column": "a", "bounds": [-5.0, 5.0]}]
     sums_y = [{"column": OUTCOME, "bounds": [-1.0, 1.0]}]
     centers = CentersPartition(["a"], [[-2.5], [2.5]]).to_spec()
@@ -299,6 +304,12 @@ def party_cases(epsilon: float = 1.0) -> list[AuditCase]:
             _request("dp_discover", epsilon, columns=["x", "z"], x_bounds=[-3, 3], y_bounds=[-1.5, 1.5],
                      regularization=1.0),
             ("x", "z"), ("score_xy", "score_yx", "n_train"), _pair(pairs, x=3.0, z=-1.5),
+        ),
+        AuditCase(
+            "dp_discover margin",
+            _request("dp_discover", epsilon, columns=["x", "z"], x_bounds=[-3, 3], y_bounds=[-1.5, 1.5],
+                     regularization=1.0, release="margin"),
+            ("x", "z"), ("margin", "n_train"), _pair(corner, x=-3.0, z=-1.5),
         ),
         AuditCase(
             "dp_discover_vote",

@@ -78,6 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--y-bounds", nargs=2, type=float, metavar=("LO", "HI"), help="public bounds of --y")
     p.add_argument("--regularization", type=float, default=1e-3, help="KRR lambda in (0, 1] (default 1e-3)")
     p.add_argument("--test-size", type=float, default=0.5, help="test fraction (default 0.5)")
+    p.add_argument("--release", choices=("scores", "margin"), default="scores",
+                   help="Laplace releases: both scores (default) or their margin alone, with less noise at the same "
+                   "epsilon (docs/causal-discovery.md)")
     p.add_argument("--ledger", type=Path, help="ledger file (default: <data>.ledger.sqlite)")
     p.add_argument("--budget", type=float, help="total epsilon of the dataset in the ledger")
     p.add_argument("--budget-delta", type=float, default=0.0, help="total delta of the dataset (default 0)")
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             y_bounds=None if args.y_bounds is None else tuple(args.y_bounds),
             regularization=args.regularization,
             test_size=args.test_size,
+            release=args.release,
         ).checked()
     except InputError as exc:
         fix = None if exc.fix is None else in_option_terms(exc.fix)
@@ -184,8 +188,8 @@ def release_decision(result: PrivateDiscovery) -> Decision:
     """The direction of a release, or undecided, given its DP noise (``estimators.discovery.decision``)."""
     from collabcausal.estimators.discovery.decision import noisy_decision, release_probability
 
-    margin = result.score_yx - result.score_xy
-    return noisy_decision(margin, release_probability(margin, result.noise_scale, result.score))
+    margin = result.score_yx - result.score_xy if result.margin is None else result.margin
+    return noisy_decision(margin, release_probability(margin, result.noise_scale, result.score, result.form))
 
 
 def _run_exact(args: argparse.Namespace) -> int:
@@ -239,9 +243,14 @@ def format_result(result: PrivateDiscovery, x: str, y: str, remaining: tuple[flo
             f"privacy: epsilon={result.epsilon:g}, delta={result.delta:g}, every row protected (substitution of one "
             f"row; m={result.m_test} test, n={result.n_train} training)"
         )
+    released = (
+        f"private {result.score} margin: s({y}->{x}) - s({x}->{y}) = {result.margin:.6g} (the scores are not released)"
+        if result.form == "margin" else
+        f"private {result.score} scores: s({x}->{y}) = {result.score_xy:.6g}, s({y}->{x}) = {result.score_yx:.6g}"
+    )
     lines = [
         f"direction: {release_decision(result).label(x, y)} (given the DP noise)",
-        f"private {result.score} scores: s({x}->{y}) = {result.score_xy:.6g}, s({y}->{x}) = {result.score_yx:.6g}",
+        released,
         f"P(private decision = non-private decision) >= {result.agreement:.3f} (95% lower confidence bound)",
         privacy,
     ]

@@ -77,7 +77,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "learner": (("cate",), "r"),
     "feature_bound": (("cate",), 0.2),
     "pairs": (("discovery",), None),
-    "release": (("discovery",), "scores"),
+    "release": (("discovery",), "margin"),
     "group_size": (("discovery",), "auto"),
     "rule": (("discovery",), "gp"),
     "trim": (("dp_effects",), 0.1),
@@ -118,8 +118,9 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         "against the coordinator: dp_effects --modifiers is the private path (docs/dp-cate-projection.md)")
     add("--feature-bound", type=float, help="cate: X^ columns clipped to [-b, b] (default 0.2)")
     add("--pairs", metavar="X,Y;U,V", help="discovery: covariate pairs (default: the first two covariates)")
-    add("--release", choices=("scores", "vote"), help="discovery: the ANM's DP scores (default) or subsample-and-"
-        "aggregate votes, every row protected without public bounds (docs/causal-discovery.md)")
+    add("--release", choices=("margin", "scores", "vote"), help="discovery: the margin of the ANM's DP scores "
+        "(default; less noise than both scores, same budget), both scores, or subsample-and-aggregate votes, every "
+        "row protected without public bounds (docs/causal-discovery.md)")
     add("--group-size", type=group_size_argument, help="discovery --release vote: rows per voting group, or auto "
         "(default: a public function of n and epsilon, docs/causal-discovery.md)")
     add("--rule", choices=("gp", "krr"), help="discovery --release vote: each group's ANM (default gp)")

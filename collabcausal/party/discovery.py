@@ -14,7 +14,9 @@ computes them locally with :func:`discover_unrecorded`, labelled as such).
 
 Request ``params``: ``columns`` [x, y], ``epsilon``, ``x_bounds``, ``y_bounds``, and optionally
 ``score`` ("hsic"), ``protect`` ("both"), ``delta`` (0), ``regularization`` (1.0),
-``kernel_width``, ``hsic_widths``, ``test_size``, ``study``. Reply ``params``: the fields of
+``kernel_width``, ``hsic_widths``, ``test_size``, ``release`` ("scores": both scores, each with its
+own Laplace noise; "margin": their margin alone with one, the same budget, docs/causal-discovery.md),
+``study``. Reply ``params``: the fields of
 :class:`~collabcausal.estimators.discovery.private_scores.PrivateDiscovery`.
 """
 
@@ -31,7 +33,7 @@ from numpy.typing import NDArray
 
 from collabcausal.errors import InputError, NoAnswerError, PolicyError
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, check_pair
-from collabcausal.estimators.discovery.private_scores import PrivateDiscovery, check_protection, release
+from collabcausal.estimators.discovery.private_scores import PrivateDiscovery, check_form, check_protection, release
 from collabcausal.estimators.dp.calibration import public_scale
 from collabcausal.estimators.validation import check_bounds
 from collabcausal.messages import Message
@@ -69,6 +71,7 @@ class DiscoveryRequest:
     kernel_width: float = 0.3
     hsic_widths: tuple[float, float] = field(default=(0.3, 0.1))
     test_size: float = 0.5
+    release: str = "scores"
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> DiscoveryRequest:
@@ -91,6 +94,7 @@ class DiscoveryRequest:
         numbers = {name: request_number(getattr(self, name), name, OPERATION)
                    for name in ("epsilon", "delta", "regularization", "kernel_width", "test_size")}
         score, protect, eps, delta = check_protection(self.score, self.protect, numbers["epsilon"], numbers["delta"])
+        form = check_form(self.release, score, protect)
         in_range = {"regularization": lambda v: MIN_REGULARIZATION <= v <= 1.0, "kernel_width": _usable_width,
                     "test_size": lambda v: 0.0 < v < 1.0}
         for name, ok in in_range.items():
@@ -126,6 +130,7 @@ class DiscoveryRequest:
             kernel_width=numbers["kernel_width"],
             hsic_widths=widths,
             test_size=numbers["test_size"],
+            release=form,
         )
 
 
@@ -175,7 +180,7 @@ def discover(
             "ask for score='hsic' with protect='both' and public bounds",
         )
     x, y, _ = check_pair(x, y, req.test_size)
-    details = {"columns": list(columns), "score": req.score}
+    details = {"columns": list(columns), "score": req.score, "release": req.release}
     ledger.charge(OPERATION, req.epsilon, req.delta, study=study, details=details)
     return _release(x, y, req, columns)
 
@@ -206,7 +211,7 @@ def _release(
         y_bounds=req.y_bounds,
         random_state=None,
     ).fit(x, y)
-    result = release(model, req.score, epsilon=req.epsilon, delta=req.delta, protect=req.protect)
+    result = release(model, req.score, epsilon=req.epsilon, delta=req.delta, protect=req.protect, form=req.release)
     if not result.answered:
         raise NoAnswerError(
             f"propose-test-release declined to answer for the {req.score} score ({columns[0]}, {columns[1]}) "

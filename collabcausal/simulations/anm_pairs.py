@@ -25,7 +25,12 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement, pass_probability
+from collabcausal.estimators.discovery.agreement import (
+    iqr_agreement,
+    laplace_agreement,
+    margin_agreement,
+    pass_probability,
+)
 from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X, AdditiveNoiseModel, DirectionScores
 from collabcausal.estimators.discovery.private_scores import (
     iqr_look_budget,
@@ -145,12 +150,14 @@ def load_pair_folder(folder: str | Path) -> list[LabelledPair]:
 
 
 def private_accuracy(
-    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float], protect: str = "test"
+    model: AdditiveNoiseModel, exact: DirectionScores, truth: str, epsilons: Sequence[float], protect: str = "test",
+    form: str = "scores",
 ) -> NDArray[np.float64]:
     """Exact probability, per epsilon, that the private decision is correct (no answer is wrong).
 
     ``protect`` ("test", or "both" for HSIC with public bounds) sets the Laplace scores' sensitivity.
-    Laplace scores: Theorem 2 with ``sigma = 2 Delta / eps``. IQR: product over the four looks of
+    Laplace scores: Theorem 2 with ``sigma = 2 Delta / eps``; their margin alone (``form="margin"``):
+    one ``Lap(sigma)`` on the margin, ``1 - exp(-|margin|/sigma)/2``. IQR: product over the four looks of
     the chance that a Dwork-Lei test passes, times Theorem 4 with ``sigma = 12 / eps``.
     """
     eps = np.asarray(epsilons, dtype=np.float64)
@@ -166,7 +173,8 @@ def private_accuracy(
     else:
         answered = np.ones_like(eps)
         margin = released_scores(model, exact.score).margin
-        agree = np.array([laplace_agreement(margin, laplace_noise_scale(exact.score, protect, e, model)) for e in eps])
+        agreement = margin_agreement if form == "margin" else laplace_agreement
+        agree = np.array([agreement(margin, laplace_noise_scale(exact.score, protect, e, model)) for e in eps])
     return answered * (agree if exact.direction == truth else 1.0 - agree)
 
 

@@ -281,19 +281,22 @@ def private_records(
 
     ``nonprivate``: the ANM with ``rule`` on all rows, HSIC, right or wrong;
     ``test_eps=E``: its released HSIC norm under test-set privacy (exact closed form, paper 002
-    Theorem 2); ``vote_eps=E``: the subsample-and-aggregate release of
-    :mod:`~collabcausal.estimators.discovery.subsample_vote` with the same rule in every group (exact
-    probability over the Laplace noise, :func:`vote_accuracy`), every row protected; ``n_groups_eps=E``
-    its number of groups (``group_size="auto"`` makes it a function of E).
+    Theorem 2); ``margin_eps=E``: the margin-only form of that release (one Laplace variable on the
+    margin, :func:`~collabcausal.estimators.discovery.agreement.margin_agreement`); ``vote_eps=E``: the
+    subsample-and-aggregate release of :mod:`~collabcausal.estimators.discovery.subsample_vote` with the same
+    rule in every group (exact probability over the Laplace noise, :func:`vote_accuracy`), every row
+    protected; ``n_groups_eps=E`` its number of groups (``group_size="auto"`` makes it a function of E).
     """
     rows = []
     for pair in pairs:
         for seed in split_seeds:
             model = AdditiveNoiseModel(random_state=child_rng(seed, "split", pair.name), **TUNING_RULES[rule])
             exact = model.fit(pair.x, pair.y).scores("hsic")
-            test = private_accuracy(model, exact, pair.direction, epsilons) if not model.data_tuned("test") else []
             row = {"pair": pair.name, "m": model.m_test_, "nonprivate": float(exact.direction == pair.direction)}
-            row |= {f"test_eps={e:g}": float(a) for e, a in zip(epsilons, test, strict=False)}
+            for form, column in (("scores", "test"), ("margin", "margin")):
+                test = [] if model.data_tuned("test") else private_accuracy(model, exact, pair.direction, epsilons,
+                                                                            form=form)
+                row |= {f"{column}_eps={e:g}": float(a) for e, a in zip(epsilons, test, strict=False)}
             votes: dict[int, np.ndarray] = {}
             for e in epsilons:
                 size = resolve_group_size(group_size, pair.x.size, e)
@@ -310,14 +313,16 @@ def private_targets(table: pd.DataFrame, epsilons: Sequence[float]) -> pd.DataFr
     """Per family (rows of ``table`` = family means of :func:`private_records`): issue 40's private targets.
 
     ``test_ok``: test-set-private accuracy at eps = 1 within :data:`PRIVATE_TEST_LOSS` of the non-private
-    one; ``vote_ok``: the fully protected release at the largest grid eps <= 10 within
-    :data:`FULL_PROTECTION_LOSS`.
+    one (``margin_ok``: the same for its margin-only form); ``vote_ok``: the fully protected release at the
+    largest grid eps <= 10 within :data:`FULL_PROTECTION_LOSS`.
     """
     eps_vote = max(e for e in epsilons if e <= 10)
     out = table[["family", "nonprivate"]].copy()
     out["test_loss"] = table["nonprivate"] - table["test_eps=1"] if "test_eps=1" in table else np.nan
+    out["margin_loss"] = table["nonprivate"] - table["margin_eps=1"] if "margin_eps=1" in table else np.nan
     out["vote_eps"] = eps_vote
     out["vote_loss"] = table["nonprivate"] - table[f"vote_eps={eps_vote:g}"]
     out["test_ok"] = out["test_loss"] <= PRIVATE_TEST_LOSS
+    out["margin_ok"] = out["margin_loss"] <= PRIVATE_TEST_LOSS
     out["vote_ok"] = out["vote_loss"] <= FULL_PROTECTION_LOSS
     return out

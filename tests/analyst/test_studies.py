@@ -133,6 +133,33 @@ def test_a_discovery_study_asks_every_party_holding_the_pair_and_charges_it_per_
         assert [c.operation for c in party.ledger.history()] == ["dp_discover", "dp_discover"]
 
 
+def test_the_margin_release_combines_with_sqrt_2_less_noise_than_the_scores_at_the_same_budget(data, tmp_path):
+    """release = "margin" (the default) and "scores" on the same parties: the same Laplace scale b_j, once on each
+    party's margin instead of on each score, so the combined margin's noise sd is sqrt(sum_j w_j^2 2 b_j^2) instead
+    of sqrt(sum_j w_j^2 4 b_j^2); b_j from the public n, the request and split_sensitivity."""
+    from collabcausal.estimators.discovery.private_scores import split_sensitivity
+
+    parties = four_parties(data, tmp_path, 2 * BIG)
+    rows = {}
+    for release in ("margin", "scores"):
+        section = f'epsilon = {BIG}\npairs = [["x", "w"]]\nrelease = "{release}"'
+        rows[release] = run_study(InProcessGrid(parties), study_toml(tmp_path, "discovery", parties, section))
+    margin, scores = (rows[r]["estimates"]["x~w"] for r in ("margin", "scores"))
+    assert margin["method"] == "dp-anm-hsic-margin" and scores["method"] == "dp-anm-hsic"
+    m = np.array([r["m_test"] for r in margin["parties"].values()], dtype=float)
+    n = np.array([p.table.n_subjects for p in parties])
+    b = np.array([2 * split_sensitivity("hsic", "both", int(mj), int(nj - mj), 1.0, 0.1) / BIG
+                  for mj, nj in zip(m, n, strict=True)])
+    w = m / m.sum()
+    assert margin["noise_sd"] == pytest.approx(np.sqrt(np.sum(w**2 * 2 * b**2)), rel=1e-12)
+    assert scores["noise_sd"] == pytest.approx(np.sqrt(2) * margin["noise_sd"], rel=1e-12)
+    assert np.isfinite(margin["estimate"]) and margin["direction"] in ("x -> w", "w -> x", "undecided")
+    assert margin["probability"] == pytest.approx(gaussian_probability(margin["estimate"], margin["noise_sd"]))
+    assert "released only its HSIC margin" in rows["margin"]["notes"][0]
+    for party in parties:
+        assert [c.details["release"] for c in party.ledger.history()] == ["margin", "scores"]
+
+
 def test_a_discovery_pair_no_party_holds_is_refused_before_any_charge(data, tmp_path):
     vertical = build_parties(data, partition_grid(data, 1, column_groups=[("x", "z"), ("w",)], seed=0),
                              anchor_key=simulation_anchor_key(0))
@@ -214,7 +241,8 @@ def _swap(reply: Message, params: dict | None = None, arrays: dict | None = None
     return Message(reply.operation, {**reply.params, **(params or {})}, {**reply.arrays, **(arrays or {})})
 
 
-ATTACKS = {  # (kind, the evil party's rewrite of its reply, the operation)
+SCORES = SECTIONS["discovery"] + '\nrelease = "scores"'
+ATTACKS = {  # (kind, the evil party's rewrite of its reply[, the kind's section])
     "NaN counts": ("adum", lambda r: _swap(r, arrays={"counts": np.full_like(r.array("counts"), np.nan)})),
     "an extra cell": ("adum", lambda r: _swap(r, arrays={"sums": np.zeros((6, 2, 1))})),
     "no sums": ("adum", lambda r: Message(r.operation, r.params, {"counts": r.array("counts")})),
@@ -225,30 +253,38 @@ ATTACKS = {  # (kind, the evil party's rewrite of its reply, the operation)
     "an impossible outcome sum": ("adum", lambda r: _swap(r, arrays={"sums": r.array("sums") + 1e9})),
     # claiming a larger test split would weigh its scores above every honest party's in the combined margin
     "an inflated test split": ("discovery", lambda r: _swap(r, {"m_test": 10**6})),
-    "a NaN score": ("discovery", lambda r: _swap(r, {"score_xy": float("nan")})),
+    "a NaN score": ("discovery", lambda r: _swap(r, {"score_xy": float("nan")}), SCORES),
     "no noise scale": ("discovery", lambda r: _swap(r, {"noise_scale": None})),
     "a missing score": ("discovery", lambda r: Message(r.operation, {k: v for k, v in r.params.items()
-                                                                     if k != "score_yx"})),
+                                                                     if k != "score_yx"}), SCORES),
+    "a NaN margin": ("discovery", lambda r: _swap(r, {"margin": float("nan")})),
+    "a missing margin": ("discovery", lambda r: Message(r.operation, {k: v for k, v in r.params.items()
+                                                                      if k != "margin"})),
+    # a margin lies in [-m^2/(m-1)^2, m^2/(m-1)^2]; 1e300 would outweigh every honest party
+    "an impossible margin": ("discovery", lambda r: _swap(r, {"margin": -1e300})),
+    "scores where the margin was asked": ("discovery", lambda r: _swap(r, {"form": "scores"})),
     # red team: a party claiming less noise than its release carries made the report's noise_sd (and so the
     # direction's apparent significance) wrong; the scale is a function of public n and the request
     "an understated noise scale": ("discovery", lambda r: _swap(r, {"noise_scale": r.params["noise_scale"] / 100})),
-    "a direction its scores contradict": ("discovery", lambda r: _swap(r, {
+    "a direction its margin contradicts": ("discovery", lambda r: _swap(r, {
         "direction": "y->x" if r.params["direction"] == "x->y" else "x->y"})),
+    "a direction its scores contradict": ("discovery", lambda r: _swap(r, {
+        "direction": "y->x" if r.params["direction"] == "x->y" else "x->y"}), SCORES),
     "markup for a direction": ("discovery", lambda r: _swap(r, {"direction": "<script>alert(1)</script>"})),
     "an agreement above 1": ("discovery", lambda r: _swap(r, {"agreement": 7.0})),
     # an HSIC score lies in [0, m^2/(m-1)^2]; 1e300 outweighed every honest party (the margin became 2.5e299)
-    "an impossible score": ("discovery", lambda r: _swap(r, {"score_yx": 1e300})),
+    "an impossible score": ("discovery", lambda r: _swap(r, {"score_yx": 1e300}), SCORES),
 }
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_an_evil_party_cannot_slip_a_malformed_or_outweighing_release_into_a_study(data, tmp_path, attack):
-    kind, tamper = ATTACKS[attack]
+    kind, tamper, *section = ATTACKS[attack]  # discovery: release = "margin" (the default) unless SCORES
     parties = four_parties(data, tmp_path, BIG)
     parties[2] = Tampering(parties[2], tamper)
     operation = {"adum": "dp_histogram", "discovery": "dp_discover"}[kind]
     with pytest.raises(StudyFailedError, match=f"party '{parties[2].name}' sent a {operation} reply"):
-        run_study(InProcessGrid(parties), study_toml(tmp_path, kind, parties))
+        run_study(InProcessGrid(parties), study_toml(tmp_path, kind, parties, *section))
 
 
 def test_an_adum_study_whose_noisy_counts_are_all_non_positive_reports_no_estimate_and_publishes(data, tmp_path):

@@ -46,6 +46,24 @@ def test_repeated_runs_add_up_until_the_budget_refuses(capsys, data):
     assert code == 5 and "has epsilon=0, delta=0 left" in err
 
 
+def test_the_margin_release_prints_the_margin_alone_and_its_probability(capsys, data):
+    argv = ["discover", "--data", str(data), *BOTH, "--epsilon", "1", "--budget", "3", "--release", "margin"]
+    code, out, _ = run(capsys, *argv, "--json")
+    reply = json.loads(out)
+    assert code == 0 and reply["form"] == "margin" and reply["score_xy"] is None
+    # one Lap(b) on the margin: P(favoured right) = 1 - exp(-|margin| / b) / 2
+    assert reply["probability"] == pytest.approx(1 - np.exp(-abs(reply["margin"]) / reply["noise_scale"]) / 2)
+    assert reply["direction"] == ("x->y" if reply["margin"] > 0 else "y->x")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "private hsic margin: s(resp->dose) - s(dose->resp) = " in out and "score_xy" not in out
+    code, out, _ = run(capsys, *argv, "--score", "kendall", "--protect", "test")  # Laplace on two scores: has one
+    assert code == 0 and "private kendall margin" in out and "nothing charged" in out
+    code, _, err = run(capsys, *argv, "--score", "iqr", "--protect", "test", "--delta", "1e-6")
+    assert code == 2 and "the iqr release protecting 'test' has no margin-only form" in err and err.count("\n") == 1
+    ledger = PrivacyLedger.from_file(data.with_name("pairs.csv.ledger.sqlite"), "pairs.csv")
+    assert [c.details["release"] for c in ledger.history()] == ["margin", "margin"]
+
+
 def test_a_split_protected_release_is_labelled_not_dp_and_charges_nothing(capsys, data, tmp_path):
     ledger = tmp_path / "my.sqlite"
     argv = ["discover", "--data", str(data), "--x", "dose", "--y", "resp", "--score", "kendall", "--epsilon", "2"]

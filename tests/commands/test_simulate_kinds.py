@@ -37,6 +37,7 @@ def test_simulate_discovery_on_a_csv(tmp_path, capsys):
     assert main([*args, "--out", str(out)]) == 0
     report = _report(out)
     assert set(report["estimates"]) == {"x1~x2", "x2~x3"}
+    assert {row["method"] for row in report["estimates"].values()} == {"dp-anm-hsic-margin"}  # the default release
     assert report["privacy"] == {p: {"epsilon": 1.0, "delta": 0.0} for p in ("p11", "p21", "p31")}
     assert "DIRECTION x1~x2:" in capsys.readouterr().out
 

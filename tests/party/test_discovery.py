@@ -45,6 +45,19 @@ def test_reply_carries_a_private_direction_and_the_ledger_is_charged(tmp_path):
     assert charge.details["columns"] == ["dose", "response"]
 
 
+def test_a_margin_release_carries_the_margin_alone_and_is_charged_once_like_the_scores(tmp_path):
+    p = party(tmp_path)
+    reply = p.handle(Message("dp_discover", {**PARAMS, "release": "margin"})).params
+    assert reply["form"] == "margin" and reply["score_xy"] is None and reply["score_yx"] is None
+    assert reply["direction"] == ("x->y" if reply["margin"] > 0 else "y->x") and 0.5 <= reply["agreement"] <= 1.0
+    scores = p.handle(Message("dp_discover", PARAMS)).params  # the same noise scale: on the margin, not each score
+    assert reply["noise_scale"] == scores["noise_scale"] and scores["form"] == "scores"
+    assert scores["margin"] == scores["score_yx"] - scores["score_xy"]
+    first, second = p.ledger.history()
+    assert (first.operation, first.epsilon, first.details["release"]) == ("dp_discover", 1.0, "margin")
+    assert second.details["release"] == "scores"
+
+
 def test_over_budget_request_is_refused_before_anything_is_computed(tmp_path, monkeypatch):
     p = party(tmp_path, budget=1.5)
     p.handle(Message("dp_discover", PARAMS))
@@ -82,6 +95,8 @@ def test_partially_protected_releases_are_refused_by_the_party(tmp_path, change,
         ({"columns": ["dose", "weight"]}, "no covariate column 'weight'"),
         ({"y_bounds": None}, "needs public bounds"),
         ({"score": "variance"}, "no private release"),
+        ({"release": "median"}, "release form 'median' is not one of"),
+        ({"release": ["margin"]}, "is not one of"),
     ],
 )
 def test_bad_requests_are_refused_without_charging(tmp_path, change, message):

@@ -166,8 +166,12 @@ def test_private_records_put_the_vote_release_beside_the_test_set_release():
     auto = private_records(pairs, epsilons=(1.0, 10.0), rule="fixed", split_seeds=(0, 1))
     assert list(auto["n_groups_eps=1"]) == [4, 4] and list(auto["n_groups_eps=10"]) == [1, 1]
     assert list(auto["pair"]) == [p.name for p in pairs] and auto["nonprivate"].isin([0.0, 0.5, 1.0]).all()
-    for column in ("test_eps=1", "test_eps=10", "vote_eps=1", "vote_eps=10"):
+    for column in ("test_eps=1", "test_eps=10", "margin_eps=1", "margin_eps=10", "vote_eps=1", "vote_eps=10"):
         assert records[column].between(0.0, 1.0).all()
+    # the margin alone carries less noise: nearer than the two scores to the non-private answer, pair by pair
+    for eps in (1, 10):
+        gap = (records["nonprivate"] - records[f"margin_eps={eps}"]).abs()
+        assert (gap <= (records["nonprivate"] - records[f"test_eps={eps}"]).abs() + 1e-12).all()
     targets = private_targets(records.assign(family="AN").groupby("family", as_index=False).mean(numeric_only=True),
                               (1.0, 10.0))
-    assert targets.loc[0, "vote_eps"] == 10.0 and set(targets.columns) >= {"test_ok", "vote_ok"}
+    assert targets.loc[0, "vote_eps"] == 10.0 and set(targets.columns) >= {"test_ok", "margin_ok", "vote_ok"}

@@ -27,6 +27,16 @@ def laplace_agreement(margin: ArrayLike, sigma: float) -> NDArray[np.float64]:
     return 1.0 - (g + 2.0 * sigma) / (4.0 * sigma) * np.exp(-g / sigma)
 
 
+def margin_agreement(margin: ArrayLike, sigma: float) -> NDArray[np.float64]:
+    """``1 - exp(-|gamma|/sigma) / 2``: the margin itself carries one ``Lap(sigma)`` (the margin-only release).
+
+    The probability that ``gamma + Lap(sigma)`` keeps the sign of ``gamma``
+    (docs/causal-discovery.md, "A margin-only release").
+    """
+    g = np.abs(np.asarray(margin, dtype=np.float64))
+    return 1.0 - 0.5 * np.exp(-g / sigma)
+
+
 def iqr_agreement(margin: ArrayLike, sigma: float) -> NDArray[np.float64]:
     """``1 - exp(-|gamma|/sigma) (48 s^3 + 33 s^2 g + 9 s g^2 + g^3) / (96 s^3)`` (paper 002, Theorem 4.2).
 

@@ -11,9 +11,10 @@ the favoured direction and its probability are reported beside it.
   symmetric about 0, ``P(sign of the exact margin = sign of the released one) = P(D < |margin|)``.
   For one release with ``Lap(b)`` on each score that is paper 002's Theorem 2 expression at the
   released margin (:func:`~collabcausal.estimators.discovery.agreement.laplace_agreement`; Theorem
-  4 for IQR's four log-IQRs); for the analyst's weighted combination of several parties' margins
-  the normal approximation ``Phi(|margin| / sd)``. This accounts for the DP noise only, not for
-  sampling: post-processing of the release, it costs no privacy.
+  4 for IQR's four log-IQRs; ``1 - exp(-|margin|/b)/2`` for a margin released with one ``Lap(b)``);
+  for the analyst's weighted combination of several parties' margins the normal approximation
+  ``Phi(|margin| / sd)``. This accounts for the DP noise only, not for sampling: post-processing of
+  the release, it costs no privacy.
 * The exact, non-private test (:func:`independence_decision`): the residuals of the causal
   direction are independent of the input and those of the other direction are not (Mooij et al.
   2016, section 2); HSIC independence tests of both (gamma approximation, Gretton et al. 2008)
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from scipy.stats import norm
 
-from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement
+from collabcausal.estimators.discovery.agreement import iqr_agreement, laplace_agreement, margin_agreement
 from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X, AdditiveNoiseModel, decide
 
 UNDECIDED = "undecided"
@@ -69,11 +70,14 @@ def noisy_decision(margin: float, probability: float, confidence: float = DECISI
     return Decision(favoured if probability >= confidence else UNDECIDED, favoured, float(probability))
 
 
-def release_probability(margin: float, noise_scale: float | None, score: str = "hsic") -> float:
-    """P(the favoured direction is right) for one private release (module docstring): 1 without noise."""
+def release_probability(margin: float, noise_scale: float | None, score: str = "hsic", form: str = "scores") -> float:
+    """P(the favoured direction is right) for one private release (module docstring): 1 without noise.
+
+    ``form="margin"``: one ``Lap(noise_scale)`` on the margin itself (``1 - exp(-|margin|/b)/2``).
+    """
     if noise_scale is None:
         return 1.0
-    agreement = iqr_agreement if score == "iqr" else laplace_agreement
+    agreement = margin_agreement if form == "margin" else iqr_agreement if score == "iqr" else laplace_agreement
     return float(agreement(abs(float(margin)), float(noise_scale)))
 
 

@@ -17,6 +17,11 @@ kendall    train     (Theorem 6 with the lower bound of section 5.1)
 
 One subject is one ``(x, y)`` row, which enters both scores (and all four IQRs), hence the
 factor 2 (and 4): basic composition. Rows outside the protected split have no guarantee.
+
+``form="margin"`` (the Laplace releases only) releases the margin ``s_{Y->X} - s_{X->Y}`` alone with one
+``Lap(2 Delta / eps)``: the same scale, but on the margin instead of on each score, so the margin's noise
+has sd ``sqrt(2) b`` instead of ``2 b`` (docs/causal-discovery.md, "A margin-only release"). The margin moves
+by at most ``2 Delta`` when one row is substituted (each score by at most ``Delta``).
 HSIC is released as the norm of the cross-covariance operator (:func:`released_scores`), a monotone
 map of HSIC with a much smaller sensitivity (docs/causal-discovery.md, "A tighter HSIC bound").
 ``variance`` is non-private only.
@@ -29,11 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.discovery.agreement import agreement_lower_bound, iqr_agreement
+from collabcausal.estimators.discovery.agreement import agreement_lower_bound, iqr_agreement, margin_agreement
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel, DirectionScores, check_score, decide
 from collabcausal.estimators.discovery.propose_test_release import private_log_iqr, stability_release
 from collabcausal.estimators.discovery.scores import hsic_norm
 from collabcausal.estimators.discovery.sensitivity import (
+    LAPLACE_SCORES,
     hsic_train_sensitivity,
     rank_stability_distance,
     score_sensitivity,
@@ -52,6 +58,8 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "likelihood_kde": (),
 }
 IQR_LOOKS = 4
+FORMS = ("scores", "margin")
+"""What a Laplace release publishes: both scores, each with its own noise, or their margin alone."""
 
 
 @dataclass(frozen=True)
@@ -66,17 +74,23 @@ class PrivateDiscovery:
     answered : bool
         False when propose-test-release refused (then direction and scores are None).
     direction : str or None
-        ``"x->y"`` or ``"y->x"`` from the private scores.
+        ``"x->y"`` or ``"y->x"`` from the private scores (or margin).
     score_xy, score_yx : float or None
-        Private ``s_{X->Y}``, ``s_{Y->X}``.
+        Private ``s_{X->Y}``, ``s_{Y->X}``; None for ``form="margin"``.
     agreement : float or None
         A 95% lower confidence bound on the probability that the private decision equals the
-        non-private one (Theorem 2 for Laplace scores, Theorem 4 for IQR, evaluated by
-        :func:`~collabcausal.estimators.discovery.agreement.agreement_lower_bound` from the
-        released margin; 1 for a distance-to-instability release). Post-processing of the release.
+        non-private one (Theorem 2 for Laplace scores, Theorem 4 for IQR, one Laplace variable for the
+        margin form, evaluated by :func:`~collabcausal.estimators.discovery.agreement.agreement_lower_bound`
+        from the released margin; 1 for a distance-to-instability release). Post-processing of the release.
     noise_scale : float or None
-        Laplace scale on each released score (on each log-IQR for ``iqr``); None for exact releases.
+        Laplace scale on each released score (on each log-IQR for ``iqr``; on the margin for
+        ``form="margin"``); None for exact releases.
     m_test, n_train : int
+    form : str
+        ``"scores"`` or ``"margin"`` (:data:`FORMS`).
+    margin : float or None
+        ``s_{Y->X} - s_{X->Y}`` (> 0 favours ``x->y``): released with its own noise for ``form="margin"``,
+        the difference of the released scores otherwise.
     """
 
     score: str
@@ -91,6 +105,8 @@ class PrivateDiscovery:
     noise_scale: float | None
     m_test: int
     n_train: int
+    form: str = "scores"
+    margin: float | None = None
 
 
 def check_protection(score: str, protect: str, epsilon: float, delta: float) -> tuple[str, str, float, float]:
@@ -107,6 +123,16 @@ def check_protection(score: str, protect: str, epsilon: float, delta: float) -> 
             f"the {key} release ({protect}) is propose-test-release and needs delta > 0", "pass delta=1e-6"
         )
     return key, protect, eps, dlt
+
+
+def check_form(form: str, score: str, protect: str) -> str:
+    """:data:`FORMS`; ``"margin"`` only for a Laplace release (no propose-test-release one releases a margin)."""
+    if form not in FORMS:
+        raise InputError(f"release form {form!r} is not one of {list(FORMS)}", "use 'scores' or 'margin'")
+    if form == "margin" and not (score in LAPLACE_SCORES and (protect != "train" or score == "hsic")):
+        raise InputError(f"the {score} release protecting {protect!r} has no margin-only form (it is not Laplace "
+                         "noise on two scores)", "ask for the scores form, or the hsic score")
+    return form
 
 
 def split_sensitivity(
@@ -155,14 +181,16 @@ def release(
     epsilon: float,
     delta: float = 0.0,
     protect: str = "test",
+    form: str = "scores",
     rng: np.random.Generator | None = None,
 ) -> PrivateDiscovery:
-    """Privately release both scores and the direction from a fitted :class:`AdditiveNoiseModel`.
+    """Privately release both scores (or with ``form="margin"`` their margin) and the direction.
 
-    ``rng=None`` draws every noise variable with OpenDP (what a party does); a numpy Generator
-    gives reproducible, NOT private draws for simulations.
+    From a fitted :class:`AdditiveNoiseModel`. ``rng=None`` draws every noise variable with OpenDP
+    (what a party does); a numpy Generator gives reproducible, NOT private draws for simulations.
     """
     key, protect, eps, dlt = check_protection(score, protect, epsilon, delta)
+    form = check_form(form, key, protect)
     tuned = [split for split in ("test", "train") if protect in (split, "both") and model.data_tuned(split)]
     if tuned:
         raise InputError(
@@ -179,6 +207,12 @@ def release(
             f"protecting the training split needs public bounds for x and y (got {model.x_bounds}, {model.y_bounds})",
             "declare x_bounds and y_bounds; scaling by the data's own range is not private",
         )
+    if form == "margin":
+        margin, agree, scale = _release_margin(model, key, protect, eps, rng)
+        return PrivateDiscovery(score=key, protect=protect, epsilon=eps, delta=dlt, answered=True,
+                                direction=decide(0.0, margin), score_xy=None, score_yx=None, agreement=agree,
+                                noise_scale=scale, m_test=model.m_test_, n_train=model.n_train_, form=form,
+                                margin=margin)
     if key == "iqr":
         s_xy, s_yx, agree, scale = _release_iqr(model, eps, dlt, rng)
     elif protect == "train" and key != "hsic":
@@ -199,6 +233,8 @@ def release(
         noise_scale=scale,
         m_test=model.m_test_,
         n_train=model.n_train_,
+        form=form,
+        margin=s_yx - s_xy if answered else None,
     )
 
 
@@ -214,6 +250,17 @@ def _release_laplace(
     sigma = laplace_scale(sensitivity, eps)
     s_xy, s_yx = float(noisy[0]), float(noisy[1])
     return s_xy, s_yx, agreement_lower_bound(s_yx - s_xy, sigma), sigma
+
+
+def _release_margin(
+    model: AdditiveNoiseModel, key: str, protect: str, eps: float, rng: np.random.Generator | None
+) -> tuple[float, float, float]:
+    """``s_{Y->X} - s_{X->Y} + Lap(2 Delta / eps)``: one substituted row moves each score by at most ``Delta``,
+    so the margin by at most ``2 Delta`` (docs/causal-discovery.md, "A margin-only release")."""
+    sensitivity = 2.0 * score_sensitivity_for(key, protect, model)
+    noisy = float(laplace(np.array([released_scores(model, key).margin]), sensitivity, eps, rng=rng)[0])
+    sigma = laplace_scale(sensitivity, eps)
+    return noisy, agreement_lower_bound(noisy, sigma, margin_agreement), sigma
 
 
 def _release_iqr(model: AdditiveNoiseModel, eps: float, dlt: float, rng: np.random.Generator | None) -> _Released:

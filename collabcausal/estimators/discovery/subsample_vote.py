@@ -50,6 +50,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from collabcausal.errors import InputError
+from collabcausal.estimators.discovery.agreement import margin_agreement
 from collabcausal.estimators.discovery.anm import MIN_TEST_POINTS, X_TO_Y, Y_TO_X, AdditiveNoiseModel
 from collabcausal.estimators.dp.mechanisms import laplace, laplace_scale
 from collabcausal.randomness import SeedLike, as_generator
@@ -185,7 +186,7 @@ def group_votes(
 
 def vote_probability(votes: float, k: int, epsilon: float) -> float:
     """``1 - exp(-eps |V~ - k/2|) / 2``: P(the favoured side is the exact majority's) under ``Lap(1/eps)``."""
-    return 1.0 - 0.5 * math.exp(-epsilon * abs(votes - k / 2.0))
+    return float(margin_agreement(votes - k / 2.0, 1.0 / epsilon))
 
 
 def release_votes(votes: NDArray[np.float64], epsilon: float, *, rng: np.random.Generator | None = None) -> VoteRelease:

@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from scipy.stats import laplace
 
 from collabcausal.estimators.discovery.agreement import (
     agreement_lower_bound,
     iqr_agreement,
     laplace_agreement,
+    margin_agreement,
     pass_probability,
 )
 
@@ -33,19 +35,28 @@ def test_closed_forms_match_simulated_laplace_sums(margin):
     assert np.mean(margin + four > 0) == pytest.approx(iqr_agreement(margin, 1.0), abs=4 * se)
 
 
+def test_the_margin_release_keeps_the_sign_with_one_laplace_variable_and_beats_two():
+    # one Lap(s) on the margin: P(margin + L > 0) = 1 - exp(-margin/s)/2, the Laplace CDF at the margin; the same
+    # scale on each of two scores (Theorem 2) keeps the sign less often at every margin > 0
+    margins = np.array([0.0, 0.3, 1.0, 2.5])
+    assert margin_agreement(margins, 1.0) == pytest.approx(laplace.cdf(margins))
+    assert margin_agreement(-1.0, 2.0) == margin_agreement(1.0, 2.0)
+    assert np.all(margin_agreement(margins[1:], 1.0) > laplace_agreement(margins[1:], 1.0))
+
+
 def test_pass_probability_is_the_laplace_tail():
     assert pass_probability(5.0, 5.0, 1.0) == pytest.approx(0.5)
     assert pass_probability(3.0, 5.0, 2.0) == pytest.approx(0.5 * np.exp(-4.0))
     assert pass_probability(7.0, 5.0, 2.0) == pytest.approx(1 - 0.5 * np.exp(-4.0))
 
 
-@pytest.mark.parametrize("agreement", [laplace_agreement, iqr_agreement])
+@pytest.mark.parametrize("agreement", [laplace_agreement, iqr_agreement, margin_agreement])
 @pytest.mark.parametrize("margin", [0.0, 0.5, 2.0, 6.0])
 def test_lower_bound_from_the_released_margin_covers_the_true_agreement(agreement, margin):
     # Seeded: the coverage is a fixed number for this seed, not a chance event.
     rng = np.random.default_rng(5)
-    n_terms = 2 if agreement is laplace_agreement else 4
-    signs = np.array([1.0, -1.0] * (n_terms // 2))
+    n_terms = {laplace_agreement: 2, iqr_agreement: 4, margin_agreement: 1}[agreement]
+    signs = np.array([1.0, -1.0, 1.0, -1.0][:n_terms])
     released = margin + rng.laplace(size=(2000, n_terms)) @ signs
     truth = float(agreement(margin, 1.0))
     bounds = np.array([agreement_lower_bound(g, 1.0, agreement) for g in released])

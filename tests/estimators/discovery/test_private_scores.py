@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.discovery.agreement import laplace_agreement
+from collabcausal.estimators.discovery.agreement import laplace_agreement, margin_agreement
 from collabcausal.estimators.discovery.anm import AdditiveNoiseModel
-from collabcausal.estimators.discovery.private_scores import check_protection, release, released_scores
+from collabcausal.estimators.discovery.private_scores import check_form, check_protection, release, released_scores
 from collabcausal.estimators.discovery.sensitivity import score_sensitivity
 
 
@@ -44,6 +44,37 @@ def test_frequency_of_agreeing_decisions_matches_theorem_2(model, score):
     observed = np.mean([d.direction == exact.direction for d in draws])
     assert 0.55 < expected < 0.97  # the test is informative
     assert observed == pytest.approx(expected, abs=4 * np.sqrt(expected * (1 - expected) / 4000))
+
+
+def test_the_margin_release_carries_one_laplace_of_the_same_scale_so_sd_sqrt2_b_instead_of_2b(model):
+    # "A margin-only release" (docs/causal-discovery.md): the same scale 2 Delta / eps, once on the margin.
+    exact = released_scores(model, "hsic")
+    rng = np.random.default_rng(3)
+    margins = [release(model, "hsic", epsilon=1.0, form="margin", rng=rng) for _ in range(4000)]
+    scores = [release(model, "hsic", epsilon=1.0, rng=rng) for _ in range(4000)]
+    b = 2 * score_sensitivity("hsic", 200) / 1.0
+    one = margins[0]
+    assert (one.form, one.score_xy, one.score_yx, one.noise_scale) == ("margin", None, None, pytest.approx(b))
+    assert scores[0].noise_scale == pytest.approx(b) and scores[0].margin == scores[0].score_yx - scores[0].score_xy
+    # sample sd of 4000 Laplace draws: relative standard error about sqrt(5 / 4 / 4000) = 0.018
+    assert np.std([r.margin - exact.margin for r in margins]) == pytest.approx(np.sqrt(2) * b, rel=0.08)
+    assert np.std([r.margin - exact.margin for r in scores]) == pytest.approx(2 * b, rel=0.08)
+    expected = float(margin_agreement(exact.margin, b))
+    observed = np.mean([r.direction == exact.direction for r in margins])
+    assert 0.55 < expected < 0.97 and expected > float(laplace_agreement(exact.margin, b))
+    assert observed == pytest.approx(expected, abs=4 * np.sqrt(expected * (1 - expected) / 4000))
+    assert all((r.direction == "x->y") == (r.margin > 0) and 0.5 <= r.agreement <= 1 for r in margins)
+
+
+@pytest.mark.parametrize(
+    ("form", "score", "protect", "message"),
+    [("both", "hsic", "test", "not one of"), (["margin"], "hsic", "both", "not one of"),
+     ("margin", "iqr", "test", "no margin-only form"), ("margin", "spearman", "train", "no margin-only form")],
+)
+def test_a_margin_release_is_refused_where_there_is_no_laplace_margin(form, score, protect, message):
+    with pytest.raises(InputError, match=message):
+        check_form(form, score, protect)
+    assert check_form("margin", "kendall", "test") == "margin"
 
 
 def test_opendp_release_path_agrees_with_theorem_2_too(model):

@@ -76,6 +76,25 @@ def test_an_adversarial_search_over_neighbours_never_beats_the_hsic_bound_and_re
     assert worst >= 0.45 * bound  # the bound is within a factor of about 2 of what is attainable
 
 
+def test_the_margin_moves_by_about_one_score_bound_so_no_joint_bound_below_it_holds():
+    # docs/causal-discovery.md, "A margin-only release": m - 1 test rows at one point; row p far from them in x and in
+    # x -> y's residual only (y and y -> x's residual as theirs), then substituted by a row far in y and in y -> x's
+    # residual only. Residuals rY = y - f(x), rX = x - g(y) with f(x) = x / 2 and g(y) = y / 2 (any fixed fits under
+    # test-set privacy). The margin T_yx - T_xy moves from about -2 (m-1)/m^2 to about +2 (m-1)/m^2: by Delta.
+    m, delta = 50, score_sensitivity("hsic", 50)
+
+    def margin(x, y):
+        return released_norm(y, x - y / 2) - released_norm(x, y - x / 2)
+
+    x, y = np.zeros(m), np.zeros(m)
+    x[0] = 1.0  # far in x and in rY = -1/2 (h_r = 0.1); its y is theirs, so y -> x does not see it
+    before = margin(x, y)
+    x[0], y[0] = 0.0, 1.0
+    after = margin(x, y)
+    assert before < 0.0 < after
+    assert 0.99 * delta <= after - before <= 2 * delta  # about Delta; the release uses the proven 2 Delta
+
+
 def fit_residuals(x, y, x_test, y_test, lam):
     return y_test - GaussianKRR(lam, 0.3).fit(x, y).predict(x_test)
 
