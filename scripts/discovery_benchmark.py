@@ -16,8 +16,8 @@ by family) and checked against issue 40's targets for --method (exit 1 on a miss
 With --private: per family, the non-private ANM of --private-rule on all rows beside its test-set-private
 release and the every-row subsample-and-aggregate vote, exact accuracy over the noise, averaged over --seeds
 splits and vote permutations, written to private.csv (the test-set release both as two noisy scores and as
-its margin alone, ``margin_eps=E``); exit 1 unless test-set eps = 1 (one of the two forms on every family) is
-within 5 points and the vote at the largest eps <= 10 within 10 points of the non-private accuracy on every family.
+its margin alone, ``margin_eps=E``); exit 1 unless test-set eps = 1 (the margin-only form, the discovery kind's
+default) is within 5 points and the vote at the largest eps <= 10 within 10 points of the non-private accuracy on every family.
 
     .venv/bin/python scripts/discovery_benchmark.py --quick                    # seconds
     .venv/bin/python scripts/discovery_benchmark.py --pairs 100 --rows 1000 --max-rows 500 --seeds 3 \\
@@ -152,8 +152,8 @@ def run_private(args: argparse.Namespace, options: dict) -> int:
         print(f"  {r.family}: non-private {r.nonprivate:.3f}, test-set eps=1 loss {r.test_loss:+.3f}"
               f"{'' if r.test_ok else ' MISSED'} (margin-only {r.margin_loss:+.3f}{'' if r.margin_ok else ' MISSED'}), "
               f"every row eps={r.vote_eps:g} loss {r.vote_loss:+.3f}{'' if r.vote_ok else ' MISSED'}")
-    test_met = targets["test_ok"].all() or targets["margin_ok"].all()  # one form on every family
-    return 0 if test_met and targets["vote_ok"].all() else 1
+    # judged on the margin-only form: the discovery kind's default release (the two-score form is printed beside it)
+    return 0 if targets["margin_ok"].all() and targets["vote_ok"].all() else 1
 
 
 def main(argv: list[str] | None = None) -> int:
