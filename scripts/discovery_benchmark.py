@@ -17,7 +17,8 @@ With --private: per family, the non-private ANM of --private-rule on all rows be
 release and the every-row subsample-and-aggregate vote, exact accuracy over the noise, averaged over --seeds
 splits and vote permutations, written to private.csv (the test-set release both as two noisy scores and as
 its margin alone, ``margin_eps=E``); exit 1 unless test-set eps = 1 (the margin-only form, the discovery kind's
-default) is within 5 points and the vote at the largest eps <= 10 within 10 points of the non-private accuracy on every family.
+default) is within 5 points and the vote at the largest eps <= 10 within 10 points of the non-private accuracy
+on every family.
 
     .venv/bin/python scripts/discovery_benchmark.py --quick                    # seconds
     .venv/bin/python scripts/discovery_benchmark.py --pairs 100 --rows 1000 --max-rows 500 --seeds 3 \\
