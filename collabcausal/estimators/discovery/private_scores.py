@@ -50,6 +50,7 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "variance": (),
     "likelihood": (),
     "likelihood_kde": (),
+    "likelihood_hsic": (),
 }
 IQR_LOOKS = 4
 

@@ -1,5 +1,7 @@
 """The ANM direction test (paper 002, Algorithm 1) and its input checks."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -217,6 +219,30 @@ def test_a_constant_column_is_the_likelier_cause_without_nan():
         assert np.isfinite(result.score_xy) and result.score_yx == -np.inf and result.direction == "y->x"
 
 
+@pytest.mark.parametrize("noise", ["location-scale", "additive"])
+def test_likelihood_hsic_is_the_likelihood_or_the_additive_hsic_by_vuongs_threshold(noise):
+    x, y = pair(200)
+    params = {**LOCATION_SCALE, "noise": noise}
+    likelihood = AdditiveNoiseModel(**params).fit(x, y).scores("likelihood_kde")
+    assert AdditiveNoiseModel(**params, likelihood_z=0.0).fit(x, y).scores("likelihood_hsic") == replace(
+        likelihood, score="likelihood_hsic")  # |z| >= 0 always: the likelihood decides
+    plain = AdditiveNoiseModel(in_sample=True, hsic_widths="median").fit(x, y).scores("hsic")
+    model = AdditiveNoiseModel(**params, likelihood_z=np.inf).fit(x, y)
+    anm = model.scores("likelihood_hsic")  # the ANM consulted; its residuals pass the test on this pair
+    assert (anm.score_xy, anm.score_yx) == pytest.approx((plain.score_xy, plain.score_yx), rel=1e-9)
+    assert anm.direction == "x->y"
+    refused = AdditiveNoiseModel(**params, likelihood_z=np.inf, independence_level=1.0).fit(x, y)
+    assert refused.scores("likelihood_hsic").margin == pytest.approx(likelihood.margin)  # no p-value exceeds 1
+
+
+def test_likelihood_hsic_keeps_a_significant_likelihood_on_a_heteroscedastic_pair():
+    x, y = heteroscedastic_pair()
+    for a, b, direction in ((x, y, "x->y"), (y, x, "y->x")):
+        result = AdditiveNoiseModel(**LOCATION_SCALE).fit(a, b).scores("likelihood_hsic")
+        assert result.direction == direction and result.margin == pytest.approx(
+            AdditiveNoiseModel(**LOCATION_SCALE).fit(a, b).scores("likelihood_kde").margin)
+
+
 def test_location_scale_options_are_refused_where_they_do_not_apply():
     x, y = pair(100)
     with pytest.raises(InputError, match="unknown noise model 'multiplicative'"):
@@ -224,3 +250,5 @@ def test_location_scale_options_are_refused_where_they_do_not_apply():
     model = AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y)
     with pytest.raises(InputError, match="needs the fitted noise scales"):
         model.pair_score("likelihood", model.x_test_, model.residual_y_)
+    with pytest.raises(InputError, match="needs the fitted noise scales"):
+        model.pair_score("likelihood_hsic", model.x_test_, model.residual_y_)
