@@ -52,9 +52,12 @@ from collabcausal.estimators.validation import check_vector
 from collabcausal.randomness import SeedLike, as_generator
 
 SCORES: tuple[str, ...] = (
-    "spearman", "kendall", "hsic", "hsic_p", "iqr", "variance", "likelihood", "likelihood_kde", "likelihood_hsic"
+    "spearman", "kendall", "hsic", "hsic_p", "iqr", "variance", "likelihood", "likelihood_kde", "likelihood_kde_in",
+    "likelihood_hsic",
 )
-LIKELIHOOD_DENSITIES: dict[str, str] = {"likelihood": "gaussian", "likelihood_kde": "kde"}
+LIKELIHOOD_DENSITIES: dict[str, str] = {
+    "likelihood": "gaussian", "likelihood_kde": "kde", "likelihood_kde_in": "kde-in"
+}
 """The likelihood scores and the cause's marginal density each uses (:func:`.scores.marginal_nll`)."""
 FALLBACK_LIKELIHOOD = "likelihood_kde"
 """The likelihood that ``likelihood_hsic`` keeps unless it falls back to the ANM (module docstring)."""

@@ -50,6 +50,7 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "variance": (),
     "likelihood": (),
     "likelihood_kde": (),
+    "likelihood_kde_in": (),
     "likelihood_hsic": (),
 }
 IQR_LOOKS = 4

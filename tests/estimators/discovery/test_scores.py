@@ -165,6 +165,7 @@ def test_marginal_nll_estimates_the_entropy_of_a_normal_sample():
     entropy = 0.5 * math.log(2 * math.pi * math.e)
     assert marginal_nll(values, "gaussian") == pytest.approx(entropy, abs=0.03)
     assert marginal_nll(values, "kde") == pytest.approx(entropy, abs=0.05)
+    assert marginal_nll(values, "kde-in") == pytest.approx(entropy, abs=0.05)
     assert marginal_nll(np.ones(50), "kde") == -math.inf
     with pytest.raises(InputError, match="unknown cause density 'flow'"):
         marginal_nll(values, "flow")
@@ -177,7 +178,7 @@ def test_likelihood_score_adds_the_cause_and_the_location_scale_conditional():
     assert likelihood_score(a, z, log_scale, density="gaussian") == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("density", ["gaussian", "kde"])
+@pytest.mark.parametrize("density", ["gaussian", "kde", "kde-in"])
 def test_per_row_likelihood_terms_average_to_the_scores(density):
     rng = np.random.default_rng(3)
     a, z, log_scale = rng.gamma(2.0, size=150), rng.normal(size=150), rng.normal(size=150)
@@ -195,3 +196,10 @@ def test_vuong_statistic_is_the_studentised_mean_difference_and_handles_degenera
     assert vuong_statistic(np.full(5, 0.5)) == math.inf
     assert vuong_statistic(np.full(5, -math.inf)) == -math.inf  # a constant cause: unbounded likelihood
     assert vuong_statistic(np.array([math.inf, -math.inf])) == 0.0  # both directions unbounded: no preference
+
+
+def test_in_sample_kde_bounds_the_term_of_an_isolated_value_where_leave_one_out_does_not():
+    values = np.append(np.random.default_rng(4).normal(size=199), 40.0)
+    width = 1.06 * np.std(values) * 200**-0.2
+    assert marginal_nll_rows(values, "kde")[-1] > 700  # no other kernel reaches it: the float floor
+    assert marginal_nll_rows(values, "kde-in")[-1] <= math.log(200 * width * math.sqrt(2 * math.pi)) + 1e-9
