@@ -367,17 +367,24 @@ class AdditiveNoiseModel(BaseEstimator):
             return self._likelihood_or_anm()
         if key not in self._exact:
             if key in LIKELIHOOD_DENSITIES:
-                s_xy, s_yx = (
-                    likelihood_score(a, self._standardised(r, log_scale), log_scale,
-                                     density=LIKELIHOOD_DENSITIES[key])
-                    for a, r, log_scale in ((self.x_test_, self.residual_y_, self.log_scale_y_),
-                                            (self.y_test_, self.residual_x_, self.log_scale_x_))
-                )
+                s_xy, s_yx = (likelihood_score(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
+                              for a, r, s in self._directions())
             else:
                 s_xy = self.pair_score(key, self.x_test_, self.residual_y_)
                 s_yx = self.pair_score(key, self.y_test_, self.residual_x_)
             self._exact[key] = DirectionScores(key, s_xy, s_yx, decide(s_xy, s_yx))
         return self._exact[key]
+
+    def _directions(self) -> tuple[tuple[NDArray[np.float64], ...], tuple[NDArray[np.float64], ...]]:
+        """``(input, stored residual, log scale)`` of ``x->y`` and of ``y->x``."""
+        return (self.x_test_, self.residual_y_, self.log_scale_y_), (self.y_test_, self.residual_x_, self.log_scale_x_)
+
+    def _likelihood_rows(self, key: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per-row negative log-likelihoods (:func:`likelihood_rows`) of ``x->y`` and ``y->x`` for a likelihood score;
+        their means are the score (:func:`likelihood_score`)."""
+        rows_xy, rows_yx = (likelihood_rows(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
+                            for a, r, s in self._directions())
+        return rows_xy, rows_yx
 
     def _standardised(self, residual: NDArray[np.float64], log_scale: NDArray[np.float64]) -> NDArray[np.float64]:
         """``residual / g``: the stored residual itself for location-scale noise (already standardised)."""
@@ -395,15 +402,10 @@ class AdditiveNoiseModel(BaseEstimator):
         compared, and the ANM's direction stands when its HSIC test p-value exceeds ``independence_level``.
         """
         if "likelihood_hsic" not in self._exact:
-            likelihood = self.scores(FALLBACK_LIKELIHOOD)
-            density = LIKELIHOOD_DENSITIES[FALLBACK_LIKELIHOOD]
-            directions = ((self.x_test_, self.residual_y_, self.log_scale_y_),
-                          (self.y_test_, self.residual_x_, self.log_scale_x_))
-            rows_xy, rows_yx = (likelihood_rows(a, self._standardised(r, s), s, density=density)
-                                for a, r, s in directions)
-            chosen = likelihood
+            rows_xy, rows_yx = self._likelihood_rows(FALLBACK_LIKELIHOOD)
+            chosen = self.scores(FALLBACK_LIKELIHOOD)
             if abs(vuong_statistic(rows_xy - rows_yx)) < self.likelihood_z:
-                inputs, residuals = zip(*((a, self._additive(r, s)) for a, r, s in directions), strict=True)
+                inputs, residuals = zip(*((a, self._additive(r, s)) for a, r, s in self._directions()), strict=True)
                 s_xy, s_yx = (self.pair_score("hsic", a, r) for a, r in zip(inputs, residuals, strict=True))
                 anm = DirectionScores("hsic", s_xy, s_yx, decide(s_xy, s_yx))
                 k = 0 if anm.direction == X_TO_Y else 1
