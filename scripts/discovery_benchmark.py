@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", default="fixed,loo,gp",
                         help=f"comma-separated tuning rules, of {','.join(TUNING_RULES)} (ls: location-scale)")
     parser.add_argument("--scores", default="hsic,hsic_p,kendall,spearman",
-                        help="comma-separated scores (also likelihood, likelihood_kde: LOCI-M)")
+                        help="comma-separated scores (also likelihood, likelihood_kde, likelihood_kde_in: LOCI-M; "
+                             "likelihood_hsic: LOCI-M or the ANM by Vuong's test)")
     parser.add_argument("--epsilons", default="1,10", help="comma-separated private budgets (test-set privacy)")
     parser.add_argument("--pairs", type=int, default=100, help="pairs per family")
     parser.add_argument("--rows", type=int, default=1000, help="rows per generated pair")

@@ -21,7 +21,9 @@ median-heuristic HSIC widths (non-private only), scored by HSIC (ANM-HSIC) and b
 p-value (``hsic_p``, ANM-pHSIC). Fitted on all rows and scored in-sample, as the peers do (non-private
 only, median-heuristic widths): ``fixed-all`` and ``loo-all`` (the ANM), ``ls`` and ``ls-loo`` (the
 location-scale model of LOCI, Immer et al. 2023: mean and log-scale by KRR with fixed or leave-one-out
-parameters), for the HSIC scores (LOCI-H) and the ``likelihood`` scores (LOCI-M).
+parameters), for the HSIC scores (LOCI-H) and the ``likelihood`` scores (LOCI-M); ``ls-z1`` and ``ls-anm``
+are ``ls`` with ``likelihood_hsic``'s Vuong threshold at 1 and at infinity (the ANM consulted on every pair)
+instead of 1.96.
 :func:`reference_gaps` sets a family's accuracy beside a published figure the caller supplies. Pairs
 longer than ``max_rows`` are subsampled (seeded) before the split: the kernel regressions cost ``O(n^3)``.
 """
@@ -53,6 +55,8 @@ TUNING_RULES: dict[str, dict[str, object]] = {
     "ls": {"noise": "location-scale", "in_sample": True, "hsic_widths": "median"},
     "ls-loo": {"noise": "location-scale", "kernel_width": "loo", "regularization": "loo", "in_sample": True,
                "hsic_widths": "median"},
+    "ls-z1": {"noise": "location-scale", "in_sample": True, "hsic_widths": "median", "likelihood_z": 1.0},
+    "ls-anm": {"noise": "location-scale", "in_sample": True, "hsic_widths": "median", "likelihood_z": float("inf")},
 }
 PRIVATE_RULES = ("fixed", "loo")
 SCORES: tuple[str, ...] = ("hsic", "hsic_p", "kendall", "spearman")

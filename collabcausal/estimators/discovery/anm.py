@@ -16,11 +16,17 @@ Two non-private extensions (:class:`AdditiveNoiseModel` parameters ``noise`` and
   HSIC) or compare the Gaussian likelihoods of both directions (LOCI-M, :func:`likelihood_score`);
 * **in-sample** residuals: regress on all rows and score the same rows, as causal-learn's ANM and
   LOCI do, instead of a held-out half.
+
+The score ``likelihood_hsic`` combines the two models: the location-scale likelihood (``likelihood_kde``)
+decides when Vuong's test calls its preference significant (``|z| >= likelihood_z``); otherwise the additive
+noise model decides by HSIC if its residuals pass the HSIC independence test at ``independence_level`` in the
+direction it prefers (the ANM's own acceptance rule, Mooij et al. 2016, section 3), and the likelihood
+decides if they do not.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,16 +42,25 @@ from collabcausal.estimators.discovery.scores import (
     hsic_score,
     iqr_score,
     kendall_score,
+    likelihood_rows,
     likelihood_score,
     spearman_score,
     variance_score,
+    vuong_statistic,
 )
 from collabcausal.estimators.validation import check_vector
 from collabcausal.randomness import SeedLike, as_generator
 
-SCORES: tuple[str, ...] = ("spearman", "kendall", "hsic", "hsic_p", "iqr", "variance", "likelihood", "likelihood_kde")
-LIKELIHOOD_DENSITIES: dict[str, str] = {"likelihood": "gaussian", "likelihood_kde": "kde"}
+SCORES: tuple[str, ...] = (
+    "spearman", "kendall", "hsic", "hsic_p", "iqr", "variance", "likelihood", "likelihood_kde", "likelihood_kde_in",
+    "likelihood_hsic",
+)
+LIKELIHOOD_DENSITIES: dict[str, str] = {
+    "likelihood": "gaussian", "likelihood_kde": "kde", "likelihood_kde_in": "kde-in"
+}
 """The likelihood scores and the cause's marginal density each uses (:func:`.scores.marginal_nll`)."""
+FALLBACK_LIKELIHOOD = "likelihood_kde"
+"""The likelihood that ``likelihood_hsic`` keeps unless it falls back to the ANM (module docstring)."""
 REGRESSIONS: tuple[str, ...] = ("krr", "gp")
 NOISE_MODELS: tuple[str, ...] = ("additive", "location-scale")
 RELATIVE_FLOOR = 1e-6
@@ -157,6 +172,13 @@ class AdditiveNoiseModel(BaseEstimator):
     x_bounds, y_bounds : (float, float), optional
         Public bounds of each variable, used to scale into [-1, 1] (values outside are clipped).
         Without them the training split's range is used, which is fine for test-set privacy only.
+    likelihood_z : float
+        ``likelihood_hsic`` only: the ``|z|`` of Vuong's test (:func:`~.scores.vuong_statistic` of the per-row
+        ``likelihood_kde`` differences) from which the likelihood decides without looking at the ANM; ``inf``
+        consults the ANM on every pair. Default 1.96: the two-sided 5% level.
+    independence_level : float
+        ``likelihood_hsic`` only: the ANM's HSIC independence test (:func:`hsic_pvalue`, ``hsic_widths``) must
+        give a p-value above this in its preferred direction for the ANM to decide.
     random_state : int or Generator, optional
         Seeds the train/test split.
 
@@ -187,6 +209,8 @@ class AdditiveNoiseModel(BaseEstimator):
         in_sample: bool = False,
         x_bounds: tuple[float, float] | None = None,
         y_bounds: tuple[float, float] | None = None,
+        likelihood_z: float = 1.96,
+        independence_level: float = 0.05,
         random_state: SeedLike = None,
     ) -> None:
         self.regression = regression
@@ -198,6 +222,8 @@ class AdditiveNoiseModel(BaseEstimator):
         self.in_sample = in_sample
         self.x_bounds = x_bounds
         self.y_bounds = y_bounds
+        self.likelihood_z = likelihood_z
+        self.independence_level = independence_level
         self.random_state = random_state
 
     def fit(self, x: ArrayLike, y: ArrayLike) -> AdditiveNoiseModel:
@@ -309,7 +335,7 @@ class AdditiveNoiseModel(BaseEstimator):
     def pair_score(self, score: str, a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
         """``s(a, b)`` for an input ``a`` and its residual ``b`` (the likelihood scores need :meth:`scores`)."""
         key = check_score(score)
-        if key in LIKELIHOOD_DENSITIES:
+        if key in LIKELIHOOD_DENSITIES or key == "likelihood_hsic":
             raise InputError(f"the {key} score needs the fitted noise scales", "call scores() on a fitted model")
         if key in ("hsic", "hsic_p"):
             width_a, width_b = self._hsic_widths(a, b)
@@ -332,23 +358,59 @@ class AdditiveNoiseModel(BaseEstimator):
         """Exact scores ``s(x', r_Y)``, ``s(y', r_X)`` and the non-private decision (computed once per score).
 
         The likelihood scores (:func:`~collabcausal.estimators.discovery.scores.likelihood_score`) use the
-        standardised residuals and log scales of each direction instead of :meth:`pair_score`.
+        standardised residuals and log scales of each direction instead of :meth:`pair_score`;
+        ``likelihood_hsic`` returns the scores of whichever of ``likelihood_kde`` and the additive residuals' HSIC
+        decided (:meth:`_likelihood_or_anm`).
         """
         key = check_score(score)
+        if key == "likelihood_hsic":
+            return self._likelihood_or_anm()
         if key not in self._exact:
             if key in LIKELIHOOD_DENSITIES:
-                s_xy, s_yx = (
-                    likelihood_score(a, self._standardised(r, log_scale), log_scale,
-                                     density=LIKELIHOOD_DENSITIES[key])
-                    for a, r, log_scale in ((self.x_test_, self.residual_y_, self.log_scale_y_),
-                                            (self.y_test_, self.residual_x_, self.log_scale_x_))
-                )
+                s_xy, s_yx = (likelihood_score(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
+                              for a, r, s in self._directions())
             else:
                 s_xy = self.pair_score(key, self.x_test_, self.residual_y_)
                 s_yx = self.pair_score(key, self.y_test_, self.residual_x_)
             self._exact[key] = DirectionScores(key, s_xy, s_yx, decide(s_xy, s_yx))
         return self._exact[key]
 
+    def _directions(self) -> tuple[tuple[NDArray[np.float64], ...], tuple[NDArray[np.float64], ...]]:
+        """``(input, stored residual, log scale)`` of ``x->y`` and of ``y->x``."""
+        return (self.x_test_, self.residual_y_, self.log_scale_y_), (self.y_test_, self.residual_x_, self.log_scale_x_)
+
+    def _likelihood_rows(self, key: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per-row negative log-likelihoods (:func:`likelihood_rows`) of ``x->y`` and ``y->x`` for a likelihood score;
+        their means are the score (:func:`likelihood_score`)."""
+        rows_xy, rows_yx = (likelihood_rows(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
+                            for a, r, s in self._directions())
+        return rows_xy, rows_yx
+
     def _standardised(self, residual: NDArray[np.float64], log_scale: NDArray[np.float64]) -> NDArray[np.float64]:
         """``residual / g``: the stored residual itself for location-scale noise (already standardised)."""
         return residual if self.noise == "location-scale" else residual * np.exp(-log_scale)
+
+    def _additive(self, residual: NDArray[np.float64], log_scale: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``residual * g``: the mean regression's own residual (the stored one itself for additive noise)."""
+        return residual * np.exp(log_scale) if self.noise == "location-scale" else residual
+
+    def _likelihood_or_anm(self) -> DirectionScores:
+        """``likelihood_hsic`` (module docstring): the likelihood, or the ANM where Vuong's test finds no preference.
+
+        ``z`` is :func:`vuong_statistic` of the per-row differences of :func:`likelihood_rows` (x->y minus y->x);
+        below ``likelihood_z`` in absolute value the HSIC of each input with its mean regression's residual is
+        compared, and the ANM's direction stands when its HSIC test p-value exceeds ``independence_level``.
+        """
+        if "likelihood_hsic" not in self._exact:
+            rows_xy, rows_yx = self._likelihood_rows(FALLBACK_LIKELIHOOD)
+            chosen = self.scores(FALLBACK_LIKELIHOOD)
+            if abs(vuong_statistic(rows_xy - rows_yx)) < self.likelihood_z:
+                inputs, residuals = zip(*((a, self._additive(r, s)) for a, r, s in self._directions()), strict=True)
+                s_xy, s_yx = (self.pair_score("hsic", a, r) for a, r in zip(inputs, residuals, strict=True))
+                anm = DirectionScores("hsic", s_xy, s_yx, decide(s_xy, s_yx))
+                k = 0 if anm.direction == X_TO_Y else 1
+                width_a, width_b = self._hsic_widths(inputs[k], residuals[k])
+                if hsic_pvalue(inputs[k], residuals[k], width_a=width_a, width_b=width_b) > self.independence_level:
+                    chosen = anm
+            self._exact["likelihood_hsic"] = replace(chosen, score="likelihood_hsic")
+        return self._exact["likelihood_hsic"]

@@ -56,6 +56,8 @@ PROTECTIONS: dict[str, tuple[str, ...]] = {
     "variance": (),
     "likelihood": (),
     "likelihood_kde": (),
+    "likelihood_kde_in": (),
+    "likelihood_hsic": (),
 }
 IQR_LOOKS = 4
 FORMS = ("scores", "margin")

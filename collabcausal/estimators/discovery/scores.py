@@ -148,32 +148,45 @@ def variance_score(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
         return float(np.log(np.var(a)) + np.log(np.var(b)))
 
 
-CAUSE_DENSITIES: tuple[str, ...] = ("gaussian", "kde")
+CAUSE_DENSITIES: tuple[str, ...] = ("gaussian", "kde", "kde-in")
 
 
 def marginal_nll(values: NDArray[np.float64], density: str = "gaussian") -> float:
     """Mean negative log-likelihood of the cause's values under a fitted marginal density.
 
-    ``"gaussian"``: the maximum-likelihood normal, ``(1/2) log(2 pi e Var)``. This is what LOCI-M's
-    comparison amounts to (Immer et al., ICML 2023): it standardises both columns and compares the
-    conditional likelihoods only, i.e. gives either standardised cause the same normal likelihood; on
-    the [-1, 1] scale used here the normal term carries the change of scale (the same in both directions).
-    ``"kde"``: a leave-one-out Gaussian kernel density estimate with Silverman's bandwidth
-    ``1.06 sd m^{-1/5}`` (Silverman 1986, eq. 3.28), a nonparametric entropy estimate of the cause.
-    A constant column has an unbounded density: ``-inf``.
+    The mean of :func:`marginal_nll_rows`. ``"gaussian"``: the maximum-likelihood normal,
+    ``(1/2) log(2 pi e Var)``. This is what LOCI-M's comparison amounts to (Immer et al., ICML 2023): it
+    standardises both columns and compares the conditional likelihoods only, i.e. gives either standardised
+    cause the same normal likelihood; on the [-1, 1] scale used here the normal term carries the change of
+    scale (the same in both directions). ``"kde"``: a leave-one-out Gaussian kernel density estimate with
+    Silverman's bandwidth ``1.06 sd m^{-1/5}`` (Silverman 1986, eq. 3.28), a nonparametric entropy estimate
+    of the cause. ``"kde-in"``: the same estimate with each row's own kernel kept, the resubstitution entropy
+    estimate of Ahmad & Lin (IEEE Trans. Inf. Theory 22, 1976); its per-row term is at most
+    ``log(m h sqrt(2 pi))``, where the leave-one-out term of an isolated row (an outlier beyond the other rows'
+    kernels) is unbounded (floored at the smallest float: about 708 nats for one row). A constant column has an
+    unbounded density: ``-inf``.
     """
+    return float(np.mean(marginal_nll_rows(values, density)))
+
+
+def marginal_nll_rows(values: NDArray[np.float64], density: str = "gaussian") -> NDArray[np.float64]:
+    """Per-row negative log-likelihood ``-log p(v_i)`` of :func:`marginal_nll`'s fitted density (``-inf`` rows
+    for a constant column)."""
     sd = float(np.std(values))
     if sd == 0.0:
-        return -math.inf
+        return np.full(values.size, -math.inf)
     if density == "gaussian":
-        return 0.5 * math.log(2.0 * math.pi * math.e * sd * sd)
-    if density != "kde":
+        standard = (values - float(np.mean(values))) / sd
+        return 0.5 * math.log(2.0 * math.pi * sd * sd) + 0.5 * standard * standard
+    if density not in CAUSE_DENSITIES:
         raise InputError(f"unknown cause density {density!r}", f"use one of {list(CAUSE_DENSITIES)}")
     m = values.size
     width = 1.06 * sd * m ** -0.2
-    kernel = gaussian_kernel(values, values, width)
-    leave_one_out = (kernel.sum(axis=1) - 1.0) / ((m - 1) * width * math.sqrt(2.0 * math.pi))
-    return -float(np.mean(np.log(np.maximum(leave_one_out, np.finfo(float).tiny))))
+    sums = gaussian_kernel(values, values, width).sum(axis=1)
+    if density == "kde-in":
+        return -np.log(sums / (m * width * math.sqrt(2.0 * math.pi)))
+    leave_one_out = (sums - 1.0) / ((m - 1) * width * math.sqrt(2.0 * math.pi))
+    return -np.log(np.maximum(leave_one_out, np.finfo(float).tiny))
 
 
 def likelihood_score(
@@ -183,11 +196,38 @@ def likelihood_score(
 
     ``N ~ N(0, 1)``, ``standardised = (b - f(a)) / g(a)``, ``log_scale = log g(a)`` per row:
     ``-(1/m) sum_i [log p(a_i) + log phi(standardised_i) - log_scale_i]`` with ``p`` the cause's
-    :func:`marginal_nll` density. The direction of the smaller value is the more likely model: the
-    likelihood comparison of LOCI-M (Immer, Schultheiss, Vogt, Schölkopf, Bühlmann & Marx, "On the
-    identifiability and estimation of causal location-scale noise models", ICML 2023). With a constant
-    ``g^2`` equal to the residuals' mean square (additive noise, in-sample, residuals of mean 0) and the
-    Gaussian density it is half of :func:`variance_score` plus a constant. Non-private only.
+    :func:`marginal_nll` density (the mean of :func:`likelihood_rows`). The direction of the smaller value is
+    the more likely model: the likelihood comparison of LOCI-M (Immer, Schultheiss, Vogt, Schölkopf, Bühlmann
+    & Marx, "On the identifiability and estimation of causal location-scale noise models", ICML 2023). With a
+    constant ``g^2`` equal to the residuals' mean square (additive noise, in-sample, residuals of mean 0) and
+    the Gaussian density it is half of :func:`variance_score` plus a constant. Non-private only.
     """
-    conditional = 0.5 * float(np.mean(standardised * standardised)) + float(np.mean(log_scale))
-    return marginal_nll(a, density) + conditional + 0.5 * math.log(2.0 * math.pi)
+    return float(np.mean(likelihood_rows(a, standardised, log_scale, density=density)))
+
+
+def likelihood_rows(
+    a: NDArray[np.float64], standardised: NDArray[np.float64], log_scale: NDArray[np.float64], *, density: str
+) -> NDArray[np.float64]:
+    """Per-row terms ``-log p(a_i) - log phi(standardised_i) + log_scale_i`` of :func:`likelihood_score`."""
+    conditional = 0.5 * standardised * standardised + log_scale + 0.5 * math.log(2.0 * math.pi)
+    return marginal_nll_rows(a, density) + conditional
+
+
+def vuong_statistic(differences: NDArray[np.float64]) -> float:
+    """Vuong's statistic ``sqrt(m) mean(d) / sd(d)`` of per-row log-likelihood differences ``d``.
+
+    Vuong, "Likelihood ratio tests for model selection and non-nested hypotheses", Econometrica 57 (1989):
+    the test between two non-nested models.
+
+    Asymptotically standard normal when neither model is the closer one; a large ``|z|`` says the sign of
+    ``mean(d)`` is not the rows' noise. Infinite rows (a constant column) give ``+-inf``; ``d`` all equal, 0 when
+    its mean is 0, else ``+-inf``.
+    """
+    with np.errstate(invalid="ignore"):  # inf - inf rows: nan, read as no preference
+        mean = float(np.mean(differences))
+    if not math.isfinite(mean):
+        return mean if not math.isnan(mean) else 0.0
+    sd = float(np.std(differences))
+    if sd == 0.0:
+        return 0.0 if mean == 0.0 else math.copysign(math.inf, mean)
+    return math.sqrt(differences.size) * mean / sd

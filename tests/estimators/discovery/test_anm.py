@@ -1,5 +1,7 @@
 """The ANM direction test (paper 002, Algorithm 1) and its input checks."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -162,7 +164,7 @@ def heteroscedastic_pair(n=300, seed=0):
 LOCATION_SCALE = {"noise": "location-scale", "in_sample": True, "hsic_widths": "median"}
 
 
-@pytest.mark.parametrize("score", ["hsic", "likelihood", "likelihood_kde"])
+@pytest.mark.parametrize("score", ["hsic", "likelihood", "likelihood_kde", "likelihood_kde_in", "likelihood_hsic"])
 def test_location_scale_model_orients_a_heteroscedastic_pair_both_ways(score):
     x, y = heteroscedastic_pair()
     assert AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y).scores(score).direction == "x->y"
@@ -174,6 +176,17 @@ def test_location_scale_model_still_orients_additive_noise(score):
     x, y = pair(300)
     assert AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y).scores(score).direction == "x->y"
     assert AdditiveNoiseModel(**LOCATION_SCALE).fit(y, x).scores(score).direction == "y->x"
+
+
+def test_in_sample_kde_likelihood_orients_a_pair_whose_cause_has_one_isolated_value():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    x[0] = 9.0  # beyond every other row's kernel: the leave-one-out KDE gives it about 708 nats
+    y = np.tanh(x) + 0.2 * rng.uniform(-1, 1, 200)
+    forward, backward = AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y), AdditiveNoiseModel(**LOCATION_SCALE).fit(y, x)
+    assert (forward.scores("likelihood_kde_in").direction, backward.scores("likelihood_kde_in").direction) == (
+        "x->y", "y->x")
+    assert forward.scores("likelihood_kde").direction == "y->x"  # what the in-sample estimate repairs
 
 
 def test_standardised_in_sample_residuals_have_mean_square_one():
@@ -217,6 +230,30 @@ def test_a_constant_column_is_the_likelier_cause_without_nan():
         assert np.isfinite(result.score_xy) and result.score_yx == -np.inf and result.direction == "y->x"
 
 
+@pytest.mark.parametrize("noise", ["location-scale", "additive"])
+def test_likelihood_hsic_is_the_likelihood_or_the_additive_hsic_by_vuongs_threshold(noise):
+    x, y = pair(200)
+    params = {**LOCATION_SCALE, "noise": noise}
+    likelihood = AdditiveNoiseModel(**params).fit(x, y).scores("likelihood_kde")
+    assert AdditiveNoiseModel(**params, likelihood_z=0.0).fit(x, y).scores("likelihood_hsic") == replace(
+        likelihood, score="likelihood_hsic")  # |z| >= 0 always: the likelihood decides
+    plain = AdditiveNoiseModel(in_sample=True, hsic_widths="median").fit(x, y).scores("hsic")
+    model = AdditiveNoiseModel(**params, likelihood_z=np.inf).fit(x, y)
+    anm = model.scores("likelihood_hsic")  # the ANM consulted; its residuals pass the test on this pair
+    assert (anm.score_xy, anm.score_yx) == pytest.approx((plain.score_xy, plain.score_yx), rel=1e-9)
+    assert anm.direction == "x->y"
+    refused = AdditiveNoiseModel(**params, likelihood_z=np.inf, independence_level=1.0).fit(x, y)
+    assert refused.scores("likelihood_hsic").margin == pytest.approx(likelihood.margin)  # no p-value exceeds 1
+
+
+def test_likelihood_hsic_keeps_a_significant_likelihood_on_a_heteroscedastic_pair():
+    x, y = heteroscedastic_pair()
+    for a, b, direction in ((x, y, "x->y"), (y, x, "y->x")):
+        result = AdditiveNoiseModel(**LOCATION_SCALE).fit(a, b).scores("likelihood_hsic")
+        assert result.direction == direction and result.margin == pytest.approx(
+            AdditiveNoiseModel(**LOCATION_SCALE).fit(a, b).scores("likelihood_kde").margin)
+
+
 def test_location_scale_options_are_refused_where_they_do_not_apply():
     x, y = pair(100)
     with pytest.raises(InputError, match="unknown noise model 'multiplicative'"):
@@ -224,3 +261,5 @@ def test_location_scale_options_are_refused_where_they_do_not_apply():
     model = AdditiveNoiseModel(**LOCATION_SCALE).fit(x, y)
     with pytest.raises(InputError, match="needs the fitted noise scales"):
         model.pair_score("likelihood", model.x_test_, model.residual_y_)
+    with pytest.raises(InputError, match="needs the fitted noise scales"):
+        model.pair_score("likelihood_hsic", model.x_test_, model.residual_y_)

@@ -117,6 +117,8 @@ def test_training_protection_without_public_bounds_is_refused(model):
         ("variance", "test", 1.0, 0.0, "no private release"),
         ("likelihood", "test", 1.0, 0.0, "no private release"),
         ("likelihood_kde", "test", 1.0, 0.0, "no private release"),
+        ("likelihood_hsic", "test", 1.0, 0.0, "no private release"),
+        ("likelihood_kde_in", "test", 1.0, 0.0, "no private release"),
         ("spearman", "both", 1.0, 0.0, "no private release protecting 'both'"),
         ("iqr", "test", 1.0, 0.0, "needs delta > 0"),
         ("kendall", "train", 1.0, 0.0, "needs delta > 0"),

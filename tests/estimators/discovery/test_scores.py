@@ -17,11 +17,14 @@ from collabcausal.estimators.discovery.scores import (
     iqr,
     iqr_score,
     kendall_score,
+    likelihood_rows,
     likelihood_score,
     marginal_nll,
+    marginal_nll_rows,
     ordinal_ranks,
     spearman_score,
     variance_score,
+    vuong_statistic,
 )
 from collabcausal.estimators.discovery.sensitivity import score_sensitivity
 
@@ -162,6 +165,7 @@ def test_marginal_nll_estimates_the_entropy_of_a_normal_sample():
     entropy = 0.5 * math.log(2 * math.pi * math.e)
     assert marginal_nll(values, "gaussian") == pytest.approx(entropy, abs=0.03)
     assert marginal_nll(values, "kde") == pytest.approx(entropy, abs=0.05)
+    assert marginal_nll(values, "kde-in") == pytest.approx(entropy, abs=0.05)
     assert marginal_nll(np.ones(50), "kde") == -math.inf
     with pytest.raises(InputError, match="unknown cause density 'flow'"):
         marginal_nll(values, "flow")
@@ -172,3 +176,30 @@ def test_likelihood_score_adds_the_cause_and_the_location_scale_conditional():
     a, z, log_scale = rng.normal(size=100), rng.normal(size=100), rng.normal(size=100)
     expected = marginal_nll(a, "gaussian") + 0.5 * np.mean(z**2) + np.mean(log_scale) + 0.5 * math.log(2 * math.pi)
     assert likelihood_score(a, z, log_scale, density="gaussian") == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("density", ["gaussian", "kde", "kde-in"])
+def test_per_row_likelihood_terms_average_to_the_scores(density):
+    rng = np.random.default_rng(3)
+    a, z, log_scale = rng.gamma(2.0, size=150), rng.normal(size=150), rng.normal(size=150)
+    assert np.mean(marginal_nll_rows(a, density)) == pytest.approx(marginal_nll(a, density), rel=1e-12)
+    rows = likelihood_rows(a, z, log_scale, density=density)
+    assert rows.shape == (150,) and np.mean(rows) == pytest.approx(likelihood_score(a, z, log_scale, density=density))
+    assert (marginal_nll_rows(np.ones(20), density) == -np.inf).all()
+
+
+def test_vuong_statistic_is_the_studentised_mean_difference_and_handles_degenerate_rows():
+    d = np.array([1.0, 2.0, 3.0, 4.0])
+    assert vuong_statistic(d) == pytest.approx(2.0 * 2.5 / np.std(d))
+    assert vuong_statistic(-d) == pytest.approx(-vuong_statistic(d))
+    assert vuong_statistic(np.zeros(5)) == 0.0
+    assert vuong_statistic(np.full(5, 0.5)) == math.inf
+    assert vuong_statistic(np.full(5, -math.inf)) == -math.inf  # a constant cause: unbounded likelihood
+    assert vuong_statistic(np.array([math.inf, -math.inf])) == 0.0  # both directions unbounded: no preference
+
+
+def test_in_sample_kde_bounds_the_term_of_an_isolated_value_where_leave_one_out_does_not():
+    values = np.append(np.random.default_rng(4).normal(size=199), 40.0)
+    width = 1.06 * np.std(values) * 200**-0.2
+    assert marginal_nll_rows(values, "kde")[-1] > 700  # no other kernel reaches it: the float floor
+    assert marginal_nll_rows(values, "kde-in")[-1] <= math.log(200 * width * math.sqrt(2 * math.pi)) + 1e-9
