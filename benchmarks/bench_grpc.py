@@ -41,13 +41,13 @@ import grpc
 import numpy as np
 from _run_mode import BenchmarkParser, target_ok, verdict
 
+from collabcausal import certs
 from collabcausal.analyst.dcqe import DCQEPlan, run_dcqe
 from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.config import load_party_config
 from collabcausal.party.operations import operation
-from collabcausal.protocol import certs
 from collabcausal.protocol.arrays import CHUNK_BYTES
 from collabcausal.protocol.client import PartyClient
 from collabcausal.protocol.inprocess import InProcessGrid

@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "collabcausal"
 ANALYST, PARTY = "collabcausal.analyst", "collabcausal.party"
 PROTOCOL, SIMULATIONS, COMMANDS = "collabcausal.protocol", "collabcausal.simulations", "collabcausal.commands"
 REPORTING, ATTACKS = "collabcausal.reporting", "collabcausal.attacks"
-NEUTRAL = ("collabcausal.anchor_key", "collabcausal.ledger", "collabcausal.sqlite_transaction", "collabcausal.secagg",
-           "collabcausal.vertical",
+NEUTRAL = ("collabcausal.anchor_key", "collabcausal.certs", "collabcausal.ledger", "collabcausal.sqlite_transaction",
+           "collabcausal.secagg", "collabcausal.vertical",
            "collabcausal.estimators", "collabcausal.messages", "collabcausal.randomness")
 FORBIDDEN = {
     # the analyst reads what parties release; what both compute identically is in a neutral module
@@ -26,7 +26,7 @@ FORBIDDEN = {
     PARTY: (ANALYST, PROTOCOL, SIMULATIONS, COMMANDS, REPORTING, ATTACKS),
     # a report renders results; the simulations build their document from its pieces
     REPORTING: (SIMULATIONS, COMMANDS, ANALYST, PARTY, PROTOCOL, ATTACKS),
-    **{module: (ANALYST, PARTY, SIMULATIONS, COMMANDS, REPORTING, ATTACKS) for module in NEUTRAL},
+    **{module: (ANALYST, PARTY, PROTOCOL, SIMULATIONS, COMMANDS, REPORTING, ATTACKS) for module in NEUTRAL},
 }
 
 

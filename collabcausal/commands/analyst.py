@@ -132,7 +132,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 def check(config: StudyConfig, *, insecure: bool = False) -> list[str]:
     """What ``serve --check`` verifies and prints: every check raises its one-line error; nothing is opened."""
-    from collabcausal.protocol.certs import ANALYST, check_node_files
+    from collabcausal.certs import ANALYST, check_node_files
     from collabcausal.protocol.tls import require_loopback
 
     server, s = config.server, config.settings

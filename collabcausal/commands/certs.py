@@ -6,8 +6,7 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from collabcausal.errors import InputError
-from collabcausal.protocol.certs import (
+from collabcausal.certs import (
     ANALYST,
     DEFAULT_HOSTS,
     common_name,
@@ -19,6 +18,7 @@ from collabcausal.protocol.certs import (
     self_sign,
     sign_request,
 )
+from collabcausal.errors import InputError
 
 DESCRIPTION = """\
 Make the study's certificate authority (CA) and the certificates that parties and analyst present

@@ -101,9 +101,9 @@ def _serve(config: PartyConfig, *, insecure: bool) -> int:
 
 def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
     """What ``--check`` verifies and prints: every check raises its one-line error; nothing is written."""
+    from collabcausal.certs import check_node_files
     from collabcausal.commands.party_budget import ledger_path_from_config
     from collabcausal.party.policy import effective_guarantee
-    from collabcausal.protocol.certs import check_node_files
     from collabcausal.protocol.tls import require_loopback
 
     conn, policy = config.connection, config.policy
@@ -164,7 +164,7 @@ def check(config: PartyConfig, *, insecure: bool = False) -> list[str]:
 
 def secure_aggregation(config: PartyConfig, *, insecure: bool = False) -> str:
     """What ``[secure_aggregation]`` lets the party do, its signing certificate checked; one line."""
-    from collabcausal.protocol.certs import check_party_role, fingerprint
+    from collabcausal.certs import check_party_role, fingerprint
     from collabcausal.secagg import Signer
 
     peers = config.secure_aggregation

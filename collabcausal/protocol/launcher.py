@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from collabcausal.certs import ANALYST, fingerprint, init_ca, issue, load_certificate
 from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.party.node import Party
 from collabcausal.party.operations import registered
 from collabcausal.party.policy import PartyPolicy
 from collabcausal.party.secret_keys import write_key_file
-from collabcausal.protocol.certs import ANALYST, fingerprint, init_ca, issue, load_certificate
 from collabcausal.protocol.server import GrpcGrid
 from collabcausal.protocol.tls import TlsFiles
 from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import grpc
 
+from collabcausal.certs import check_certificate
 from collabcausal.errors import IdentityError
-from collabcausal.protocol.certs import check_certificate
 
 INSECURE_WARNING = (
     "collabcausal: WARNING: plaintext gRPC without TLS (--insecure); identities are unchecked. "

@@ -8,7 +8,7 @@ deceives and could unmask that party's upload. So each party signs its **key adv
 
 with the private key of its certificate (ECDSA P-256, SHA-256): by default its mutual-TLS one
 (``[analyst] cert/key`` of party.toml), or a self-signed one made at the party
-(``[secure_aggregation] cert/key``, ``certs self-sign``; collabcausal/protocol/certs.py). Every
+(``[secure_aggregation] cert/key``, ``certs self-sign``; collabcausal/certs.py). Every
 party verifies every advertisement before deriving a mask: the certificate is the one the party
 pinned for that name (or, with ``peers = "any"``, chains to the study CA), is in date and is a
 party's (not the analyst's), its common name is the advertised party name, the signature verifies
@@ -38,8 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from collabcausal.errors import IdentityError
-from collabcausal.protocol.certs import (
+from collabcausal.certs import (
     check_party_role,
     check_validity,
     common_name,
@@ -49,6 +48,7 @@ from collabcausal.protocol.certs import (
     make_certificate,
     verify_certificate,
 )
+from collabcausal.errors import IdentityError
 from collabcausal.secagg.crypto import PUBLIC_KEY_BYTES, canonical_bytes
 
 FIELDS = ("party", "study", "round", "public_key", "certificate", "signature")
@@ -56,7 +56,7 @@ FIELDS = ("party", "study", "round", "public_key", "certificate", "signature")
 SIMULATION_DAYS = 30
 """Validity of :func:`simulation_identities`' certificates (a long sweep must not outlive them)."""
 
-# fingerprint and load_certificate (protocol/certs.py) are re-exported for the roles, which never import protocol/
+# fingerprint and load_certificate (collabcausal/certs.py) are re-exported for the roles, which never import protocol/
 __all__ = [
     "FIELDS",
     "Signer",
@@ -222,7 +222,7 @@ class Verifier:
 def simulation_identities(study: str, names: Sequence[str]) -> tuple[dict[str, Signer], Verifier]:
     """A throwaway in-memory study CA and one party certificate per name (simulations, tests).
 
-    Uses the project's own certificate code (protocol/certs.py); nothing touches the disk. The
+    Uses the project's own certificate code (collabcausal/certs.py); nothing touches the disk. The
     verifier pins every party's certificate, as a deployment's party.toml does.
     """
     ca_key, ca_cert = make_ca(name=f"{study} simulation CA", days=SIMULATION_DAYS)

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from collabcausal.anchor_key import simulation_anchor_key
+from collabcausal.certs import ANALYST, init_ca, issue
 from collabcausal.ledger import PrivacyLedger
-from collabcausal.protocol.certs import ANALYST, init_ca, issue
 from collabcausal.protocol.launcher import write_party_files
 from collabcausal.simulations.datasets import make_dcqe_synthetic
 from collabcausal.simulations.partition import build_parties, partition_grid

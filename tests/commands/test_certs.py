@@ -9,15 +9,15 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from collabcausal.cli import main
-from collabcausal.errors import IdentityError
-from collabcausal.protocol.certs import (
+from collabcausal.certs import (
     certificate_identity,
     check_certificate,
     check_party_role,
     fingerprint,
     load_certificate,
 )
+from collabcausal.cli import main
+from collabcausal.errors import IdentityError
 
 
 def test_init_and_issue_make_verifiable_certificates_with_private_keys(tmp_path, capsys):

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collabcausal.certs import fingerprint, load_certificate, self_sign
 from collabcausal.cli import main
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.dp.effects.design import FeatureMap
@@ -18,7 +19,6 @@ from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.messages import Message
 from collabcausal.party.config import load_party_config
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.protocol.certs import fingerprint, load_certificate, self_sign
 from collabcausal.secagg import KEYS_OPERATION
 from collabcausal.secagg.pins import ANY_MIN_PARTIES, DEFAULT_MIN_PARTIES
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from collabcausal import certs
 from collabcausal.analyst.dcqe import DCQEPlan
 from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.party import Party
-from collabcausal.protocol import certs
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from protocol_helpers import PartyThread, raw_stub, small_party, tls_of, wait_until_joined
 
+from collabcausal import certs
 from collabcausal.errors import IdentityError, PolicyError, ProtocolError, StudyFailedError
 from collabcausal.messages import Message
-from collabcausal.protocol import certs
 from collabcausal.protocol.arrays import message_frames
 from collabcausal.protocol.generated import collabcausal_pb2 as pb
 from collabcausal.protocol.server import PROTOCOL_VERSION, GrpcGrid

@@ -17,6 +17,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collabcausal.certs import (
+    ANALYST,
+    fingerprint,
+    init_ca,
+    issue,
+    load_certificate,
+    request_certificate,
+    sign_request,
+)
 from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.release import party_statistics
@@ -27,15 +36,6 @@ from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
 from collabcausal.party.secagg import MAX_OPEN_ROUNDS, IdentityFiles
-from collabcausal.protocol.certs import (
-    ANALYST,
-    fingerprint,
-    init_ca,
-    issue,
-    load_certificate,
-    request_certificate,
-    sign_request,
-)
 from collabcausal.secagg import (
     KEYS_OPERATION,
     SCALE_BITS,

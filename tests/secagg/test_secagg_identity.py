@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from secagg_helpers import NAMES, STUDY
 
+from collabcausal.certs import init_ca, issue, make_ca, make_certificate
 from collabcausal.errors import IdentityError
-from collabcausal.protocol.certs import init_ca, issue, make_ca, make_certificate
 from collabcausal.secagg import Signer, Verifier, simulation_identities
 from collabcausal.secagg.crypto import generate_round_key, public_bytes
 from collabcausal.secagg.identity import advertisement_bytes, fingerprint

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from collabcausal.certs import make_ca, make_certificate
 from collabcausal.errors import IdentityError
-from collabcausal.protocol.certs import make_ca, make_certificate
 from collabcausal.secagg import Signer, Verifier, simulation_identities
 from collabcausal.secagg.crypto import generate_round_key, public_bytes
 from collabcausal.secagg.identity import fingerprint as certificate_fingerprint
