@@ -49,6 +49,7 @@ from collabcausal.simulations.cate_benchmark import (
     true_subgroup_effects,
 )
 from collabcausal.simulations.cate_peers import run_peers
+from collabcausal.simulations.dp_effects_benchmark import quiet_clipping_log
 
 Z95 = 1.959963984540054
 
@@ -270,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-log", type=Path, default=None,
                         help="summarize the replications of a --log file (no new run)")
     args = parser.parse_args(argv)
+    quiet_clipping_log()  # the designs' public ranges clip a few simulated values on purpose
     outcomes = args.outcomes.split(",")
     if args.from_log is not None:
         rows = [json.loads(line) for line in args.from_log.read_text().splitlines() if line.strip()]

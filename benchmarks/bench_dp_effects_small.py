@@ -56,7 +56,15 @@ from _run_mode import BenchmarkParser
 from collabcausal.analyst import dp_effects_feasibility
 from collabcausal.errors import CollabCausalError
 from collabcausal.simulations.cohort_design import COHORT_DESIGN, cohort_sites, cohort_true_ate
-from collabcausal.simulations.dp_effects_benchmark import Z95, Design, Estimate, federated_aipw, run_private, study_spec
+from collabcausal.simulations.dp_effects_benchmark import (
+    Z95,
+    Design,
+    Estimate,
+    federated_aipw,
+    quiet_clipping_log,
+    run_private,
+    study_spec,
+)
 from collabcausal.simulations.dp_effects_decomposition import NoiseSources, decomposed_estimate
 from collabcausal.simulations.dp_effects_replicate_check import CLIP_MULTIPLES, replicate_check
 from collabcausal.simulations.multisite import OUTCOME_RANGE, Site, covariate_bounds, simulate_sites, true_effects
@@ -227,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicates", action="store_true", help="only the nuisance-noise term's check "
                         "(--replicate-sets data sets per n)")
     args = parser.parse_args(argv)
+    quiet_clipping_log()  # the designs' public ranges clip a few simulated values on purpose
     if args.no_refusal:
         dp_effects_feasibility.MAX_RIDGE_SHARE = math.inf
     if args.decompose:

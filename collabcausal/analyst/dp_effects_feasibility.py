@@ -56,7 +56,7 @@ MAX_RIDGE_SHARE = 0.5
 """The largest ridge, as a share of the smallest training set, that ``dp_effects`` accepts (module docstring)."""
 CAVEAT_RIDGE_SHARE = 0.1
 """Above this share the report warns that the interval may be short (:func:`interval_caveat`): measured short on a
-held-out design at 0.13-0.49, at or above nominal on two designs at 0.05-0.07 (docs/dp-effects.md)."""
+held-out design at 0.13-0.49, at or above nominal on it at 0.09 and on two designs at 0.05-0.07 (docs/dp-effects.md)."""
 LARGEST_EPSILON = 1e6
 
 

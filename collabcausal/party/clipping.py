@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 OUTCOME = "outcome"
 """The key of the outcome's range (in ``[ranges]`` the outcome may also be named by its column)."""
 
-log = logging.getLogger(f"{LOGGER}.party")
+log = logging.getLogger(f"{LOGGER}.party.clipping")
+"""The clip counts' own logger (under the party's), so that a simulation whose public ranges are narrower than its
+simulated covariates on purpose can quiet them
+(:func:`~collabcausal.simulations.dp_effects_benchmark.quiet_clipping_log`)."""
 
 
 def values_outside(

@@ -115,3 +115,22 @@ def test_lalonde_has_no_true_nuisances():
     groups, _ = lalonde_sites(2, 0)
     assert all(np.isnan(g.propensity).all() and np.isnan(g.mean_treated).all() for g in groups)
 
+
+
+def test_quiet_clipping_log_keeps_the_parties_clip_counts_off_a_benchmarks_output(caplog):
+    from collabcausal.party.clipping import log as clipping_log
+    from collabcausal.party.clipping import log_clipping
+    from collabcausal.simulations.dp_effects_benchmark import quiet_clipping_log
+
+    level = clipping_log.level
+    try:
+        log_clipping("p", "dp_effects_scores", {"x0": 3}, 100)
+        assert [r.getMessage() for r in caplog.records] == [
+            "dp_effects_scores: values clipped to the study's declared ranges (this party's diagnostic, not sent): "
+            "x0 3 of 100"]
+        caplog.clear()
+        quiet_clipping_log()
+        log_clipping("p", "dp_effects_scores", {"x0": 3}, 100)
+        assert caplog.records == []
+    finally:
+        clipping_log.setLevel(level)
