@@ -66,7 +66,7 @@ from collabcausal.simulations.dp_effects_benchmark import (
     study_spec,
 )
 from collabcausal.simulations.dp_effects_decomposition import NoiseSources, decomposed_estimate
-from collabcausal.simulations.dp_effects_replicate_check import CLIP_MULTIPLES, replicate_check
+from collabcausal.simulations.dp_effects_replicate_check import CLIP_FRACTIONS, replicate_check
 from collabcausal.simulations.multisite import OUTCOME_RANGE, Site, covariate_bounds, simulate_sites, true_effects
 
 SIZES = (600, 2000, 10_000)
@@ -200,10 +200,11 @@ def check_replicates(reps: int, seed: int, epsilon: float, design: str) -> None:
         redesigns.append(f"| {n} | " + " | ".join(f"{m:.2f}x (sd {s:.2f})" for m, s in
                                                  zip(ratios.mean(axis=0), ratios.std(axis=0), strict=True)) + " |")
     print("\nThe same term with the replicate sums' own DP noise, over the conditional variance (mean, sd over data "
-          "sets), at multiples of the release's clip; and the first-order term from exact gradients, then from "
-          "gradient sums released at the replicates' budget share:\n")
-    print("| n | " + " | ".join(f"clip x{k:g}, noisy" for k in CLIP_MULTIPLES)
-          + " | first order, exact | first order, noisy gradient sums |\n" + "|---" * (len(CLIP_MULTIPLES) + 3) + "|")
+          "sets), at clips of 1/40 to 1/5 of the score's range; and the first-order term from exact gradients, then "
+          "from gradient sums released at the replicates' budget share:\n")
+    print("| n | " + " | ".join(f"clip 1/{1 / f:g}, noisy" for f in CLIP_FRACTIONS)
+          + " | first order, exact | first order, noisy gradient sums |\n"
+          + "|---" * (len(CLIP_FRACTIONS) + 3) + "|")
     print("\n".join(redesigns))
 
 

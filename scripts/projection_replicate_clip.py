@@ -26,10 +26,15 @@ from collabcausal.analyst.dp_effects_feasibility import statistics_noise_sd
 from collabcausal.estimators.dp.effects.analysis import fold_models, noise_replicates
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.projection import Projection, projection_layout, subject_projection_values
+from collabcausal.estimators.dp.effects.projection import (
+    PROJECTION_REPLICATE_CLIP,
+    Projection,
+    projection_layout,
+    subject_projection_values,
+)
 from collabcausal.estimators.dp.effects.projection_analysis import modifier_gram
 from collabcausal.estimators.dp.effects.release import party_statistics
-from collabcausal.estimators.dp.effects.scores import REPLICATE_CLIP, components, subject_scores
+from collabcausal.estimators.dp.effects.scores import components, subject_scores
 from collabcausal.simulations.cate_benchmark import MODIFIERS, simulate_cate_sites, study_spec
 
 TRIM = 0.1
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"nuisance variance of (intercept, z0, z8) over {args.draws} noise draws (exact Gram): "
           + " / ".join(f"{v:.2g}" for v in np.var(moves, axis=0)))
     width = parts[0].width
-    clips = [REPLICATE_CLIP * width * k for k in (1, 2, 4, 10, 40)]
+    clips = [PROJECTION_REPLICATE_CLIP * width * k for k in (1, 2, 4, 10, 40)]
     terms, quantiles = np.zeros((len(clips), 3)), []
     for d in draws[:args.replicate_draws]:
         at_model = values(fold_models(d, fm.dim, fm.n_sites, sd)[0])

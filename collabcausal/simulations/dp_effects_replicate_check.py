@@ -42,8 +42,9 @@ from collabcausal.estimators.dp.effects.statistics import ArmStatistics
 from collabcausal.simulations.dp_effects_decomposition import pooled_study
 from collabcausal.simulations.multisite import Site
 
-CLIP_MULTIPLES = (1.0, 2.0, 4.0, 8.0)
-"""Clips at which the term is measured with the replicate sums' own noise, as multiples of the release's."""
+CLIP_FRACTIONS = (1.0 / 40.0, 1.0 / 20.0, 1.0 / 10.0, 1.0 / 5.0)
+"""Clips at which the term is measured with the replicate sums' own noise, as fractions of the score's range (1/40:
+the release's until 29 Nov 2026; 1/10: since)."""
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,8 @@ def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.G
     differences = np.array([scores(copy) - at_study for copy in copies])
     clipped = np.clip(differences, -clip, clip).mean(axis=1)
     n, weight = differences.shape[1], math.sqrt(REPLICATE_SHARE / len(copies))
-    noisy = tuple(noisy_term(np.clip(differences, -k * clip, k * clip).sum(axis=1),
-                             np.full(len(copies), pooled.score_sd * (2.0 * k * clip / parts[0].width) / weight), n, rng)
-                  for k in CLIP_MULTIPLES)
+    noisy = tuple(noisy_term(np.clip(differences, -f * parts[0].width, f * parts[0].width).sum(axis=1),
+                             np.full(len(copies), pooled.score_sd * 2.0 * f / weight), n, rng) for f in CLIP_FRACTIONS)
     theta = coefficients(fit(study))
     moves = np.array([coefficients(copy) - theta for copy in copies])
     gradient = _gradient(lambda t: float(scores(NuisanceModel(t[:dim], (t[dim:2 * dim], t[2 * dim:]))).mean()), theta)

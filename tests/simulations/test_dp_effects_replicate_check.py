@@ -45,7 +45,7 @@ def test_the_antithetic_term_keeps_each_pairs_half_difference_and_drops_the_even
 
 def test_the_redesigns_figures_are_finite_and_non_negative():
     result = _check()
-    assert len(result.noisy_terms) == len(check.CLIP_MULTIPLES)
+    assert len(result.noisy_terms) == len(check.CLIP_FRACTIONS)
     assert all(np.isfinite(t) and t >= 0.0 for t in (*result.noisy_terms, result.first_order, result.first_order_noisy))
     assert result.first_order > 0.0  # the study's model is noisy: the estimate moves with its coefficients
 

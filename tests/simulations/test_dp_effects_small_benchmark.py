@@ -48,5 +48,6 @@ def test_the_replicate_check_prints_both_tables(capsys):
     _bench().check_replicates(1, 0, 1.0, "cohort")
     out = capsys.readouterr().out
     assert "| 2000 | " in out and "| 10000 | " in out
-    assert "| n | clip x1, noisy | clip x2, noisy | clip x4, noisy | clip x8, noisy | first order, exact |" in out
+    header = "| n | clip 1/40, noisy | clip 1/20, noisy | clip 1/10, noisy | clip 1/5, noisy | first order, exact |"
+    assert header in out
     assert out.count("x (sd ") == 2 * 6  # six ratios per n: four clips, the exact and the noisy first-order term
