@@ -15,9 +15,9 @@ the score's range. :func:`replicate_check` holds one data set fixed and sets bes
   design that drops the even-order part of the moves, measured here and not adopted (docs/dp-effects.md,
   "Coverage");
 * the share of per-subject differences the clip changed, and the replicates' mean move;
-* two redesigns, measured and not adopted (docs/dp-effects.md, "What would fix it"): the study's term with
-  the replicate sums' own DP noise drawn and removed, at the release's clip and at :data:`CLIP_MULTIPLES` of
-  it (the sums' noise sd grows with the clip; their budget share stays :data:`~.scores.REPLICATE_SHARE`);
+* two redesigns (docs/dp-effects.md, "Two redesigns of the term measured in process"): the study's term with
+  the replicate sums' own DP noise drawn and removed, at the clips :data:`CLIP_FRACTIONS` of the score's range
+  (the sums' noise sd grows with the clip; their budget share stays :data:`~.scores.REPLICATE_SHARE`);
   and the **first-order term** ``mean_b (g' Delta theta_b)^2``, ``g`` the exact gradient of the estimate in
   the nuisance coefficients at the study's model (central differences), without and with the DP noise that
   released gradient sums would carry at the replicates' share (:func:`gradient_range`).
@@ -116,8 +116,7 @@ def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.G
     def coefficients(model: NuisanceModel) -> np.ndarray:
         return np.concatenate([model.propensity_coef, *model.outcome_coef])
 
-    def scores(source: np.ndarray | NuisanceModel) -> np.ndarray:
-        model = source if isinstance(source, NuisanceModel) else fit(source)
+    def scores(model: NuisanceModel) -> np.ndarray:
         return np.concatenate([
             subject_scores(parts, s.T, y, model.propensity(D, spec.trim), model.outcome(D, 0, feature_map),
                            model.outcome(D, 1, feature_map))[:, 0]
@@ -126,23 +125,24 @@ def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.G
     def noise() -> np.ndarray:
         return rng.normal(0.0, stats_sd, total.shape)
 
-    conditional = np.var([scores(total + noise()).mean() for _ in range(draws)], ddof=1)
+    conditional = np.var([scores(fit(total + noise())).mean() for _ in range(draws)], ddof=1)
     study = total + noise()
-    at_study = scores(study)
+    study_model = fit(study)
+    at_study = scores(study_model)
     copies = [fit(study + noise()) for _ in range(spec.nuisance_replicates)]
     differences = np.array([scores(copy) - at_study for copy in copies])
     clipped = np.clip(differences, -clip, clip).mean(axis=1)
     n, weight = differences.shape[1], math.sqrt(REPLICATE_SHARE / len(copies))
     noisy = tuple(noisy_term(np.clip(differences, -f * parts[0].width, f * parts[0].width).sum(axis=1),
                              np.full(len(copies), pooled.score_sd * 2.0 * f / weight), n, rng) for f in CLIP_FRACTIONS)
-    theta = coefficients(fit(study))
+    theta = coefficients(study_model)
     moves = np.array([coefficients(copy) - theta for copy in copies])
     gradient = _gradient(lambda t: float(scores(NuisanceModel(t[:dim], (t[dim:2 * dim], t[2 * dim:]))).mean()), theta)
     gradient_sd = pooled.score_sd * gradient_range(feature_map, spec.trim) / parts[0].width / math.sqrt(REPLICATE_SHARE)
     released = gradient + rng.normal(0.0, gradient_sd / n, gradient.shape)
     first_noisy = float(np.mean((moves @ released) ** 2) - (gradient_sd / n) ** 2 * np.mean(np.sum(moves**2, axis=1)))
     etas = [noise() for _ in range(spec.nuisance_replicates // 2)]
-    paired = np.array([scores(study + sign * eta) - at_study for eta in etas for sign in (1.0, -1.0)])
+    paired = np.array([scores(fit(study + sign * eta)) - at_study for eta in etas for sign in (1.0, -1.0)])
     return ReplicateCheck(float(conditional), float(np.mean(clipped**2)),
                           float(np.mean(differences.mean(axis=1) ** 2)),
                           antithetic_term(np.clip(paired, -clip, clip).mean(axis=1)),
