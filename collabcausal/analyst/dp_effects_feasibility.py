@@ -110,7 +110,7 @@ def check_study_size(spec: StudySpec, n_subjects: Mapping[str, int], noise_sd: N
         f"dp_effects at epsilon {spec.epsilon:g} is too small a study for its budget: the nuisance ridge is "
         f"{share:.2f} of the smallest party's {min(n_subjects.values())} subjects (at most {MAX_RIDGE_SHARE}; beyond "
         "it the noisy models bias the estimate, docs/dp-effects-benchmark.md, \"Small studies\")",
-        _what_passes(spec, n_subjects, noise_sd, MAX_RIDGE_SHARE),
+        _what_passes(spec, n_subjects, noise_sd, share, MAX_RIDGE_SHARE),
     )
 
 
@@ -132,12 +132,12 @@ def interval_caveat(spec: StudySpec, n_subjects: Mapping[str, int],
             "(95% intervals covered 0.905-0.955 at a share of 0.33 on a held-out design, three sets of 200 studies, "
             "and 0.95-0.97 at the other shares measured from 0.13 to 0.49; docs/dp-effects.md, \"Small studies\"); "
             "to bring the share to "
-            f"{CAVEAT_RIDGE_SHARE}: {_what_passes(spec, n_subjects, noise_sd, CAVEAT_RIDGE_SHARE)}")
+            f"{CAVEAT_RIDGE_SHARE}: {_what_passes(spec, n_subjects, noise_sd, share, CAVEAT_RIDGE_SHARE)}")
 
 
-def _what_passes(spec: StudySpec, n_subjects: Mapping[str, int], noise_sd: NoiseSd, limit: float) -> str:
-    """The smallest epsilon and the smallest party size whose :func:`ridge_share` is at most ``limit``."""
-    share = ridge_share(spec, n_subjects, noise_sd)
+def _what_passes(spec: StudySpec, n_subjects: Mapping[str, int], noise_sd: NoiseSd, share: float, limit: float) -> str:
+    """The smallest epsilon and the smallest party size whose :func:`ridge_share` is at most ``limit`` (``share``:
+    the study's own, above it)."""
     n_needed = math.ceil(min(n_subjects.values()) * share / limit)
     while ridge_share(spec, {p: max(n, n_needed) for p, n in n_subjects.items()}, noise_sd) > limit:
         n_needed += max(1, n_needed // 100)  # the noise grows a little with the parties' fixed-point range
