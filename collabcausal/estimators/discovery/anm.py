@@ -13,7 +13,7 @@ Two non-private extensions (:class:`AdditiveNoiseModel` parameters ``noise`` and
   estimates ``log g^2`` (the two-step estimate of multiplicative heteroscedasticity, Harvey,
   Econometrica 44, 1976), rescaled so that the standardised residuals ``(y - f(x)) / g(x)`` have mean
   square 1 on the rows it was fitted on; the scores then test the standardised residuals (LOCI-H with
-  HSIC) or compare the Gaussian likelihoods of both directions (LOCI-M, :func:`likelihood_score`);
+  HSIC) or compare the Gaussian likelihoods of both directions (LOCI-M, :func:`~.scores.likelihood_score`);
 * **in-sample** residuals: regress on all rows and score the same rows, as causal-learn's ANM and
   LOCI do, instead of a held-out half.
 
@@ -43,7 +43,6 @@ from collabcausal.estimators.discovery.scores import (
     iqr_score,
     kendall_score,
     likelihood_rows,
-    likelihood_score,
     spearman_score,
     variance_score,
     vuong_statistic,
@@ -251,6 +250,7 @@ class AdditiveNoiseModel(BaseEstimator):
         self.regression_params_ = (f_params, g_params)
         self.n_train_, self.m_test_ = int(train.size), int(m)
         self._exact: dict[str, DirectionScores] = {}
+        self._rows: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
         return self
 
     def data_tuned(self, split: str) -> bool:
@@ -367,8 +367,7 @@ class AdditiveNoiseModel(BaseEstimator):
             return self._likelihood_or_anm()
         if key not in self._exact:
             if key in LIKELIHOOD_DENSITIES:
-                s_xy, s_yx = (likelihood_score(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
-                              for a, r, s in self._directions())
+                s_xy, s_yx = (float(np.mean(rows)) for rows in self._likelihood_rows(key))
             else:
                 s_xy = self.pair_score(key, self.x_test_, self.residual_y_)
                 s_yx = self.pair_score(key, self.y_test_, self.residual_x_)
@@ -380,11 +379,13 @@ class AdditiveNoiseModel(BaseEstimator):
         return (self.x_test_, self.residual_y_, self.log_scale_y_), (self.y_test_, self.residual_x_, self.log_scale_x_)
 
     def _likelihood_rows(self, key: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per-row negative log-likelihoods (:func:`likelihood_rows`) of ``x->y`` and ``y->x`` for a likelihood score;
-        their means are the score (:func:`likelihood_score`)."""
-        rows_xy, rows_yx = (likelihood_rows(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
-                            for a, r, s in self._directions())
-        return rows_xy, rows_yx
+        """Per-row negative log-likelihoods (:func:`likelihood_rows`) of ``x->y`` and ``y->x`` for a likelihood score
+        (computed once per score); their means are the score (:func:`~.scores.likelihood_score`)."""
+        if key not in self._rows:
+            rows_xy, rows_yx = (likelihood_rows(a, self._standardised(r, s), s, density=LIKELIHOOD_DENSITIES[key])
+                                for a, r, s in self._directions())
+            self._rows[key] = (rows_xy, rows_yx)
+        return self._rows[key]
 
     def _standardised(self, residual: NDArray[np.float64], log_scale: NDArray[np.float64]) -> NDArray[np.float64]:
         """``residual / g``: the stored residual itself for location-scale noise (already standardised)."""
