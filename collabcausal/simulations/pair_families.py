@@ -1,57 +1,67 @@
-"""Synthetic cause-effect pair families in the spirit of Mooij et al. (2016), section 5.3.
+"""Synthetic cause-effect pair families as published: Mooij et al. (2016) and Tagasovska et al. (2020).
 
-Mooij, Peters, Janzing, Zscheischler and Schölkopf, "Distinguishing cause from effect using
-observational data: methods and benchmarks", JMLR 17 (2016), describe simulated benchmark families
-(SIM, SIM-c, SIM-ln, SIM-G) whose mechanisms are random functions drawn from Gaussian processes and
-whose input distributions are random densities. This module follows that description; the exact
-hyper-priors below are ours (the text gives the construction, we chose the constants), so a
-family here is "SIM-like", not the published files.
+**SIM, SIM-c, SIM-ln, SIM-G** are the simulated families of Mooij, Peters, Janzing, Zscheischler and
+Schölkopf, "Distinguishing cause from effect using observational data: methods and benchmarks", JMLR 17
+(2016), Appendix C. The appendix's text could not be read from this project's sources; the construction
+and constants below are those of the authors' generator released with the paper's code (the ``cep``
+package, Copyright Joris Mooij 2008-2015: ``simulate_pairs.m``, ``randmonoinc.m``, ``randgp.m``, and
+``experiments/simdata_article.sh``, which calls ``simulate_pairs`` once per family with the article's
+hyper-parameters; ``Gamma(a, b)`` is MATLAB's ``gamrnd(a, b)``, shape ``a`` and scale ``b``):
 
-Building blocks, all seeded:
+* **random density** ``RD(w)``: ``E ~ N(0, 1)`` per row, ``F`` a path of a GP with squared-exponential
+  kernel ``exp(-(e - e')^2 / (2 w^2))`` at ``E``, the sample is the cumulative integral of ``exp(F)`` up
+  to ``E`` (``randmonoinc``); standardised.
+* **noises**: ``E_X ~ RD(w_EX)``, ``E_Y ~ RD(w_EY)`` (and ``E_Z ~ RD(w_EZ)`` for a confounder), each
+  ``w ~ Gamma(a_w, b_w)``.
+* **cause**: ``X`` a GP path on ``(E_X[, E_Z])`` with length scales ``(s_EX[, s_EZ])``, standardised.
+* **effect**: ``Y`` a GP path on ``(X, E_Y[, E_Z])`` with length scales ``(s_X, s_EY[, s_EZ])`` (fresh
+  draws), standardised; the noise is not additive.
+* **measurement noise**: ``X + N(0, m_X^2)``, ``Y + N(0, m_Y^2)``, ``m ~ Gamma(a_m, b_m)``.
 
-* **random density**: ``E ~ N(0, 1)`` pushed through a random increasing map
-  ``h(t) = integral of exp(g(s)) ds`` with ``g`` a Gaussian-process path (squared-exponential
-  kernel, length scale ~ Gamma(5, 0.1)); the result is standardised. Its density is smooth,
-  skewed and often multimodal.
-* **random mechanism**: a Gaussian-process path on one or more inputs, sampled with random
-  Fourier features (Rahimi and Recht, 2007) so that any number of rows costs ``O(n D)``.
+Common to the four: ``w_EY, w_EZ ~ Gamma(5, 0.1)``, ``s_EZ ~ Gamma(2, 15)``, ``s_X ~ Gamma(2, 3)``
+(the script's ``[2, 1.5*2]``), GP jitter ``tau = 1e-4`` (negligible; not simulated). Per family
+(:data:`SIM_PRIORS`):
 
-Families (cause ``X``, effect ``Y``; every output standardised; columns swapped with probability
-1/2 and the true direction recorded):
+===========  ==============  ===============  ================  ===============  ===============
+family       confounders     ``w_EX``         ``s_EX``          ``s_EY``         ``m_X, m_Y``
+===========  ==============  ===============  ================  ===============  ===============
+``SIM``      0               Gamma(5, 0.1)    Gamma(2, 1.5)     Gamma(2, 15)     Gamma(2, 0.1)
+``SIM-c``    1               Gamma(5, 0.1)    Gamma(2, 1.5)     Gamma(2, 15)     Gamma(2, 0.1)
+``SIM-ln``   0               Gamma(5, 0.1)    Gamma(2, 1.5)     Gamma(2, 300)    Gamma(2, 0.01)
+``SIM-G``    0               Gamma(1e6, 1e-3) Gamma(1e6, 1e-3)  Gamma(2, 15)     Gamma(2, 0.1)
+===========  ==============  ===============  ================  ===============  ===============
+
+In SIM-G, ``w_EX`` and ``s_EX`` are about 1000: ``E_X`` is a Gaussian pushed through a nearly linear
+map, and so is ``X``: an approximately Gaussian cause, with the mechanism of SIM. (``E_Y`` keeps SIM's
+random density in the authors' script.) Two implementation differences, neither a change of law: GP
+paths are drawn with random Fourier features (Rahimi and Recht, 2007; 200 features) instead of a
+Cholesky factor, and the random density's GP is drawn on a grid over [-5, 5] and interpolated.
+
+**AN, AN-s, LS, LS-s, MN-U** are the families of Tagasovska, Chavez-Demoulin and Vatter, "Distinguishing
+cause from effect using quantiles: bivariate quantile causal discovery", ICML 2020, section 5 (built on
+the generators of Peters, Mooij, Janzing and Schölkopf, JMLR 15, 2014; not in Mooij et al. 2016). The
+constants are those of the authors' generator (``R/utils/data_generators.R`` of their bQCD code,
+``sample_generative_model``): cause ``X = sqrt(v) N`` with ``v ~ U(1, 2)`` per row (a Gaussian scale
+mixture); noise ``E = 0.2 sqrt(v') N'``, ``v' ~ U(1, 2)`` per row; mechanism either a GP path with
+kernel ``exp(-(x - x')^2 / 2)`` (``AN``, ``LS``: non-injective) or a random sigmoid
+``f(x) = c b (x + a) / (1 + |b (x + a)|)`` with ``a ~ U(-2, 2)``, ``|b| ~ U(0.5, 2)`` of random sign,
+``c ~ 1 + Exp(4)`` (``AN-s``, ``LS-s``, ``MN-U``: injective), and
 
 ===========  ====================================================================================
-``AN``       additive noise: ``Y = f(X) + s E_Y``, ``f`` a GP path, ``E_Y`` a random density,
-             ``s ~ Gamma(5, 0.1)``. The ANM's assumption holds exactly.
-``SIM``      ``Y = f(X, s E_Y)``, ``f`` a GP path on both inputs (noise not additive), plus
-             measurement noise ``N(0, m^2)`` on both columns, ``m ~ Gamma(2, 0.1)``.
-``SIM-ln``   as SIM with low noise: ``s ~ Gamma(5, 0.02)``, ``m ~ Gamma(2, 0.01)``.
-``SIM-G``    as SIM with Gaussian ``E_X``, ``E_Y`` and a nearly linear mechanism (length scale of
-             ``X`` ~ Gamma(5, 1)): the hardest case for an ANM (a linear Gaussian model is
-             symmetric).
-``SIM-c``    as SIM with a hidden confounder ``Z`` (a random density) entering both:
-             ``X = g(E_X, Z)``, ``Y = f(X, s E_Y, Z)``.
-===========  ====================================================================================
-
-The families ``AN-s``, ``LS``, ``LS-s`` and ``MN-U`` are those of Tagasovska, Chavez-Demoulin and
-Vatter, "Distinguishing cause from effect using quantiles: bivariate quantile causal discovery",
-ICML 2020, section 5 (built on the generators of Peters, Mooij, Janzing and Schölkopf, JMLR 15,
-2014; they are not in Mooij et al. 2016). Their construction: cause ``X = sqrt(v) N``
-with ``v ~ U(1, 2)`` per row (a Gaussian scale mixture); noise ``E = 0.2 sqrt(v') N'``,
-``v' ~ U(1, 2)`` per row; mechanism either a GP path with unit length scale (``LS``) or a random
-sigmoid ``f(x) = c b (x + a) / (1 + |b (x + a)|)`` with ``a ~ U(-2, 2)``, ``|b| ~ U(0.5, 2)`` of
-random sign, ``c ~ 1 + Exp(4)`` (the ``-s`` families and ``MN-U``), and
-
-===========  ====================================================================================
-``AN-s``     ``Y = f(X) + E``, ``f`` a random sigmoid (injective): additive noise.
+``AN``       ``Y = f(X) + E``, ``f`` a GP path: additive noise.
+``AN-s``     ``Y = f(X) + E``, ``f`` a random sigmoid.
 ``LS``       ``Y = f(X) + (f(X) - min f) E``: location-scale (heteroscedastic) noise, GP path.
 ``LS-s``     as LS with a random sigmoid.
 ``MN-U``     ``Y = f(X) U``, ``U ~ U(0, 1)``: multiplicative noise, random sigmoid.
 ===========  ====================================================================================
+
+Every family: columns standardised, swapped with probability 1/2, the true direction recorded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,10 +71,35 @@ from collabcausal.estimators.discovery.anm import X_TO_Y, Y_TO_X
 from collabcausal.randomness import child_rng
 from collabcausal.simulations.anm_pairs import LabelledPair
 
-TAGASOVSKA_FAMILIES: tuple[str, ...] = ("AN-s", "LS", "LS-s", "MN-U")
-FAMILIES: tuple[str, ...] = ("AN", "AN-s", "LS", "LS-s", "MN-U", "SIM", "SIM-c", "SIM-ln", "SIM-G")
+TAGASOVSKA_FAMILIES: tuple[str, ...] = ("AN", "AN-s", "LS", "LS-s", "MN-U")
+FAMILIES: tuple[str, ...] = (*TAGASOVSKA_FAMILIES, "SIM", "SIM-c", "SIM-ln", "SIM-G")
 N_FEATURES = 200
 _GRID = np.linspace(-5.0, 5.0, 401)
+Gamma = tuple[float, float]
+"""``(shape, scale)`` of a Gamma prior, as MATLAB's ``gamrnd(shape, scale)``."""
+
+
+@dataclass(frozen=True)
+class SimPriors:
+    """One row of the module docstring's table: the Gamma priors of a Mooij et al. (2016) family."""
+
+    confounded: bool
+    w_ex: Gamma
+    s_ex: Gamma
+    s_ey: Gamma
+    measurement: Gamma
+
+
+SIM_PRIORS: dict[str, SimPriors] = {
+    "SIM": SimPriors(False, (5.0, 0.1), (2.0, 1.5), (2.0, 15.0), (2.0, 0.1)),
+    "SIM-c": SimPriors(True, (5.0, 0.1), (2.0, 1.5), (2.0, 15.0), (2.0, 0.1)),
+    "SIM-ln": SimPriors(False, (5.0, 0.1), (2.0, 1.5), (2.0, 300.0), (2.0, 0.01)),
+    "SIM-G": SimPriors(False, (1e6, 1e-3), (1e6, 1e-3), (2.0, 15.0), (2.0, 0.1)),
+}
+W_EY: Gamma = (5.0, 0.1)
+W_EZ: Gamma = (5.0, 0.1)
+S_EZ: Gamma = (2.0, 15.0)
+S_X: Gamma = (2.0, 3.0)
 
 
 def gp_path(
@@ -89,9 +124,9 @@ def gp_path(
     return np.sqrt(2.0 / N_FEATURES) * np.cos(u @ omega + phase) @ weights
 
 
-def random_density_sample(n: int, rng: np.random.Generator) -> NDArray[np.float64]:
-    """``n`` standardised draws from a random smooth density (the module docstring's recipe)."""
-    g = gp_path(_GRID[:, None], [rng.gamma(5.0, 0.1)], rng)
+def random_density_sample(n: int, length_scale: float, rng: np.random.Generator) -> NDArray[np.float64]:
+    """``n`` standardised draws from ``RD(length_scale)``, Mooij et al. (2016) Appendix C (``randmonoinc``)."""
+    g = gp_path(_GRID[:, None], [length_scale], rng)
     cumulative = np.concatenate([[0.0], np.cumsum(np.exp(g[1:]) * np.diff(_GRID))])
     return _standardise(np.interp(rng.normal(size=n), _GRID, cumulative))
 
@@ -100,32 +135,25 @@ def family_pair(family: str, n: int, rng: np.random.Generator, *, name: str = ""
     """One pair of ``family`` (see the module docstring) with ``n`` rows."""
     if family not in FAMILIES:
         raise InputError(f"unknown pair family {family!r}", f"use one of {list(FAMILIES)}")
-    if family in TAGASOVSKA_FAMILIES:
-        cause, effect = quantile_family_columns(family, n, rng)
-        return _labelled(family, n, cause, effect, rng, name)
-    gaussian = family == "SIM-G"
-    e_x = rng.normal(size=n) if gaussian else random_density_sample(n, rng)
-    e_y = rng.normal(size=n) if gaussian else random_density_sample(n, rng)
-    noise_scale = rng.gamma(5.0, 0.02 if family == "SIM-ln" else 0.1)
-    if family == "AN":
-        cause = e_x
-        effect = gp_path(cause[:, None], [rng.gamma(5.0, 0.1)], rng) + noise_scale * e_y
-    else:
-        x_scale = rng.gamma(5.0, 1.0 if gaussian else 0.1)
-        if family == "SIM-c":
-            z = random_density_sample(n, rng)
-            cause = _standardise(gp_path(np.column_stack([e_x, z]), rng.gamma(5.0, 0.1, 2), rng))
-            inputs = np.column_stack([cause, noise_scale * e_y, z])
-            scales = [x_scale, *rng.gamma(5.0, 0.1, 2)]
-        else:
-            cause = e_x
-            inputs = np.column_stack([cause, noise_scale * e_y])
-            scales = [x_scale, rng.gamma(5.0, 0.1)]
-        effect = gp_path(inputs, scales, rng)
-        measurement = rng.gamma(2.0, 0.01 if family == "SIM-ln" else 0.1, 2)
-        cause = _standardise(cause) + measurement[0] * rng.normal(size=n)
-        effect = _standardise(effect) + measurement[1] * rng.normal(size=n)
+    columns = quantile_family_columns if family in TAGASOVSKA_FAMILIES else sim_family_columns
+    cause, effect = columns(family, n, rng)
     return _labelled(family, n, cause, effect, rng, name)
+
+
+def sim_family_columns(
+    family: str, n: int, rng: np.random.Generator
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Cause and effect of ``SIM``, ``SIM-c``, ``SIM-ln`` or ``SIM-G`` (Mooij et al. 2016, Appendix C)."""
+    priors = SIM_PRIORS[family]
+    e_x = random_density_sample(n, rng.gamma(*priors.w_ex), rng)
+    e_y = random_density_sample(n, rng.gamma(*W_EY), rng)
+    confounder = [random_density_sample(n, rng.gamma(*W_EZ), rng)] if priors.confounded else []
+    cause_scales = [rng.gamma(*priors.s_ex), *rng.gamma(*S_EZ, len(confounder))]
+    cause = _standardise(gp_path(np.column_stack([e_x, *confounder]), cause_scales, rng))
+    effect_scales = [rng.gamma(*S_X), rng.gamma(*priors.s_ey), *rng.gamma(*S_EZ, len(confounder))]
+    effect = _standardise(gp_path(np.column_stack([cause, e_y, *confounder]), effect_scales, rng))
+    m_x, m_y = rng.gamma(*priors.measurement, 2)
+    return cause + m_x * rng.normal(size=n), effect + m_y * rng.normal(size=n)
 
 
 def random_sigmoid(x: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
@@ -139,11 +167,11 @@ def random_sigmoid(x: NDArray[np.float64], rng: np.random.Generator) -> NDArray[
 def quantile_family_columns(
     family: str, n: int, rng: np.random.Generator
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Cause and effect of ``AN-s``, ``LS``, ``LS-s`` or ``MN-U`` (Tagasovska et al. 2020, section 5)."""
+    """Cause and effect of ``AN``, ``AN-s``, ``LS``, ``LS-s`` or ``MN-U`` (Tagasovska et al. 2020, section 5)."""
     cause = np.sqrt(rng.uniform(1.0, 2.0, n)) * rng.normal(size=n)
-    mechanism = gp_path(cause[:, None], [1.0], rng) if family == "LS" else random_sigmoid(cause, rng)
+    mechanism = gp_path(cause[:, None], [1.0], rng) if family in ("AN", "LS") else random_sigmoid(cause, rng)
     noise = 0.2 * np.sqrt(rng.uniform(1.0, 2.0, n)) * rng.normal(size=n)
-    if family == "AN-s":
+    if family in ("AN", "AN-s"):
         return cause, mechanism + noise
     if family == "MN-U":
         return cause, mechanism * rng.uniform(size=n)

@@ -39,13 +39,15 @@ def test_every_row_carries_its_interval_seed_range_and_baseline(table):
         assert 0.5 <= r.majority_baseline <= 1.0 and r.n_pairs == 10 and r.n_split_seeds == 2
 
 
-def test_additive_noise_pairs_are_found_and_near_linear_gaussian_ones_are_not(table):
-    # Seeded data and splits: fixed numbers, not chance events.
-    nonprivate = table[~np.isfinite(table["epsilon"]) & (table["rule"] == "fixed")].set_index("family")
-    assert nonprivate.loc["AN", "accuracy"] > nonprivate.loc["AN", "majority_baseline"]
-    assert nonprivate.loc["SIM-G", "accuracy"] < nonprivate.loc["AN", "accuracy"]
-    private = table[np.isfinite(table["epsilon"]) & (table["rule"] == "fixed")].set_index("family")
-    assert private.loc["AN", "accuracy"] < nonprivate.loc["AN", "accuracy"]
+def test_additive_noise_pairs_are_found_and_private_hsic_at_eps_10_stays_close(table):
+    # Seeded data and splits: fixed numbers, not chance events (measured: AN 0.90 / 0.95 non-private for
+    # fixed / loo, 0.92 / 0.91 at eps = 10; SIM-G, the published family, 0.75 against its majority 0.60).
+    nonprivate = table[~np.isfinite(table["epsilon"])].set_index(["family", "rule"])
+    private = table[np.isfinite(table["epsilon"])].set_index(["family", "rule"])
+    for family in ("AN", "SIM-G"):
+        assert nonprivate.loc[(family, "fixed"), "accuracy"] > nonprivate.loc[(family, "fixed"), "majority_baseline"]
+    for rule in ("fixed", "loo"):
+        assert abs(private.loc[("AN", rule), "accuracy"] - nonprivate.loc[("AN", rule), "accuracy"]) < 0.05
 
 
 def test_long_pairs_are_subsampled_reproducibly():
@@ -75,10 +77,10 @@ def load_script():
 
 def test_quick_script_prints_the_families_beside_the_references_and_exits_1_when_below(tmp_path, capsys):
     script = load_script()
-    argv = ["--quick", "--families", "SIM-G", "--out", str(tmp_path)]  # seeded: 0.50 on the quick SIM-G pairs
-    assert script.main([*argv, "--reference", "SIM-G=0.52"]) == 0
-    assert "SIM-G: 0.50 (published 0.52, gap -0.02)" in capsys.readouterr().out
-    assert script.main([*argv, "--reference", "SIM-G=0.54"]) == 1
+    argv = ["--quick", "--families", "SIM-G", "--out", str(tmp_path)]  # seeded: 0.83 on the quick SIM-G pairs
+    assert script.main([*argv, "--reference", "SIM-G=0.85"]) == 0
+    assert "SIM-G: 0.83 (published 0.85, gap -0.02)" in capsys.readouterr().out
+    assert script.main([*argv, "--reference", "SIM-G=0.87"]) == 1
     assert "MORE THAN 3 POINTS BELOW" in capsys.readouterr().out
     assert (tmp_path / "summary.csv").is_file() and (tmp_path / "reference.csv").is_file()
 
@@ -98,13 +100,17 @@ def test_full_protection_accuracy_rises_towards_the_non_private_accuracy():
 
 @pytest.mark.slow
 def test_private_hsic_keeps_the_non_private_accuracy_at_eps_10_on_every_family():
-    """The fixed-rule figures of docs/causal-discovery.md (50 pairs of 1000 rows subsampled to 400, two splits)."""
+    """The setup of docs/causal-discovery.md's first table (50 pairs of 1000 rows subsampled to 400, two splits).
+
+    Measured on the published families (issue 40): non-private / eps = 1 / eps = 10, AN 0.98 / 0.83 / 0.98,
+    SIM 0.65 / 0.59 / 0.66, SIM-ln 0.81 / 0.67 / 0.80, SIM-G 0.67 / 0.60 / 0.68, SIM-c 0.69 / 0.58 / 0.67.
+    """
     table = run_benchmark(n_pairs=50, n_rows=1000, max_rows=400, split_seeds=(0, 1), rules=("fixed",),
                           scores=("hsic",), epsilons=(1.0, 10.0)).set_index(["family", "epsilon"])
     for family in ("AN", "SIM", "SIM-ln", "SIM-G", "SIM-c"):
         exact = table.loc[(family, np.inf), "accuracy"]
         assert table.loc[(family, 10.0), "accuracy"] >= exact - 0.03, family
-    for family in ("AN", "SIM", "SIM-ln"):  # where the ANM works, privacy at eps = 1 keeps a clear edge
+    for family in ("AN", "SIM-ln"):  # where the ANM works best, privacy at eps = 1 keeps a clear edge
         assert table.loc[(family, np.inf), "accuracy"] > table.loc[(family, np.inf), "majority_baseline"] + 0.15
         assert table.loc[(family, 1.0), "accuracy"] > 0.6, family
 
