@@ -8,7 +8,8 @@ DP noise on the score sums, prints:
 * for ``--replicate-draws`` of those draws, the replicate term the interval adds, without the DP
   noise of the replicate sums: the mean square of the coefficients' moves under the study's 8 refits
   (:func:`~collabcausal.estimators.dp.effects.analysis.noise_replicates`) when each subject's
-  difference is clipped at ``c`` (the release's ``c`` is 1/40 of the sum's range), and the quantiles
+  difference is clipped at ``c`` (1/40 to all of the sum's range; the release's ``c`` is
+  :data:`~collabcausal.estimators.dp.effects.scores.REPLICATE_CLIP` of it), and the quantiles
   of those differences.
 
     .venv/bin/python scripts/projection_replicate_clip.py --outcome continuous --projection-clip 1 --seed 7
@@ -26,18 +27,15 @@ from collabcausal.analyst.dp_effects_feasibility import statistics_noise_sd
 from collabcausal.estimators.dp.effects.analysis import fold_models, noise_replicates
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.projection import (
-    PROJECTION_REPLICATE_CLIP,
-    Projection,
-    projection_layout,
-    subject_projection_values,
-)
+from collabcausal.estimators.dp.effects.projection import Projection, projection_layout, subject_projection_values
 from collabcausal.estimators.dp.effects.projection_analysis import modifier_gram
 from collabcausal.estimators.dp.effects.release import party_statistics
-from collabcausal.estimators.dp.effects.scores import components, subject_scores
+from collabcausal.estimators.dp.effects.scores import REPLICATE_CLIP, components, subject_scores
 from collabcausal.simulations.cate_benchmark import MODIFIERS, simulate_cate_sites, study_spec
 
 TRIM = 0.1
+CLIP_FRACTIONS = (1 / 40, 1 / 20, 1 / 10, 1 / 4, 1.0)
+"""The per-subject clips measured, as fractions of ``blp_0``'s range (1/40 was the release's until 29 Nov 2026)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"nuisance variance of (intercept, z0, z8) over {args.draws} noise draws (exact Gram): "
           + " / ".join(f"{v:.2g}" for v in np.var(moves, axis=0)))
     width = parts[0].width
-    clips = [PROJECTION_REPLICATE_CLIP * width * k for k in (1, 2, 4, 10, 40)]
+    clips = [width * fraction for fraction in CLIP_FRACTIONS]
     terms, quantiles = np.zeros((len(clips), 3)), []
     for d in draws[:args.replicate_draws]:
         at_model = values(fold_models(d, fm.dim, fm.n_sites, sd)[0])
@@ -92,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             terms[k] += np.mean(np.square(steps), axis=0) / args.replicate_draws
     print(f"the replicate term without DP noise (mean square of the 8 refits' moves), mean over "
           f"{args.replicate_draws} draws, each subject's difference clipped at c (the release: c = "
-          f"{clips[0]:g}, 1/40 of blp_0's range {width:g}):")
+          f"{REPLICATE_CLIP * width:g}, {REPLICATE_CLIP:g} of blp_0's range {width:g}):")
     for c, term in zip(clips, terms, strict=True):
         print(f"  c = {c:6.3g}: " + " / ".join(f"{v:.2g}" for v in term))
     q = np.mean(quantiles, axis=0)

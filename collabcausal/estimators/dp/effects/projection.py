@@ -76,11 +76,6 @@ MIN_WEIGHT = 1e-3
 """Smallest budget weight of a projection point sum (:class:`Projection`): below it a sum is noise."""
 MIN_CLIP = 1e-3
 """Smallest projection clip (outcome-range widths): below it the squares' ranges could underflow to width 0."""
-PROJECTION_REPLICATE_CLIP = 1.0 / 40.0
-"""The projection's sums (``blp_q``, the cells) clip a replicate's per-subject difference at this fraction of their
-range: its figures (docs/dp-cate-projection.md) were measured with it, and a wider clip raises the replicate sums'
-noise above the nuisance variance they measure ("Why the continuous intervals over-cover"); the ATE's own sums moved
-to :data:`~.scores.REPLICATE_CLIP` (1/10) on 29 Nov 2026, and the projection's were not re-measured."""
 COUNT_WEIGHT = SPREAD_WEIGHT
 """A bin's count is the ratio's denominator: its noise moves the effect by ``effect x sd / count``, against the
 sum's ``sd / count`` with a width ``2 R / t`` the count's 1 cannot match, so it weighs as a sum of squares."""
@@ -285,7 +280,7 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
                                                ("_sq", False, 0.0, a * a, SPREAD_WEIGHT)):
             kinds.append(list(range(len(parts), len(parts) + part.n_bins)))
             parts += [Component(f"cell_{g}_{c}{name}", point, low, high, weight) for c in range(part.n_bins)]
-    copies = replicate_components(parts, n_replicates, PROJECTION_REPLICATE_CLIP)
+    copies = replicate_components(parts, n_replicates)
     start = len(parts)
     for b in range(n_replicates):
         for g in range(len(projection.partitions)):

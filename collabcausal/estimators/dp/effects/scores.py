@@ -59,7 +59,8 @@ t = 0.1). 1/40 (until 29 Nov 2026) cut the term's per-subject cancellation where
 covered 0.80-0.82 on the held-out design at n = 2,700-4,000. Wider clips add noise to the replicate sums (their budget
 share is fixed); end to end, 1/10 with 8 replicates was the one of six (clip, copies) pairs that kept coverage within
 0.93-0.97 on four (design, n) settings, chosen on seeds 3000-3199 and confirmed on 5000-5199 (docs/dp-effects.md,
-"Coverage"). The projection's sums keep 1/40 (:data:`~.projection.PROJECTION_REPLICATE_CLIP`)."""
+"Coverage"). The projection's sums (issue 39) moved from 1/40 to it too, chosen against 1/20 on held-out data seeds
+(docs/dp-cate-projection.md, "The replicate clip at 1/10")."""
 DEFAULT_REPLICATES = 8
 MAX_REPLICATES = 32
 MODEL_FREE = frozenset({"n_treated", "att_y1", "att_yy1"})
@@ -128,12 +129,11 @@ def components(
     return tuple(Component(n, n in _POINT, *ranges[n], POINT_WEIGHT if n in _POINT else SPREAD_WEIGHT) for n in names)
 
 
-def replicate_components(parts: Sequence[Component], n_replicates: int,
-                         clip: float = REPLICATE_CLIP) -> tuple[Component, ...]:
+def replicate_components(parts: Sequence[Component], n_replicates: int) -> tuple[Component, ...]:
     """``n_replicates`` noise replicates of every model-dependent point sum of ``parts`` (module docstring).
 
-    Replicate ``b`` of sum ``j`` is named ``"j@b"``, ranges over ``[-c_j, c_j]`` with ``c_j = clip r_j`` and weighs
-    ``sqrt(REPLICATE_SHARE / n_replicates)``; copy 0's sums come first, then copy 1's, and so on.
+    Replicate ``b`` of sum ``j`` is named ``"j@b"``, ranges over ``[-c_j, c_j]`` with ``c_j`` :data:`REPLICATE_CLIP`
+    ``r_j`` and weighs ``sqrt(REPLICATE_SHARE / n_replicates)``; copy 0's sums come first, then copy 1's, and so on.
     """
     if isinstance(n_replicates, bool) or not isinstance(n_replicates, int) or not 0 <= n_replicates <= MAX_REPLICATES:
         raise InputError(f"{n_replicates!r} noise replicates is not in 0..{MAX_REPLICATES}",
@@ -142,7 +142,7 @@ def replicate_components(parts: Sequence[Component], n_replicates: int,
         return ()
     weight = math.sqrt(REPLICATE_SHARE / n_replicates)
     return tuple(
-        Component(f"{c.name}@{b}", False, -clip * c.width, clip * c.width, weight, c.name, b)
+        Component(f"{c.name}@{b}", False, -REPLICATE_CLIP * c.width, REPLICATE_CLIP * c.width, weight, c.name, b)
         for b in range(n_replicates) for c in parts if c.point and c.name not in MODEL_FREE
     )
 
