@@ -157,6 +157,26 @@ def release_sensitivity(parts: Sequence[Component]) -> float:
     return float(math.sqrt(np.sum(release_weights(parts) ** 2)))
 
 
+def aipw_ate_score(
+    treatment: NDArray[np.float64], outcome: NDArray[np.float64], propensity: NDArray[np.float64],
+    mu0: NDArray[np.float64], mu1: NDArray[np.float64], residual_bound: float = math.inf,
+) -> NDArray[np.float64]:
+    """The AIPW ATE score with each residual clipped at ``rho = residual_bound`` (module docstring; paper 004, eq. 4).
+
+    ``phi = mu1 - mu0 + T r1 / e - (1 - T) r0 / (1 - e)`` with ``r_t = clip(y - mu_t, -rho, rho)``; ``rho = inf``
+    (the default) is the plain score. With ``mu0``, ``mu1`` in ``[-R/2, R/2]`` and ``e`` in ``[t, 1 - t]``,
+    ``|phi| <= R + rho / t`` whatever ``y`` (:func:`residual_score_bound`).
+    """
+    r1 = np.clip(outcome - mu1, -residual_bound, residual_bound)
+    r0 = np.clip(outcome - mu0, -residual_bound, residual_bound)
+    return mu1 - mu0 + treatment * r1 / propensity - (1.0 - treatment) * r0 / (1.0 - propensity)
+
+
+def residual_score_bound(outcome_width: float, trim: float, residual_bound: float) -> float:
+    """``R + rho / t``: the bound on :func:`aipw_ate_score` with residuals clipped at ``rho`` (its docstring)."""
+    return float(outcome_width) + float(residual_bound) / float(trim)
+
+
 def subject_scores(
     parts: Sequence[Component],
     treatment: NDArray[np.int8],
@@ -173,7 +193,7 @@ def subject_scores(
     C = 1.0 - T
     y, e = outcome, propensity
     odds = e / (1.0 - e)
-    phi = mu1 - mu0 + T * (y - mu1) / e - C * (y - mu0) / (1.0 - e)
+    phi = aipw_ate_score(T, y, e, mu0, mu1)
     psi = T * (y - mu0) - C * odds * (y - mu0)
     w1, w0 = T / e, C / (1.0 - e)
     values = {
