@@ -386,14 +386,15 @@ def party_projection_sums(
 
     The AIPW score is :func:`~.scores.subject_scores`' ``aipw_ate``, clipped to ``[-R/t, R/t]``, or with a
     ``projection.residual_clip`` :func:`~.scores.aipw_ate_score` of the unclipped outcome with its residuals
-    clipped, within ``[-A, A]`` (:func:`score_bound`); a sum over rows like :func:`~.release.party_score_sums`,
-    whose fold checks the caller has run.
+    clipped, within ``[-A, A]`` (:func:`score_bound`; every value is clipped to its sum's range in the end,
+    :func:`subject_projection_values`); a sum over rows like :func:`~.release.party_score_sums`, whose fold
+    checks the caller has run.
     """
     arr = np.asarray(X, dtype=float)
     D = feature_map.design(arr, site)
     t = check_treatment(treatment, "treatment", n=D.shape[0], both_arms=False)
     ate = components(["aipw"], ["ate"], feature_map.outcome_width, trim)[:1]
-    rho, bound = projection.residual_clip, score_bound(projection, feature_map.outcome_width, trim)
+    rho = projection.residual_clip
     if rho is None:
         y = feature_map.centred_outcome(outcome)
     else:  # the outcome unclipped: only the residual's clip bounds the score
@@ -414,7 +415,7 @@ def party_projection_sums(
             if rho is None:
                 phi = subject_scores(ate, t[rows], y[rows], e, mu0, mu1)[:, 0]
             else:
-                phi = np.clip(aipw_ate_score(t[rows].astype(float), y[rows], e, mu0, mu1, rho), -bound, bound)
+                phi = aipw_ate_score(t[rows].astype(float), y[rows], e, mu0, mu1, rho)  # within [-A, A]
             return subject_projection_values(base, phi, Z[rows], bins[rows], projection.pilot)
 
         at_model = values(model)
