@@ -43,8 +43,6 @@ class DPEffectsSpec:
     gram_weight: float | None = GRAM_WEIGHT
     projection_centre: float | None = None
     residual_clip: float | None = None
-    """The projection's scores with residuals clipped at this many outcome-range widths (``Projection``); not a key of
-    study.toml: set only by the benchmark and scripts until its audit is done (docs/dp-cate-projection.md)."""
     norm_bounds: tuple[float, ...] | None = None
 
     @property

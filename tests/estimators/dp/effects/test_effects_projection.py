@@ -423,3 +423,12 @@ def test_a_residual_clip_scores_the_unclipped_outcome_and_is_the_plain_score_whe
 def test_a_bad_residual_clip_is_refused(rho):
     with pytest.raises(InputError, match="residual_clip"):
         check_projection(Projection((0,), (), residual_clip=rho), FM)
+
+
+def test_the_residual_clip_travels_in_the_request_so_analyst_and_party_lay_out_the_same_sums():
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0, residual_clip=0.25)
+    received = Projection.from_spec(projection.to_spec(), FM)
+    assert received == projection
+    assert projection_layout(received, FM.outcome_width, TRIM, 2) == projection_layout(projection, FM.outcome_width,
+                                                                                        TRIM, 2)
+    assert Projection.from_spec(Projection(PROJECTION.modifiers).to_spec(), FM).residual_clip is None
