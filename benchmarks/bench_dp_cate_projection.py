@@ -105,6 +105,24 @@ def _ratio(private_errors: np.ndarray, learner_errors: np.ndarray) -> float:
     return float(np.sqrt((private_errors**2).mean() / (learner_errors**2).mean()))
 
 
+def paired_ratio(outcome: str, rows: list[dict[str, object]], baseline: list[dict[str, object]]) -> str:
+    """The RMSE ratio of ``rows`` over that of ``baseline`` on the data seeds both ran, with its 95% bootstrap interval
+    (2,000 resamples of those seeds, seeded; each seed's data, and so the learner's errors, are shared)."""
+    truth = true_projection(outcome)  # type: ignore[arg-type]
+    first, second = ({r["seed"]: r for r in rs if r["outcome"] == outcome} for rs in (rows, baseline))
+    seeds = sorted(set(first) & set(second))
+    if not seeds:
+        return f"  no data seed of the {outcome} outcome in both logs"
+    P, B, L = (np.array([side[s][key] for s in seeds], dtype=float) - truth
+               for side, key in ((first, "private"), (second, "private"), (first, "learner")))
+    resamples = np.random.default_rng(0).integers(0, len(seeds), (2000, len(seeds)))
+    boot = [_ratio(P[i], L[i]) / _ratio(B[i], L[i]) for i in resamples]
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return (f"  RMSE ratio over the baseline's on the same {len(seeds)} data seeds: "
+            f"{_ratio(P, L) / _ratio(B, L):.3f} (bootstrap 95% {low:.3f}-{high:.3f}); "
+            f"the baseline's ratio {_ratio(B, L):.3f}x")
+
+
 def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
     """The summary figures of one outcome's replications (:func:`replicate` rows).
 
@@ -273,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--residual-clip", type=float, default=None, metavar="F",
                         help="the projection's scores with the outcome unclipped and each residual y - mu_t clipped "
                              "at F outcome-range widths (docs/dp-cate-projection.md; default: not)")
+    parser.add_argument("--paired", type=Path, default=None, metavar="LOG",
+                        help="with --from-log: also the RMSE ratio over that of LOG's replications of the same seeds")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
     parser.add_argument("--from-log", type=Path, default=None,
@@ -298,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)
+        if args.from_log is not None and args.paired is not None:
+            baseline = [json.loads(line) for line in args.paired.read_text().splitlines() if line.strip()]
+            print(paired_ratio(str(s["outcome"]), by_outcome[str(s["outcome"])], baseline))
     if args.quick:
         finite = all(np.isfinite(v).all() for s in summaries for v in _numbers(s))
         print("quick: every figure finite" if finite else "quick: a figure is not finite")
