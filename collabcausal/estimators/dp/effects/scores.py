@@ -7,7 +7,9 @@ trimmed to ``[t, 1 - t]``, outcomes and outcome predictions on the centred scale
 * AIPW, ATE (Robins, Rotnitzky & Zhao 1994; paper 004, eq. (4)):
   ``phi = mu1 - mu0 + T (y' - mu1) / e - (1 - T)(y' - mu0) / (1 - e)``. ``phi`` does not change when
   ``y'``, ``mu0``, ``mu1`` shift together, and for ``T = 1`` it is
-  ``y'/e - mu1 (1/e - 1) - mu0``, in ``[-R/e, R/e]``: ``|phi| <= R / t``.
+  ``y'/e - mu1 (1/e - 1) - mu0``, in ``[-R/e, R/e]``: ``|phi| <= R / t``. With the outcome unclipped and each
+  residual ``y - mu_t`` clipped at ``rho`` instead (:func:`aipw_ate_score`; the projection's ``residual_clip``,
+  docs/dp-cate-projection.md), ``|phi| <= |mu1 - mu0| + rho / t <= R + rho / t`` whatever ``y``.
 * AIPW, ATT (Hahn 1998; Chernozhukov et al. 2018, section 5.1):
   ``psi = T (y' - mu0) - (1 - T) e/(1 - e) (y' - mu0)``, ATT ``= sum psi / sum T``;
   ``|psi| <= R (1 - t) / t``.
