@@ -65,7 +65,8 @@ def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
 def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
               clip: float | None = None, nuisance_share: float = 0.5,
               allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
-              gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None) -> dict[str, object]:
+              gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
+              residual_clip: float | None = None) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
@@ -74,7 +75,7 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
     spec = study_spec(outcome, epsilon, projection_clip=clip, nuisance_share=nuisance_share,  # type: ignore[arg-type]
                       projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight,
-                      projection_centre=centre)
+                      projection_centre=centre, residual_clip=residual_clip)
     run = run_private(sites, spec)
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
@@ -84,6 +85,7 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
         "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
         "nuisance_share": nuisance_share, "projection_allocation": allocation,
         "modifier_clip": modifier_clip, "gram_weight": gram_weight, "projection_centre": centre,
+        "residual_clip": residual_clip,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -101,6 +103,24 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
 def _ratio(private_errors: np.ndarray, learner_errors: np.ndarray) -> float:
     """The root mean square over replications and coefficients of the private errors over the learner's."""
     return float(np.sqrt((private_errors**2).mean() / (learner_errors**2).mean()))
+
+
+def paired_ratio(outcome: str, rows: list[dict[str, object]], baseline: list[dict[str, object]]) -> str:
+    """The RMSE ratio of ``rows`` over that of ``baseline`` on the data seeds both ran, with its 95% bootstrap interval
+    (2,000 resamples of those seeds, seeded; each seed's data, and so the learner's errors, are shared)."""
+    truth = true_projection(outcome)  # type: ignore[arg-type]
+    first, second = ({r["seed"]: r for r in rs if r["outcome"] == outcome} for rs in (rows, baseline))
+    seeds = sorted(set(first) & set(second))
+    if not seeds:
+        return f"  no data seed of the {outcome} outcome in both logs"
+    P, B, L = (np.array([side[s][key] for s in seeds], dtype=float) - truth
+               for side, key in ((first, "private"), (second, "private"), (first, "learner")))
+    resamples = np.random.default_rng(0).integers(0, len(seeds), (2000, len(seeds)))
+    boot = [_ratio(P[i], L[i]) / _ratio(B[i], L[i]) for i in resamples]
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return (f"  RMSE ratio over the baseline's on the same {len(seeds)} data seeds: "
+            f"{_ratio(P, L) / _ratio(B, L):.3f} (bootstrap 95% {low:.3f}-{high:.3f}); "
+            f"the baseline's ratio {_ratio(B, L):.3f}x")
 
 
 def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
@@ -161,13 +181,15 @@ def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str,
 def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
                 peers: int = 0, clip: float | None = None, nuisance_share: float = 0.5,
                 allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
-                gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None) -> list[dict[str, object]]:
+                gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
+                residual_clip: float | None = None) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
     for r in range(reps):
         row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip, nuisance_share=nuisance_share,
-                        allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight, centre=centre)
+                        allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight, centre=centre,
+                        residual_clip=residual_clip)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -266,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--projection-centre", type=float, default=None, metavar="C",
                         help="[dp_effects] projection_centre: the projection's sums centred on a line fitted from the "
                              "statistics release and clipped at C outcome-range widths (default: not centred)")
+    parser.add_argument("--residual-clip", type=float, default=None, metavar="F",
+                        help="the projection's scores with the outcome unclipped and each residual y - mu_t clipped "
+                             "at F outcome-range widths (docs/dp-cate-projection.md; default: not)")
+    parser.add_argument("--paired", type=Path, default=None, metavar="LOG",
+                        help="with --from-log: also the RMSE ratio over that of LOG's replications of the same seeds")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
     parser.add_argument("--from-log", type=Path, default=None,
@@ -285,11 +312,15 @@ def main(argv: list[str] | None = None) -> int:
               f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
         by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
                                       args.projection_clip, args.nuisance_share, args.projection_allocation,
-                                      args.modifier_clip, args.gram_weight, args.projection_centre)
+                                      args.modifier_clip, args.gram_weight, args.projection_centre,
+                                      args.residual_clip)
                       for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)
+        if args.from_log is not None and args.paired is not None:
+            baseline = [json.loads(line) for line in args.paired.read_text().splitlines() if line.strip()]
+            print(paired_ratio(str(s["outcome"]), by_outcome[str(s["outcome"])], baseline))
     if args.quick:
         finite = all(np.isfinite(v).all() for s in summaries for v in _numbers(s))
         print("quick: every figure finite" if finite else "quick: a figure is not finite")

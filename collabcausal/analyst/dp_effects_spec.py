@@ -42,6 +42,7 @@ class DPEffectsSpec:
     modifier_clip: float | None = MODIFIER_CLIP
     gram_weight: float | None = GRAM_WEIGHT
     projection_centre: float | None = None
+    residual_clip: float | None = None
     norm_bounds: tuple[float, ...] | None = None
 
     @property

@@ -91,7 +91,8 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
     projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
                             tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
                             spec.projection_clip, gram_weight=spec.gram_weight, centre=spec.projection_centre,
-                            pilot=None if spec.projection_centre is None else (0.0,) * (len(spec.modifiers) + 1))
+                            pilot=None if spec.projection_centre is None else (0.0,) * (len(spec.modifiers) + 1),
+                            residual_clip=spec.residual_clip)
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)
@@ -113,8 +114,11 @@ def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec,
         layout = projection_layout(p, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
         return scores_sensitivity(parts, layout) / base
 
-    one = growth(Projection(projection.modifiers[:1], (), projection.clip)) if projection.modifiers else 1.0
-    cells = ", ".join(f"{spec.columns[g.column]}'s {g.n_bins} bins {growth(Projection((), (g,), projection.clip)):.2f}x"
+    rho = projection.residual_clip
+    one = growth(Projection(projection.modifiers[:1], (), projection.clip, residual_clip=rho)) if projection.modifiers \
+        else 1.0
+    cells = ", ".join(f"{spec.columns[g.column]}'s {g.n_bins} bins "
+                      f"{growth(Projection((), (g,), projection.clip, residual_clip=rho)):.2f}x"
                       for g in projection.partitions)
     return f"one modifier alone {one:.2f}x" + (f", {cells}" if cells else "")
 
@@ -169,6 +173,7 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
         "noise_growth": plan.sensitivity / plan.base_sensitivity,
         "allocation": {"rule": spec.projection_allocation, "modifier_clip": spec.modifier_clip,
                        "gram_weight": spec.gram_weight, "centre": projection.centre,
+                       "residual_clip": projection.residual_clip,
                        "pilot": None if projection.pilot is None else list(projection.pilot),
                        "sums": {c.name: {"weight": c.weight, "bound": c.high} for c in plan.layout.parts
                                 if c.point and c.name.startswith("blp_")}},

@@ -196,6 +196,10 @@ class DPEffectsSection(Section):
         None, gt=0, description="the modifier-weighted scores centred on the outcome models' effect projected on "
         "the modifiers (from the statistics release) and bounded at this many outcome-range widths, e.g. 1 "
         "(default: not centred; docs/dp-cate-projection.md)")
+    residual_clip: float | None = Field(
+        None, gt=0, le=1, description="the projection's and subgroups' scores take the outcome unclipped with each "
+        "residual y - mu_t clipped at this many outcome-range widths, e.g. 0.33 (default: the outcome clipped to its "
+        "range; docs/dp-cate-projection.md, \"Clipping the residual\")")
     norm_bounds: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, min_length=2, max_length=2, description="column groups only: each party's bound on the squared norm "
         "of its covariates scaled to [-1, 1], label holder first, e.g. [2.7, 6.1] (docs/dp-effects-vertical.md)")

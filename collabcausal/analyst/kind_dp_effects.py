@@ -63,6 +63,6 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         projection_allocation=section.projection_allocation,
         modifier_clip=None if section.modifier_clip == "none" else section.modifier_clip,
         gram_weight=None if section.gram_weight == "none" else section.gram_weight,
-        projection_centre=section.projection_centre,
+        projection_centre=section.projection_centre, residual_clip=section.residual_clip,
         norm_bounds=None if section.norm_bounds is None else tuple(section.norm_bounds),
     )

@@ -85,11 +85,16 @@ def scores_neighbours(
     Candidates: every point of a ``grid``-per-axis lattice of the covariate box, either arm, the
     outcome at either end of its range. With noise ``replicates`` (one model each) the scaled vector
     also holds each candidate's replicate values, as the release does; with a ``projection``
-    (modifiers, subgroups: docs/dp-cate-projection.md) its added sums too.
+    (modifiers, subgroups: docs/dp-cate-projection.md) its added sums too, and with its ``residual_clip``
+    (whose scores take the outcome unclipped) outcomes ten widths beyond either end as well.
     """
     axes = [np.linspace(lo, hi, grid) for lo, hi in feature_map.bounds]
+    low, high = feature_map.outcome_range
+    far = 10.0 * feature_map.outcome_width
+    outcomes = (low, high) if projection is None or projection.residual_clip is None else (
+        low - far, low, high, high + far)
     records = [dict(zip(columns, point, strict=True)) | {"t": t, "y": y}
-               for point in itertools.product(*axes) for t in (0, 1) for y in feature_map.outcome_range]
+               for point in itertools.product(*axes) for t in (0, 1) for y in outcomes]
     X = np.array([[r[c] for c in columns] for r in records])
     D = feature_map.design(X, site)
     t = np.array([r["t"] for r in records], dtype=np.int8)

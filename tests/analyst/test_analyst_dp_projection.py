@@ -37,7 +37,7 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
 
 @pytest.mark.parametrize(("clip", "shaping"), [
     (None, {}), (2.0, {}), (2.0, {"projection_allocation": "equal", "modifier_clip": None, "gram_weight": None}),
-    (None, {"projection_centre": 0.5}),
+    (None, {"projection_centre": 0.5}), (None, {"residual_clip": 0.25}),
 ])
 def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip, shaping):
     report = _run(tmp_path, replace(SPEC, projection_clip=clip, **shaping))
@@ -55,8 +55,11 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     assert cate["noise_growth"] > 1.0
     sums = cate["allocation"]["sums"]
     weights = np.array([s["weight"] for s in sums.values()])
-    centre = shaping.get("projection_centre")
-    assert list(sums) == (["blp_0"] if clip or centre else []) + ["blp_1", "blp_2"]
+    centre, rho = shaping.get("projection_centre"), shaping.get("residual_clip")
+    assert list(sums) == (["blp_0"] if clip or centre or rho else []) + ["blp_1", "blp_2"]
+    assert cate["allocation"]["residual_clip"] == rho
+    if rho is not None:  # R + rho / t, R = 12, t = 0.1: the intercept's own sum at the residual-clipped score's bound
+        assert sums["blp_0"]["bound"] == pytest.approx(12.0 + rho * 12.0 / 0.1)
     assert np.sum(weights**2) == pytest.approx(weights.size)  # the point sums' budget is shared out, not grown
     if shaping.get("projection_allocation") == "equal":
         assert np.all(weights == 1.0)
@@ -82,6 +85,7 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     ({"gram_weight": 3.0}, "gram_weight"),
     ({"projection_centre": -1.0}, "centre"),
     ({"projection_centre": 1.0, "nuisance": "site"}, "pooled nuisance"),
+    ({"residual_clip": 2.0}, "residual_clip"),
     ({"modifiers": COLUMNS[:6], "subgroups": tuple((c, (-3.5, 0.0, 3.5)) for c in COLUMNS[:6])},
      r"one modifier alone \d\.\d\dx"),
 ])

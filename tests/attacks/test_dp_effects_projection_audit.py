@@ -11,6 +11,7 @@ below 1e-4 in the test itself.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -139,6 +140,81 @@ def test_a_centred_release_that_clips_at_the_scores_bound_is_caught(ledger_dir, 
     monkeypatch.setattr(projection_module, "subject_projection_values", clipped_at_the_bound)
     buggy = [exact_values(audit_table(f, COLUMNS), request) for f in neighbours]
     bound = scores_sensitivity(ALL_PARTS, projection_layout(centred, FM.outcome_width, TRIM, len(REPLICAS)))
+    assert np.linalg.norm(correct[1] - correct[0]) <= bound + 1e-12 < np.linalg.norm(buggy[1] - buggy[0])
+    n_releases = 100
+    audit, params = audit_through_parties(neighbours, COLUMNS, request, n_releases, ledger_dir)
+    assert params["sensitivity"] == pytest.approx(bound)
+    assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
+    assert audit.mu_lower > audit.claimed_mu, audit
+
+
+RESIDUAL = {"residual_clip": 0.2}
+"""Residuals clipped at 0.2 widths (rho = 1): the added sums score the unclipped outcome, |phi| <= R + rho / t = 15."""
+# the models' effect mu1 - mu0 is -R at b = 0 and R at b = 1, the propensity jumps from the trim to 1 - trim along a:
+# at a = 0 the score reaches both ends of +-(R + rho / t) for outcomes beyond the range (docs/dp-cate-projection.md)
+SPREAD = NuisanceModel(MODEL.propensity_coef, (np.array([0.0, 0.0, -1.0]), np.array([0.0, 0.0, 1.0])))
+SPREAD_REPLICAS = [NuisanceModel(-MODEL.propensity_coef, SPREAD.outcome_coef)]
+
+
+def _residual_request(projection: Projection, epsilon: float) -> Message:
+    return Message(SCORES, _request(epsilon).params | {
+        "models": [SPREAD.to_spec()], "replicates": [[m.to_spec()] for m in SPREAD_REPLICAS],
+        "projection": projection.to_spec()})
+
+
+def _residual_neighbours(projection: Projection):
+    return scores_neighbours(FM, COLUMNS, BACKGROUND, 0, SPREAD, PARTS, TRIM, replicates=SPREAD_REPLICAS,
+                             projection=projection)
+
+
+RESIDUAL_CASES = [(None, RESIDUAL), (1.0, RESIDUAL | CENTRED | {"weights": (0.6, 1.28), "modifier_clips": (0.5,)})]
+
+
+@pytest.mark.parametrize(("clip", "shaping"), RESIDUAL_CASES)
+def test_with_clipped_residuals_the_worst_neighbours_stay_within_the_derived_sensitivity_and_come_close(clip, shaping):
+    # the search now includes outcomes ten widths beyond the range (scores_neighbours); alone, and as the benchmark
+    # runs it (a projection clip, a centre, the analyst's weights and modifier clips)
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, clip, **shaping)
+    layout = projection_layout(projection, FM.outcome_width, TRIM, len(SPREAD_REPLICAS))
+    request = _residual_request(projection, 1.0)
+    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _residual_neighbours(projection))
+    distance, bound = float(np.linalg.norm(second - first)), scores_sensitivity(ALL_PARTS, layout)
+    assert "blp_0" in {c.name for c in layout.parts} and distance <= bound + 1e-12
+    assert distance >= 0.75 * bound
+
+
+@pytest.mark.slow  # 4-5 s each
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+def test_with_clipped_residuals_the_party_releases_no_more_than_the_claimed_epsilon(epsilon, ledger_dir):
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, None, **RESIDUAL)
+    layout = projection_layout(projection, FM.outcome_width, TRIM, len(SPREAD_REPLICAS))
+    audit, params = audit_through_parties(_residual_neighbours(projection), COLUMNS,
+                                          _residual_request(projection, epsilon), 100, ledger_dir)
+    assert params["sensitivity"] == pytest.approx(scores_sensitivity(ALL_PARTS, layout))
+    assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
+    assert audit.epsilon_lower_event <= epsilon, audit
+
+
+@pytest.mark.slow  # 5 s
+def test_a_release_that_calibrates_for_clipped_residuals_but_scores_without_them_is_caught(ledger_dir, monkeypatch):
+    # the planted bug: the party calibrates for R + rho / t (15) and, trusting that bound, leaves the point values
+    # unclipped, but scores the unclipped outcome without the residual clip: an outcome ten widths beyond the range
+    # scores about 500. The neighbours are the correct release's worst; at eps 1, 100 releases per table miss the
+    # bug with the probability asserted below
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, None, **RESIDUAL)
+    request = _residual_request(projection, 1.0)
+    neighbours = _residual_neighbours(projection)
+    correct = [exact_values(audit_table(f, COLUMNS), request) for f in neighbours]
+    honest_values, honest_score = projection_module.subject_projection_values, projection_module.aipw_ate_score
+
+    def unclipped(parts, phi, modifiers, bins, centre=None):
+        widened = [replace(c, low=-math.inf, high=math.inf) if c.point else c for c in parts]
+        return honest_values(widened, phi, modifiers, bins, centre)
+
+    monkeypatch.setattr(projection_module, "subject_projection_values", unclipped)
+    monkeypatch.setattr(projection_module, "aipw_ate_score", lambda *args: honest_score(*args[:5]))  # rho dropped
+    buggy = [exact_values(audit_table(f, COLUMNS), request) for f in neighbours]
+    bound = scores_sensitivity(ALL_PARTS, projection_layout(projection, FM.outcome_width, TRIM, len(SPREAD_REPLICAS)))
     assert np.linalg.norm(correct[1] - correct[0]) <= bound + 1e-12 < np.linalg.norm(buggy[1] - buggy[0])
     n_releases = 100
     audit, params = audit_through_parties(neighbours, COLUMNS, request, n_releases, ledger_dir)

@@ -83,6 +83,10 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, "x"]}, InputError, "pilot"),
     ({"modifiers": [0], "centre": 1.0, "pilot": "0.5"}, InputError, "malformed"),
     ({"modifiers": [0], "centre": 0.0, "pilot": [0.5, 1.0]}, InputError, "centre"),
+    ({"modifiers": [0], "residual_clip": 0.0}, InputError, "residual_clip"),
+    ({"modifiers": [0], "residual_clip": 1.5}, InputError, "residual_clip"),  # beyond the outcome's width
+    ({"modifiers": [0], "residual_clip": "0.3"}, InputError, "residual_clip"),
+    ({"subgroups": [{"column": 0, "edges": [0, 5]}], "residual_clip": True}, InputError, "residual_clip"),
 ])
 def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)

@@ -16,6 +16,9 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
 * with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
   ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
   sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
+* with a ``residual_clip`` (:class:`Projection`), ``phi`` is the score of the unclipped outcome with each
+  residual clipped at ``rho = residual_clip R`` (:func:`~.scores.aipw_ate_score`), so ``A = R + rho / t``
+  (:func:`score_bound`), and with modifiers the intercept row has its own ``blp_0`` and ``blp_meat_0_0``;
 * with a ``centre`` (:class:`Projection`), the ``blp_q`` (q = 0..p, the intercept row always its own)
   add ``m_q (phi - m^T gamma)`` instead of ``m_q phi``, in ``[-kappa_q b, kappa_q b]`` with
   ``b = centre R``: ``gamma`` (``pilot``) is a public vector fixed before the release (the analyst's
@@ -61,13 +64,15 @@ from collabcausal.estimators.dp.effects.scores import (
     POINT_WEIGHT,
     SPREAD_WEIGHT,
     Component,
+    aipw_ate_score,
     components,
     release_sensitivity,
     replicate_components,
     replicate_differences,
+    residual_score_bound,
     subject_scores,
 )
-from collabcausal.estimators.validation import check_treatment
+from collabcausal.estimators.validation import check_treatment, check_vector
 
 MAX_MODIFIERS = 6
 MAX_BINS = 12
@@ -126,6 +131,12 @@ class Projection:
     ``gram_weight``: with modifiers, the release also carries the Gram entries ``gram_0_q = sum z_q``
     and ``gram_q_q = sum z_q^2``, each with this weight in ``[MIN_WEIGHT, 1]``; ``None``: not (the
     Gram matrix then comes from the statistics release alone).
+
+    ``residual_clip``: the added sums score ``phi`` with each residual ``y - mu_t`` clipped at
+    ``rho = residual_clip R`` (a number in ``[MIN_CLIP, 1]``) and the outcome ``y`` not clipped to its range
+    (:func:`~.scores.aipw_ate_score`), so ``|phi| <= A = R + rho / t`` (:func:`score_bound`); with modifiers
+    the intercept row then always has its own sums (``blp_0``, ``blp_meat_0_0``). ``None``: the ATE's
+    score, ``y`` clipped, ``A = R / t``.
     """
 
     modifiers: tuple[int, ...] = ()
@@ -136,6 +147,7 @@ class Projection:
     gram_weight: float | None = None
     centre: float | None = None
     pilot: tuple[float, ...] | None = None
+    residual_clip: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -147,7 +159,7 @@ class Projection:
                 "clip": self.clip, "weights": None if self.weights is None else list(self.weights),
                 "modifier_clips": None if self.modifier_clips is None else list(self.modifier_clips),
                 "gram_weight": self.gram_weight, "centre": self.centre,
-                "pilot": None if self.pilot is None else list(self.pilot)}
+                "pilot": None if self.pilot is None else list(self.pilot), "residual_clip": self.residual_clip}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -166,7 +178,8 @@ class Projection:
                              "send weights=[w, ...] and modifier_clips=[kappa, ...], or leave them out")
         projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"),
                          None if weights is None else tuple(weights), None if clips is None else tuple(clips),
-                         spec.get("gram_weight"), spec.get("centre"), None if pilot is None else tuple(pilot))
+                         spec.get("gram_weight"), spec.get("centre"), None if pilot is None else tuple(pilot),
+                         spec.get("residual_clip"))
         check_projection(projection, feature_map)
         return projection
 
@@ -189,6 +202,10 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                                  or not math.isfinite(clip) or clip < MIN_CLIP):
             raise InputError(f"dp_effects projection {key} {clip!r} is not a finite number >= {MIN_CLIP:g}",
                              "declare it in outcome-range widths, e.g. 2, or leave it out")
+    rho = projection.residual_clip
+    if rho is not None and (isinstance(rho, bool) or not isinstance(rho, (int, float)) or not MIN_CLIP <= rho <= 1.0):
+        raise InputError(f"dp_effects projection residual_clip {rho!r} is not a number in [{MIN_CLIP:g}, 1]",
+                         "declare it in outcome-range widths, e.g. 0.33, or leave it out")
     weights = projection.weights
     if weights is not None and not (
             all(not isinstance(w, bool) and isinstance(w, (int, float)) and math.isfinite(w) and w >= MIN_WEIGHT
@@ -247,16 +264,18 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
                       n_replicates: int) -> ProjectionLayout:
     """The sums :func:`party_projection_sums` computes, in its order: point and spread sums, then replicates.
 
-    Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A = R / t`` the AIPW score's bound,
+    Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A`` the score's bound, :func:`score_bound`,
     ``projection.clip`` in widths ``R``; ``blp_q``'s over ``kappa_q`` times that with
     ``projection.modifier_clips``), squares over ``[0, a^2]``; with a ``projection.centre`` the ``blp_q``
     (q = 0..p) range over ``kappa_q b``, ``b = centre R``, instead. The ``blp_q`` weigh
     ``projection.weights`` (one each; refused otherwise) or :data:`~.scores.POINT_WEIGHT`.
     """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
-    a = ate.high if projection.clip is None else min(ate.high, float(projection.clip) * float(outcome_width))
+    bound = score_bound(projection, outcome_width, trim)
+    a = bound if projection.clip is None else min(bound, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
-    own = int(bool(p) and a < ate.high)  # a clipped intercept row: blp_meat_0_0 replaces the ATE's sum of squares
+    # a clipped intercept row, or another score: blp_meat_0_0 replaces the ATE's sum of squares
+    own = int(bool(p) and (a < ate.high or projection.residual_clip is not None))
     centred = bool(p) and projection.centre is not None
     b = float(projection.centre) * float(outcome_width) if centred else a  # type: ignore[arg-type]
     first = 0 if own or centred else 1  # blp_0 replaces the ATE's sum when clipped or centred
@@ -286,6 +305,13 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
         for g in range(len(projection.partitions)):
             kinds.append([start + k for k, c in enumerate(copies) if c.copy == b and c.of.startswith(f"cell_{g}_")])
     return ProjectionLayout((*parts, *copies), tuple(tuple(k) for k in kinds if k))
+
+
+def score_bound(projection: Projection, outcome_width: float, trim: float) -> float:
+    """``A``, the bound on the score the added sums use: ``R / t``, or ``R + rho / t`` with a ``residual_clip``."""
+    if projection.residual_clip is None:
+        return components(["aipw"], ["ate"], outcome_width, trim)[0].high
+    return residual_score_bound(outcome_width, trim, float(projection.residual_clip) * float(outcome_width))
 
 
 def projection_sensitivity_squared(layout: ProjectionLayout) -> float:
@@ -353,14 +379,22 @@ def party_projection_sums(
 ) -> NDArray[np.float64]:
     """Exact sums of ``layout.parts`` over the rows, each fold scored with its own model (and each replicate's).
 
-    The AIPW score is :func:`~.scores.subject_scores`' ``aipw_ate``, clipped to ``[-R/t, R/t]``; a sum
-    over rows like :func:`~.release.party_score_sums`, whose fold checks the caller has run.
+    The AIPW score is :func:`~.scores.subject_scores`' ``aipw_ate``, clipped to ``[-R/t, R/t]``, or with a
+    ``projection.residual_clip`` :func:`~.scores.aipw_ate_score` of the unclipped outcome with its residuals
+    clipped, within ``[-A, A]`` (:func:`score_bound`; every value is clipped to its sum's range in the end,
+    :func:`subject_projection_values`); a sum over rows like :func:`~.release.party_score_sums`, whose fold
+    checks the caller has run.
     """
     arr = np.asarray(X, dtype=float)
     D = feature_map.design(arr, site)
     t = check_treatment(treatment, "treatment", n=D.shape[0], both_arms=False)
-    y = feature_map.centred_outcome(outcome)
     ate = components(["aipw"], ["ate"], feature_map.outcome_width, trim)[:1]
+    rho = projection.residual_clip
+    if rho is None:
+        y = feature_map.centred_outcome(outcome)
+    else:  # the outcome unclipped: only the residual's clip bounds the score
+        y = check_vector(outcome, "outcome", n=D.shape[0]) - feature_map.outcome_mid
+        rho = float(rho) * feature_map.outcome_width
     Z = D[:, feature_map.n_sites + np.asarray(projection.modifiers, dtype=np.int64)]
     bins = subject_bins(arr, projection, feature_map)
     base = [c for c in layout.parts if c.of is None]
@@ -372,8 +406,11 @@ def party_projection_sums(
 
         def values(m: NuisanceModel, rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
             Dk = D[rows]
-            phi = subject_scores(ate, t[rows], y[rows], m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map),
-                                 m.outcome(Dk, 1, feature_map))[:, 0]
+            e, mu0, mu1 = m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map), m.outcome(Dk, 1, feature_map)
+            if rho is None:
+                phi = subject_scores(ate, t[rows], y[rows], e, mu0, mu1)[:, 0]
+            else:
+                phi = aipw_ate_score(t[rows].astype(float), y[rows], e, mu0, mu1, rho)  # within [-A, A]
             return subject_projection_values(base, phi, Z[rows], bins[rows], projection.pilot)
 
         at_model = values(model)

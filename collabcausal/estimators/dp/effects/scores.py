@@ -7,7 +7,9 @@ trimmed to ``[t, 1 - t]``, outcomes and outcome predictions on the centred scale
 * AIPW, ATE (Robins, Rotnitzky & Zhao 1994; paper 004, eq. (4)):
   ``phi = mu1 - mu0 + T (y' - mu1) / e - (1 - T)(y' - mu0) / (1 - e)``. ``phi`` does not change when
   ``y'``, ``mu0``, ``mu1`` shift together, and for ``T = 1`` it is
-  ``y'/e - mu1 (1/e - 1) - mu0``, in ``[-R/e, R/e]``: ``|phi| <= R / t``.
+  ``y'/e - mu1 (1/e - 1) - mu0``, in ``[-R/e, R/e]``: ``|phi| <= R / t``. With the outcome unclipped and each
+  residual ``y - mu_t`` clipped at ``rho`` instead (:func:`aipw_ate_score`; the projection's ``residual_clip``,
+  docs/dp-cate-projection.md), ``|phi| <= |mu1 - mu0| + rho / t <= R + rho / t`` whatever ``y``.
 * AIPW, ATT (Hahn 1998; Chernozhukov et al. 2018, section 5.1):
   ``psi = T (y' - mu0) - (1 - T) e/(1 - e) (y' - mu0)``, ATT ``= sum psi / sum T``;
   ``|psi| <= R (1 - t) / t``.
@@ -157,6 +159,26 @@ def release_sensitivity(parts: Sequence[Component]) -> float:
     return float(math.sqrt(np.sum(release_weights(parts) ** 2)))
 
 
+def aipw_ate_score(
+    treatment: NDArray[np.float64], outcome: NDArray[np.float64], propensity: NDArray[np.float64],
+    mu0: NDArray[np.float64], mu1: NDArray[np.float64], residual_bound: float = math.inf,
+) -> NDArray[np.float64]:
+    """The AIPW ATE score with each residual clipped at ``rho = residual_bound`` (module docstring; paper 004, eq. 4).
+
+    ``phi = mu1 - mu0 + T r1 / e - (1 - T) r0 / (1 - e)`` with ``r_t = clip(y - mu_t, -rho, rho)``; ``rho = inf``
+    (the default) is the plain score. With ``mu0``, ``mu1`` in ``[-R/2, R/2]`` and ``e`` in ``[t, 1 - t]``,
+    ``|phi| <= R + rho / t`` whatever ``y`` (:func:`residual_score_bound`).
+    """
+    r1 = np.clip(outcome - mu1, -residual_bound, residual_bound)
+    r0 = np.clip(outcome - mu0, -residual_bound, residual_bound)
+    return mu1 - mu0 + treatment * r1 / propensity - (1.0 - treatment) * r0 / (1.0 - propensity)
+
+
+def residual_score_bound(outcome_width: float, trim: float, residual_bound: float) -> float:
+    """``R + rho / t``: the bound on :func:`aipw_ate_score` with residuals clipped at ``rho`` (its docstring)."""
+    return float(outcome_width) + float(residual_bound) / float(trim)
+
+
 def subject_scores(
     parts: Sequence[Component],
     treatment: NDArray[np.int8],
@@ -173,7 +195,7 @@ def subject_scores(
     C = 1.0 - T
     y, e = outcome, propensity
     odds = e / (1.0 - e)
-    phi = mu1 - mu0 + T * (y - mu1) / e - C * (y - mu0) / (1.0 - e)
+    phi = aipw_ate_score(T, y, e, mu0, mu1)
     psi = T * (y - mu0) - C * odds * (y - mu0)
     w1, w0 = T / e, C / (1.0 - e)
     values = {

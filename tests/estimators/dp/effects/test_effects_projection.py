@@ -22,6 +22,7 @@ from collabcausal.estimators.dp.effects.projection import (
     party_projection_sums,
     projection_layout,
     projection_sensitivity_squared,
+    score_bound,
     subject_projection_values,
 )
 from collabcausal.estimators.dp.effects.projection_analysis import (
@@ -32,7 +33,7 @@ from collabcausal.estimators.dp.effects.projection_analysis import (
     subgroup_effects,
 )
 from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics
-from collabcausal.estimators.dp.effects.scores import REPLICATE_SHARE, components, subject_scores
+from collabcausal.estimators.dp.effects.scores import REPLICATE_SHARE, aipw_ate_score, components, subject_scores
 
 FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0), (0.0, 1.0)), (0.0, 5.0), n_sites=2)
 PROJECTION = Projection((0, 1), (Partition(2, (0.0, 0.5, 1.0)), Partition(0, (0.0, 2.0, 6.0, 10.0))))
@@ -62,20 +63,25 @@ def _phi(X, t, y, site=1):
 SHAPED = {"weights": (0.5, 1.5, 0.7), "modifier_clips": (0.4, 1.0), "gram_weight": 0.25}
 # a centre: the blp sums add m_q (phi - m^T gamma), clipped at 0.3 widths
 CENTRED = SHAPED | {"centre": 0.3, "pilot": (1.0, -2.0, 0.5)}
+# residuals clipped at 0.2 widths (rho = 1): the score of the unclipped outcome within R + rho / t = 15
+RESIDUAL = {"residual_clip": 0.2}
 
 
-@pytest.mark.parametrize(("clip", "shaping"), [(None, {}), (2.0, {}), (2.0, SHAPED), (2.0, CENTRED), (None, CENTRED)])
+@pytest.mark.parametrize(("clip", "shaping"), [(None, {}), (2.0, {}), (2.0, SHAPED), (2.0, CENTRED), (None, CENTRED),
+                                               (None, RESIDUAL), (2.0, RESIDUAL | SHAPED), (None, RESIDUAL | CENTRED)])
 def test_the_added_sums_never_move_further_than_the_derived_sensitivity(clip, shaping):
-    # every substitution between extreme subjects (score at -A, 0, A; modifiers at the box's corners and centre;
-    # every bin, and outside the bins): the scaled vector moves by at most sqrt(projection_sensitivity_squared),
-    # with the projection's own clip too (values clipped to [-clip R, clip R] before scaling), and with the
-    # analyst's weights, modifier clips and Gram entries, and with a centre (m^T gamma of each corner subtracted)
+    # every substitution between extreme subjects (score at -A, 0, A, A the score's bound; modifiers at the box's
+    # corners and centre; every bin, and outside the bins): the scaled vector moves by at most
+    # sqrt(projection_sensitivity_squared), with the projection's own clip too (values clipped to [-clip R, clip R]
+    # before scaling), and with the analyst's weights, modifier clips and Gram entries, with a centre (m^T gamma of
+    # each corner subtracted), and with clipped residuals (A = R + rho / t)
     projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, clip, **shaping)
     layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
     parts = [c for c in layout.parts if c.of is None]
     scale = np.array([c.weight / c.width for c in parts])
     rows = []
-    for phi, z0, z1, b0, b1 in itertools.product((-A, 0.0, A), (-1.0, 0.0, 1.0), (-1.0, 1.0), (-1, 0, 1),
+    bound = score_bound(projection, FM.outcome_width, TRIM)
+    for phi, z0, z1, b0, b1 in itertools.product((-bound, 0.0, bound), (-1.0, 0.0, 1.0), (-1.0, 1.0), (-1, 0, 1),
                                                  (-1, 0, 2)):
         rows.append(subject_projection_values(parts, np.array([phi]), np.array([[z0, z1]]), np.array([[b0, b1]]),
                                               projection.pilot)[0])
@@ -344,3 +350,85 @@ def test_the_pilot_is_least_squares_of_the_models_effect_on_the_modifiers_fold_b
 def test_a_bad_centre_is_refused(changes, match):
     with pytest.raises(InputError, match=match):
         check_projection(Projection(PROJECTION.modifiers, (), 2.0, **changes), FM)
+
+
+def test_a_residual_clip_bounds_the_score_by_R_plus_rho_over_t_and_gives_the_intercept_row_its_own_sums():
+    projection = Projection((0,), (Partition(2, (0.0, 0.5, 1.0)),), residual_clip=0.2)
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 2)
+    plain = projection_layout(Projection((0,), (Partition(2, (0.0, 0.5, 1.0)),)), FM.outcome_width, TRIM, 2)
+    ranges = {c.name: (c.low, c.high) for c in layout.parts}
+    a = FM.outcome_width + 0.2 * FM.outcome_width / TRIM  # 5 + 1 / 0.1 = 15, against A = 50
+    assert score_bound(projection, FM.outcome_width, TRIM) == a
+    assert ranges["blp_0"] == ranges["blp_1"] == ranges["cell_0_1"] == (-a, a)
+    assert ranges["blp_meat_0_0"] == ranges["cell_0_0_sq"] == (0.0, a * a) and ranges["blp_meat_0_1"] == (-a * a, a * a)
+    # the intercept row's own sums and blp_0's replicates are all it adds to the unclipped layout's sensitivity
+    added = 1 + 1 / 16 + REPLICATE_SHARE
+    assert projection_sensitivity_squared(layout) == pytest.approx(projection_sensitivity_squared(plain) + added)
+    # a projection clip below the residual bound binds as before; above it, the residual bound stands
+    clipped = projection_layout(Projection((0,), (), 2.0, residual_clip=0.2), FM.outcome_width, TRIM, 0)
+    assert {c.name: c.high for c in clipped.parts}["blp_0"] == 10.0
+    wide = projection_layout(Projection((0,), (), 1e9, residual_clip=0.2), FM.outcome_width, TRIM, 0)
+    assert wide.parts[0].high == a
+    # with subgroups only, the cells use the residual bound
+    cells = projection_layout(Projection((), (Partition(2, (0.0, 0.5, 1.0)),), residual_clip=0.2), FM.outcome_width,
+                              TRIM, 0)
+    assert {c.name: c.high for c in cells.parts}["cell_0_1"] == a
+
+
+def test_with_a_residual_clip_every_subjects_values_stay_in_their_ranges_whatever_its_outcome():
+    # one-row tables (each row's sums are its per-subject values) of extreme subjects: covariates at the box's
+    # corners and beyond, either arm, outcomes inside the range and far outside it; hostile models and a replicate
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, residual_clip=0.2)
+    rng = np.random.default_rng(9)
+    models = [NuisanceModel(rng.standard_normal(FM.dim) * 40, (rng.standard_normal(FM.dim) * 3,
+                                                                rng.standard_normal(FM.dim) * 3)) for _ in range(6)]
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 1)
+    low, high = np.array([c.low for c in layout.parts]), np.array([c.high for c in layout.parts])
+    reached = 0.0
+    for model, replicate in itertools.pairwise(models):
+        for x0, x1, x2, t, y in itertools.product((-5.0, 0.0, 10.0), (-1.0, 1.0), (0.0, 1.0), (0, 1),
+                                                  (-1e12, 0.0, 2.5, 5.0, 1e12)):
+            values = party_projection_sums(np.array([[x0, x1, x2]]), np.array([t], np.int8), [y], FM, 1,
+                                           np.zeros(1, np.int64), [model], layout, TRIM, projection, [[replicate]])
+            assert (values >= low).all() and (values <= high).all()
+            reached = max(reached, abs(values[0]) / high[0])
+    assert reached > 0.9  # blp_0, the score itself, comes close to R + rho / t: the range is not loose
+
+
+def test_a_residual_clip_scores_the_unclipped_outcome_and_is_the_plain_score_where_nothing_is_clipped():
+    X, t, y = _data(3000, 1)
+    folds = np.zeros(len(t), dtype=np.int64)
+    stats = party_statistics(X, t, y, FM, 1, folds, 1)
+    gram, gram_sd = modifier_gram(stats, FM, PROJECTION, len(t), 0.0)
+    phi, D = _phi(X, t, y)
+    m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
+    # inside the range with rho = R no residual is clipped: least squares of the plain score, as without the clip
+    whole = _sums_of(Projection(PROJECTION.modifiers, (), residual_clip=1.0), X, t, y, [MODEL], folds)
+    assert "blp_0" in whole and "blp_meat_0_0" in whole
+    coefficients = best_linear_projection(whole, dict.fromkeys(whole, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0])
+    np.testing.assert_allclose([c.estimate for c in coefficients], np.linalg.lstsq(m, phi, rcond=None)[0],
+                               rtol=1e-9, atol=1e-12)
+    # outcomes beyond the range: the residual clip, not the range, bounds them
+    wild = y + np.where(np.arange(len(y)) % 7 == 0, 40.0, 0.0)
+    sums = _sums_of(Projection(PROJECTION.modifiers, (), residual_clip=0.2), X, t, wild, [MODEL], folds)
+    e, mu0, mu1 = MODEL.propensity(D, TRIM), MODEL.outcome(D, 0, FM), MODEL.outcome(D, 1, FM)
+    phi_r = aipw_ate_score(t.astype(float), wild - FM.outcome_mid, e, mu0, mu1, 0.2 * FM.outcome_width)
+    assert not np.allclose(phi_r, phi)
+    coefficients = best_linear_projection(sums, dict.fromkeys(sums, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0])
+    np.testing.assert_allclose([c.estimate for c in coefficients], np.linalg.lstsq(m, phi_r, rcond=None)[0],
+                               rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("rho", [0.0, 1e-300, -0.2, 1.5, math.nan, math.inf, True, "0.3"])
+def test_a_bad_residual_clip_is_refused(rho):
+    with pytest.raises(InputError, match="residual_clip"):
+        check_projection(Projection((0,), (), residual_clip=rho), FM)
+
+
+def test_the_residual_clip_travels_in_the_request_so_analyst_and_party_lay_out_the_same_sums():
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0, residual_clip=0.25)
+    received = Projection.from_spec(projection.to_spec(), FM)
+    assert received == projection
+    assert projection_layout(received, FM.outcome_width, TRIM, 2) == projection_layout(projection, FM.outcome_width,
+                                                                                        TRIM, 2)
+    assert Projection.from_spec(Projection(PROJECTION.modifiers).to_spec(), FM).residual_clip is None

@@ -18,10 +18,12 @@ from collabcausal.estimators.dp.effects.scores import (
     NEEDS,
     REPLICATE_CLIP,
     REPLICATE_SHARE,
+    aipw_ate_score,
     components,
     release_sensitivity,
     release_weights,
     replicate_components,
+    residual_score_bound,
     subject_scores,
 )
 
@@ -57,6 +59,37 @@ def test_unclipped_scores_reach_their_bounds_so_the_ranges_are_not_loose():
     parts = components(("aipw",), ("ate",), FM.outcome_width, TRIM)
     phi = subject_scores(parts, T, y, e, mu, mu)[:, 0]
     assert phi.max() == pytest.approx(parts[0].high) and phi.min() == pytest.approx(parts[0].low)
+
+
+@pytest.mark.parametrize("rho", [0.5, 7.0, 100.0])
+def test_with_clipped_residuals_the_score_of_any_outcome_stays_within_R_plus_rho_over_t_and_reaches_it(rho):
+    # docs/dp-cate-projection.md, "Clipping the residual": y unclipped (far outside the range too), the models
+    # hostile; the bound holds before any final clip, and the extreme subjects below reach both ends of it
+    rng = np.random.default_rng(5)
+    X = np.vstack([rng.uniform(-50, 50, (200, 2)), [[0, -2], [10, 2], [1e6, -1e6]]])
+    T = rng.integers(0, 2, len(X)).astype(float)
+    y = np.r_[rng.uniform(-500, 600, 200), -1e300, 1e300, 1e9] - FM.outcome_mid
+    D = FM.design(X, 0)
+    bound = residual_score_bound(FM.outcome_width, TRIM, rho)
+    assert bound == FM.outcome_width + rho / TRIM
+    for model in _hostile_models(rng):
+        phi = aipw_ate_score(T, y, model.propensity(D, TRIM), model.outcome(D, 0, FM), model.outcome(D, 1, FM), rho)
+        assert np.isfinite(phi).all() and np.abs(phi).max() <= bound * (1 + 1e-12)
+    h = FM.outcome_width / 2
+    e = np.array([TRIM, TRIM, 1 - TRIM, 1 - TRIM])
+    T4, mu1 = np.array([1.0, 1.0, 0.0, 0.0]), np.array([h, -h, h, -h])
+    phi = aipw_ate_score(T4, np.array([1e9, -1e9, -1e9, 1e9]), e, -mu1, mu1, rho)
+    np.testing.assert_allclose(phi, [bound, -bound, bound, -bound])
+
+
+def test_without_a_residual_clip_the_score_is_the_released_aipw_score():
+    rng = np.random.default_rng(6)
+    T = rng.integers(0, 2, 500).astype(np.int8)
+    y, mu0, mu1 = (rng.uniform(-50, 50, 500) for _ in range(3))
+    e = rng.uniform(TRIM, 1 - TRIM, 500)
+    parts = components(("aipw",), ("ate",), FM.outcome_width, TRIM)
+    np.testing.assert_array_equal(aipw_ate_score(T.astype(float), y, e, mu0, mu1),
+                                  subject_scores(parts, T, y, e, mu0, mu1)[:, 0])
 
 
 @pytest.mark.parametrize("n_replicates", [0, REPLICATES])
