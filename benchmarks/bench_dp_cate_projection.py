@@ -151,6 +151,8 @@ def summarize(outcome: str, rows: list[dict[str, object]]) -> dict[str, object]:
         "coverage_private": _coverage(P, col("private_se"), truth),
         "coverage_learner": _coverage(L, col("learner_se"), truth),
         "subgroup_rmse": np.sqrt(((col("subgroup") - sub_truth) ** 2).mean(axis=0)),
+        "subgroup_error_mean": (col("subgroup") - sub_truth).mean(axis=0),
+        "subgroup_mean_se": col("subgroup_se").mean(axis=0),
         "subgroup_coverage": _coverage(col("subgroup"), col("subgroup_se"), sub_truth),
         "pehe_wins": float(np.mean(col("pehe_projection") < col("pehe_constant"))),
         "noise_growth": float(rows[-1]["noise_growth"]),  # type: ignore[arg-type]
@@ -215,6 +217,7 @@ def report(s: dict[str, object]) -> None:
                       ("rmse_learner", "RMSE LinearDRLearner (non-private)"), ("mean_se_private", "mean SE dp_effects"),
                       ("mean_se_learner", "mean SE LinearDRLearner"), ("coverage_private", "coverage dp_effects"),
                       ("coverage_learner", "coverage LinearDRLearner"), ("subgroup_rmse", "subgroups (4 x0 bins) RMSE"),
+                      ("subgroup_error_mean", "subgroups mean error"), ("subgroup_mean_se", "subgroups mean SE"),
                       ("subgroup_coverage", "subgroups coverage")):
         print(_row(name, s[key]))  # type: ignore[arg-type]
     low, high = s["rmse_ratio_interval"]  # type: ignore[misc]
