@@ -241,6 +241,26 @@ def binomial_summary(records: pd.DataFrame, pairs: Sequence[LabelledPair]) -> pd
     return pd.DataFrame(rows)
 
 
+def pooled_summary(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per family and method, the :func:`binomial_summary` rows of several runs (``peers.csv``) pooled.
+
+    For runs on different pair seeds: counts and pairs add up and the exact interval is recomputed over the
+    pooled pairs; seconds per pair are the pairs-weighted mean. The majority baseline is the pairs-weighted mean of
+    the runs' own, which is at least the pooled pairs' (a run's majority direction may differ from another's), so
+    :func:`peer_targets`' "above majority" is judged conservatively.
+    """
+    table = pd.concat(list(tables), ignore_index=True)
+    rows = []
+    for (family, method), group in table.groupby(["family", "method"], sort=False):
+        k, n = int(group["correct"].sum()), int(group["n_pairs"].sum())
+        interval = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        weights = group["n_pairs"] / n
+        rows.append({"method": method, "correct": k, "n_pairs": n, "accuracy": k / n, "ci_low": interval.low,
+                     "ci_high": interval.high, "seconds_per_pair": float((group["seconds_per_pair"] * weights).sum()),
+                     "majority_baseline": float((group["majority_baseline"] * weights).sum()), "family": family})
+    return pd.DataFrame(rows)
+
+
 def peer_targets(table: pd.DataFrame, method: str, peers: Sequence[str]) -> pd.DataFrame:
     """Issue 40's targets for ``method`` per family, against the better of ``peers`` on that family.
 

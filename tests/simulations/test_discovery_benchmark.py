@@ -13,6 +13,7 @@ from collabcausal.simulations.discovery_benchmark import (
     full_protection_accuracy,
     peer_records,
     peer_targets,
+    pooled_summary,
     private_records,
     private_targets,
     reference_gaps,
@@ -148,6 +149,21 @@ def test_peer_targets_compare_with_the_better_peer_and_flag_each_missed_target()
     assert not targets.loc["F", "above_majority"] and not targets.loc["F", "ok"]
     assert targets.loc["G", "best_peer"] == "p2" and targets.loc["G", "time_ratio"] == pytest.approx(2 / 3)
     assert targets.loc["G", "ok"]
+
+
+def test_pooled_summary_adds_the_runs_pairs_and_recomputes_the_exact_interval():
+    columns = ["method", "correct", "n_pairs", "seconds_per_pair", "majority_baseline", "family"]
+    run0 = pd.DataFrame([("ours", 7, 10, 1.0, 0.6, "F"), ("peer", 9, 10, 3.0, 0.6, "F")], columns=columns)
+    run1 = pd.DataFrame([("ours", 28, 30, 2.0, 0.8, "F"), ("peer", 21, 30, 2.0, 0.8, "F")], columns=columns)
+    pooled = pooled_summary([run0, run1]).set_index("method")
+    assert pooled.loc["ours", "correct"] == 35 and pooled.loc["ours", "n_pairs"] == 40
+    assert pooled.loc["ours", "accuracy"] == pytest.approx(35 / 40)
+    assert pooled.loc["ours", "ci_low"] == pytest.approx(0.7320, abs=1e-3)  # Clopper-Pearson, 35 of 40
+    assert pooled.loc["ours", "ci_high"] == pytest.approx(0.9581, abs=1e-3)
+    assert pooled.loc["ours", "seconds_per_pair"] == pytest.approx(1.75)  # (10 x 1 + 30 x 2) / 40
+    assert pooled.loc["peer", "majority_baseline"] == pytest.approx(0.75)  # (10 x 0.6 + 30 x 0.8) / 40
+    targets = peer_targets(pooled.reset_index(), "ours", ["peer"]).set_index("family")
+    assert targets.loc["F", "peer_accuracy"] == pytest.approx(0.75) and targets.loc["F", "ok"]
 
 
 def test_quick_peer_run_prints_every_method_with_its_interval_and_time(tmp_path, capsys):
