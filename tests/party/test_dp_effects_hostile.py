@@ -104,7 +104,7 @@ def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_pat
     assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))
 
 
-@pytest.mark.parametrize("trim", [0.0, -0.1, 0.5, float("nan"), float("inf"), True, "0.1"])
+@pytest.mark.parametrize("trim", [0.0, -0.1, 0.5, float("nan"), float("inf"), True, "0.1", 1e-17])  # 1 - 1e-17 == 1
 def test_a_trim_that_bounds_nothing_is_refused_uncharged(tmp_path, trim):
     party = _party(tmp_path)
     with pytest.raises(InputError, match="trim"):

@@ -238,3 +238,23 @@ def test_at_the_residual_clips_ends_far_outcomes_hostile_models_and_the_widest_p
     assert len(party.ledger.history()) == 1 and np.isfinite(reply.arrays["values"]).all()
     assert (np.abs(exact) <= N * reach).all()
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * reply.params["sigma"]
+
+
+def test_a_trim_whose_complement_rounds_to_one_is_refused_uncharged_whoever_is_in_the_table(tmp_path):
+    # trim 1e-17 (its score ranges finite): 1 - trim rounds to 1, so a propensity at the logit's clip (40) is 1 and a
+    # treated subject's score (1 - T) r0 / (1 - e) is 0 / 0 = NaN. Before the check the party charged the release and
+    # then answered (no treated subject with a > 9.5) or failed on the NaN (one): membership read off an error
+    model = NuisanceModel(np.array([0.0, -900.0, 1000.0, 0.0]), MODEL.outcome_coef)
+    request = Message(SCORES, _request(RESIDUAL).params | {"rho": zcdp_rho(1.0, 1e-6), "trim": 1e-17,
+                                                           "models": [model.to_spec()]})
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"a": rng.uniform(0, 9, N), "b": rng.integers(0, 2, N), "t": np.arange(N) % 2,
+                          "y": rng.uniform(0, 5, N)})
+    for folder, a in (("absent", 1.0), ("present", 9.9)):
+        frame.loc[N - 1, ["a", "t"]] = [a, 1]
+        (tmp_path / folder).mkdir()
+        ledger = PrivacyLedger(tmp_path / folder / "ledger.sqlite", epsilon=10.0, delta=1e-3)
+        party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
+        with pytest.raises(InputError, match="rounds to 1"):
+            party.handle(request)
+        assert party.ledger.history() == []
