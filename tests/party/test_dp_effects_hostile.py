@@ -136,6 +136,18 @@ def test_a_range_the_arithmetic_cannot_hold_is_refused_in_one_line_before_the_ch
     assert _charges(party) == 0
 
 
+@pytest.mark.parametrize("projection", [None, {"modifiers": [0], "residual_clip": 1e-3}])
+def test_an_outcome_range_whose_score_ranges_underflow_is_refused_in_one_line_before_the_charge(tmp_path, projection):
+    # Found by the residual clip's audit: at R = 1e-200 the sums of squares' range (R / t)^2 underflows to 0; the
+    # release was charged and then failed on 0 / 0 (with a projection: a ZeroDivisionError, uncharged but no one line)
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match="underflow") as info:
+        party.handle(hostile_request(SCORES, design=FeatureMap(FM.bounds, (0.0, 1e-200), 2).to_spec(),
+                                     projection=projection))
+    assert "\n" not in str(info.value)
+    assert _charges(party) == 0
+
+
 def test_the_statistics_take_a_huge_finite_outcome_range(tmp_path):
     # They scale the outcome into [-1/2, 1/2]: nothing can overflow, so the range is allowed (and charged).
     party = _party(tmp_path)
