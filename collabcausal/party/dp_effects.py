@@ -159,13 +159,14 @@ def _check_scores_arithmetic(party: Party, widths: list[float], models: list[Nui
     See :func:`check_float_range`. Every range contains 0, so a sum of ``n`` scores is at most
     ``n`` times its width in absolute value; a coefficient vector with a finite sum of absolute
     values keeps every partial sum of ``d @ coef`` finite (``|d_i| <= 1``), whatever the order BLAS
-    adds them in.
+    adds them in. No width underflows to 0 either (a sum is released divided by its width: at an outcome
+    range of 1e-200 the squares' ``(R / t)^2`` is 0, and the release failed on 0 / 0 after its charge).
     """
     n = party.table.n_subjects
-    if not all(math.isfinite(n * w) for w in widths):
+    if not all(math.isfinite(n * w) and w > 0.0 for w in widths):
         raise InputError(
-            f"{SCORES} score sums over {n} rows can overflow floating point with this outcome range and trim",
-            "declare the outcome range the data can take and a trim such as 0.1",
+            f"{SCORES} score sums over {n} rows can overflow or underflow floating point with this outcome range and "
+            "trim", "declare the outcome range the data can take and a trim such as 0.1",
         )
     vectors = [v for m in models for v in (m.propensity_coef, *m.outcome_coef)]
     with np.errstate(over="ignore"):

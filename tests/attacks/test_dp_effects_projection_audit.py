@@ -167,7 +167,8 @@ def _residual_neighbours(projection: Projection):
                              projection=projection)
 
 
-RESIDUAL_CASES = [(None, RESIDUAL), (1.0, RESIDUAL | CENTRED | {"weights": (0.6, 1.28), "modifier_clips": (0.5,)})]
+RESIDUAL_CASES = [(None, RESIDUAL), (1.0, RESIDUAL | CENTRED | {"weights": (0.6, 1.28), "modifier_clips": (0.5,)}),
+                  (None, {"residual_clip": 1e-3}), (None, {"residual_clip": 1})]  # and the two ends accepted
 
 
 @pytest.mark.parametrize(("clip", "shaping"), RESIDUAL_CASES)
@@ -184,9 +185,10 @@ def test_with_clipped_residuals_the_worst_neighbours_stay_within_the_derived_sen
 
 
 @pytest.mark.slow  # 4-5 s each
-@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
-def test_with_clipped_residuals_the_party_releases_no_more_than_the_claimed_epsilon(epsilon, ledger_dir):
-    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, None, **RESIDUAL)
+@pytest.mark.parametrize(("epsilon", "residual"), [(0.5, RESIDUAL), (1.0, RESIDUAL), (2.0, RESIDUAL), (4.0, RESIDUAL),
+                                                   (1.0, {"residual_clip": 1e-3}), (1.0, {"residual_clip": 1})])
+def test_with_clipped_residuals_the_party_releases_no_more_than_the_claimed_epsilon(epsilon, residual, ledger_dir):
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, None, **residual)
     layout = projection_layout(projection, FM.outcome_width, TRIM, len(SPREAD_REPLICAS))
     audit, params = audit_through_parties(_residual_neighbours(projection), COLUMNS,
                                           _residual_request(projection, epsilon), 100, ledger_dir)

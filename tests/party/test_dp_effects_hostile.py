@@ -104,7 +104,7 @@ def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_pat
     assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))
 
 
-@pytest.mark.parametrize("trim", [0.0, -0.1, 0.5, float("nan"), float("inf"), True, "0.1"])
+@pytest.mark.parametrize("trim", [0.0, -0.1, 0.5, float("nan"), float("inf"), True, "0.1", 1e-17])  # 1 - 1e-17 == 1
 def test_a_trim_that_bounds_nothing_is_refused_uncharged(tmp_path, trim):
     party = _party(tmp_path)
     with pytest.raises(InputError, match="trim"):
@@ -132,6 +132,18 @@ def test_a_range_the_arithmetic_cannot_hold_is_refused_in_one_line_before_the_ch
     party = _party(tmp_path)
     with pytest.raises(InputError, match="floating point") as info:
         party.handle(hostile_request(op, **HUGE[case]))
+    assert "\n" not in str(info.value)
+    assert _charges(party) == 0
+
+
+@pytest.mark.parametrize("projection", [None, {"modifiers": [0], "residual_clip": 1e-3}])
+def test_an_outcome_range_whose_score_ranges_underflow_is_refused_in_one_line_before_the_charge(tmp_path, projection):
+    # Found by the residual clip's audit: at R = 1e-200 the sums of squares' range (R / t)^2 underflows to 0; the
+    # release was charged and then failed on 0 / 0 (with a projection: a ZeroDivisionError, uncharged but no one line)
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match="underflow") as info:
+        party.handle(hostile_request(SCORES, design=FeatureMap(FM.bounds, (0.0, 1e-200), 2).to_spec(),
+                                     projection=projection))
     assert "\n" not in str(info.value)
     assert _charges(party) == 0
 

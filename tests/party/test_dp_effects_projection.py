@@ -6,10 +6,13 @@ Noise checks at epsilon = 1e4 (zCDP), tolerance 8 noise sds per entry (two-sided
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from collabcausal.attacks.dp_effects_audit import exact_values
 from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
@@ -21,7 +24,7 @@ from collabcausal.estimators.dp.effects.projection import (
     scores_sensitivity,
 )
 from collabcausal.estimators.dp.effects.release import party_score_sums, scaled_sums
-from collabcausal.estimators.dp.effects.scores import components
+from collabcausal.estimators.dp.effects.scores import components, replicate_components
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -34,6 +37,8 @@ FM = FeatureMap(((0.0, 10.0), (0.0, 1.0)), (0.0, 5.0), n_sites=2)
 MODEL = NuisanceModel(np.array([0.0, 0.1, 0.2, -0.3]), (np.array([0.0, 0.1, 0.0, 0.1]), np.array([0.1, 0.1, 0, 0])))
 PROJECTION = Projection((0,), (Partition(1, (0.0, 0.5, 1.0)),))
 RHO = zcdp_rho(1e4, 1e-6)
+HUGE = 10**400
+"""A JSON integer a hostile coordinator may send: no float holds it (``math.isfinite`` raises on it)."""
 
 
 def _party(tmp_path) -> Party:
@@ -87,6 +92,17 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"modifiers": [0], "residual_clip": 1.5}, InputError, "residual_clip"),  # beyond the outcome's width
     ({"modifiers": [0], "residual_clip": "0.3"}, InputError, "residual_clip"),
     ({"subgroups": [{"column": 0, "edges": [0, 5]}], "residual_clip": True}, InputError, "residual_clip"),
+    # a hostile coordinator's residual clips: not numbers, not finite, signed zero, underflowing, too large for a float
+    *[({"modifiers": [0], "residual_clip": rc}, InputError, "residual_clip")
+      for rc in (math.nan, math.inf, -math.inf, -0.0, 1e-300, 1.0 + 1e-12, [0.3], {"rho": 0.3}, HUGE, 0.000999)],
+    # with a residual clip, the other bounds as integers no float holds (an OverflowError before: not one line)
+    ({"modifiers": [0], "clip": HUGE, "residual_clip": 0.2}, InputError, "clip"),
+    ({"modifiers": [0], "centre": HUGE, "pilot": [0.0, 0.0], "residual_clip": 0.2}, InputError, "centre"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [HUGE, 0.0], "residual_clip": 0.2}, InputError, "pilot"),
+    ({"modifiers": [0], "weights": [HUGE], "residual_clip": 0.2}, InputError, "weights"),
+    ({"subgroups": [{"column": 0, "edges": [0, HUGE]}], "residual_clip": 0.2}, InputError, "unbounded"),
+    # a pilot whose line m^T gamma overflows (below: what it let a coordinator learn)
+    ({"modifiers": [0], "centre": 1.0, "pilot": [1e308, 1e308], "residual_clip": 0.2}, InputError, "pilot"),
 ])
 def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)
@@ -144,3 +160,101 @@ def test_bisection_over_subgroup_edges_learns_no_bin_count(tmp_path):
         assert len(party.ledger.history()) == 30
         ends.append(end)
     assert ends[0] == ends[1]
+
+
+RESIDUAL = {"modifiers": [0], "subgroups": [{"column": 1, "edges": [0.0, 0.5, 1.0]}], "residual_clip": 0.2}
+
+
+@pytest.mark.parametrize(("where", "propensity", "match"), [
+    ("models", [HUGE, 0.0, 0.0, 0.0], "numeric propensity"),  # an OverflowError before: not one line
+    ("models", [math.nan, 0.0, 0.0, 0.0], "non-finite"),
+    ("models", [1e308] * 4, "overflow"),  # each finite, their sum not: mu_t or e could be NaN, not clipped
+    ("replicates", [HUGE, 0.0, 0.0, 0.0], "numeric propensity"),
+    ("replicates", [-1e308] * 4, "overflow"),
+])
+def test_with_a_residual_clip_a_hostile_model_is_refused_uncharged(tmp_path, where, propensity, match):
+    # the bound R + rho / t needs mu_t in [-R/2, R/2] and e in [t, 1 - t]: the models' clips give both only for
+    # coefficients whose absolute sum is finite; the rest are refused before the charge
+    party = _party(tmp_path)
+    hostile = MODEL.to_spec() | {"propensity": propensity}
+    params = _request(RESIDUAL).params
+    request = params | ({"models": [hostile]} if where == "models" else {"replicates": [[hostile]]})
+    with pytest.raises(InputError, match=match):
+        party.handle(Message(SCORES, request))
+    assert party.ledger.history() == []
+
+
+def test_a_pilot_whose_line_overflows_is_refused_uncharged_whoever_is_in_the_table(tmp_path):
+    """A hostile centre: pilot ``(1e308, 1e308, 0)`` on modifiers ``a`` and ``b``, ``b`` declared in ``(-1, 1)``.
+
+    Its line ``m^T gamma`` overflows to inf where ``a > 9``, and a subject's product ``(phi - inf) z_b`` is then
+    ``inf * 0 = NaN`` where ``b = 0``. Before the check the party charged the release and then answered (no such
+    subject) or failed on the NaN (one): whether one subject with ``a > 9`` and ``b = 0`` is in the table, read off an
+    error whatever the epsilon. Now both neighbours are refused before any charge.
+    """
+    design = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=1)
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"a": rng.uniform(0, 9, N), "b": rng.choice([-1.0, 1.0], N), "t": np.arange(N) % 2,
+                          "y": rng.uniform(0, 5, N)})
+    model = NuisanceModel(np.zeros(3), (np.zeros(3), np.zeros(3)))
+    projection = {"modifiers": [0, 1], "centre": 1.0, "pilot": [1e308, 1e308, 0.0], "residual_clip": 0.2}
+    request = Message(SCORES, _request(projection).params | {
+        "rho": zcdp_rho(1.0, 1e-6), "design": design.to_spec(), "site": 0, "models": [model.to_spec()]})
+    for folder, target in (("absent", [1.0, 1.0]), ("present", [9.5, 0.0])):
+        frame.loc[N - 1, ["a", "b"]] = target
+        (tmp_path / folder).mkdir()
+        ledger = PrivacyLedger(tmp_path / folder / "ledger.sqlite", epsilon=10.0, delta=1e-3)
+        party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
+        with pytest.raises(InputError, match="pilot"):
+            party.handle(request)
+        assert party.ledger.history() == []
+
+
+@pytest.mark.parametrize("residual_clip", [1e-3, 1])  # the two ends the party accepts
+def test_at_the_residual_clips_ends_far_outcomes_hostile_models_and_the_widest_pilot_stay_in_range(
+        tmp_path, residual_clip):
+    # outcomes up to the largest float, models whose coefficients' absolute sums are just finite (mu_t and e at
+    # their clips), a replicate mirroring them, the widest pilot accepted and subjects with z_a = 0: one charge, a
+    # finite release of the party's exact sums, each within n times its per-subject range
+    rng = np.random.default_rng(6)
+    far = np.finfo(float).max
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, N), "b": rng.integers(0, 2, N), "t": np.arange(N) % 2,
+                          "y": rng.choice([-far, -1e300, 2.5, 1e300, far], N)})
+    frame.loc[:9, "a"] = 5.0
+    ledger = PrivacyLedger(tmp_path / "ledger.sqlite", epsilon=1e5, delta=1e-3)
+    party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
+    big = 4e307 * np.array([1.0, -1.0, 1.0, -1.0])
+    hostile = NuisanceModel(big, (big[::-1], -big))
+    mirror = NuisanceModel(-big, (-big[::-1], big))
+    projection = Projection((0,), (Partition(1, (0.0, 0.5, 1.0)),), centre=1.0, pilot=(4e307, 4e307),
+                            residual_clip=residual_clip)
+    request = Message(SCORES, _request(projection.to_spec()).params | {
+        "models": [hostile.to_spec()], "replicates": [[mirror.to_spec()]]})
+    reply = party.handle(request)
+    parts = components(["aipw"], ["ate"], FM.outcome_width, 0.1)
+    every = (*parts, *replicate_components(parts, 1), *projection_layout(projection, FM.outcome_width, 0.1, 1).parts)
+    exact = exact_values(party.table, request)
+    reach = np.array([c.weight * max(-c.low, c.high) / c.width for c in every])
+    assert len(party.ledger.history()) == 1 and np.isfinite(reply.arrays["values"]).all()
+    assert (np.abs(exact) <= N * reach).all()
+    assert np.abs(reply.arrays["values"] - exact).max() < 8 * reply.params["sigma"]
+
+
+def test_a_trim_whose_complement_rounds_to_one_is_refused_uncharged_whoever_is_in_the_table(tmp_path):
+    # trim 1e-17 (its score ranges finite): 1 - trim rounds to 1, so a propensity at the logit's clip (40) is 1 and a
+    # treated subject's score (1 - T) r0 / (1 - e) is 0 / 0 = NaN. Before the check the party charged the release and
+    # then answered (no treated subject with a > 9.5) or failed on the NaN (one): membership read off an error
+    model = NuisanceModel(np.array([0.0, -900.0, 1000.0, 0.0]), MODEL.outcome_coef)
+    request = Message(SCORES, _request(RESIDUAL).params | {"rho": zcdp_rho(1.0, 1e-6), "trim": 1e-17,
+                                                           "models": [model.to_spec()]})
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"a": rng.uniform(0, 9, N), "b": rng.integers(0, 2, N), "t": np.arange(N) % 2,
+                          "y": rng.uniform(0, 5, N)})
+    for folder, a in (("absent", 1.0), ("present", 9.9)):
+        frame.loc[N - 1, ["a", "t"]] = [a, 1]
+        (tmp_path / folder).mkdir()
+        ledger = PrivacyLedger(tmp_path / folder / "ledger.sqlite", epsilon=10.0, delta=1e-3)
+        party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
+        with pytest.raises(InputError, match="rounds to 1"):
+            party.handle(request)
+        assert party.ledger.history() == []

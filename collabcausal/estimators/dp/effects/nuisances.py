@@ -62,9 +62,12 @@ class NuisanceModel:
         return np.clip(1.0 / (1.0 + np.exp(-logit)), trim, 1.0 - trim)
 
     def outcome(self, design: NDArray[np.float64], arm: int, feature_map: FeatureMap) -> NDArray[np.float64]:
-        """``mu_arm(d)`` on the centred outcome scale, clipped to ``[-R/2, R/2]``."""
-        half = 0.5 * feature_map.outcome_width
-        return np.clip(feature_map.outcome_width * (design @ self.outcome_coef[arm]), -half, half)
+        """``mu_arm(d)`` on the centred outcome scale, clipped to ``[-R/2, R/2]``.
+
+        Clipped before the scaling by ``R`` (the same numbers), so a hostile model's finite ``d @ coef`` never
+        overflows in the party's arithmetic.
+        """
+        return feature_map.outcome_width * np.clip(design @ self.outcome_coef[arm], -0.5, 0.5)
 
     def to_spec(self) -> dict[str, list[float]]:
         """JSON-ready coefficients (the analyst sends them to the parties)."""
@@ -80,7 +83,7 @@ class NuisanceModel:
         for key in ("propensity", "outcome_0", "outcome_1"):
             try:
                 v = np.asarray(spec[key], dtype=float)
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit int
                 raise InputError(
                     f"dp_effects nuisance model has no numeric {key}", "send three coefficient lists"
                 ) from None

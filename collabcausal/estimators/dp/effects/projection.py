@@ -188,6 +188,16 @@ def _is_index(value: object, size: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < size
 
 
+def _is_finite(value: object) -> bool:
+    """A number, not a bool, whose float is finite (a JSON integer of 400 digits has none: refused, not raised)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_projection(projection: Projection, feature_map: FeatureMap, names: Sequence[str] | None = None) -> None:
     """Refuse bad modifiers and subgroups with a one-line :class:`InputError` (no data read, nothing charged).
 
@@ -198,8 +208,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     m = feature_map.n_covariates
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
     for key, clip in (("clip", projection.clip), ("centre", projection.centre)):
-        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
-                                 or not math.isfinite(clip) or clip < MIN_CLIP):
+        if clip is not None and (not _is_finite(clip) or clip < MIN_CLIP):
             raise InputError(f"dp_effects projection {key} {clip!r} is not a finite number >= {MIN_CLIP:g}",
                              "declare it in outcome-range widths, e.g. 2, or leave it out")
     rho = projection.residual_clip
@@ -208,8 +217,8 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                          "declare it in outcome-range widths, e.g. 0.33, or leave it out")
     weights = projection.weights
     if weights is not None and not (
-            all(not isinstance(w, bool) and isinstance(w, (int, float)) and math.isfinite(w) and w >= MIN_WEIGHT
-                for w in weights) and sum(w * w for w in weights) <= len(weights) * (1.0 + 1e-9)):
+            all(_is_finite(w) and w >= MIN_WEIGHT for w in weights)
+            and sum(w * w for w in weights) <= len(weights) * (1.0 + 1e-9)):
         raise InputError(f"dp_effects projection weights {list(weights)} are not finite numbers >= {MIN_WEIGHT:g} "
                          "whose squares sum to at most their number", "send the analyst's allocation, or none")
     gram = projection.gram_weight
@@ -219,12 +228,15 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                          "send e.g. 0.25, or none")
     mods = projection.modifiers
     pilot = projection.pilot
-    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(
-        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in pilot)
+    # |m^T gamma| <= sum |gamma_q| (|z_q| <= 1): with twice that finite no partial sum of it overflows, in whatever
+    # order BLAS adds, nor phi minus it; else a subject with z_q = 0 scores inf * 0 = NaN, and the release fails after
+    # its charge or not depending on the rows (docs/dp-cate-projection.md, "Clipping the residual")
+    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(_is_finite(v) for v in pilot) and (
+        math.isfinite(2.0 * sum(abs(float(v)) for v in pilot)))
     if (pilot is None) != (projection.centre is None) or (pilot is not None and not finite):
         raise InputError(f"dp_effects projection centre {projection.centre!r} and pilot {pilot!r} are not both absent "
-                         "or a bound and one finite number per modifier and the intercept",
-                         "send the analyst's centre, or neither")
+                         "or a bound and one finite number per modifier and the intercept, with a finite sum of "
+                         "absolute values below half the largest float", "send the analyst's centre, or neither")
     kappas = projection.modifier_clips
     if kappas is not None and (len(kappas) != len(mods) or not all(
             not isinstance(k, bool) and isinstance(k, (int, float)) and MIN_CLIP <= k <= 1.0 for k in kappas)):
@@ -243,7 +255,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                              "give each subgroup covariate once, among the study's covariates")
         seen.add(g.column)
         edges = g.edges
-        numeric = all(not isinstance(e, bool) and isinstance(e, (int, float)) and math.isfinite(e) for e in edges)
+        numeric = all(_is_finite(e) for e in edges)
         if not numeric or not 2 <= len(edges) <= MAX_BINS + 1:
             raise InputError(f"subgroup edges {list(edges)} of {label(g.column)} are not 2..{MAX_BINS + 1} finite "
                              "numbers (unbounded bins)", "give finite edges, e.g. [18, 50, 65, 95]")

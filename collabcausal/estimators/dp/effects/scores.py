@@ -127,6 +127,8 @@ def components(
     for arm in "10":
         ranges |= {f"ipw_w{arm}": (0.0, 1 / t), f"ipw_a{arm}": (-h / t, h / t), f"ipw_v{arm}": (0.0, 1 / t**2),
                    f"ipw_p{arm}": (-h / t**2, h / t**2), f"ipw_q{arm}": (0.0, (h / t) ** 2)}
+    if 1.0 - t == 1.0:  # (finite ranges, else OverflowError above) 1 - e is 0 where e rounds to 1: 0 / 0 in a score
+        raise InputError(f"propensity trimming {trim!r}: 1 - trim rounds to 1", "declare e.g. trim = 0.1")
     names = dict.fromkeys(n for est in estimators for estimand in estimands for n in NEEDS[est, estimand])
     return tuple(Component(n, n in _POINT, *ranges[n], POINT_WEIGHT if n in _POINT else SPREAD_WEIGHT) for n in names)
 

@@ -346,6 +346,11 @@ def test_the_pilot_is_least_squares_of_the_models_effect_on_the_modifiers_fold_b
     ({"centre": 0.5, "pilot": (0.0, math.nan, 0.0)}, "pilot"),
     ({"centre": 0.0, "pilot": (0.0, 0.0, 0.0)}, "centre"),
     ({"centre": math.inf, "pilot": (0.0, 0.0, 0.0)}, "centre"),
+    ({"centre": 10**400, "pilot": (0.0, 0.0, 0.0)}, "centre"),  # no float holds it: refused, not an OverflowError
+    ({"centre": 0.5, "pilot": (10**400, 0.0, 0.0)}, "pilot"),
+    # each finite, but m^T gamma overflows: (phi - inf) z_q is NaN where z_q = 0 (BLAS may also add inf and -inf)
+    ({"centre": 0.5, "pilot": (1e308, 1e308, 0.0)}, "pilot"),
+    ({"centre": 0.5, "pilot": (0.6e308, 0.0, -0.6e308)}, "pilot"),
 ])
 def test_a_bad_centre_is_refused(changes, match):
     with pytest.raises(InputError, match=match):
@@ -395,6 +400,26 @@ def test_with_a_residual_clip_every_subjects_values_stay_in_their_ranges_whateve
     assert reached > 0.9  # blp_0, the score itself, comes close to R + rho / t: the range is not loose
 
 
+@pytest.mark.parametrize("rho", [1e-3, 1.0])  # the two ends accepted
+def test_at_the_residual_clips_ends_the_widest_pilot_and_extreme_models_keep_every_value_finite_and_in_range(rho):
+    # one-row tables: the widest pilot check_projection accepts (sum |gamma| just below half the largest float),
+    # subjects with z_q = 0 and at the corners, outcomes up to the largest float, models whose coefficients' absolute
+    # sums are just finite (so d @ coef is huge and R times it would overflow) and a mirrored replicate
+    pilot = (2.9e307, 2.9e307, -2.9e307)
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, centre=1.0, pilot=pilot, residual_clip=rho)
+    check_projection(projection, FM)
+    big = 3e307 * np.array([1.0, -1.0, 1.0, -1.0, 1.0])
+    models = [NuisanceModel(big, (-big, big[::-1])), NuisanceModel(-big, (big, -big[::-1]))]
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 1)
+    low, high = np.array([c.low for c in layout.parts]), np.array([c.high for c in layout.parts])
+    far = np.finfo(float).max
+    for (model, replicate), x0, x1, t, y in itertools.product(
+            (models, models[::-1]), (0.0, 5.0, 10.0), (-1.0, 0.0, 1.0), (0, 1), (-far, 2.5, far)):
+        values = party_projection_sums(np.array([[x0, x1, 1.0]]), np.array([t], np.int8), [y], FM, 1,
+                                       np.zeros(1, np.int64), [model], layout, TRIM, projection, [[replicate]])
+        assert np.isfinite(values).all() and (values >= low).all() and (values <= high).all()
+
+
 def test_a_residual_clip_scores_the_unclipped_outcome_and_is_the_plain_score_where_nothing_is_clipped():
     X, t, y = _data(3000, 1)
     folds = np.zeros(len(t), dtype=np.int64)
@@ -419,7 +444,7 @@ def test_a_residual_clip_scores_the_unclipped_outcome_and_is_the_plain_score_whe
                                rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("rho", [0.0, 1e-300, -0.2, 1.5, math.nan, math.inf, True, "0.3"])
+@pytest.mark.parametrize("rho", [0.0, -0.0, 1e-300, -0.2, 1.5, math.nan, math.inf, True, "0.3", [0.3], 10**400])
 def test_a_bad_residual_clip_is_refused(rho):
     with pytest.raises(InputError, match="residual_clip"):
         check_projection(Projection((0,), (), residual_clip=rho), FM)
