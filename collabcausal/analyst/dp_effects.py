@@ -47,6 +47,7 @@ from collabcausal.estimators.dp.effects.release import unscaled_noise_sd
 from collabcausal.estimators.dp.effects.scores import (
     Component,
     components,
+    release_reach,
     release_sensitivity,
     release_weights,
     replicate_components,
@@ -144,7 +145,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     scores = release_scores(grid, SCORES, stats.parties, lambda p: base | extra | {
         "site": sites[p], "rho": rho_s, "delta": delta_s, "models": [m.to_spec() for m in models[p][0]],
         "replicates": [[m.to_spec() for m in replicate] for replicate in models[p][1]]},
-        sensitivity, rho_s, length=len(every), value_bound=largest, timeout=timeout,
+        sensitivity, rho_s, length=len(every), value_bound=largest * release_reach(every), timeout=timeout,
         study=study)
     report = _report(spec, every, scores, {p: n_subjects[p] for p in scores.parties}, stats, feature_map)
     caveat = interval_caveat(spec, n_subjects)

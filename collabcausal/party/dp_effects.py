@@ -65,6 +65,7 @@ from collabcausal.estimators.dp.effects.scores import (
     MAX_REPLICATES,
     Component,
     components,
+    release_reach,
     release_sensitivity,
     replicate_components,
 )
@@ -291,7 +292,7 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
         summed = row_sums(party, req, sums)
         return summed._replace(sums=scaled_sums(summed.sums, every))
 
-    return _release(party, request, req, sensitivity, len(every), details, exact)
+    return _release(party, request, req, sensitivity, len(every), details, exact, release_reach(every))
 
 
 def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Component, ...], trim: float,
@@ -318,20 +319,20 @@ def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Co
 
 def _release(
     party: Party, request: Message, req: EffectsRequest, sensitivity: float, length: int, details: dict[str, Any],
-    exact: Callable[[], RowSums],
+    exact: Callable[[], RowSums], reach: float = 1.0,
 ) -> Message:
     """Charge, compute ``exact()``, add noise (or mask a noisy share), reply. The charge comes first.
 
-    Every entry of either vector moves by at most 1 per subject (statistics: products of design
-    entries in [-1, 1]; scores: scaled to their weight <= 1), so ``n`` bounds it for the
-    wrap-around check of secure aggregation. The clip counts of the same pass are logged here.
+    Every entry of the vector moves by at most ``reach`` per subject (statistics: products of design
+    entries in [-1, 1], 1; scores: scaled to their weight, :func:`~.scores.release_reach`), so ``n reach``
+    bounds it for the wrap-around check of secure aggregation. The clip counts of the same pass are logged here.
     """
     op = request.operation
     ledger = require_ledger(party, op)
     n = party.table.n_subjects
     if req.secagg is not None:
         prepared = masked_release(party, req.study, req.secagg, op, sensitivity=sensitivity, rho=req.rho,
-                                  length=length, value_bound=float(n))
+                                  length=length, value_bound=float(n) * reach)
         ledger.charge_zcdp(op, req.rho, req.delta, study=req.study, details=details | prepared.details)
         summed = exact()
         log_clipping(party.name, op, summed.outside, n)

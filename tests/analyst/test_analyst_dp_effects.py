@@ -158,3 +158,34 @@ def test_parties_reading_their_tables_out_of_core_give_the_in_memory_study(tmp_p
     assert abs(ate["estimate"] - peer.estimate) < 2 * max(ate["se"], peer.se)
     assert ate["se"] == pytest.approx(peer.se, rel=0.25)
     assert all(len(p.table.blocks) > 1 for p in parties)
+
+
+def test_secure_aggregation_bounds_the_projection_entries_by_n_times_the_largest_weight(tmp_path, monkeypatch):
+    """The projection's weights can exceed 1, so an entry can move by more than 1 per subject: the wrap-around check
+    of secure aggregation gets ``n max_j w_j``, at the party and at the analyst (``release_reach``)."""
+    import collabcausal.analyst.dp_effects as analyst_side
+    import collabcausal.analyst.dp_projection as allocation
+    import collabcausal.party.dp_effects as party_side
+
+    bounds: dict[str, list[float]] = {"party": [], "analyst": []}
+    masked, secure_round = party_side.masked_release, analyst_side._secure_round
+
+    def record(side, release):
+        def recorded(*args, **kwargs):
+            bounds[side].append(kwargs["value_bound"])
+            return release(*args, **kwargs)
+        return recorded
+
+    monkeypatch.setattr(party_side, "masked_release", record("party", masked))
+    monkeypatch.setattr(analyst_side, "_secure_round", record("analyst", secure_round))
+    monkeypatch.setattr(allocation, "noise_trace_weights", lambda *args: (1.3, 0.5))  # squares 1.94 <= 2
+    sites = simulate_sites(400, "binary", np.random.default_rng(5))
+    spec = _spec(4.0, secure_aggregation=True, modifiers=("x0", "x1"), nuisance_replicates=0)
+    parties = site_parties(sites, str(tmp_path), spec.epsilon, spec.delta)
+    from collabcausal.party.secagg import attach_identities
+
+    attach_identities(parties, simulation_identities("s", [p.name for p in parties]))
+    dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
+    n = max(len(s.T) for s in sites)
+    assert bounds["analyst"] == [float(n), pytest.approx(1.3 * n)]  # statistics, then scores
+    assert bounds["party"][len(sites):] == [pytest.approx(1.3 * len(s.T)) for s in sites]

@@ -156,6 +156,16 @@ def release_weights(parts: Sequence[Component]) -> NDArray[np.float64]:
     return np.array([c.weight for c in parts])
 
 
+def release_reach(parts: Sequence[Component]) -> float:
+    """``max_j w_j``: the most one subject moves an entry of the released vector ``(s_j w_j / r_j)_j``.
+
+    A value lies in ``[lo_j, hi_j]``, which holds 0, so it is at most ``r_j`` in size; an entry over ``n`` subjects
+    is at most ``n max_j w_j`` (the bound secure aggregation's wrap-around check needs). The projection's weights
+    can exceed 1 (their squares sum to at most their number).
+    """
+    return float(np.max(release_weights(parts)))
+
+
 def release_sensitivity(parts: Sequence[Component]) -> float:
     """L2 sensitivity ``sqrt(sum_j w_j^2)`` of the released vector ``(s_j w_j / r_j)_j``."""
     return float(math.sqrt(np.sum(release_weights(parts) ** 2)))
