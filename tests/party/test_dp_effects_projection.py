@@ -200,12 +200,19 @@ def test_a_pilot_whose_line_overflows_is_refused_uncharged_whoever_is_in_the_tab
     projection = {"modifiers": [0, 1], "centre": 1.0, "pilot": [1e308, 1e308, 0.0], "residual_clip": 0.2}
     request = Message(SCORES, _request(projection).params | {
         "rho": zcdp_rho(1.0, 1e-6), "design": design.to_spec(), "site": 0, "models": [model.to_spec()]})
-    for folder, target in (("absent", [1.0, 1.0]), ("present", [9.5, 0.0])):
-        frame.loc[N - 1, ["a", "b"]] = target
+    _refused_uncharged_with_and_without(tmp_path, frame, ["a", "b"], ([1.0, 1.0], [9.5, 0.0]), request, "pilot")
+
+
+def _refused_uncharged_with_and_without(tmp_path, frame: pd.DataFrame, columns: list[str], rows: tuple,
+                                        request: Message, match: str) -> None:
+    """The last row of ``frame`` set to each of ``rows`` (an ordinary subject, then the one a coordinator hunts): the
+    party refuses ``request`` before any charge either way, so whether it fails tells nothing about that subject."""
+    for folder, row in zip(("absent", "present"), rows, strict=True):
+        frame.loc[N - 1, columns] = row
         (tmp_path / folder).mkdir()
         ledger = PrivacyLedger(tmp_path / folder / "ledger.sqlite", epsilon=10.0, delta=1e-3)
         party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
-        with pytest.raises(InputError, match="pilot"):
+        with pytest.raises(InputError, match=match):
             party.handle(request)
         assert party.ledger.history() == []
 
@@ -250,11 +257,4 @@ def test_a_trim_whose_complement_rounds_to_one_is_refused_uncharged_whoever_is_i
     rng = np.random.default_rng(7)
     frame = pd.DataFrame({"a": rng.uniform(0, 9, N), "b": rng.integers(0, 2, N), "t": np.arange(N) % 2,
                           "y": rng.uniform(0, 5, N)})
-    for folder, a in (("absent", 1.0), ("present", 9.9)):
-        frame.loc[N - 1, ["a", "t"]] = [a, 1]
-        (tmp_path / folder).mkdir()
-        ledger = PrivacyLedger(tmp_path / folder / "ledger.sqlite", epsilon=10.0, delta=1e-3)
-        party = Party("p1", PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y"), ledger=ledger)
-        with pytest.raises(InputError, match="rounds to 1"):
-            party.handle(request)
-        assert party.ledger.history() == []
+    _refused_uncharged_with_and_without(tmp_path, frame, ["a", "t"], ([1.0, 1], [9.9, 1]), request, "rounds to 1")

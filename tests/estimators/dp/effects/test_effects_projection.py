@@ -277,12 +277,18 @@ def _sums_of(projection: Projection, X, t, y, models, folds):
     return {c.name: v for c, v in zip((*base_parts, *layout.parts), np.concatenate([base, added]), strict=True)}
 
 
-def test_a_centred_projection_adds_its_pilot_back_and_clips_only_around_it():
+def _one_fold():
+    """3,000 seeded subjects in one fold: data, the modifiers' exact Gram, the plain score and its design."""
     X, t, y = _data(3000, 1)
     folds = np.zeros(len(t), dtype=np.int64)
     stats = party_statistics(X, t, y, FM, 1, folds, 1)
     gram, gram_sd = modifier_gram(stats, FM, PROJECTION, len(t), 0.0)
     phi, D = _phi(X, t, y)
+    return X, t, y, folds, gram, gram_sd, phi, D
+
+
+def test_a_centred_projection_adds_its_pilot_back_and_clips_only_around_it():
+    X, t, y, folds, gram, gram_sd, phi, D = _one_fold()
     m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
     ols = np.linalg.lstsq(m, phi, rcond=None)[0]
     pilot = (0.3, 1.0, -0.2)
@@ -421,11 +427,7 @@ def test_at_the_residual_clips_ends_the_widest_pilot_and_extreme_models_keep_eve
 
 
 def test_a_residual_clip_scores_the_unclipped_outcome_and_is_the_plain_score_where_nothing_is_clipped():
-    X, t, y = _data(3000, 1)
-    folds = np.zeros(len(t), dtype=np.int64)
-    stats = party_statistics(X, t, y, FM, 1, folds, 1)
-    gram, gram_sd = modifier_gram(stats, FM, PROJECTION, len(t), 0.0)
-    phi, D = _phi(X, t, y)
+    X, t, y, folds, gram, gram_sd, phi, D = _one_fold()
     m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
     # inside the range with rho = R no residual is clipped: least squares of the plain score, as without the clip
     whole = _sums_of(Projection(PROJECTION.modifiers, (), residual_clip=1.0), X, t, y, [MODEL], folds)
