@@ -88,6 +88,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "simultaneous": (("dp_effects",), "none"),
     "projection_clip": (("dp_effects",), None),
     "projection_centre": (("dp_effects",), None),
+    "residual_clip": (("dp_effects",), None),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -141,6 +142,10 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--projection-centre", type=float, metavar="C",
         help="dp_effects: the modifier-weighted scores centred on a line fitted from the statistics release, "
         "bounded at C outcome-range widths around it (default: not centred; docs/dp-cate-projection.md)")
+    add("--residual-clip", type=float, metavar="F",
+        help="dp_effects: the modifier-weighted and subgroup scores take the outcome unclipped, each residual clipped "
+        "at F outcome-range widths, e.g. 0.33 (default: the outcome clipped to its range; for an outcome whose tails "
+        "pass its declared range, not a bounded one; docs/dp-cate-projection.md)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -332,7 +337,7 @@ def simulated_study(
             "estimands": [estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
-        } | {key: value for key in ("projection_clip", "projection_centre")
+        } | {key: value for key in ("projection_clip", "projection_centre", "residual_clip")
                if (value := getattr(args, key)) is not None}
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,

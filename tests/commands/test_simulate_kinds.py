@@ -169,6 +169,7 @@ FLAG_KEYS = {
     "--simultaneous": ("dp_effects", [], "dp_effects", "simultaneous", "bonferroni"),
     "--projection-clip": ("dp_effects", [], "dp_effects", "projection_clip", 2.0),
     "--projection-centre": ("dp_effects", [], "dp_effects", "projection_centre", 1.0),
+    "--residual-clip": ("dp_effects", [], "dp_effects", "residual_clip", 0.25),
 }
 # switches (no value): flag -> (kind, section, key, the value the flag sets)
 SWITCH_KEYS = {
@@ -272,7 +273,7 @@ READS = {
     "discovery": {"--epsilon", "--pairs", "--release", "--group-size", "--rule"},
     "dp_effects": {"--columns", "--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
                    "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous",
-                   "--projection-clip", "--projection-centre"},
+                   "--projection-clip", "--projection-centre", "--residual-clip"},
 }
 EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
               "--transport", "--out", "--quiet", "--help"}
@@ -285,7 +286,8 @@ VALUES = {
     "--cells": ["4"], "--kmeans": ["4"], "--learner": ["dr"], "--feature-bound": ["0.3"], "--pairs": ["age,re74"],
     "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
     "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"], "--modifiers": ["age"], "--subgroups": ["age=17,30,55"],
-    "--simultaneous": ["bonferroni"], "--projection-clip": ["2"], "--projection-centre": ["1"], "--release": ["vote"],
+    "--simultaneous": ["bonferroni"], "--projection-clip": ["2"], "--projection-centre": ["1"],
+    "--residual-clip": ["0.25"], "--release": ["vote"],
     "--group-size": ["50"],
     "--rule": ["krr"],
 }
