@@ -188,7 +188,7 @@ def release_decision(result: PrivateDiscovery) -> Decision:
     """The direction of a release, or undecided, given its DP noise (``estimators.discovery.decision``)."""
     from collabcausal.estimators.discovery.decision import noisy_decision, release_probability
 
-    margin = result.score_yx - result.score_xy if result.margin is None else result.margin
+    margin = result.margin  # every answered release carries it: its scores' difference, or itself released
     return noisy_decision(margin, release_probability(margin, result.noise_scale, result.score, result.form))
 
 

@@ -233,12 +233,16 @@ def binomial_summary(records: pd.DataFrame, pairs: Sequence[LabelledPair]) -> pd
     majority = float(pd.Series([p.direction for p in pairs]).value_counts(normalize=True).max())
     rows = []
     for method, group in records.groupby("method", sort=False):
-        k, n = int(group["correct"].sum()), len(group)
-        interval = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
-        rows.append({"method": method, "correct": k, "n_pairs": n, "accuracy": k / n, "ci_low": interval.low,
-                     "ci_high": interval.high, "seconds_per_pair": float(group["seconds"].mean()),
-                     "majority_baseline": majority})
+        rows.append(_accuracy_row(method, int(group["correct"].sum()), len(group), float(group["seconds"].mean()),
+                                  majority))
     return pd.DataFrame(rows)
+
+
+def _accuracy_row(method: str, k: int, n: int, seconds: float, majority: float) -> dict[str, object]:
+    """One method's row: ``k`` of ``n`` pairs right, the exact (Clopper-Pearson) 95% interval, time and baseline."""
+    interval = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    return {"method": method, "correct": k, "n_pairs": n, "accuracy": k / n, "ci_low": interval.low,
+            "ci_high": interval.high, "seconds_per_pair": seconds, "majority_baseline": majority}
 
 
 def pooled_summary(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -252,12 +256,11 @@ def pooled_summary(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
     table = pd.concat(list(tables), ignore_index=True)
     rows = []
     for (family, method), group in table.groupby(["family", "method"], sort=False):
-        k, n = int(group["correct"].sum()), int(group["n_pairs"].sum())
-        interval = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        n = int(group["n_pairs"].sum())
         weights = group["n_pairs"] / n
-        rows.append({"method": method, "correct": k, "n_pairs": n, "accuracy": k / n, "ci_low": interval.low,
-                     "ci_high": interval.high, "seconds_per_pair": float((group["seconds_per_pair"] * weights).sum()),
-                     "majority_baseline": float((group["majority_baseline"] * weights).sum()), "family": family})
+        rows.append(_accuracy_row(method, int(group["correct"].sum()), n,
+                                  float((group["seconds_per_pair"] * weights).sum()),
+                                  float((group["majority_baseline"] * weights).sum())) | {"family": family})
     return pd.DataFrame(rows)
 
 

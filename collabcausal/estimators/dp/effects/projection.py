@@ -198,6 +198,11 @@ def _is_finite(value: object) -> bool:
         return False
 
 
+def _in_range(value: object, low: float, high: float) -> bool:
+    """A number, not a bool, in ``[low, high]`` (a 400-digit integer is refused, not raised: :func:`_is_finite`)."""
+    return _is_finite(value) and low <= value <= high  # type: ignore[operator]
+
+
 def check_projection(projection: Projection, feature_map: FeatureMap, names: Sequence[str] | None = None) -> None:
     """Refuse bad modifiers and subgroups with a one-line :class:`InputError` (no data read, nothing charged).
 
@@ -212,7 +217,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
             raise InputError(f"dp_effects projection {key} {clip!r} is not a finite number >= {MIN_CLIP:g}",
                              "declare it in outcome-range widths, e.g. 2, or leave it out")
     rho = projection.residual_clip
-    if rho is not None and (isinstance(rho, bool) or not isinstance(rho, (int, float)) or not MIN_CLIP <= rho <= 1.0):
+    if rho is not None and not _in_range(rho, MIN_CLIP, 1.0):
         raise InputError(f"dp_effects projection residual_clip {rho!r} is not a number in [{MIN_CLIP:g}, 1]",
                          "declare it in outcome-range widths, e.g. 0.33, or leave it out")
     weights = projection.weights
@@ -222,8 +227,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
         raise InputError(f"dp_effects projection weights {list(weights)} are not finite numbers >= {MIN_WEIGHT:g} "
                          "whose squares sum to at most their number", "send the analyst's allocation, or none")
     gram = projection.gram_weight
-    if gram is not None and (isinstance(gram, bool) or not isinstance(gram, (int, float))
-                             or not MIN_WEIGHT <= gram <= 1.0):
+    if gram is not None and not _in_range(gram, MIN_WEIGHT, 1.0):
         raise InputError(f"dp_effects projection gram_weight {gram!r} is not a number in [{MIN_WEIGHT:g}, 1]",
                          "send e.g. 0.25, or none")
     mods = projection.modifiers
@@ -238,8 +242,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                          "or a bound and one finite number per modifier and the intercept, with a finite sum of "
                          "absolute values below half the largest float", "send the analyst's centre, or neither")
     kappas = projection.modifier_clips
-    if kappas is not None and (len(kappas) != len(mods) or not all(
-            not isinstance(k, bool) and isinstance(k, (int, float)) and MIN_CLIP <= k <= 1.0 for k in kappas)):
+    if kappas is not None and (len(kappas) != len(mods) or not all(_in_range(k, MIN_CLIP, 1.0) for k in kappas)):
         raise InputError(f"dp_effects modifier clips {list(kappas)} are not one number in [{MIN_CLIP:g}, 1] per "
                          "modifier", "send the analyst's clips, or none")
     if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):
