@@ -1,11 +1,10 @@
 """The discovery benchmark: accuracy with spreads and the majority baseline beside it."""
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from benchmark_scripts import load_script
 
 from collabcausal.simulations.anm_pairs import LabelledPair
 from collabcausal.simulations.discovery_benchmark import (
@@ -68,16 +67,8 @@ def test_reference_gaps_flag_a_family_more_than_three_points_below_its_published
     assert gaps.loc["SIM-G", "ok"] and np.isnan(gaps.loc["SIM-G", "reference"])  # nothing to compare with
 
 
-def load_script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "discovery_benchmark.py"
-    spec = importlib.util.spec_from_file_location("discovery_benchmark_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_quick_script_prints_the_families_beside_the_references_and_exits_1_when_below(tmp_path, capsys):
-    script = load_script()
+    script = load_script("discovery_benchmark")
     argv = ["--quick", "--families", "SIM-G", "--out", str(tmp_path)]  # seeded: 0.83 on the quick SIM-G pairs
     assert script.main([*argv, "--reference", "SIM-G=0.85"]) == 0
     assert "SIM-G: 0.83 (published 0.85, gap -0.02)" in capsys.readouterr().out
@@ -88,7 +79,7 @@ def test_quick_script_prints_the_families_beside_the_references_and_exits_1_when
 
 def test_script_refuses_a_malformed_reference():
     with pytest.raises(SystemExit, match="expected FAMILY=ACCURACY"):
-        load_script().parse_references(["SIM:0.7"])
+        load_script("discovery_benchmark").parse_references(["SIM:0.7"])
 
 
 def test_full_protection_accuracy_rises_towards_the_non_private_accuracy():
@@ -169,7 +160,7 @@ def test_pooled_summary_adds_the_runs_pairs_and_recomputes_the_exact_interval():
 def test_quick_peer_run_prints_every_method_with_its_interval_and_time(tmp_path, capsys):
     pytest.importorskip("causallearn", reason="the benchmarks extra is not installed")
     pytest.importorskip("lingam", reason="the benchmarks extra is not installed")
-    script = load_script()
+    script = load_script("discovery_benchmark")
     code = script.main(["--quick", "--peers", "causal-learn,lingam", "--families", "AN-s", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     for method in ("fixed/hsic", "gp/hsic_p", "causal-learn", "lingam"):

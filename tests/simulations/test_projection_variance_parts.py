@@ -1,21 +1,12 @@
 """scripts/projection_variance_parts.py: one study's parts, or their means over a range of data seeds."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
-
-
-def load_script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "projection_variance_parts.py"
-    spec = importlib.util.spec_from_file_location("projection_variance_parts_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import load_script
 
 
 def test_a_seed_range_is_inclusive_and_a_malformed_one_is_refused():
-    script = load_script()
+    script = load_script("projection_variance_parts")
     assert script.seed_range("1000-1059") == range(1000, 1060)
     assert script.seed_range("7") == range(7, 8)
     with pytest.raises(SystemExit, match="expected FIRST-LAST"):
@@ -23,7 +14,7 @@ def test_a_seed_range_is_inclusive_and_a_malformed_one_is_refused():
 
 
 def test_the_means_over_seeds_name_every_coefficient_beside_its_error_variance(capsys):
-    script = load_script()
+    script = load_script("projection_variance_parts")
     assert script.main(["--outcome", "binary", "--projection-clip", "5", "--seeds", "3-4", "--n", "1500"]) == 0
     out = capsys.readouterr().out
     assert "means over data seeds 3-4 (2 studies)" in out
