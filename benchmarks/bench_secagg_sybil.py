@@ -16,7 +16,7 @@ from __future__ import annotations
 from _run_mode import BenchmarkParser
 
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT, statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.secagg import SCALE_BITS, integer_sensitivity, share_sigma, sum_epsilon
 
@@ -27,7 +27,7 @@ FM = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=1)
 def effective_epsilon(k: int) -> float:
     """The epsilon of the victim's own share when it calibrated to ``k`` other shares."""
     length = statistics_length(FM.dim)
-    sensitivity = integer_sensitivity(statistics_sensitivity(FM), length, SCALE_BITS)
+    sensitivity = integer_sensitivity(statistics_sensitivity(FM, CROSS_WEIGHT), length, SCALE_BITS)
     sigma = share_sigma(sensitivity, zcdp_rho(EPSILON, DELTA), k, length)
     return sum_epsilon(sensitivity, sigma, 1, length, DELTA)
 

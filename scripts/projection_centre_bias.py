@@ -35,6 +35,7 @@ from collabcausal.estimators.dp.effects.projection_analysis import effect_projec
 from collabcausal.estimators.dp.effects.projection_budget import MODIFIER_CLIP, modifier_clips
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.scores import components, subject_scores
+from collabcausal.estimators.dp.effects.statistics import entry_noise_sd
 from collabcausal.simulations.cate_benchmark import MODIFIERS, simulate_cate_sites, study_spec, true_projection
 
 TRIM = 0.1
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.setdefault("exact model - truth", []).append(at_exact - true_projection(args.outcome))  # type: ignore[arg-type]
         rng = np.random.default_rng(seed)
         for _ in range(args.draws):
-            noisy = stats + rng.normal(0.0, sd, stats.shape)
+            noisy = stats + rng.normal(0.0, entry_noise_sd(sd, fm.dim), stats.shape)
             model = fold_models(noisy, fm.dim, fm.n_sites, sd)[0]
             gram, _ = modifier_gram(noisy, fm, projection, len(t), sd)
             kappa = np.array((1.0, *modifier_clips(gram, len(t), args.modifier_clip)))

@@ -31,6 +31,7 @@ from collabcausal.estimators.dp.effects.projection import Projection, projection
 from collabcausal.estimators.dp.effects.projection_analysis import modifier_gram
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.scores import REPLICATE_CLIP, components, subject_scores
+from collabcausal.estimators.dp.effects.statistics import entry_noise_sd
 from collabcausal.simulations.cate_benchmark import MODIFIERS, simulate_cate_sites, study_spec
 
 TRIM = 0.1
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     gram, _ = modifier_gram(stats, fm, projection, len(t), sd)
     exact = np.linalg.solve(gram, values(fold_models(stats, fm.dim, fm.n_sites, 0.0)[0]).sum(axis=0))
     rng = np.random.default_rng(args.seed)
-    draws = [stats + rng.normal(0.0, sd, stats.shape) for _ in range(args.draws)]
+    draws = [stats + rng.normal(0.0, entry_noise_sd(sd, fm.dim), stats.shape) for _ in range(args.draws)]
     moves = [np.linalg.solve(gram, values(fold_models(d, fm.dim, fm.n_sites, sd)[0]).sum(axis=0)) - exact
              for d in draws]
     print(f"{args.outcome} outcome, projection_clip {args.projection_clip:g}, data seed {args.seed}, statistics noise "
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     terms, quantiles = np.zeros((len(clips), 3)), []
     for d in draws[:args.replicate_draws]:
         at_model = values(fold_models(d, fm.dim, fm.n_sites, sd)[0])
-        differences = [values(r[0]) - at_model for r in noise_replicates(d, fm.dim, fm.n_sites, sd, 8, rng)]
+        refits = noise_replicates(d, fm.dim, fm.n_sites, entry_noise_sd(sd, fm.dim), 8, rng)
+        differences = [values(r[0]) - at_model for r in refits]
         quantiles.append(np.quantile(np.abs(np.concatenate([x[:, 0] for x in differences])), [0.5, 0.9, 0.99]))
         for k, c in enumerate(clips):
             steps = [np.linalg.solve(gram, np.clip(x, -c, c).sum(axis=0)) for x in differences]

@@ -39,7 +39,12 @@ from collabcausal.attacks.dp_effects_audit import (
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
-from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import (
+    CROSS_WEIGHT,
+    fold_statistics,
+    statistics_sensitivity,
+    statistics_weights,
+)
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_rho
 from collabcausal.messages import Message
 from collabcausal.party.dp_effects import SCORES, STATISTICS
@@ -84,7 +89,7 @@ def _replicated_request(epsilon: float) -> Message:
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
 def test_the_party_releases_no_more_than_the_claimed_epsilon(op, epsilon, ledger_dir):
     audit, params = audit_through_parties(_neighbours(op), COLUMNS, _request(op, epsilon), 150, ledger_dir)
-    expected = statistics_sensitivity(FM) if op == STATISTICS else release_sensitivity(PARTS)
+    expected = statistics_sensitivity(FM, CROSS_WEIGHT) if op == STATISTICS else release_sensitivity(PARTS)
     assert params["sensitivity"] == pytest.approx(expected)
     assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
     assert audit.epsilon_lower_event <= epsilon, audit
@@ -108,24 +113,27 @@ def test_a_halved_sensitivity_is_caught(op, n_releases, ledger_dir, monkeypatch)
     correct = getattr(dp_effects, name)
     monkeypatch.setattr(dp_effects, name, lambda *a: correct(*a) / 2.0)  # the planted bug
     audit, params = audit_through_parties(_neighbours(op), COLUMNS, _request(op, 4.0), n_releases, ledger_dir)
-    correct_sensitivity = statistics_sensitivity(FM) if op == STATISTICS else release_sensitivity(PARTS)
+    correct_sensitivity = statistics_sensitivity(FM, CROSS_WEIGHT) if op == STATISTICS else release_sensitivity(PARTS)
     assert params["sigma"] == pytest.approx(gaussian_zcdp_sigma(correct_sensitivity, zcdp_rho(4.0, DELTA)) / 2.0)
     assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
     assert audit.mu_lower > audit.claimed_mu and audit.epsilon_lower > 4.0, audit
 
 
 def test_the_statistics_neighbours_are_the_worst_arm_flip_and_no_corner_substitution_exceeds_delta():
-    # The all-ones corner, top outcome, arm 0 -> 1: sqrt(B^4 + 3 B^2 / 2) with B^2 = 1 + m; every
-    # substitution between corners of the box (both arms, both outcome ends) stays within Delta.
+    # The all-ones corner, top outcome, arm 0 -> 1: sqrt(B^4 + B^2 + w^2 B^2 / 2) with B^2 = 1 + m and the cross
+    # sums' weight w; every substitution between corners of the box (both arms, both outcome ends) stays within Delta.
     first, second = (exact_values(audit_table(f, COLUMNS), _request(STATISTICS, 1.0)) for f in _neighbours(STATISTICS))
     b2 = FM.squared_norm_bound
-    assert np.linalg.norm(second - first) == pytest.approx(math.sqrt(b2 * b2 + 1.5 * b2), rel=1e-12)
+    assert np.linalg.norm(second - first) == pytest.approx(math.sqrt(b2 * b2 + b2 + CROSS_WEIGHT**2 * b2 / 2),
+                                                          rel=1e-12)
     fm = FeatureMap(((0.0, 1.0), (0.0, 1.0), (0.0, 1.0)), (0.0, 1.0), n_sites=2)
     corners = list(itertools.product(*[[0.0, 0.5, 1.0]] * 3, (0, 1), (0.0, 1.0)))
     stats = [fold_statistics(fm.design(np.array([c[:3]]), 1), np.array([c[3]]), fm.centred_outcome([c[4]]),
                              fm.outcome_width) for c in corners]
-    worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(stats, 2))
-    assert worst == pytest.approx(math.sqrt(16 + 1.5 * 4)) and worst <= statistics_sensitivity(fm)
+    for w in (1.0, CROSS_WEIGHT):  # the vertical release (unweighted) and the horizontal one
+        weighted = [v * statistics_weights(fm.dim, w) for v in stats]
+        worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(weighted, 2))
+        assert worst == pytest.approx(math.sqrt(16 + 4 + w * w * 4 / 2)) and worst <= statistics_sensitivity(fm, w)
 
 
 def test_the_scores_neighbours_move_the_score_across_its_whole_range():
@@ -140,7 +148,7 @@ def test_a_seeded_audit_of_the_same_neighbours_comes_close_to_the_claim(op):
     # Power of the method (numpy noise, seed fixed): 200,000 releases see most of what the
     # neighbours' distance allows (distance / Delta = 0.94 for statistics, 0.89 for scores).
     first, second = (exact_values(audit_table(f, COLUMNS), _request(op, 1.0)) for f in _neighbours(op))
-    sensitivity = statistics_sensitivity(FM) if op == STATISTICS else release_sensitivity(PARTS)
+    sensitivity = statistics_sensitivity(FM, CROSS_WEIGHT) if op == STATISTICS else release_sensitivity(PARTS)
     audit = audit_gaussian_release(first, second, sensitivity, 1.0, DELTA, 200_000, rng=np.random.default_rng(5))
     assert audit.epsilon_lower <= 1.0 and audit.mu_lower <= audit.claimed_mu
     assert audit.mu_lower >= 0.8 * audit.claimed_mu * audit.distance / sensitivity, audit

@@ -13,9 +13,9 @@ import pytest
 from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.release import party_score_sums, released_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
-from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -58,9 +58,9 @@ SCORE_PARAMS = {"models": [MODEL.to_spec()], "estimators": ["aipw", "ipw"], "est
 def test_statistics_are_the_exact_ones_plus_calibrated_noise(tmp_path):
     party = _party(tmp_path)
     reply = party.handle(_request(STATISTICS))
-    sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO)
+    sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM, CROSS_WEIGHT), RHO)
     assert reply.params["sigma"] == pytest.approx(sigma)
-    exact = party_statistics(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
+    exact = released_statistics(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
                              np.zeros(N, dtype=np.int64), 1)
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
     assert party.ledger.spent() == (zcdp_epsilon(RHO, 1e-6), 1e-6)
@@ -164,9 +164,9 @@ def test_the_charge_comes_before_the_table_is_read(tmp_path, monkeypatch):
 
     import collabcausal.party.dp_effects as module
 
-    real = module.party_statistics
+    real = module.released_statistics
     monkeypatch.setattr(party.ledger, "charge_zcdp", spy)
-    monkeypatch.setattr(module, "party_statistics", lambda *a, **k: seen.append("compute") or real(*a, **k))
+    monkeypatch.setattr(module, "released_statistics", lambda *a, **k: seen.append("compute") or real(*a, **k))
     party.handle(_request(STATISTICS))
     assert seen == ["charge", "compute"]
 
@@ -183,7 +183,7 @@ def test_cross_fitting_folds_are_fixed_across_requests(tmp_path):
     party = _party(tmp_path)
     first = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
     second = party.handle(_request(STATISTICS, n_folds=3)).arrays["values"]
-    sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO)
+    sigma = gaussian_zcdp_sigma(statistics_sensitivity(FM, CROSS_WEIGHT), RHO)
     assert first.shape == (3, second.shape[1]) and np.abs(first - second).max() < 12 * sigma
 
 

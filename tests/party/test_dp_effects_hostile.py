@@ -21,7 +21,7 @@ from collabcausal.errors import InputError, ProtocolError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
-from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.party import Party, PartyTable
@@ -97,8 +97,8 @@ def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_pat
     party = _party(tmp_path)
     planted = {"sensitivity": 1e-9, "sigma": 1e-9, "noise_sd": 1e-9}
     stats = party.handle(hostile_request(STATISTICS, design=design, **planted))
-    assert stats.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))
-    assert stats.params["sigma"] == pytest.approx(gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO))
+    assert stats.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, CROSS_WEIGHT))
+    assert stats.params["sigma"] == pytest.approx(gaussian_zcdp_sigma(statistics_sensitivity(FM, CROSS_WEIGHT), RHO))
     scores = party.handle(hostile_request(SCORES, design=design, **planted))
     parts = components(["aipw", "ipw"], ["ate", "att"], 5.0, 0.1)
     assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))

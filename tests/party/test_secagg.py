@@ -15,8 +15,8 @@ import pytest
 
 from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.release import party_statistics
-from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.effects.release import released_statistics
+from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT, statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -60,13 +60,14 @@ def test_the_sum_of_masked_uploads_is_the_sum_of_the_statistics_plus_the_calibra
     ads = _keys(parties)
     uploads = {p.name: p.handle(_masked_request(i, ads)) for i, p in enumerate(parties)}
     length = statistics_length(FM.dim)
-    sigma = share_sigma(integer_sensitivity(statistics_sensitivity(FM), length, SCALE_BITS), RHO, 2, length)
+    sensitivity = statistics_sensitivity(FM, CROSS_WEIGHT)
+    sigma = share_sigma(integer_sensitivity(sensitivity, length, SCALE_BITS), RHO, 2, length)
     for reply in uploads.values():  # the party calibrates to the verified roster: n_honest = 3 - 1
         assert reply.params["sigma_share"] == pytest.approx(sigma)
         assert (reply.params["n_parties"], reply.params["n_honest"]) == (3, 2)
         assert set(reply.arrays) == {"masked"}
     total = decode(aggregate({n: r.arrays["masked"] for n, r in uploads.items()}, NAMES), SCALE_BITS)
-    exact = sum(party_statistics(p.table.covariates, p.table.treatment, p.table.outcome, FM, i,
+    exact = sum(released_statistics(p.table.covariates, p.table.treatment, p.table.outcome, FM, i,
                                  np.zeros(N, dtype=np.int64), 1).ravel() for i, p in enumerate(parties))
     sd = sigma * math.sqrt(3) / 2.0**SCALE_BITS
     assert np.abs(total - exact).max() < 8 * sd + 1e-6
@@ -80,7 +81,7 @@ def test_the_coordinator_cannot_unmask_a_subset_of_the_uploads(tmp_path):
     ads = _keys(parties)
     uploads = {p.name: p.handle(_masked_request(i, ads)).arrays["masked"] for i, p in enumerate(parties)}
     partial = uploads["h1"] + uploads["h2"]  # h3's masks with h1 and h2 do not cancel
-    exact = sum(party_statistics(p.table.covariates, p.table.treatment, p.table.outcome, FM, i,
+    exact = sum(released_statistics(p.table.covariates, p.table.treatment, p.table.outcome, FM, i,
                                  np.zeros(N, dtype=np.int64), 1).ravel() for i, p in enumerate(parties[:2]))
     assert np.median(np.abs(decode(partial, SCALE_BITS) - exact)) > 1e6
 

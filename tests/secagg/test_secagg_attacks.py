@@ -28,8 +28,8 @@ from collabcausal.certs import (
 )
 from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.release import party_statistics
-from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.effects.release import released_statistics
+from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT, statistics_length, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -116,7 +116,7 @@ def _request(advertisements, round_id: str = "r1") -> Message:
 
 def _exact(party: Party) -> np.ndarray:
     t = party.table
-    return party_statistics(t.covariates, t.treatment, t.outcome, FM, 0, np.zeros(N, dtype=np.int64), 1).ravel()
+    return released_statistics(t.covariates, t.treatment, t.outcome, FM, 0, np.zeros(N, dtype=np.int64), 1).ravel()
 
 
 def _minted(root, names) -> dict[str, Signer]:
@@ -168,7 +168,7 @@ def test_without_pins_the_sybil_roster_unmasks_the_victim_under_one_share_of_noi
     sigma = upload.params["sigma_share"]
     assert upload.params["n_honest"] == k and upload.params["pinned"] is False
     assert np.abs(read - _exact(victim)).max() < 8 * sigma / 2.0**SCALE_BITS  # only the victim's own share
-    sensitivity = integer_sensitivity(statistics_sensitivity(FM), LENGTH, SCALE_BITS)
+    sensitivity = integer_sensitivity(statistics_sensitivity(FM, CROSS_WEIGHT), LENGTH, SCALE_BITS)
     assert sum_epsilon(sensitivity, sigma, 1, LENGTH, DELTA) == pytest.approx(effective, abs=0.01)
     assert victim.ledger.spent()[0] == pytest.approx(EPS)  # what the ledger believes
 
@@ -251,7 +251,7 @@ def test_honest_pinned_studies_release_the_sum_with_the_calibration_of_today(stu
     parties = [_pinned(study, name, peers=names) for name in names]
     ads = [_keys(p) for p in parties]
     replies = {p.name: p.handle(_request(ads)) for p in parties}
-    sigma = share_calibration(statistics_sensitivity(FM), RHO, n_parties=n, length=LENGTH, value_bound=N)
+    sigma = share_calibration(statistics_sensitivity(FM, CROSS_WEIGHT), RHO, n_parties=n, length=LENGTH, value_bound=N)
     for reply in replies.values():
         assert reply.params["sigma_share"] == pytest.approx(sigma, rel=1e-12)
         assert (reply.params["n_parties"], reply.params["n_honest"], reply.params["pinned"]) == (n, n - 1, True)
