@@ -1,12 +1,11 @@
-"""The nuisance-noise term of the projection and the ATE were the statistics' cross sums weighted (docs/dp-effects.md).
+"""The nuisance-noise term of the projection and the ATE for weights of the statistics' cross sums (docs/dp-effects.md).
 
-A measurement of a design that was **not adopted** ("Measured and left as they were"): a party would release its
-outcome cross sums ``b_t`` times ``w``, so the release's sensitivity would be ``sqrt(B^4 + B^2 + w^2 B^2)`` (the
-derivation of ``statistics.py`` with the cross part scaled by ``w^2``) and ``b_t``'s noise sd, once divided by
-``w``, ``sigma(w) / w``. For one dataset of the projection benchmark's design (collabcausal/simulations/
-cate_benchmark.py, eps 1, secure aggregation over 4 sites), draws that noise ``--draws`` times at each ``w``: Gram
-entries with sd ``sigma(w)``, the cross sums with ``sigma(w) / w``, where ``sigma(w)`` is the study's noise sd scaled
-by the sensitivity's growth.
+A party releases its outcome cross sums ``b_t`` times ``w`` (the study's ``cross_weight``, default 1), so the
+release's sensitivity is ``statistics_sensitivity(fm, w)`` and ``b_t``'s noise sd, once divided by ``w``,
+``sigma(w) / w``. For one dataset of the projection benchmark's design (collabcausal/simulations/cate_benchmark.py,
+eps 1, secure aggregation over 4 sites), draws that noise ``--draws`` times at each ``w``: Gram entries with sd
+``sigma(w)``, the cross sums with ``sigma(w) / w``, where ``sigma(w)`` is the study's noise sd scaled by the
+sensitivity's growth.
 Each draw's nuisance models score every subject; the projection on ``(1, z0, z8)`` and the ATE are computed from the
 exact (noise-free, unclipped) AIPW sums and compared with the same sums under the true propensity and outcome means.
 Prints, per ``w``, the models' RMSE against the true means and the rms shift of each coefficient and of the ATE.
@@ -25,16 +24,19 @@ from numpy.typing import NDArray
 
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import fit_nuisances
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics
+from collabcausal.estimators.dp.effects.statistics import (
+    ArmStatistics,
+    entry_noise_sd,
+    statistics_sensitivity,
+)
 from collabcausal.simulations.cate_benchmark import modifier_matrix, simulate_cate_sites, study_spec
 from collabcausal.simulations.dp_effects_decomposition import pooled_study
 
 
 def weighted_noise_sd(sigma: float, feature_map: FeatureMap, w: float) -> NDArray[np.float64]:
-    """Each entry's noise sd, weights divided out, for the unweighted release's sd ``sigma`` (module docstring)."""
-    b2, dim = feature_map.squared_norm_bound, feature_map.dim
-    grown = sigma * np.sqrt((b2 * b2 + b2 + w * w * b2) / (b2 * b2 + 2.0 * b2))
-    return np.concatenate([np.full(dim * (dim + 1), grown), np.full(2 * dim, grown / w)])
+    """Each entry's noise sd, weights divided out, at weight ``w``, for the unweighted release's sd ``sigma``."""
+    grown = sigma * statistics_sensitivity(feature_map, w) / statistics_sensitivity(feature_map)
+    return entry_noise_sd(grown, feature_map.dim, w)
 
 
 def projection_and_ate(M: NDArray[np.float64], T: NDArray[np.int8], y: NDArray[np.float64], mu0: NDArray[np.float64],
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sites = simulate_cate_sites(args.n, args.outcome, np.random.default_rng(args.seed))
     spec = study_spec(args.outcome, 1.0)
-    study = pooled_study(sites, spec)  # exact statistics and the (unweighted) release's noise sd
+    study = pooled_study(sites, spec)  # exact statistics and the unweighted release's noise sd
     fm, D = study.feature_map, np.vstack(study.designs)
     X = np.vstack([s.X for s in sites])
     T = np.concatenate([s.T for s in sites])

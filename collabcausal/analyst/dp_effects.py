@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any
@@ -52,7 +53,14 @@ from collabcausal.estimators.dp.effects.scores import (
     release_weights,
     replicate_components,
 )
-from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import (
+    check_cross_weight,
+    entry_noise_sd,
+    statistics_length,
+    statistics_reach,
+    statistics_sensitivity,
+    statistics_weights,
+)
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.messages import Message
 
@@ -85,6 +93,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     was charged). A secure-aggregation round restarts among the rest whatever ``on_missing`` says
     (:func:`~collabcausal.analyst.secure_sum.secure_sum`; the report counts the attempts).
     """
+    w = check_cross_weight(spec.cross_weight, "[dp_effects]")  # before anything is sent
     described = grid.send_and_receive(
         {p: Message("describe", {"study": study}) for p in parties}, timeout=timeout
     )
@@ -113,23 +122,27 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
     # site nuisances need each party's own statistics: that release is per party even with secure aggregation
     release_statistics = _secure_round if secure and pooled else partial(_plain_round, on_missing=on_missing)
     stats = release_statistics(
-        grid, STATISTICS, list(parties), lambda p: base | {"site": sites[p], "rho": rho_n, "delta": delta_n},
-        statistics_sensitivity(feature_map), rho_n, length=spec.n_folds * length, value_bound=largest,
-        timeout=timeout, study=study)
+        grid, STATISTICS, list(parties),
+        lambda p: base | {"site": sites[p], "rho": rho_n, "delta": delta_n, "cross_weight": w},
+        statistics_sensitivity(feature_map, w), rho_n, length=spec.n_folds * length,
+        value_bound=largest * statistics_reach(w), timeout=timeout, study=study)
+    stats = _unweighted(stats, np.tile(statistics_weights(feature_map.dim, w), spec.n_folds))
     rng = np.random.default_rng(spec.seed)
     if pooled:
         assert stats.total is not None
         rows = stats.total.reshape(spec.n_folds, length)
-        fit = (feature_map.dim, feature_map.n_sites, stats.total_noise_sd)
-        shared = fold_models(rows, *fit, ridge_scale=spec.ridge_scale)
-        shared_replicates = noise_replicates(rows, *fit, spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale)
+        sd, fit = stats.total_noise_sd, (feature_map.dim, feature_map.n_sites)
+        shared = fold_models(rows, *fit, sd, ridge_scale=spec.ridge_scale)
+        shared_replicates = noise_replicates(rows, *fit, entry_noise_sd(sd, feature_map.dim, w),
+                                             spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale)
         models = {p: (shared, shared_replicates) for p in stats.parties}
     else:
         models = {}
         for p in stats.parties:
-            rows, fit = stats.values[p].reshape(spec.n_folds, length), (feature_map.dim, 1, stats.party_noise_sd)
-            models[p] = (fold_models(rows, *fit, ridge_scale=spec.ridge_scale),
-                         noise_replicates(rows, *fit, spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale))
+            rows, sd = stats.values[p].reshape(spec.n_folds, length), stats.party_noise_sd
+            models[p] = (fold_models(rows, feature_map.dim, 1, sd, ridge_scale=spec.ridge_scale),
+                         noise_replicates(rows, feature_map.dim, 1, entry_noise_sd(sd, feature_map.dim, w),
+                                          spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale))
 
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     every, sensitivity = parts, release_sensitivity(parts)
@@ -154,6 +167,14 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         report["effect_modification"] = projection_report(spec, plan, every, scores, stats, feature_map,
                                            sum(n_subjects[p] for p in scores.parties))
     return report
+
+
+def _unweighted(stats: Round, weights: NDArray[np.float64]) -> Round:
+    """The statistics round with each entry divided by its release weight (the cross sums by the study's
+    ``cross_weight``): what every later step reads. The round's
+    noise sds stay those of a Gram entry; a cross sum's is that over its weight."""
+    return replace(stats, values={p: v / weights for p, v in stats.values.items()},
+                   total=None if stats.total is None else stats.total / weights)
 
 
 def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_subjects: dict[str, int],

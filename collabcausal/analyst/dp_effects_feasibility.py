@@ -30,7 +30,11 @@ from typing import Protocol
 from collabcausal.errors import ConfigError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import ridge_penalty
-from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import (
+    statistics_length,
+    statistics_reach,
+    statistics_sensitivity,
+)
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 from collabcausal.secagg import SCALE_BITS, share_calibration
 
@@ -70,11 +74,11 @@ def statistics_noise_sd(spec: StudySpec, n_subjects: Mapping[str, int]) -> float
     """
     pooled, parties = spec.nuisance == "pooled", len(n_subjects)
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, parties if pooled else 1)
-    sensitivity, rho = statistics_sensitivity(feature_map), spec.budgets[0][0]
+    sensitivity, rho = statistics_sensitivity(feature_map, spec.cross_weight), spec.budgets[0][0]
     if pooled and spec.secure_aggregation and parties > 1:
         share = share_calibration(sensitivity, rho, n_parties=parties,
                                   length=spec.n_folds * statistics_length(feature_map.dim),
-                                  value_bound=float(max(n_subjects.values())))
+                                  value_bound=float(max(n_subjects.values())) * statistics_reach(spec.cross_weight))
         sd = share * math.sqrt(parties) / 2.0**SCALE_BITS
     else:
         sd = gaussian_zcdp_sigma(sensitivity, rho) * (math.sqrt(parties) if pooled else 1.0)

@@ -115,6 +115,9 @@ def check_vertical_spec(spec: DPEffectsSpec) -> None:
     if spec.modifiers or spec.subgroups:
         raise InputError("dp_effects on column groups has no modifiers or subgroups yet",
                          "drop modifiers and subgroups, or run the study on row groups of one party each")
+    if spec.cross_weight != 1.0:
+        raise InputError("dp_effects on column groups releases unweighted cross sums (computed under encryption)",
+                         "leave cross_weight out of [dp_effects], or run the study on row groups of one party each")
 
 
 def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequence[str]], label_holders: Sequence[str],

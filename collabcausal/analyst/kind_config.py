@@ -53,6 +53,7 @@ from collabcausal.config_schema import Section
 from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
 from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
 from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES, MAX_REPLICATES
+from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT_RANGE
 
 __all__ = ["KINDS", "AdumSection", "CateSection", "DPEffectsSection", "DiscoverySection", "KindSection"]
 
@@ -200,6 +201,11 @@ class DPEffectsSection(Section):
         None, gt=0, le=1, description="the projection's and subgroups' scores take the outcome unclipped with each "
         "residual y - mu_t clipped at this many outcome-range widths, e.g. 0.33 (default: the outcome clipped to its "
         "range; docs/dp-cate-projection.md, \"Clipping the residual\")")
+    cross_weight: float = Field(
+        1.0, ge=CROSS_WEIGHT_RANGE[0], le=CROSS_WEIGHT_RANGE[1], description="the statistics release's outcome "
+        "cross sums weighted by this against its Gram matrices (1: unweighted); 2 halved the outcome models' "
+        "noise term on a continuous outcome and cost accuracy on a binary one (docs/dp-effects.md, \"Weighting the "
+        "outcome cross sums\"); row groups only")
     norm_bounds: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, min_length=2, max_length=2, description="column groups only: each party's bound on the squared norm "
         "of its covariates scaled to [-1, 1], label holder first, e.g. [2.7, 6.1] (docs/dp-effects-vertical.md)")

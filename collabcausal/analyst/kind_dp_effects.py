@@ -64,5 +64,6 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         modifier_clip=None if section.modifier_clip == "none" else section.modifier_clip,
         gram_weight=None if section.gram_weight == "none" else section.gram_weight,
         projection_centre=section.projection_centre, residual_clip=section.residual_clip,
+        cross_weight=section.cross_weight,
         norm_bounds=None if section.norm_bounds is None else tuple(section.norm_bounds),
     )

@@ -9,8 +9,9 @@ Worst-case neighbours (docs/dp-effects-audit.md):
 
 * statistics (release 1, :mod:`collabcausal.estimators.dp.effects.statistics`): the target moves
   from arm 0 to arm 1 at the all-ones corner of the covariate box (``||d||^2 = B^2 = 1 + m``) with
-  its outcome at the top of the range (``|u| = 1/2``). Its rows differ by
-  ``sqrt(B^4 + 3 B^2 / 2)``, against the proved bound ``Delta = sqrt(B^4 + 2 B^2)``
+  its outcome at the top of the range (``|u| = 1/2``). Its released rows (cross sums weighted by ``w``,
+  :func:`~collabcausal.estimators.dp.effects.release.released_statistics`) differ by
+  ``sqrt(B^4 + B^2 + w^2 B^2 / 2)``, against the proved bound ``Delta = sqrt(B^4 + B^2 + w^2 B^2)``
   (:func:`statistics_neighbours`);
 * scores (release 2, :mod:`collabcausal.estimators.dp.effects.scores`): the nuisance models are a
   prior release, so both neighbours are scored with the same (hostile) models; the target is the
@@ -38,7 +39,7 @@ from collabcausal.attacks.privacy_audit import clopper_pearson
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.projection import Projection, party_projection_sums, projection_layout
-from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.release import party_score_sums, released_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import (
     Component,
     components,
@@ -136,7 +137,7 @@ def exact_values(table: PartyTable, request: Message) -> NDArray[np.float64]:
     folds = np.zeros(table.n_subjects, dtype=np.int64)
     args = (X, table.treatment, table.outcome, feature_map, p["site"], folds)
     if request.operation == STATISTICS:
-        return party_statistics(*args, 1)
+        return released_statistics(*args, 1, p.get("cross_weight", 1.0))
     base = components(p["estimators"], p["estimands"], feature_map.outcome_width, p["trim"])
     replicates = [[NuisanceModel.from_spec(m, feature_map.dim) for m in r] for r in p.get("replicates", [])]
     parts = base + replicate_components(base, len(replicates))

@@ -89,6 +89,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "projection_clip": (("dp_effects",), None),
     "projection_centre": (("dp_effects",), None),
     "residual_clip": (("dp_effects",), None),
+    "cross_weight": (("dp_effects",), None),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -146,6 +147,9 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         help="dp_effects: the modifier-weighted and subgroup scores take the outcome unclipped, each residual clipped "
         "at F outcome-range widths, e.g. 0.33 (default: the outcome clipped to its range; for an outcome whose tails "
         "pass its declared range, not a bounded one; docs/dp-cate-projection.md)")
+    add("--cross-weight", type=float, metavar="W",
+        help="dp_effects: the statistics release's outcome cross sums weighted by W against its Gram matrices "
+        "(default 1; 2 helped a continuous outcome, not a binary one; docs/dp-effects.md)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -337,7 +341,7 @@ def simulated_study(
             "estimands": [estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
-        } | {key: value for key in ("projection_clip", "projection_centre", "residual_clip")
+        } | {key: value for key in ("projection_clip", "projection_centre", "residual_clip", "cross_weight")
                if (value := getattr(args, key)) is not None}
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,

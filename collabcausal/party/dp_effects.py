@@ -5,8 +5,9 @@ covariates, T and Y of its own subjects; nothing per subject leaves the party:
 
 ``dp_effects_statistics``
     The per-arm sufficient statistics of each cross-fitting fold of the party's rows
-    (:func:`~collabcausal.estimators.dp.effects.release.party_statistics`), Gaussian noise for the
-    L2 sensitivity :func:`~collabcausal.estimators.dp.effects.statistics.statistics_sensitivity`.
+    (:func:`~collabcausal.estimators.dp.effects.release.party_statistics`), its outcome cross sums weighted by
+    the request's ``cross_weight`` (default 1), Gaussian noise for the L2 sensitivity
+    :func:`~collabcausal.estimators.dp.effects.statistics.statistics_sensitivity` of that weight.
 ``dp_effects_scores``
     The sums of bounded AIPW / Hajek scores over the party's rows, scored with the nuisance
     models the analyst fitted from the released statistics (post-processing), noise for the
@@ -60,7 +61,7 @@ from collabcausal.estimators.dp.effects.projection import (
     projection_layout,
     scores_sensitivity,
 )
-from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.release import party_score_sums, released_statistics, scaled_sums
 from collabcausal.estimators.dp.effects.scores import (
     MAX_REPLICATES,
     Component,
@@ -69,7 +70,12 @@ from collabcausal.estimators.dp.effects.scores import (
     release_sensitivity,
     replicate_components,
 )
-from collabcausal.estimators.dp.effects.statistics import statistics_length, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import (
+    check_cross_weight,
+    statistics_length,
+    statistics_reach,
+    statistics_sensitivity,
+)
 from collabcausal.estimators.dp.mechanisms import perturb
 from collabcausal.estimators.dp.zcdp import check_rho, gaussian_zcdp_sigma
 from collabcausal.estimators.validation import check_delta
@@ -242,11 +248,12 @@ def row_sums(party: Party, request: EffectsRequest, per_rows: Callable[..., NDAr
 def dp_effects_statistics(party: Party, request: Message) -> Message:
     """``rho``-zCDP per-fold sufficient statistics of the party's rows (module docstring)."""
     req = parse_request(party, request)
-    sensitivity = statistics_sensitivity(req.feature_map)
+    w = check_cross_weight(request.params.get("cross_weight", 1.0), STATISTICS)
+    sensitivity = statistics_sensitivity(req.feature_map, w)
     length = req.n_folds * statistics_length(req.feature_map.dim)
-    return _release(party, request, req, sensitivity, length, {"n_folds": req.n_folds}, lambda: row_sums(
-        party, req, lambda X, t, y, folds: party_statistics(X, t, y, req.feature_map, req.site, folds, req.n_folds),
-    ))
+    return _release(party, request, req, sensitivity, length, {"n_folds": req.n_folds, "cross_weight": w},
+                    lambda: row_sums(party, req, lambda X, t, y, folds: released_statistics(
+                        X, t, y, req.feature_map, req.site, folds, req.n_folds, w)), statistics_reach(w))
 
 
 @operation(SCORES, differentially_private=True, out_of_core=True)
@@ -324,7 +331,8 @@ def _release(
     """Charge, compute ``exact()``, add noise (or mask a noisy share), reply. The charge comes first.
 
     Every entry of the vector moves by at most ``reach`` per subject (statistics: products of design
-    entries in [-1, 1], 1; scores: scaled to their weight, :func:`~.scores.release_reach`), so ``n reach``
+    entries in [-1, 1] and weighted cross sums, :func:`~.statistics.statistics_reach`; scores: scaled to their
+    weight, :func:`~.scores.release_reach`), so ``n reach``
     bounds it for the wrap-around check of secure aggregation. The clip counts of the same pass are logged here.
     """
     op = request.operation

@@ -28,7 +28,7 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_components,
     subject_scores,
 )
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics, fold_statistics
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, entry_noise_sd, fold_statistics
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
 from collabcausal.secagg import SCALE_BITS, share_calibration
 from collabcausal.simulations.multisite import Site
@@ -106,7 +106,7 @@ def decomposed_estimate(sites: Sequence[Site], spec: DPEffectsSpec, sources: Noi
     feature_map, stats_sd, score_sd = study.feature_map, study.statistics_sd, study.score_sd
     designs, outcomes, total = study.designs, study.outcomes, study.statistics
     if sources.statistics:
-        total = total + rng.normal(0.0, stats_sd, total.shape)
+        total = total + rng.normal(0.0, entry_noise_sd(stats_sd, feature_map.dim, spec.cross_weight), total.shape)
     model = fit_nuisances(ArmStatistics.unpack(total, feature_map.dim), feature_map.n_sites, stats_sd,
                           ridge_scale=sources.ridge_scale)
     parts = components(("aipw",), ("ate",), feature_map.outcome_width, spec.trim)[:1]

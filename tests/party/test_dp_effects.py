@@ -13,7 +13,12 @@ import pytest
 from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
-from collabcausal.estimators.dp.effects.release import party_score_sums, party_statistics, scaled_sums
+from collabcausal.estimators.dp.effects.release import (
+    party_score_sums,
+    party_statistics,
+    released_statistics,
+    scaled_sums,
+)
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity, replicate_components
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon, zcdp_rho
@@ -164,9 +169,9 @@ def test_the_charge_comes_before_the_table_is_read(tmp_path, monkeypatch):
 
     import collabcausal.party.dp_effects as module
 
-    real = module.party_statistics
+    real = module.released_statistics
     monkeypatch.setattr(party.ledger, "charge_zcdp", spy)
-    monkeypatch.setattr(module, "party_statistics", lambda *a, **k: seen.append("compute") or real(*a, **k))
+    monkeypatch.setattr(module, "released_statistics", lambda *a, **k: seen.append("compute") or real(*a, **k))
     party.handle(_request(STATISTICS))
     assert seen == ["charge", "compute"]
 
@@ -177,6 +182,30 @@ def test_a_party_without_labels_is_refused(tmp_path):
     with pytest.raises(InputError, match="no treatment and outcome"):
         party.handle(_request(STATISTICS))
     assert party.ledger.spent() == (0.0, 0.0)
+
+
+def test_a_cross_weight_weights_b_and_is_calibrated_for(tmp_path):
+    party = _party(tmp_path)
+    reply = party.handle(_request(STATISTICS, cross_weight=2.0))
+    sensitivity = statistics_sensitivity(FM, 2.0)
+    assert reply.params["sensitivity"] == pytest.approx(sensitivity) and sensitivity > statistics_sensitivity(FM)
+    sigma = gaussian_zcdp_sigma(sensitivity, RHO)
+    exact = released_statistics(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
+                                np.zeros(N, dtype=np.int64), 1, 2.0)
+    unweighted = party_statistics(party.table.covariates, party.table.treatment, party.table.outcome, FM, 1,
+                                  np.zeros(N, dtype=np.int64), 1)
+    assert np.abs(reply.arrays["values"] - exact).max() < 8 * sigma
+    np.testing.assert_allclose(exact[0, -2 * FM.dim:], 2.0 * unweighted[0, -2 * FM.dim:])  # b_0, b_1 doubled
+    np.testing.assert_allclose(exact[0, : -2 * FM.dim], unweighted[0, : -2 * FM.dim])  # the Gram triangles not
+    assert party.ledger.history()[0].details["cross_weight"] == 2.0
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -2.0, 0.0, 0.1, 8.5, True, "2", [2.0], 10**400])
+def test_a_hostile_cross_weight_is_refused_before_any_charge(tmp_path, weight):
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match="cross_weight"):
+        party.handle(_request(STATISTICS, cross_weight=weight))
+    assert party.ledger.history() == []
 
 
 def test_cross_fitting_folds_are_fixed_across_requests(tmp_path):

@@ -4,7 +4,8 @@ Two releases, each a function of the party's rows with a public bound on how far
 record moves it:
 
 1. :func:`party_statistics`: the per-arm sufficient statistics of each fold (``K`` vectors, one per
-   fold; each record is in one fold, so the K releases compose in parallel);
+   fold; each record is in one fold, so the K releases compose in parallel), released with their outcome
+   cross sums weighted (:func:`released_statistics`);
 2. :func:`party_score_sums`: given the nuisance model of each fold, fitted from the OTHER folds'
    released statistics (post-processing), the sums of bounded scores over all rows, and for each
    noise replicate (refits on re-noised statistics, :mod:`.scores`) the sums of the clipped
@@ -32,7 +33,7 @@ from collabcausal.estimators.dp.effects.scores import (
     replicate_differences,
     subject_scores,
 )
-from collabcausal.estimators.dp.effects.statistics import fold_statistics
+from collabcausal.estimators.dp.effects.statistics import fold_statistics, statistics_weights
 from collabcausal.estimators.validation import check_treatment
 
 
@@ -52,6 +53,17 @@ def party_statistics(
         fold_statistics(D[folds == k], t[folds == k], y[folds == k], feature_map.outcome_width)
         for k in range(n_folds)
     ])
+
+
+def released_statistics(
+    X: ArrayLike, treatment: ArrayLike, outcome: ArrayLike, feature_map: FeatureMap, site: int,
+    folds: NDArray[np.integer], n_folds: int, cross_weight: float,
+) -> NDArray[np.float64]:
+    """What the statistics release noises: :func:`party_statistics` with each fold's cross sums weighted by
+    ``cross_weight`` (:func:`~.statistics.statistics_weights`); its L2 sensitivity is
+    ``statistics_sensitivity(feature_map, cross_weight)``."""
+    weights = statistics_weights(feature_map.dim, cross_weight)
+    return party_statistics(X, treatment, outcome, feature_map, site, folds, n_folds) * weights
 
 
 def party_score_sums(
