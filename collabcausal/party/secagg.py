@@ -47,6 +47,7 @@ from collabcausal.secagg import (
     encode,
     noise_share,
     pair_seeds,
+    release_label,
     share_calibration,
     verified_roster,
 )
@@ -167,6 +168,7 @@ class MaskedRelease:
     state: RoundKey
     seeds: Mapping[str, bytes]
     pinned: bool
+    release: str
     label: str
     length: int
     n_parties: int
@@ -199,6 +201,7 @@ class MaskedRelease:
         if noisy.shape != (self.length,) or noisy.dtype != np.uint64:
             raise InputError(f"{noisy.shape} encoded values for a round of {self.length}", "report this bug")
         masked = apply_masks(self.state, self.seeds, noisy, self.label)
+        self.state.used_labels.add(self.release)  # one release per name per round, whatever its terms
         params = {k: v for k, v in self.details.items() if k != "secagg_round"}
         return Message(operation_name, params, {"masked": masked})
 
@@ -258,6 +261,7 @@ def masked_release(
         raise InputError("secagg advertisements must be a list of key advertisements", "relay every party's")
     peers = require_peers(identity)
     roster = verified_roster(state, advertisements, identity.verifier, min_parties=peers.min_parties)
-    seeds = pair_seeds(state, roster, label)
+    terms = release_label(label, sensitivity=sensitivity, rho=rho, length=length)
+    seeds = pair_seeds(state, roster, terms)
     sigma = share_calibration(sensitivity, rho, n_parties=len(roster), length=length, value_bound=value_bound)
-    return MaskedRelease(state, seeds, peers.pinned, label, length, len(roster), sigma)
+    return MaskedRelease(state, seeds, peers.pinned, label, terms, length, len(roster), sigma)

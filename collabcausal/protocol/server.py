@@ -52,7 +52,7 @@ PROTOCOL_VERSION = 5
 """v2: array bytes without v1's per-array SHA-256; v3: dp_effects' noise replicates range over 1/10 of a sum's range
 (1/40 in v2), so a v2 party's replicate sums would be read at the wrong scale; v4: so do the CATE projection's; v5:
 the statistics request's ``cross_weight``, which a v4 party would ignore, releasing unweighted cross sums that the
-analyst would divide by the weight (docs/protocol.md)."""
+analyst would divide by the weight, and masks derived under each release's terms (docs/protocol.md)."""
 MAX_FRAME_BYTES = CHUNK_BYTES + (256 << 10)
 MAX_POLL_SECONDS = 30.0
 MAX_STREAMS_PER_PARTY = 4

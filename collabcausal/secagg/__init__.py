@@ -22,6 +22,7 @@ from collabcausal.secagg.protocol import (
     apply_masks,
     masked_contribution,
     pair_seeds,
+    release_label,
     verified_roster,
 )
 from collabcausal.secagg.release import KEYS_OPERATION, NOISE_TAIL, SCALE_BITS, share_calibration
@@ -45,6 +46,7 @@ __all__ = [
     "masked_contribution",
     "noise_share",
     "pair_seeds",
+    "release_label",
     "share_calibration",
     "share_sigma",
     "simulation_identities",

@@ -43,6 +43,7 @@ __all__ = [
     "apply_masks",
     "masked_contribution",
     "pair_seeds",
+    "release_label",
     "verified_roster",
 ]
 
@@ -180,6 +181,18 @@ def pair_seeds(state: RoundKey, roster: Mapping[str, bytes], label: str) -> dict
                 f"round {state.round_id!r} refused: the key of {peer!r}: {exc.problem}", exc.fix
             ) from None
     return seeds
+
+
+def release_label(label: str, *, sensitivity: float, rho: float, length: int) -> str:
+    """The label a release's masks are derived under: its name and the terms each party calibrates its share for.
+
+    Every party calibrates its noise share on the assumption that the others calibrate theirs for the same
+    sensitivity, rho and length. A coordinator that sends the parties different requests (another rho, or another
+    sensitivity through another projection or cross weight) would otherwise collect a sum in which a victim's record
+    is covered by shares calibrated for less; with the terms in the label the parties' masks do not cancel, and the
+    sum it decodes is uniform noise.
+    """
+    return f"{_text(label, 'label')}|sensitivity={float(sensitivity)!r}|rho={float(rho)!r}|length={int(length)}"
 
 
 def apply_masks(state: RoundKey, seeds: Mapping[str, bytes], values: ArrayLike, label: str) -> NDArray[np.uint64]:

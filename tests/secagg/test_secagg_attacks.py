@@ -11,6 +11,7 @@ shares are drawn from a seeded generator (``noise_share(rng=...)``), so the figu
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -49,6 +50,7 @@ from collabcausal.secagg import (
     encode,
     integer_sensitivity,
     pair_seeds,
+    release_label,
     share_calibration,
     verified_peers,
 )
@@ -162,7 +164,8 @@ def test_without_pins_the_sybil_roster_unmasks_the_victim_under_one_share_of_noi
     roster = verified_peers(ads, Verifier.from_file(study / "coordinator" / "ca.pem"), min_parties=2, study=STUDY,
                             round_id="r1")
     zeros = encode(np.zeros(LENGTH), SCALE_BITS)  # the sybils add no noise
-    uploads = {name: apply_masks(state, pair_seeds(state, roster, STATISTICS), zeros, STATISTICS)
+    label = release_label(STATISTICS, sensitivity=statistics_sensitivity(FM), rho=RHO, length=LENGTH)  # public terms
+    uploads = {name: apply_masks(state, pair_seeds(state, roster, label), zeros, label)
                for name, state in states.items()} | {"h1": upload.arrays["masked"]}
     read = decode(aggregate(uploads, ["h1", *states]), SCALE_BITS)
     sigma = upload.params["sigma_share"]
@@ -171,6 +174,31 @@ def test_without_pins_the_sybil_roster_unmasks_the_victim_under_one_share_of_noi
     sensitivity = integer_sensitivity(statistics_sensitivity(FM), LENGTH, SCALE_BITS)
     assert sum_epsilon(sensitivity, sigma, 1, LENGTH, DELTA) == pytest.approx(effective, abs=0.01)
     assert victim.ledger.spent()[0] == pytest.approx(EPS)  # what the ledger believes
+
+
+@pytest.mark.parametrize("change", [{}, {"cross_weight": 8.0}, {"rho": RHO / 4}], ids=["same terms", "a cross weight",
+                                                                                      "a smaller rho"])
+def test_parties_sent_different_terms_get_masks_that_do_not_cancel(study, change):
+    """A malicious coordinator sends h1 a request the others do not get (a larger sensitivity, or a smaller rho): h1
+    calibrates its share for its own terms and counts on the others' shares being calibrated alike, but theirs are
+    smaller. Its masks are derived under its terms (``release_label``), so they do not cancel against the others' and
+    the sum the coordinator decodes is uniform noise; with the same terms the sum is the statistics' plus the noise."""
+    names = ["h1", "h2", "h3"]
+    parties = {name: _pinned(study, name) for name in names}
+    ads = [_keys(p) for p in parties.values()]
+    replies = {}
+    for name, party in parties.items():
+        request = _request(ads)
+        if name == "h1":
+            request = Message(STATISTICS, request.params | change)
+        replies[name] = party.handle(request)
+    read = decode(aggregate({n: r.arrays["masked"] for n, r in replies.items()}, names), SCALE_BITS)
+    exact = sum(_exact(p) for p in parties.values())
+    if not change:  # the sum's noise: three shares; 8 sds (seeded shares)
+        sd = math.sqrt(sum(r.params["sigma_share"] ** 2 for r in replies.values())) / 2.0**SCALE_BITS
+        assert np.abs(read - exact).max() < 8 * sd
+    else:  # each entry uniform over 2^(64 - SCALE_BITS): within 1e6 with probability 2e6 / 2^(64 - SCALE_BITS), so
+        assert np.median(np.abs(read - exact)) > 1e6  # half the entries within it: below 1e-20 (SCALE_BITS <= 32)
 
 
 def test_a_minted_certificate_under_a_pinned_name_is_refused_before_the_charge(study):
