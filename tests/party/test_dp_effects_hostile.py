@@ -24,6 +24,7 @@ from collabcausal.estimators.dp.effects.scores import components, release_sensit
 from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.ledger import PrivacyLedger
+from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import SCORES, STATISTICS
 
@@ -170,3 +171,60 @@ def test_hostile_coefficients_cannot_make_the_answer_depend_on_whether_a_row_sit
         with pytest.raises(InputError, match="floating point"):
             party.handle(hostile_request(SCORES, columns=columns, design=fm.to_spec(), site=0, models=[model]))
         assert _charges(party) == 0
+
+
+# --- cross_weight (issue 39) against a hostile coordinator (attack41) ---------------------------------------------
+
+HOSTILE_WEIGHTS = {
+    "just below 1/8": float(np.nextafter(0.125, 0.0)),
+    "just above 8": float(np.nextafter(8.0, 16.0)),
+    "smallest subnormal": 5e-324,
+    "minus zero": -0.0,
+    "minus 8": -8.0,
+    "minus inf": float("-inf"),
+    "nan": float("nan"),
+    "None (sent explicitly)": None,
+    "the string 'nan'": "nan",
+    "the string '2'": "2",
+    "bytes": b"2",
+    "a list": [2.0],
+    "a dict": {"w": 2.0},
+    "a complex": 2 + 0j,
+    "numpy int64": np.int64(2),
+    "numpy float32": np.float32(2.0),
+    "numpy 0-d array": np.array(2.0),
+    "True": True,
+    "False": False,
+    "2^53 + 1": 2**53 + 1,
+    "a huge int": 10**400,
+    "a huge negative int": -(10**400),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_WEIGHTS))
+def test_attack41_a_hostile_cross_weight_is_refused_in_one_line_naming_it_before_any_charge(tmp_path, case):
+    """Every value outside [1/8, 8] or of another type than int/float: a one-line InputError naming cross_weight,
+    nothing charged (the request is built by hand so an explicit None reaches the party)."""
+    party = _party(tmp_path)
+    params = hostile_request(STATISTICS).params | {"cross_weight": HOSTILE_WEIGHTS[case]}
+    with pytest.raises(InputError, match="cross_weight") as caught:
+        party.handle(Message(STATISTICS, params))
+    assert "\n" not in str(caught.value.args[0]) and _charges(party) == 0
+
+
+ACCEPTED_WEIGHTS = {"1/8 exactly": 0.125, "8 exactly": 8.0, "the int 8": 8, "the int 1": 1,
+                    "numpy float64": np.float64(2.0),
+                    "0.125 + 1ulp": float(np.nextafter(0.125, 1.0)), "8 - 1ulp": float(np.nextafter(8.0, 0.0))}
+
+
+@pytest.mark.parametrize("case", sorted(ACCEPTED_WEIGHTS))
+def test_attack41_a_boundary_cross_weight_is_charged_once_and_calibrated_for_as_a_float(tmp_path, case):
+    """The boundaries (and an int, and numpy's float64, a float subclass) are accepted: one charge, the ledger records
+    a plain float, and the reply's sensitivity is the weight's."""
+    weight = ACCEPTED_WEIGHTS[case]
+    party = _party(tmp_path)
+    reply = party.handle(hostile_request(STATISTICS, cross_weight=weight))
+    assert _charges(party) == 1 and np.isfinite(reply.arrays["values"]).all()
+    recorded = party.ledger.history()[0].details["cross_weight"]
+    assert type(recorded) is float and recorded == float(weight)
+    assert reply.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, float(weight)), rel=1e-15)

@@ -287,3 +287,67 @@ def test_honest_pinned_studies_release_the_sum_with_the_calibration_of_today(stu
     assert np.abs(total - sum(_exact(p) for p in parties)).max() < 8 * sigma * np.sqrt(n) / 2.0**SCALE_BITS
     for party in parties:
         assert [c.rho for c in party.ledger.history()] == [RHO]
+
+
+# --- attack41: a hostile coordinator against the cross weight and release_label --------------------------------------
+
+
+def _corner_party(root, name: str) -> Party:
+    """Every row at a corner of the design box with the outcome at its top: every entry of the weighted statistics at
+    its reach (the Gram's products 1, the cross sums w / 2 per row) or close to it."""
+    t = np.arange(N) % 2
+    frame = pd.DataFrame({"a": np.full(N, 10.0), "b": np.full(N, 1.0), "t": t, "y": np.full(N, 5.0)})
+    frame.loc[0, ["a", "b"]] = (0.0, -1.0)  # the opposite corner (a constant covariate is refused)
+    table = PartyTable.from_frame(frame, ["a", "b"], treatment="t", outcome="y")
+    folder = root / name
+    party = Party(name, table, ledger=PrivacyLedger(folder / "ledger.sqlite", epsilon=100.0, delta=1e-3))
+    party.secagg_identity = IdentityFiles(folder / "ca.pem", folder / f"{name}.pem", folder / f"{name}.key",
+                                          PeerPolicy(_pins(root, [p for p in HOSPITALS if p != name]), 3))
+    return party
+
+
+def test_attack41_at_the_largest_cross_weight_rows_at_the_corner_sum_without_wrapping_around(study):
+    """w = 8: each cross-sum entry reaches n w / 2 = 4 n, the value bound the party declares (n statistics_reach(8));
+    three parties whose every row sits at the corner decode to their weighted sum (no wrap-around), within 8 sds of
+    the three seeded shares."""
+    names = ["h1", "h2", "h3"]
+    parties = {name: _corner_party(study, name) for name in names}
+    ads = [_keys(p) for p in parties.values()]
+    replies = {n: p.handle(Message(STATISTICS, _request(ads).params | {"cross_weight": 8})) for n, p in parties.items()}
+    read = decode(aggregate({n: r.arrays["masked"] for n, r in replies.items()}, names), SCALE_BITS)
+    weights = np.concatenate([np.ones(FM.dim * (FM.dim + 1)), np.full(2 * FM.dim, 8.0)])
+    exact = sum(_exact(p) for p in parties.values()) * weights
+    per_party = _exact(parties["h1"]) * weights
+    assert np.abs(per_party).max() == pytest.approx(N * 4.0 / 2)  # one arm's rows (N / 2), each at w / 2 = 4
+    sd = math.sqrt(sum(r.params["sigma_share"] ** 2 for r in replies.values())) / 2.0**SCALE_BITS
+    assert np.abs(read - exact).max() < 8 * sd
+    assert all(p.ledger.history()[0].details["cross_weight"] == 8.0 for p in parties.values())
+
+
+def test_attack41_a_round_already_used_for_the_statistics_refuses_them_again_under_other_terms_before_the_charge(study):
+    """Masks are derived under each release's terms, so a second statistics release on the same round with another
+    cross weight (or rho) would draw fresh masks; the party still refuses it (one release per name per round) before
+    charging anything a second time."""
+    parties = {name: _pinned(study, name) for name in ["h1", "h2", "h3"]}
+    ads = [_keys(p) for p in parties.values()]
+    victim = parties["h1"]
+    victim.handle(_request(ads))
+    for change in ({"cross_weight": 8.0}, {"rho": RHO / 2}, {"n_folds": 2}, {}):
+        with pytest.raises(PolicyError, match="already masked"):
+            victim.handle(Message(STATISTICS, _request(ads).params | change))
+    assert len(victim.ledger.history()) == 1
+
+
+def test_attack41_release_label_reads_the_same_for_an_int_and_a_float_and_cannot_be_forged_through_the_name():
+    """Honest parties that parse rho or the sensitivity as an int and as a float agree (the same float, the same
+    repr); distinct terms give distinct labels, and a name that spells out other terms does not collide with them
+    (the terms always follow the name; a float's repr holds no '|')."""
+    assert release_label("x", sensitivity=2, rho=1, length=3) == release_label("x", sensitivity=2.0, rho=1.0, length=3)
+    assert release_label("x", sensitivity=2.0, rho=0.1, length=3) == release_label("x", sensitivity=2.0, rho=1e-1,
+                                                                                   length=3)
+    honest = release_label("x", sensitivity=2.0, rho=0.1, length=3)
+    forged = release_label("x|sensitivity=2.0|rho=0.1|length=3", sensitivity=9.0, rho=0.5, length=3)
+    assert not forged.startswith(honest + "|") or forged.endswith("|rho=0.5|length=3")
+    assert len({honest, forged, release_label("x", sensitivity=np.nextafter(2.0, 3.0), rho=0.1, length=3),
+                release_label("x", sensitivity=2.0, rho=np.nextafter(0.1, 1.0), length=3),
+                release_label("x", sensitivity=2.0, rho=0.1, length=4)}) == 5
