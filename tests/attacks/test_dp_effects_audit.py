@@ -35,6 +35,7 @@ from collabcausal.attacks.dp_effects_audit import (
     miss_probability,
     scores_neighbours,
     statistics_neighbours,
+    with_target,
 )
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
@@ -202,3 +203,52 @@ def test_an_audit_rows_verdict_fails_a_correct_release_over_its_claim_and_a_plan
     assert audit_verdict(True, True, 2000, 1.0, 0.1, 1.0)[1:] == ("caught", False)
     weak = audit_verdict(False, True, 10, 1.0, 1.0, 1.0)  # ten releases: no power
     assert weak[0] > 0.5 and weak[1:] == ("not seen (no power)", False)
+
+
+# --- attack41: the weighted audit's neighbours against the worst pair ------------------------------------------------
+
+
+def _outcome_swap_neighbours():
+    """The same-arm pair the arm flip misses for a large weight: the all-ones corner in arm 1, the outcome at either end
+    of its range (only the cross sums move: by w B)."""
+    corner = {c: hi for c, (_, hi) in zip(COLUMNS, FM.bounds, strict=True)} | {"t": 1}
+    low, high = FM.outcome_range
+    return with_target(BACKGROUND, corner | {"y": low}), with_target(BACKGROUND, corner | {"y": high})
+
+
+@pytest.mark.parametrize("w", [2.0, 8.0])
+def test_attack41_above_the_crossover_the_outcome_swap_is_further_apart_than_the_harness_arm_flip(w):
+    """The harness's arm flip sits at sqrt(B^4 + B^2 + w^2 B^2 / 2); the same-arm outcome swap at w B. Here (B^2 = 2)
+    they cross at w = sqrt(2 (B^2 + 1)) = 2.45: at w = 2 the arm flip is the worst pair (0.845 of Delta, what the
+    weighted audit measures), at w = 8 the swap is (0.977 of Delta against the arm flip's 0.723)."""
+    request = _weighted_request(1.0, w)
+    flip = np.linalg.norm(np.subtract(*[exact_values(audit_table(f, COLUMNS), request)
+                                        for f in _neighbours(STATISTICS)]))
+    swap = np.linalg.norm(np.subtract(*[exact_values(audit_table(f, COLUMNS), request)
+                                        for f in _outcome_swap_neighbours()]))
+    b2, delta = FM.squared_norm_bound, statistics_sensitivity(FM, w)
+    assert swap == pytest.approx(w * math.sqrt(b2), rel=1e-12) and max(flip, swap) <= delta
+    assert (swap > flip) == (w > math.sqrt(2 * (b2 + 1)))
+    assert max(flip, swap) / delta == pytest.approx({2.0: 0.845, 8.0: 0.977}[w], abs=1e-3)
+
+
+@pytest.mark.parametrize("epsilon", [pytest.param(1.0, marks=pytest.mark.slow), 4.0])
+def test_attack41_the_largest_weight_stays_within_its_claim_on_its_worst_neighbours(epsilon, ledger_dir):
+    """Real parties at w = 8 on the outcome swap (0.977 of Delta): no more than the claimed epsilon."""
+    audit, params = audit_through_parties(_outcome_swap_neighbours(), COLUMNS, _weighted_request(epsilon, 8.0), 150,
+                                          ledger_dir)
+    assert params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, 8.0))
+    assert audit.distance == pytest.approx(8.0 * math.sqrt(FM.squared_norm_bound), rel=1e-9)
+    assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
+
+
+def test_attack41_a_seeded_audit_at_the_largest_weight_on_the_outcome_swap_comes_close_to_the_claim():
+    """The method's power on the worst pair at w = 8 (numpy noise, seed fixed): it sees most of what 0.977 of Delta
+    allows, where the arm flip would show at most 0.723 of it."""
+    request = _weighted_request(1.0, 8.0)
+    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _outcome_swap_neighbours())
+    sensitivity = statistics_sensitivity(FM, 8.0)
+    audit = audit_gaussian_release(first, second, sensitivity, 1.0, DELTA, 200_000, rng=np.random.default_rng(5))
+    assert audit.epsilon_lower <= 1.0 and audit.mu_lower <= audit.claimed_mu
+    assert audit.mu_lower >= 0.8 * audit.claimed_mu * audit.distance / sensitivity, audit
+    assert audit.mu_lower > audit.claimed_mu * 0.723  # beyond anything the arm flip could show
