@@ -14,6 +14,7 @@ noise" compares two releases of noise sd >= 0.4 per entry (P(equal) = 0).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from dp_effects_requests import COLUMNS, DELTA, FM, MODEL, OTHER, RHO, hostile_frame, hostile_request
 
@@ -21,7 +22,7 @@ from collabcausal.errors import InputError, ProtocolError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
-from collabcausal.estimators.dp.effects.statistics import statistics_sensitivity
+from collabcausal.estimators.dp.effects.statistics import statistics_reach, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -228,3 +229,56 @@ def test_attack41_a_boundary_cross_weight_is_charged_once_and_calibrated_for_as_
     recorded = party.ledger.history()[0].details["cross_weight"]
     assert type(recorded) is float and recorded == float(weight)
     assert reply.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, float(weight)), rel=1e-15)
+
+
+def _extreme_frame(seed: int = 11, n: int = 400) -> pd.DataFrame:
+    """Rows far outside the declared box and outcome range (finite, up to 1e300 either way), both arms."""
+    rng = np.random.default_rng(seed)
+    scale = 10.0 ** rng.integers(0, 301, size=(n, 3))
+    sign = rng.choice([-1.0, 1.0], size=(n, 3))
+    values = sign * scale * rng.uniform(0.5, 1.0, size=(n, 3))
+    return pd.DataFrame({"a": values[:, 0], "b": values[:, 1], "t": np.arange(n) % 2, "y": values[:, 2]})
+
+
+@pytest.mark.parametrize("weight", [0.125, 8.0])
+@pytest.mark.parametrize("n_folds", [1, 5])
+def test_attack41_extreme_rows_under_either_end_of_the_weight_are_released_finite_within_reach(
+        tmp_path, monkeypatch, weight, n_folds):
+    """No row decides whether the release fails after the charge: covariates and outcomes up to 1e300 (clipped into
+    the box), either end of the weight, one or five folds: one charge, finite values, every exact entry within
+    n statistics_reach(w) (the wrap-around bound secure aggregation declares)."""
+    monkeypatch.setattr("collabcausal.party.dp_effects.perturb", lambda kind, values, sigma: values)
+    frame = _extreme_frame()
+    party = _party(tmp_path, frame=frame)
+    reply = party.handle(hostile_request(STATISTICS, cross_weight=weight, n_folds=n_folds))
+    values = np.asarray(reply.arrays["values"])
+    assert _charges(party) == 1 and np.isfinite(values).all()
+    assert np.abs(values).max() <= len(frame) * statistics_reach(weight)
+    assert np.abs(values).max() >= 0.5 * len(frame) / (2 * n_folds)  # every clipped row counts (an arm's intercept)
+
+
+@pytest.mark.parametrize("weight", [0.125, 8.0])
+def test_attack41_an_out_of_core_party_releases_the_in_memory_weighted_sums_on_extreme_rows(tmp_path, monkeypatch,
+                                                                                            weight):
+    """The same extreme rows read out of core (two parquet files, one of them empty) and in memory: the same weighted
+    exact sums, the same sensitivity, one charge each."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    from collabcausal.party.chunked_table import ChunkedTable
+
+    monkeypatch.setattr("collabcausal.party.dp_effects.perturb", lambda kind, values, sigma: values)
+    frame = _extreme_frame(seed=12)
+    folder = tmp_path / "registry"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pandas(frame.iloc[:150], preserve_index=False), folder / "p1.parquet")
+    pq.write_table(pa.Table.from_pandas(frame.iloc[150:], preserve_index=False), folder / "p2.parquet")
+    pq.write_table(pa.Table.from_pandas(frame.iloc[:0], preserve_index=False), folder / "p3-empty.parquet")
+    chunked = ChunkedTable.open(folder, COLUMNS, treatment="t", outcome="y", workers=1, source="registry")
+    memory = PartyTable.from_frame(frame, COLUMNS, treatment="t", outcome="y", source="registry")
+    key = bytes(range(32))
+    parties = [Party("p", t, ledger=PrivacyLedger(tmp_path / f"{i}.sqlite", epsilon=1e6, delta=0.5), anchor_key=key)
+               for i, t in enumerate([chunked, memory])]
+    ours, theirs = (p.handle(hostile_request(STATISTICS, cross_weight=weight)) for p in parties)
+    np.testing.assert_allclose(ours.arrays["values"], theirs.arrays["values"], rtol=1e-12, atol=1e-9)
+    assert ours.params["sensitivity"] == theirs.params["sensitivity"] == statistics_sensitivity(FM, weight)
+    assert [_charges(p) for p in parties] == [1, 1]
