@@ -53,6 +53,7 @@ from collabcausal.secagg import (
     release_label,
     share_calibration,
     verified_peers,
+    verified_roster,
 )
 from collabcausal.secagg.noise import noise_share, sum_epsilon
 
@@ -351,3 +352,32 @@ def test_attack41_release_label_reads_the_same_for_an_int_and_a_float_and_cannot
     assert len({honest, forged, release_label("x", sensitivity=np.nextafter(2.0, 3.0), rho=0.1, length=3),
                 release_label("x", sensitivity=2.0, rho=np.nextafter(0.1, 1.0), length=3),
                 release_label("x", sensitivity=2.0, rho=0.1, length=4)}) == 5
+
+
+def test_attack41_a_larger_roster_shown_to_the_victim_alone_with_one_colluder_leaves_it_no_less_noise(study):
+    """The roster size is not in release_label. A coordinator with one colluding pinned party (h4, the threat model's
+    one) shows the victim h1 the roster {h1, h2, h3, h4} (so h1 calibrates its share for three honest others) and h2,
+    h3 the roster {h1, h2, h3}; h4 cancels only its mask with h1. The masks cancel and the coordinator reads
+    h1 + h2 + h3, but h2 and h3 calibrated for two honest others each, so the victim's record still sits under at
+    least the noise of three of its own shares (4/3 of the claim's variance)."""
+    parties = {name: _pinned(study, name) for name in HOSPITALS}
+    ads = {name: _keys(p) for name, p in parties.items()}
+    replies = {"h1": parties["h1"].handle(_request(list(ads.values())))}
+    for name in ("h2", "h3"):
+        replies[name] = parties[name].handle(_request([ads[n] for n in ("h1", "h2", "h3")]))
+    colluder = parties["h4"]
+    state = colluder.secagg_rounds["r1"]
+    roster = verified_roster(state, list(ads.values()), colluder.secagg_identity.identity.verifier,
+                             min_parties=3)
+    terms = release_label(STATISTICS, sensitivity=statistics_sensitivity(FM), rho=RHO, length=LENGTH)
+    seeds = pair_seeds(state, {"h1": roster["h1"], "h4": roster["h4"]}, terms)
+    uploads = {n: r.arrays["masked"] for n, r in replies.items()}
+    uploads["h4"] = apply_masks(state, seeds, np.zeros(LENGTH, dtype=np.uint64), terms)
+    read = decode(aggregate(uploads, HOSPITALS), SCALE_BITS)
+    exact = sum(_exact(parties[n]) for n in ("h1", "h2", "h3"))
+    shares = {n: r.params["sigma_share"] for n, r in replies.items()}
+    sd = math.sqrt(sum(s**2 for s in shares.values())) / 2.0**SCALE_BITS
+    assert np.abs(read - exact).max() < 8 * sd  # the masks cancel: the attack reads the sum
+    assert replies["h1"].params["n_honest"] == 3 and replies["h2"].params["n_honest"] == 2
+    assert sum(s**2 for s in shares.values()) >= 3 * shares["h1"] ** 2  # yet no less noise than the victim counted on
+    assert sum(s**2 for s in shares.values()) == pytest.approx(3 * shares["h1"] ** 2 * 4 / 3, rel=1e-6)
