@@ -282,3 +282,14 @@ def test_attack41_an_out_of_core_party_releases_the_in_memory_weighted_sums_on_e
     np.testing.assert_allclose(ours.arrays["values"], theirs.arrays["values"], rtol=1e-12, atol=1e-9)
     assert ours.params["sensitivity"] == theirs.params["sensitivity"] == statistics_sensitivity(FM, weight)
     assert [_charges(p) for p in parties] == [1, 1]
+
+
+@pytest.mark.parametrize("weight", [8.0, float("nan"), "2"])
+def test_attack41_a_cross_weight_sent_to_the_scores_release_changes_nothing_it_calibrates(tmp_path, weight):
+    """Only the statistics release reads cross_weight: sent with the scores (even a value the statistics would
+    refuse), it is ignored, and the scores' sensitivity, sigma and charge are the unweighted request's."""
+    plain, weighted = _party(tmp_path, name="plain"), _party(tmp_path, name="weighted")
+    ours = weighted.handle(hostile_request(SCORES, cross_weight=weight))
+    theirs = plain.handle(hostile_request(SCORES))
+    assert ours.params["sensitivity"] == theirs.params["sensitivity"] and ours.params["sigma"] == theirs.params["sigma"]
+    assert [c.details for c in weighted.ledger.history()] == [c.details for c in plain.ledger.history()]
