@@ -381,3 +381,32 @@ def test_attack41_a_larger_roster_shown_to_the_victim_alone_with_one_colluder_le
     assert replies["h1"].params["n_honest"] == 3 and replies["h2"].params["n_honest"] == 2
     assert sum(s**2 for s in shares.values()) >= 3 * shares["h1"] ** 2  # yet no less noise than the victim counted on
     assert sum(s**2 for s in shares.values()) == pytest.approx(3 * shares["h1"] ** 2 * 4 / 3, rel=1e-6)
+
+
+def test_attack41_a_rho_whose_noise_wraps_around_only_at_the_largest_weight_is_refused_before_the_charge(study):
+    """The weight raises the sensitivity (3.7-fold here at w = 8) and so the shares' tail: a rho small enough that the
+    weighted sum could wrap around modulo 2^64 while the unweighted one cannot is refused by the weighted request
+    before anything is charged (whatever the rows), and the unweighted one on a fresh round is released."""
+    from collabcausal.errors import InputError
+
+    weighted, plain = statistics_sensitivity(FM, 8.0), statistics_sensitivity(FM)
+
+    def wraps(sensitivity: float, rho: float, reach: float) -> bool:
+        try:
+            share_calibration(sensitivity, rho, n_parties=3, length=LENGTH, value_bound=N * reach)
+        except InputError:
+            return True
+        return False
+
+    rho = next(r for r in np.geomspace(1e-6, 1e-30, 241) if wraps(weighted, r, 4.0))
+    assert not wraps(plain, rho, 1.0)
+    parties = {name: _pinned(study, name) for name in ["h1", "h2", "h3"]}
+    for name, party in parties.items():
+        party.ledger = PrivacyLedger(study / name / "big.sqlite", epsilon=1e300, delta=1e-3)
+    ads = [_keys(p) for p in parties.values()]
+    victim = parties["h1"]
+    with pytest.raises(InputError, match=r"values up to 480 .* 2\^62"):  # N reach(8) = 120 x 4
+        victim.handle(Message(STATISTICS, _request(ads).params | {"rho": float(rho), "cross_weight": 8.0}))
+    assert victim.ledger.history() == []
+    reply = victim.handle(Message(STATISTICS, _request(ads).params | {"rho": float(rho)}))
+    assert "masked" in reply.arrays and len(victim.ledger.history()) == 1
