@@ -293,3 +293,17 @@ def test_attack41_a_cross_weight_sent_to_the_scores_release_changes_nothing_it_c
     theirs = plain.handle(hostile_request(SCORES))
     assert ours.params["sensitivity"] == theirs.params["sensitivity"] and ours.params["sigma"] == theirs.params["sigma"]
     assert [c.details for c in weighted.ledger.history()] == [c.details for c in plain.ledger.history()]
+
+
+@pytest.mark.parametrize("other", [8.0, 1, 2.0000000000000004, 2])
+def test_attack41_a_replayed_idempotency_key_cannot_carry_another_cross_weight(tmp_path, other):
+    """The recorded statistics at w = 2 cannot be fetched again as if released under another weight (the analyst
+    would divide by the wrong one), not even one ulp away; the int 2 counts as another request too (conservative: the
+    same weight, refused uncharged)."""
+    party = _party(tmp_path)
+    first = party.handle(hostile_request(STATISTICS, request_id="k1", cross_weight=2.0))
+    with pytest.raises(ProtocolError, match="different request"):
+        party.handle(hostile_request(STATISTICS, request_id="k1", cross_weight=other))
+    again = party.handle(hostile_request(STATISTICS, request_id="k1", cross_weight=2.0))
+    np.testing.assert_array_equal(first.arrays["values"], again.arrays["values"])
+    assert _charges(party) == 1
