@@ -217,7 +217,7 @@ def _outcome_swap_neighbours():
 
 
 @pytest.mark.parametrize("w", [2.0, 8.0])
-def test_attack41_above_the_crossover_the_outcome_swap_is_further_apart_than_the_harness_arm_flip(w):
+def test_above_the_crossover_the_outcome_swap_is_further_apart_than_the_harness_arm_flip(w):
     """The harness's arm flip sits at sqrt(B^4 + B^2 + w^2 B^2 / 2); the same-arm outcome swap at w B. Here (B^2 = 2)
     they cross at w = sqrt(2 (B^2 + 1)) = 2.45: at w = 2 the arm flip is the worst pair (0.845 of Delta, what the
     weighted audit measures), at w = 8 the swap is (0.977 of Delta against the arm flip's 0.723)."""
@@ -233,7 +233,7 @@ def test_attack41_above_the_crossover_the_outcome_swap_is_further_apart_than_the
 
 
 @pytest.mark.parametrize("epsilon", [pytest.param(1.0, marks=pytest.mark.slow), 4.0])
-def test_attack41_the_largest_weight_stays_within_its_claim_on_its_worst_neighbours(epsilon, ledger_dir):
+def test_the_largest_weight_stays_within_its_claim_on_its_worst_neighbours(epsilon, ledger_dir):
     """Real parties at w = 8 on the outcome swap (0.977 of Delta): no more than the claimed epsilon."""
     audit, params = audit_through_parties(_outcome_swap_neighbours(), COLUMNS, _weighted_request(epsilon, 8.0), 150,
                                           ledger_dir)
@@ -242,7 +242,7 @@ def test_attack41_the_largest_weight_stays_within_its_claim_on_its_worst_neighbo
     assert audit.mu_lower <= audit.claimed_mu and audit.epsilon_lower <= epsilon, audit
 
 
-def test_attack41_a_seeded_audit_at_the_largest_weight_on_the_outcome_swap_comes_close_to_the_claim():
+def test_a_seeded_audit_at_the_largest_weight_on_the_outcome_swap_comes_close_to_the_claim():
     """The method's power on the worst pair at w = 8 (numpy noise, seed fixed): it sees most of what 0.977 of Delta
     allows, where the arm flip would show at most 0.723 of it."""
     request = _weighted_request(1.0, 8.0)

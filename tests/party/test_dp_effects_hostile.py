@@ -203,7 +203,7 @@ HOSTILE_WEIGHTS = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_WEIGHTS))
-def test_attack41_a_hostile_cross_weight_is_refused_in_one_line_naming_it_before_any_charge(tmp_path, case):
+def test_a_hostile_cross_weight_is_refused_in_one_line_naming_it_before_any_charge(tmp_path, case):
     """Every value outside [1/8, 8] or of another type than int/float: a one-line InputError naming cross_weight,
     nothing charged (the request is built by hand so an explicit None reaches the party)."""
     party = _party(tmp_path)
@@ -219,7 +219,7 @@ ACCEPTED_WEIGHTS = {"1/8 exactly": 0.125, "8 exactly": 8.0, "the int 8": 8, "the
 
 
 @pytest.mark.parametrize("case", sorted(ACCEPTED_WEIGHTS))
-def test_attack41_a_boundary_cross_weight_is_charged_once_and_calibrated_for_as_a_float(tmp_path, case):
+def test_a_boundary_cross_weight_is_charged_once_and_calibrated_for_as_a_float(tmp_path, case):
     """The boundaries (and an int, and numpy's float64, a float subclass) are accepted: one charge, the ledger records
     a plain float, and the reply's sensitivity is the weight's."""
     weight = ACCEPTED_WEIGHTS[case]
@@ -242,7 +242,7 @@ def _extreme_frame(seed: int = 11, n: int = 400) -> pd.DataFrame:
 
 @pytest.mark.parametrize("weight", [0.125, 8.0])
 @pytest.mark.parametrize("n_folds", [1, 5])
-def test_attack41_extreme_rows_under_either_end_of_the_weight_are_released_finite_within_reach(
+def test_extreme_rows_under_either_end_of_the_weight_are_released_finite_within_reach(
         tmp_path, monkeypatch, weight, n_folds):
     """No row decides whether the release fails after the charge: covariates and outcomes up to 1e300 (clipped into
     the box), either end of the weight, one or five folds: one charge, finite values, every exact entry within
@@ -258,7 +258,7 @@ def test_attack41_extreme_rows_under_either_end_of_the_weight_are_released_finit
 
 
 @pytest.mark.parametrize("weight", [0.125, 8.0])
-def test_attack41_an_out_of_core_party_releases_the_in_memory_weighted_sums_on_extreme_rows(tmp_path, monkeypatch,
+def test_an_out_of_core_party_releases_the_in_memory_weighted_sums_on_extreme_rows(tmp_path, monkeypatch,
                                                                                             weight):
     """The same extreme rows read out of core (two parquet files, one of them empty) and in memory: the same weighted
     exact sums, the same sensitivity, one charge each."""
@@ -285,7 +285,7 @@ def test_attack41_an_out_of_core_party_releases_the_in_memory_weighted_sums_on_e
 
 
 @pytest.mark.parametrize("weight", [8.0, float("nan"), "2"])
-def test_attack41_a_cross_weight_sent_to_the_scores_release_changes_nothing_it_calibrates(tmp_path, weight):
+def test_a_cross_weight_sent_to_the_scores_release_changes_nothing_it_calibrates(tmp_path, weight):
     """Only the statistics release reads cross_weight: sent with the scores (even a value the statistics would
     refuse), it is ignored, and the scores' sensitivity, sigma and charge are the unweighted request's."""
     plain, weighted = _party(tmp_path, name="plain"), _party(tmp_path, name="weighted")
@@ -296,7 +296,7 @@ def test_attack41_a_cross_weight_sent_to_the_scores_release_changes_nothing_it_c
 
 
 @pytest.mark.parametrize("other", [8.0, 1, 2.0000000000000004, 2])
-def test_attack41_a_replayed_idempotency_key_cannot_carry_another_cross_weight(tmp_path, other):
+def test_a_replayed_idempotency_key_cannot_carry_another_cross_weight(tmp_path, other):
     """The recorded statistics at w = 2 cannot be fetched again as if released under another weight (the analyst
     would divide by the wrong one), not even one ulp away; the int 2 counts as another request too (conservative: the
     same weight, refused uncharged)."""

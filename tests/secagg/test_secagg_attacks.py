@@ -307,7 +307,7 @@ def _corner_party(root, name: str) -> Party:
     return party
 
 
-def test_attack41_at_the_largest_cross_weight_rows_at_the_corner_sum_without_wrapping_around(study):
+def test_at_the_largest_cross_weight_rows_at_the_corner_sum_without_wrapping_around(study):
     """w = 8: each cross-sum entry reaches n w / 2 = 4 n, the value bound the party declares (n statistics_reach(8));
     three parties whose every row sits at the corner decode to their weighted sum (no wrap-around), within 8 sds of
     the three seeded shares."""
@@ -325,7 +325,7 @@ def test_attack41_at_the_largest_cross_weight_rows_at_the_corner_sum_without_wra
     assert all(p.ledger.history()[0].details["cross_weight"] == 8.0 for p in parties.values())
 
 
-def test_attack41_a_round_already_used_for_the_statistics_refuses_them_again_under_other_terms_before_the_charge(study):
+def test_a_round_already_used_for_the_statistics_refuses_them_again_under_other_terms_before_the_charge(study):
     """Masks are derived under each release's terms, so a second statistics release on the same round with another
     cross weight (or rho) would draw fresh masks; the party still refuses it (one release per name per round) before
     charging anything a second time."""
@@ -339,7 +339,7 @@ def test_attack41_a_round_already_used_for_the_statistics_refuses_them_again_und
     assert len(victim.ledger.history()) == 1
 
 
-def test_attack41_release_label_reads_the_same_for_an_int_and_a_float_and_cannot_be_forged_through_the_name():
+def test_release_label_reads_the_same_for_an_int_and_a_float_and_cannot_be_forged_through_the_name():
     """Honest parties that parse rho or the sensitivity as an int and as a float agree (the same float, the same
     repr); distinct terms give distinct labels, and a name that spells out other terms does not collide with them
     (the terms always follow the name; a float's repr holds no '|')."""
@@ -354,7 +354,7 @@ def test_attack41_release_label_reads_the_same_for_an_int_and_a_float_and_cannot
                 release_label("x", sensitivity=2.0, rho=0.1, length=4)}) == 5
 
 
-def test_attack41_a_larger_roster_shown_to_the_victim_alone_with_one_colluder_leaves_it_no_less_noise(study):
+def test_a_larger_roster_shown_to_the_victim_alone_with_one_colluder_leaves_it_no_less_noise(study):
     """The roster size is not in release_label. A coordinator with one colluding pinned party (h4, the threat model's
     one) shows the victim h1 the roster {h1, h2, h3, h4} (so h1 calibrates its share for three honest others) and h2,
     h3 the roster {h1, h2, h3}; h4 cancels only its mask with h1. The masks cancel and the coordinator reads
@@ -383,7 +383,7 @@ def test_attack41_a_larger_roster_shown_to_the_victim_alone_with_one_colluder_le
     assert sum(s**2 for s in shares.values()) == pytest.approx(3 * shares["h1"] ** 2 * 4 / 3, rel=1e-6)
 
 
-def test_attack41_a_rho_whose_noise_wraps_around_only_at_the_largest_weight_is_refused_before_the_charge(study):
+def test_a_rho_whose_noise_wraps_around_only_at_the_largest_weight_is_refused_before_the_charge(study):
     """The weight raises the sensitivity (3.7-fold here at w = 8) and so the shares' tail: a rho small enough that the
     weighted sum could wrap around modulo 2^64 while the unweighted one cannot is refused by the weighted request
     before anything is charged (whatever the rows), and the unweighted one on a fresh round is released."""
