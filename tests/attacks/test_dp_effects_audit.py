@@ -205,7 +205,7 @@ def test_an_audit_rows_verdict_fails_a_correct_release_over_its_claim_and_a_plan
     assert weak[0] > 0.5 and weak[1:] == ("not seen (no power)", False)
 
 
-# --- attack41: the weighted audit's neighbours against the worst pair ------------------------------------------------
+# --- The weighted audit's neighbours against the worst pair (29 Nov 2026 review) ---
 
 
 def _outcome_swap_neighbours():

@@ -174,7 +174,7 @@ def test_hostile_coefficients_cannot_make_the_answer_depend_on_whether_a_row_sit
         assert _charges(party) == 0
 
 
-# --- cross_weight (issue 39) against a hostile coordinator (attack41) ---------------------------------------------
+# --- cross_weight (issue 39) against a hostile coordinator (29 Nov 2026 review) ---
 
 HOSTILE_WEIGHTS = {
     "just below 1/8": float(np.nextafter(0.125, 0.0)),

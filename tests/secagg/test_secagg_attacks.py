@@ -290,7 +290,7 @@ def test_honest_pinned_studies_release_the_sum_with_the_calibration_of_today(stu
         assert [c.rho for c in party.ledger.history()] == [RHO]
 
 
-# --- attack41: a hostile coordinator against the cross weight and release_label --------------------------------------
+# --- A hostile coordinator against the cross weight and release_label (29 Nov 2026 review) ---
 
 
 def _corner_party(root, name: str) -> Party:
