@@ -171,8 +171,8 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
 
 def _unweighted(stats: Round, weights: NDArray[np.float64]) -> Round:
     """The statistics round with each entry divided by its release weight (the cross sums by the study's
-    ``cross_weight``): what every later step reads. The round's
-    noise sds stay those of a Gram entry; a cross sum's is that over its weight."""
+    ``cross_weight``): what every later step reads. The round's noise sds stay those of a Gram entry; a cross sum's
+    is that over its weight."""
     return replace(stats, values={p: v / weights for p, v in stats.values.items()},
                    total=None if stats.total is None else stats.total / weights)
 

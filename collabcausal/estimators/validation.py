@@ -6,6 +6,7 @@ Each check returns a clean float64 (or int8 for treatments) array or raises
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING, Literal
 
@@ -202,6 +203,25 @@ def check_estimand(estimand: str) -> Estimand:
     if key not in ESTIMANDS:
         raise InputError(f"unknown estimand {estimand!r}", "use 'ate' or 'att'")
     return key  # type: ignore[return-value]
+
+
+def is_finite_number(value: object) -> bool:
+    """A number, not a bool, whose float is finite (a JSON integer of 400 digits has none: refused, not raised).
+
+    For parameters a request carries, checked before anything is charged.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def number_in_range(value: object, low: float, high: float) -> bool:
+    """A number, not a bool, in ``[low, high]`` (a 400-digit integer is refused, not raised:
+    :func:`is_finite_number`)."""
+    return is_finite_number(value) and low <= value <= high  # type: ignore[operator]
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.validation import check_treatment
+from collabcausal.estimators.validation import check_treatment, is_finite_number, number_in_range
 
 
 @pytest.mark.parametrize("t", [np.array([], np.int64), np.array([], np.float64), np.array([], bool)])
@@ -29,3 +29,14 @@ def test_a_coding_other_than_0_1_is_named(t, found):
 def test_every_0_1_coding_gives_int8(t):
     out = check_treatment(t)
     assert out.dtype == np.int8 and set(out.tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize("value", [True, False, "2", None, [1.0], float("nan"), float("inf"), -float("inf"), 10**400])
+def test_a_request_number_that_is_not_a_finite_number_is_refused_not_raised(value):
+    assert not is_finite_number(value) and not number_in_range(value, -1e308, 1e308)
+
+
+@pytest.mark.parametrize(("value", "inside"), [(0.125, True), (8, True), (2.0, True), (-0.0, False),
+                                               (np.nextafter(8.0, 9.0), False), (0.1249999, False)])
+def test_number_in_range_is_closed_at_both_ends(value, inside):
+    assert is_finite_number(value) and bool(number_in_range(value, 0.125, 8.0)) is inside

@@ -72,7 +72,7 @@ from collabcausal.estimators.dp.effects.scores import (
     residual_score_bound,
     subject_scores,
 )
-from collabcausal.estimators.validation import check_treatment, check_vector
+from collabcausal.estimators.validation import check_treatment, check_vector, is_finite_number, number_in_range
 
 MAX_MODIFIERS = 6
 MAX_BINS = 12
@@ -188,21 +188,6 @@ def _is_index(value: object, size: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < size
 
 
-def _is_finite(value: object) -> bool:
-    """A number, not a bool, whose float is finite (a JSON integer of 400 digits has none: refused, not raised)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _in_range(value: object, low: float, high: float) -> bool:
-    """A number, not a bool, in ``[low, high]`` (a 400-digit integer is refused, not raised: :func:`_is_finite`)."""
-    return _is_finite(value) and low <= value <= high  # type: ignore[operator]
-
-
 def check_projection(projection: Projection, feature_map: FeatureMap, names: Sequence[str] | None = None) -> None:
     """Refuse bad modifiers and subgroups with a one-line :class:`InputError` (no data read, nothing charged).
 
@@ -213,21 +198,21 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     m = feature_map.n_covariates
     label = (lambda j: repr(names[j])) if names is not None else (lambda j: f"column {j}")
     for key, clip in (("clip", projection.clip), ("centre", projection.centre)):
-        if clip is not None and (not _is_finite(clip) or clip < MIN_CLIP):
+        if clip is not None and (not is_finite_number(clip) or clip < MIN_CLIP):
             raise InputError(f"dp_effects projection {key} {clip!r} is not a finite number >= {MIN_CLIP:g}",
                              "declare it in outcome-range widths, e.g. 2, or leave it out")
     rho = projection.residual_clip
-    if rho is not None and not _in_range(rho, MIN_CLIP, 1.0):
+    if rho is not None and not number_in_range(rho, MIN_CLIP, 1.0):
         raise InputError(f"dp_effects projection residual_clip {rho!r} is not a number in [{MIN_CLIP:g}, 1]",
                          "declare it in outcome-range widths, e.g. 0.33, or leave it out")
     weights = projection.weights
     if weights is not None and not (
-            all(_is_finite(w) and w >= MIN_WEIGHT for w in weights)
+            all(is_finite_number(w) and w >= MIN_WEIGHT for w in weights)
             and sum(w * w for w in weights) <= len(weights) * (1.0 + 1e-9)):
         raise InputError(f"dp_effects projection weights {list(weights)} are not finite numbers >= {MIN_WEIGHT:g} "
                          "whose squares sum to at most their number", "send the analyst's allocation, or none")
     gram = projection.gram_weight
-    if gram is not None and not _in_range(gram, MIN_WEIGHT, 1.0):
+    if gram is not None and not number_in_range(gram, MIN_WEIGHT, 1.0):
         raise InputError(f"dp_effects projection gram_weight {gram!r} is not a number in [{MIN_WEIGHT:g}, 1]",
                          "send e.g. 0.25, or none")
     mods = projection.modifiers
@@ -235,14 +220,14 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     # |m^T gamma| <= sum |gamma_q| (|z_q| <= 1): with twice that finite no partial sum of it overflows, in whatever
     # order BLAS adds, nor phi minus it; else a subject with z_q = 0 scores inf * 0 = NaN, and the release fails after
     # its charge or not depending on the rows (docs/dp-cate-projection.md, "Clipping the residual")
-    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(_is_finite(v) for v in pilot) and (
+    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(is_finite_number(v) for v in pilot) and (
         math.isfinite(2.0 * sum(abs(float(v)) for v in pilot)))
     if (pilot is None) != (projection.centre is None) or (pilot is not None and not finite):
         raise InputError(f"dp_effects projection centre {projection.centre!r} and pilot {pilot!r} are not both absent "
                          "or a bound and one finite number per modifier and the intercept, with a finite sum of "
                          "absolute values below half the largest float", "send the analyst's centre, or neither")
     kappas = projection.modifier_clips
-    if kappas is not None and (len(kappas) != len(mods) or not all(_in_range(k, MIN_CLIP, 1.0) for k in kappas)):
+    if kappas is not None and (len(kappas) != len(mods) or not all(number_in_range(k, MIN_CLIP, 1.0) for k in kappas)):
         raise InputError(f"dp_effects modifier clips {list(kappas)} are not one number in [{MIN_CLIP:g}, 1] per "
                          "modifier", "send the analyst's clips, or none")
     if not all(_is_index(j, m) for j in mods) or len(set(mods)) != len(mods):
@@ -258,7 +243,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
                              "give each subgroup covariate once, among the study's covariates")
         seen.add(g.column)
         edges = g.edges
-        numeric = all(_is_finite(e) for e in edges)
+        numeric = all(is_finite_number(e) for e in edges)
         if not numeric or not 2 <= len(edges) <= MAX_BINS + 1:
             raise InputError(f"subgroup edges {list(edges)} of {label(g.column)} are not 2..{MAX_BINS + 1} finite "
                              "numbers (unbounded bins)", "give finite edges, e.g. [18, 50, 65, 95]")

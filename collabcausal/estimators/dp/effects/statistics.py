@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
+from collabcausal.estimators.validation import number_in_range
 
 
 def statistics_length(dim: int) -> int:
@@ -60,8 +61,7 @@ def check_cross_weight(value: object, where: str) -> float:
     aggregation's wrap-around bound, within ``4 n``.
     """
     low, high = CROSS_WEIGHT_RANGE
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            isinstance(value, float) or abs(value) <= 2**53) or not low <= float(value) <= high:
+    if not number_in_range(value, low, high):
         raise InputError(f"{where} cross_weight {value!r} is not a number in [{low:g}, {high:g}]",
                          "declare e.g. cross_weight = 2 (docs/dp-effects.md, \"Weighting the outcome cross sums\"), "
                          "or leave it out (1)")
