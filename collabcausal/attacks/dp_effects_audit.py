@@ -7,12 +7,13 @@ sampler a party draws from) for the same release many times; the likelihood-rati
 
 Worst-case neighbours (docs/dp-effects-audit.md):
 
-* statistics (release 1, :mod:`collabcausal.estimators.dp.effects.statistics`): the target moves
-  from arm 0 to arm 1 at the all-ones corner of the covariate box (``||d||^2 = B^2 = 1 + m``) with
-  its outcome at the top of the range (``|u| = 1/2``). Its released rows (cross sums weighted by ``w``,
-  :func:`~collabcausal.estimators.dp.effects.release.released_statistics`) differ by
-  ``sqrt(B^4 + B^2 + w^2 B^2 / 2)``, against the proved bound ``Delta = sqrt(B^4 + B^2 + w^2 B^2)``
-  (:func:`statistics_neighbours`);
+* statistics (release 1, :mod:`collabcausal.estimators.dp.effects.statistics`): the target at the all-ones
+  corner of the covariate box (``||d||^2 = B^2 = 1 + m``), the cross sums weighted by ``w``
+  (:func:`~collabcausal.estimators.dp.effects.release.released_statistics`). Up to ``w = sqrt(2 (B^2 + 1))`` it
+  moves from arm 0 to arm 1 with its outcome at the top of the range (``|u| = 1/2``): the released rows differ
+  by ``sqrt(B^4 + B^2 + w^2 B^2 / 2)``; above, its outcome moves from one end of the range to the other in
+  one arm: only the cross sums move, by ``w B``. Both stay within the proved bound
+  ``Delta = sqrt(B^4 + B^2 + w^2 B^2)`` (:func:`statistics_neighbours`);
 * scores (release 2, :mod:`collabcausal.estimators.dp.effects.scores`): the nuisance models are a
   prior release, so both neighbours are scored with the same (hostile) models; the target is the
   pair of candidate records, over a grid of the covariate box, both arms and both outcome
@@ -68,12 +69,16 @@ def with_target(background: pd.DataFrame, record: dict[str, float]) -> pd.DataFr
 
 
 def statistics_neighbours(
-    feature_map: FeatureMap, columns: Sequence[str], background: pd.DataFrame
+    feature_map: FeatureMap, columns: Sequence[str], background: pd.DataFrame, cross_weight: float = 1.0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The target at the all-ones corner with the top outcome, in arm 0 versus arm 1 (module docstring)."""
+    """The pair furthest apart for the release's ``cross_weight`` (module docstring): the target at the all-ones
+    corner with the top outcome in arm 0 versus arm 1, or, above ``w = sqrt(2 (B^2 + 1))``, in arm 1 with the
+    outcome at either end of its range."""
     corner = {c: hi for c, (_, hi) in zip(columns, feature_map.bounds, strict=True)}
-    corner["y"] = feature_map.outcome_range[1]
-    return with_target(background, corner | {"t": 0}), with_target(background, corner | {"t": 1})
+    low, high = feature_map.outcome_range
+    swap = float(cross_weight) ** 2 > 2.0 * (feature_map.squared_norm_bound + 1.0)
+    first = corner | ({"t": 1, "y": low} if swap else {"t": 0, "y": high})
+    return with_target(background, first), with_target(background, corner | {"t": 1, "y": high})
 
 
 def scores_neighbours(

@@ -91,6 +91,11 @@ STATISTICS = "dp_effects_statistics"
 SCORES = "dp_effects_scores"
 MAX_FOLDS = 20
 MAX_SITES = 1000
+SHARED_PARAMETERS = frozenset({"study", "columns", "design", "n_folds", "site", "rho", "delta", "secagg", "request_id"})
+PARAMETERS = {STATISTICS: SHARED_PARAMETERS | {"cross_weight"},
+              SCORES: SHARED_PARAMETERS | {"models", "replicates", "estimators", "estimands", "trim", "projection"}}
+"""The parameters each request may carry: any other is refused before the charge, so a coordinator's option that this
+party would not apply (a ``cross_weight`` sent to the scores, a newer version's field) is never silently ignored."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,10 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
     if "rho" not in p and "epsilon" in p:
         raise InputError(f"{op} request states an epsilon; dp_effects releases are charged in zCDP",
                          "send rho = zcdp_rho(epsilon, delta) shares (a coordinator of this version does)")
+    unknown = sorted(str(k) for k in p if k not in PARAMETERS[op])
+    if unknown:
+        raise InputError(f"{op} request carries parameters this party does not apply: {', '.join(unknown)}",
+                         f"send only {', '.join(sorted(PARAMETERS[op]))} (docs/protocol.md)")
     for key in ("rho", "delta", "columns", "design", "site", "n_folds"):
         if key not in p:
             raise InputError(f"{op} request has no {key}", "send a complete dp_effects request (docs/protocol.md)")

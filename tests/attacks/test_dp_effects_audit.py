@@ -35,7 +35,6 @@ from collabcausal.attacks.dp_effects_audit import (
     miss_probability,
     scores_neighbours,
     statistics_neighbours,
-    with_target,
 )
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
@@ -64,9 +63,9 @@ def _request(op: str, epsilon: float) -> Message:
     return Message(op, params)
 
 
-def _neighbours(op: str):
+def _neighbours(op: str, w: float = 1.0):
     if op == STATISTICS:
-        return statistics_neighbours(FM, COLUMNS, BACKGROUND)
+        return statistics_neighbours(FM, COLUMNS, BACKGROUND, w)
     return scores_neighbours(FM, COLUMNS, BACKGROUND, 0, MODEL, PARTS, TRIM)
 
 
@@ -116,13 +115,15 @@ def test_a_halved_sensitivity_is_caught(op, n_releases, ledger_dir, monkeypatch)
 
 
 @pytest.mark.parametrize("w", [1.0, 2.0, 8.0])
-def test_the_statistics_neighbours_are_the_worst_arm_flip_and_no_corner_substitution_exceeds_delta(w):
-    # The all-ones corner, top outcome, arm 0 -> 1: sqrt(B^4 + B^2 + w^2 B^2 / 2) with B^2 = 1 + m and the cross
-    # sums' weight w; every substitution between corners of the box (both arms, both outcome ends) stays within Delta.
+def test_the_statistics_neighbours_are_the_worst_pair_and_no_corner_substitution_exceeds_delta(w):
+    # The all-ones corner: top outcome, arm 0 -> 1 at sqrt(B^4 + B^2 + w^2 B^2 / 2) with B^2 = 1 + m and the cross
+    # sums' weight w, or (w = 8 here) the outcome's two ends in arm 1 at w B; every substitution between corners of
+    # the box (both arms, both outcome ends) stays within Delta.
     request = _weighted_request(1.0, w)
-    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _neighbours(STATISTICS))
+    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _neighbours(STATISTICS, w))
     b2 = FM.squared_norm_bound
-    assert np.linalg.norm(second - first) == pytest.approx(math.sqrt(b2 * b2 + b2 + w * w * b2 / 2), rel=1e-12)
+    assert np.linalg.norm(second - first) == pytest.approx(
+        max(math.sqrt(b2 * b2 + b2 + w * w * b2 / 2), w * math.sqrt(b2)), rel=1e-12)
     fm = FeatureMap(((0.0, 1.0), (0.0, 1.0), (0.0, 1.0)), (0.0, 1.0), n_sites=2)
     corners = list(itertools.product(*[[0.0, 0.5, 1.0]] * 3, (0, 1), (0.0, 1.0)))
     stats = [fold_statistics(fm.design(np.array([c[:3]]), 1), np.array([c[3]]), fm.centred_outcome([c[4]]),
@@ -140,7 +141,7 @@ def _weighted_request(epsilon: float, w: float) -> Message:
 
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
 def test_a_weighted_statistics_release_stays_within_its_claim(epsilon, ledger_dir):
-    audit, params = audit_through_parties(_neighbours(STATISTICS), COLUMNS, _weighted_request(epsilon, 2.0), 150,
+    audit, params = audit_through_parties(_neighbours(STATISTICS, 2.0), COLUMNS, _weighted_request(epsilon, 2.0), 150,
                                           ledger_dir)
     assert params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, 2.0))
     assert audit.distance <= params["sensitivity"] + 1e-12
@@ -149,12 +150,13 @@ def test_a_weighted_statistics_release_stays_within_its_claim(epsilon, ledger_di
 
 @pytest.mark.slow
 def test_a_weighted_release_calibrated_without_its_weight_is_caught(ledger_dir, monkeypatch):
-    # The planted bug: a party that weights the cross sums but calibrates for the unweighted vector.
+    # The planted bug: a party that weights the cross sums but calibrates for the unweighted vector (the harness's
+    # neighbours at w = 8: the outcome swap).
     correct = dp_effects.statistics_sensitivity
     monkeypatch.setattr(dp_effects, "statistics_sensitivity", lambda fm, w=1.0: correct(fm))
     n_releases = 1200
-    audit, params = audit_through_parties(_neighbours(STATISTICS), COLUMNS, _weighted_request(4.0, 8.0), n_releases,
-                                          ledger_dir)
+    audit, params = audit_through_parties(_neighbours(STATISTICS, 8.0), COLUMNS, _weighted_request(4.0, 8.0),
+                                          n_releases, ledger_dir)
     assert params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))  # the bug: w = 8 not counted
     assert miss_probability(n_releases, audit.distance, params["sigma"], audit.claimed_mu) < 1e-4  # the power
     assert audit.mu_lower > audit.claimed_mu and audit.epsilon_lower > 4.0, audit
@@ -208,34 +210,28 @@ def test_an_audit_rows_verdict_fails_a_correct_release_over_its_claim_and_a_plan
 # --- The weighted audit's neighbours against the worst pair (29 Nov 2026 review) ---
 
 
-def _outcome_swap_neighbours():
-    """The same-arm pair the arm flip misses for a large weight: the all-ones corner in arm 1, the outcome at either end
-    of its range (only the cross sums move: by w B)."""
-    corner = {c: hi for c, (_, hi) in zip(COLUMNS, FM.bounds, strict=True)} | {"t": 1}
-    low, high = FM.outcome_range
-    return with_target(BACKGROUND, corner | {"y": low}), with_target(BACKGROUND, corner | {"y": high})
-
-
-@pytest.mark.parametrize("w", [2.0, 8.0])
-def test_above_the_crossover_the_outcome_swap_is_further_apart_than_the_harness_arm_flip(w):
-    """The harness's arm flip sits at sqrt(B^4 + B^2 + w^2 B^2 / 2); the same-arm outcome swap at w B. Here (B^2 = 2)
-    they cross at w = sqrt(2 (B^2 + 1)) = 2.45: at w = 2 the arm flip is the worst pair (0.845 of Delta, what the
-    weighted audit measures), at w = 8 the swap is (0.977 of Delta against the arm flip's 0.723)."""
+@pytest.mark.parametrize("w", [2.0, 2.4, 2.5, 8.0])
+def test_the_harness_takes_the_outcome_swap_above_the_crossover(w):
+    """The arm flip sits at sqrt(B^4 + B^2 + w^2 B^2 / 2), the same-arm outcome swap at w B. Here (B^2 = 2) they cross
+    at w = sqrt(2 (B^2 + 1)) = 2.45: the harness takes the flip below it (0.845 of Delta at w = 2) and the swap above
+    (0.977 of Delta at w = 8, where the flip would show 0.723)."""
     request = _weighted_request(1.0, w)
-    flip = np.linalg.norm(np.subtract(*[exact_values(audit_table(f, COLUMNS), request)
-                                        for f in _neighbours(STATISTICS)]))
-    swap = np.linalg.norm(np.subtract(*[exact_values(audit_table(f, COLUMNS), request)
-                                        for f in _outcome_swap_neighbours()]))
+
+    def distance(pair):
+        return np.linalg.norm(np.subtract(*[exact_values(audit_table(f, COLUMNS), request) for f in pair]))
+
+    flip, swap, chosen = (distance(_neighbours(STATISTICS, v)) for v in (1.0, 8.0, w))
     b2, delta = FM.squared_norm_bound, statistics_sensitivity(FM, w)
     assert swap == pytest.approx(w * math.sqrt(b2), rel=1e-12) and max(flip, swap) <= delta
-    assert (swap > flip) == (w > math.sqrt(2 * (b2 + 1)))
-    assert max(flip, swap) / delta == pytest.approx({2.0: 0.845, 8.0: 0.977}[w], abs=1e-3)
+    assert chosen == max(flip, swap) and (swap > flip) == (w > math.sqrt(2 * (b2 + 1)))
+    if w in (2.0, 8.0):
+        assert chosen / delta == pytest.approx({2.0: 0.845, 8.0: 0.977}[w], abs=1e-3)
 
 
 @pytest.mark.parametrize("epsilon", [pytest.param(1.0, marks=pytest.mark.slow), 4.0])
 def test_the_largest_weight_stays_within_its_claim_on_its_worst_neighbours(epsilon, ledger_dir):
     """Real parties at w = 8 on the outcome swap (0.977 of Delta): no more than the claimed epsilon."""
-    audit, params = audit_through_parties(_outcome_swap_neighbours(), COLUMNS, _weighted_request(epsilon, 8.0), 150,
+    audit, params = audit_through_parties(_neighbours(STATISTICS, 8.0), COLUMNS, _weighted_request(epsilon, 8.0), 150,
                                           ledger_dir)
     assert params["sensitivity"] == pytest.approx(statistics_sensitivity(FM, 8.0))
     assert audit.distance == pytest.approx(8.0 * math.sqrt(FM.squared_norm_bound), rel=1e-9)
@@ -246,7 +242,7 @@ def test_a_seeded_audit_at_the_largest_weight_on_the_outcome_swap_comes_close_to
     """The method's power on the worst pair at w = 8 (numpy noise, seed fixed): it sees most of what 0.977 of Delta
     allows, where the arm flip would show at most 0.723 of it."""
     request = _weighted_request(1.0, 8.0)
-    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _outcome_swap_neighbours())
+    first, second = (exact_values(audit_table(f, COLUMNS), request) for f in _neighbours(STATISTICS, 8.0))
     sensitivity = statistics_sensitivity(FM, 8.0)
     audit = audit_gaussian_release(first, second, sensitivity, 1.0, DELTA, 200_000, rng=np.random.default_rng(5))
     assert audit.epsilon_lower <= 1.0 and audit.mu_lower <= audit.claimed_mu

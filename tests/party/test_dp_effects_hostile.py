@@ -95,13 +95,17 @@ def test_a_replayed_idempotency_key_returns_the_recorded_numbers_and_cannot_carr
 def test_the_sensitivity_comes_from_the_party_and_no_parameter_lowers_it(tmp_path, design):
     # The statistics' sensitivity depends on m only (every row is clipped into the unit box and
     # the outcome into [-1/2, 1/2]); the scores' only on the released sums (each scaled by its
-    # range). Claims of a sensitivity or sigma in the request are ignored.
+    # range). A request claiming a sensitivity or sigma is refused uncharged, naming the claim.
     party = _party(tmp_path)
-    planted = {"sensitivity": 1e-9, "sigma": 1e-9, "noise_sd": 1e-9}
-    stats = party.handle(hostile_request(STATISTICS, design=design, **planted))
+    for op in (STATISTICS, SCORES):
+        for claim in ("sensitivity", "sigma", "noise_sd"):
+            with pytest.raises(InputError, match=f"does not apply: {claim};"):
+                party.handle(hostile_request(op, design=design, **{claim: 1e-9}))
+    assert _charges(party) == 0
+    stats = party.handle(hostile_request(STATISTICS, design=design))
     assert stats.params["sensitivity"] == pytest.approx(statistics_sensitivity(FM))
     assert stats.params["sigma"] == pytest.approx(gaussian_zcdp_sigma(statistics_sensitivity(FM), RHO))
-    scores = party.handle(hostile_request(SCORES, design=design, **planted))
+    scores = party.handle(hostile_request(SCORES, design=design))
     parts = components(["aipw", "ipw"], ["ate", "att"], 5.0, 0.1)
     assert scores.params["sensitivity"] == pytest.approx(release_sensitivity(parts))
 
@@ -284,15 +288,27 @@ def test_an_out_of_core_party_releases_the_in_memory_weighted_sums_on_extreme_ro
     assert [_charges(p) for p in parties] == [1, 1]
 
 
-@pytest.mark.parametrize("weight", [8.0, float("nan"), "2"])
-def test_a_cross_weight_sent_to_the_scores_release_changes_nothing_it_calibrates(tmp_path, weight):
-    """Only the statistics release reads cross_weight: sent with the scores (even a value the statistics would
-    refuse), it is ignored, and the scores' sensitivity, sigma and charge are the unweighted request's."""
-    plain, weighted = _party(tmp_path, name="plain"), _party(tmp_path, name="weighted")
-    ours = weighted.handle(hostile_request(SCORES, cross_weight=weight))
-    theirs = plain.handle(hostile_request(SCORES))
-    assert ours.params["sensitivity"] == theirs.params["sensitivity"] and ours.params["sigma"] == theirs.params["sigma"]
-    assert [c.details for c in weighted.ledger.history()] == [c.details for c in plain.ledger.history()]
+@pytest.mark.parametrize("weight", [1.0, 8.0, float("nan"), "2"])
+def test_a_cross_weight_sent_to_the_scores_release_is_refused_uncharged(tmp_path, weight):
+    """Only the statistics release applies cross_weight: sent with the scores (even the default 1, or a value the
+    statistics would refuse), the request is refused before the charge, naming it, rather than run as if unweighted."""
+    party = _party(tmp_path)
+    with pytest.raises(InputError, match=r"does not apply: cross_weight; fix: send only .*trim"):
+        party.handle(hostile_request(SCORES, cross_weight=weight))
+    assert _charges(party) == 0
+
+
+@pytest.mark.parametrize("op", [STATISTICS, SCORES])
+def test_a_parameter_of_another_release_or_version_is_refused_uncharged(tmp_path, op):
+    """Whatever the party would not apply is refused in one line before the charge: the other release's parameters,
+    a misspelling, a field of a newer protocol."""
+    party = _party(tmp_path)
+    other = {STATISTICS: {"trim": 0.1}, SCORES: {"cross_weight": 2.0}}[op]
+    for extra in (other, {"crossweight": 2.0}, {"residual_clip": 0.3}, {"sensitivity": 1.0, "n_replicates": 8}):
+        with pytest.raises(InputError, match=f"^{op} request carries parameters this party does not apply: "
+                                             f"{', '.join(sorted(extra))};"):
+            party.handle(hostile_request(op, **extra))
+    assert _charges(party) == 0
 
 
 @pytest.mark.parametrize("other", [8.0, 1, 2.0000000000000004, 2])
