@@ -2,9 +2,11 @@
 
 A forked child runs a party node (policy, privacy ledger, audit log) answering differentially
 private ``dp_count`` requests whose params carry a 300 kB padding (so a kill often lands inside an
-audit-log write) alternating with ``describe``; after each reply it acknowledges the request's
-nonce to the parent, i.e. the reply would now leave the party. The parent kills the child with
-SIGKILL after a random delay, restarts it on the same files, and after the last kill checks:
+audit-log write) alternating with ``describe`` (both registered again as ``padded_dp_count`` and
+``padded_describe``, which accept the padding and a nonce too); after each reply it acknowledges
+the request's nonce to the parent, i.e. the reply would now leave the party. The parent kills the
+child with SIGKILL after a random delay, restarts it on the same files, and after the last kill
+checks:
 
 * every acknowledged reply has its ``received`` and ``released`` lines in the audit log;
 * the audit log's hash chain verifies (no merged or lost line); torn lines are counted;
@@ -37,10 +39,23 @@ from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.audit import JsonlAuditLog
 from collabcausal.party.audit_verify import read_audit_log, summarise
+from collabcausal.party.operations import lookup, operation
 from collabcausal.party.policy import PartyPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test tooling: tests/fault_injection.py
 from fault_injection import kill_loop
+
+
+def _padded(name: str) -> str:
+    """Register the operation ``name`` again as ``padded_<name>``, which also accepts the benchmark's ``nonce`` and
+    ``pad`` (a party refuses a parameter its operation does not apply); return the new name."""
+    op = lookup(name)
+    operation(f"padded_{name}", parameters=op.parameters | {"nonce", "pad"}, private_data=op.private_data,
+              differentially_private=op.differentially_private)(op.handler)
+    return f"padded_{name}"
+
+
+DESCRIBE, COUNT = _padded("describe"), _padded("dp_count")
 
 
 def _party(folder: Path) -> Party:
@@ -49,7 +64,7 @@ def _party(folder: Path) -> Party:
     return Party(
         "p",
         PartyTable.from_frame(frame, ["a"], treatment="t", outcome="y"),
-        policy=PartyPolicy(["describe", "dp_count"], ["a"]),
+        policy=PartyPolicy([DESCRIBE, COUNT], ["a"]),
         ledger=PrivacyLedger(folder / "ledger.sqlite", epsilon=1e9, dataset="d"),
         audit=JsonlAuditLog(folder / "audit.jsonl"),
     )
@@ -58,8 +73,8 @@ def _party(folder: Path) -> Party:
 def _request(nonce: int) -> Message:
     params = {"study": "s", "nonce": nonce, "pad": "x" * 300_000}
     if nonce % 2:
-        return Message("describe", params)
-    return Message("dp_count", {**params, "epsilon": 0.001, "by_arm": True})
+        return Message(DESCRIBE, params)
+    return Message(COUNT, {**params, "epsilon": 0.001, "by_arm": True})
 
 
 def _party_writer(folder: Path, fd: int) -> None:

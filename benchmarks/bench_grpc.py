@@ -64,7 +64,7 @@ WARMUP = 2
 BARE_SERVICE = "/collabcausal.bench.Bare/"
 
 
-@operation("bench_echo", private_data=False)
+@operation("bench_echo", parameters=(), private_data=False)
 def _echo(party: Party, request: Message) -> Message:
     return Message("bench_echo", {}, dict(request.arrays))
 

@@ -178,6 +178,7 @@ def request_release(
             components = plan.components_of(party)
             if isinstance(components, float):
                 raise InputError("DP representations need an integer number of components", "set party_components")
+            labels = party == plan.label_holders[i]
             params = {
                 "study": plan.study,
                 "epsilon": spec.epsilon,
@@ -185,9 +186,10 @@ def request_release(
                 "n_components": int(components),
                 "n_anchors": n_anchors,
                 "anchor_ranges": {k: [float(v[0]), float(v[1])] for k, v in plan.anchor_ranges.items()},
-                "labels": party == plan.label_holders[i],
-                "outcome_range": list(spec.outcome_range),
+                "labels": labels,
             }
+            if labels:  # the outcome's public range, which only the label holder's release applies
+                params["outcome_range"] = list(spec.outcome_range)
             if spec.clip_norm is not None:
                 params["clip_norm"] = float(spec.clip_norm)
             requests[party] = Message("dp_representation", params)

@@ -50,7 +50,7 @@ def hmac_ids(ids: Iterable[str], key: bytes) -> NDArray[np.uint8]:
     return np.frombuffer(digests, dtype=np.uint8).reshape(-1, 32).copy()
 
 
-@operation("aligned_ids")
+@operation("aligned_ids", parameters=())
 def aligned_ids(party: Party, request: Message) -> Message:
     """HMACs of the party's subject ids, in row order (see module docstring)."""
     key = getattr(party.policy, "alignment_key", None)
@@ -66,7 +66,7 @@ def aligned_ids(party: Party, request: Message) -> Message:
     )
 
 
-@operation("align", private_data=False)
+@operation("align", parameters=(), private_data=False)
 def align(party: Party, request: Message) -> Message:
     """Keep the rows the analyst's ``order`` names, in that order (see module docstring)."""
     order = np.asarray(request.array("order"))

@@ -82,7 +82,7 @@ def _add_each(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
-@operation("weighted_moments", exact_rows=True, out_of_core=True)
+@operation("weighted_moments", parameters=(), exact_rows=True, out_of_core=True)
 def weighted_moments(party: Party, request: Message) -> Message:
     """Weighted per-arm sufficient statistics of the party's covariates, for one or several weightings.
 

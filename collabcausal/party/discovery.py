@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -75,7 +75,7 @@ class DiscoveryRequest:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> DiscoveryRequest:
-        """Build from a request's params (unknown keys are ignored; missing ones take defaults)."""
+        """Build from a request's params (its fields only, the rest are the operation's; missing ones take defaults)."""
         if "epsilon" not in params:
             raise InputError(f"{OPERATION} request has no epsilon", "pass params={'epsilon': ..., ...}")
         names = {f for f in cls.__dataclass_fields__ if f in params}
@@ -221,7 +221,7 @@ def _release(
     return result
 
 
-@operation(OPERATION, differentially_private=True)
+@operation(OPERATION, parameters={"columns", *(f.name for f in fields(DiscoveryRequest))}, differentially_private=True)
 def dp_discover(party: Party, request: Message) -> Message:
     """Release the ANM direction between two of the party's covariates (fully protected only)."""
     columns = request.params.get("columns")

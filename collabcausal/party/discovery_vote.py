@@ -36,7 +36,7 @@ RULES: dict[str, dict[str, Any]] = {
 }
 
 
-@operation(OPERATION, differentially_private=True)
+@operation(OPERATION, parameters={"columns", "epsilon", "rule", "group_size"}, differentially_private=True)
 def dp_discover_vote(party: Party, request: Message) -> Message:
     """Charge, then release the noisy vote count of the groups' ANM decisions (module docstring)."""
     params = request.params

@@ -90,7 +90,8 @@ def standardised_moments(
     return moments, [int(k) for k in n_clipped]
 
 
-@operation(OPERATION, differentially_private=True, out_of_core=True)
+@operation(OPERATION, parameters={"epsilon", "delta", "columns", "bounds"}, differentially_private=True,
+           out_of_core=True)
 def dp_weighted_moments(party: Party, request: Message) -> Message:
     """(epsilon, delta)-DP weighted per-arm moments of the party's covariates (module docstring).
 

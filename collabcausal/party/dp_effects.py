@@ -91,11 +91,10 @@ STATISTICS = "dp_effects_statistics"
 SCORES = "dp_effects_scores"
 MAX_FOLDS = 20
 MAX_SITES = 1000
-SHARED_PARAMETERS = frozenset({"study", "columns", "design", "n_folds", "site", "rho", "delta", "secagg", "request_id"})
-PARAMETERS = {STATISTICS: SHARED_PARAMETERS | {"cross_weight"},
-              SCORES: SHARED_PARAMETERS | {"models", "replicates", "estimators", "estimands", "trim", "projection"}}
-"""The parameters each request may carry: any other is refused before the charge, so a coordinator's option that this
-party would not apply (a ``cross_weight`` sent to the scores, a newer version's field) is never silently ignored."""
+SHARED_PARAMETERS = frozenset({"columns", "design", "n_folds", "site", "rho", "delta", "secagg"})
+"""The parameters both operations apply (:func:`parse_request`); each declares its own besides, and any other is
+refused before the charge (:meth:`~collabcausal.party.operations.Operation.check_parameters`): a ``cross_weight``
+sent to the scores, a newer version's field."""
 
 
 @dataclass(frozen=True)
@@ -115,13 +114,6 @@ class EffectsRequest:
 def parse_request(party: Party, request: Message) -> EffectsRequest:
     """Check the shared parameters of a ``dp_effects`` request against the party's table; no data read."""
     p, op = request.params, request.operation
-    if "rho" not in p and "epsilon" in p:
-        raise InputError(f"{op} request states an epsilon; dp_effects releases are charged in zCDP",
-                         "send rho = zcdp_rho(epsilon, delta) shares (a coordinator of this version does)")
-    unknown = sorted(str(k) for k in p if k not in PARAMETERS[op])
-    if unknown:
-        raise InputError(f"{op} request carries parameters this party does not apply: {', '.join(unknown)}",
-                         f"send only {', '.join(sorted(PARAMETERS[op]))} (docs/protocol.md)")
     for key in ("rho", "delta", "columns", "design", "site", "n_folds"):
         if key not in p:
             raise InputError(f"{op} request has no {key}", "send a complete dp_effects request (docs/protocol.md)")
@@ -253,7 +245,7 @@ def row_sums(party: Party, request: EffectsRequest, per_rows: Callable[..., NDAr
     return RowSums(sums, {name: int(k) for name, k in zip(names, outside, strict=True)})
 
 
-@operation(STATISTICS, differentially_private=True, out_of_core=True)
+@operation(STATISTICS, parameters=SHARED_PARAMETERS | {"cross_weight"}, differentially_private=True, out_of_core=True)
 def dp_effects_statistics(party: Party, request: Message) -> Message:
     """``rho``-zCDP per-fold sufficient statistics of the party's rows (module docstring)."""
     req = parse_request(party, request)
@@ -265,7 +257,8 @@ def dp_effects_statistics(party: Party, request: Message) -> Message:
                         X, t, y, req.feature_map, req.site, folds, req.n_folds, w)), statistics_reach(w))
 
 
-@operation(SCORES, differentially_private=True, out_of_core=True)
+@operation(SCORES, parameters=SHARED_PARAMETERS | {"models", "replicates", "estimators", "estimands", "trim",
+                                                   "projection"}, differentially_private=True, out_of_core=True)
 def dp_effects_scores(party: Party, request: Message) -> Message:
     """``rho``-zCDP sums of bounded AIPW / Hajek scores (module docstring)."""
     req = parse_request(party, request)

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from collabcausal.party.node import Party
 
 DEFAULT_RANGE_QUANTILES = (0.025, 0.975)
+QUERY_PARAMETERS = frozenset({"epsilon", "columns"})
+"""The parameters every query applies (:func:`_admit`, :func:`_charge`); each adds its own (module docstring)."""
 
 
 def referenced_columns(request: Message) -> list[str]:
@@ -79,7 +81,7 @@ def _check_declared(request: Message) -> None:
         )
 
 
-@operation("dp_count", differentially_private=True)
+@operation("dp_count", parameters=QUERY_PARAMETERS | {"by_arm"}, differentially_private=True)
 def dp_count(party: Party, request: Message) -> Message:
     """Noisy number of rows (per arm with ``by_arm``): discrete Laplace, L1 sensitivity 2 (substitution)."""
     eps = _admit(request)
@@ -90,7 +92,7 @@ def dp_count(party: Party, request: Message) -> Message:
     return Message(request.operation, {"epsilon": eps}, {"counts": result.counts})
 
 
-@operation("dp_sum", differentially_private=True)
+@operation("dp_sum", parameters=QUERY_PARAMETERS | {"sums"}, differentially_private=True)
 def dp_sum(party: Party, request: Message) -> Message:
     """Noisy sums of clipped columns: Laplace with L1 sensitivity ``sum_j (hi_j - lo_j)`` (substitution)."""
     eps = _admit(request)
@@ -102,7 +104,7 @@ def dp_sum(party: Party, request: Message) -> Message:
     return Message(request.operation, {"epsilon": eps}, {"sums": sums})
 
 
-@operation("dp_mean", differentially_private=True)
+@operation("dp_mean", parameters=QUERY_PARAMETERS | {"sums"}, differentially_private=True)
 def dp_mean(party: Party, request: Message) -> Message:
     """Noisy count and sums (eps/2 each), and their post-processed ratio clipped to the bounds."""
     eps = _admit(request)
@@ -117,7 +119,8 @@ def dp_mean(party: Party, request: Message) -> Message:
     return Message(request.operation, {"epsilon": eps}, {"count": np.array([count]), "sums": sums, "means": means})
 
 
-@operation("dp_histogram", differentially_private=True)
+@operation("dp_histogram", parameters=QUERY_PARAMETERS | {"partition", "by_arm", "sums"},
+           differentially_private=True)
 def dp_histogram(party: Party, request: Message) -> Message:
     """Noisy counts (and sums) per cell of a public partition, per arm with ``by_arm``.
 
@@ -135,7 +138,7 @@ def dp_histogram(party: Party, request: Message) -> Message:
     return Message(request.operation, {"epsilon": eps}, {"counts": result.counts, "sums": result.sums})
 
 
-@operation("dp_range", differentially_private=True)
+@operation("dp_range", parameters=QUERY_PARAMETERS | {"bounds", "quantiles"}, differentially_private=True)
 def dp_range(party: Party, request: Message) -> Message:
     """DP quantiles of each column within public coarse bounds (e.g. anchor ranges for DC-QE).
 

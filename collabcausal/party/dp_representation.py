@@ -146,7 +146,8 @@ def clip_norms(Z: NDArray[np.float64], clip_norm: float) -> tuple[NDArray[np.flo
     return Z * factor[:, None], int(np.count_nonzero(factor < 1.0))
 
 
-@operation(OPERATION, differentially_private=True)
+@operation(OPERATION, parameters={"epsilon", "delta", "n_components", "n_anchors", "anchor_ranges", "clip_norm",
+                                  "labels", "outcome_range"}, differentially_private=True)
 def dp_representation(party: Party, request: Message) -> Message:
     """An (epsilon, delta)-DP representation of all the party's subjects (module docstring).
 

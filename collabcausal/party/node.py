@@ -116,6 +116,10 @@ class Party:
         ------
         ProtocolError
             Unknown operation or malformed request.
+        InputError
+            A request parameter the operation does not apply (it declares the ones it does:
+            :meth:`~collabcausal.party.operations.Operation.check_parameters`), refused before the policy,
+            the ledger or any row is read; or a malformed request.
         PolicyError, BudgetExceededError
             The party's policy or ledger refuses the request.
 
@@ -127,6 +131,7 @@ class Party:
         last_charge: int | None = None
         try:
             op = lookup(request.operation)
+            op.check_parameters(request)
             self._check_study(request)
             if not op.runs_on(self.table):
                 raise PolicyError(

@@ -11,6 +11,13 @@ row-level one (``exact_rows``: an exact function of the rows' covariate values, 
 representation or weighted moments). The policy's rule that the two may not be answered on the
 same columns (:mod:`collabcausal.party.policy`) and the effective guarantee a party prints read
 these flags, nothing else.
+
+It is also where each operation declares the request parameters it applies (``parameters``):
+:meth:`collabcausal.party.node.Party.handle` refuses a request carrying any other
+(:meth:`Operation.check_parameters`) before its policy, its ledger or any row is read, so an option
+the party would not apply (a newer coordinator's field, a misspelling, a claimed ``sensitivity``) is
+never silently ignored. Every operation also accepts :data:`ALWAYS_ACCEPTED`, and a differentially
+private one :data:`IDEMPOTENCY_KEY`, which ``Party.handle`` reads itself.
 """
 
 from __future__ import annotations
@@ -19,12 +26,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from collabcausal.errors import ProtocolError
+from collabcausal.errors import InputError, ProtocolError
 from collabcausal.messages import Message
 
 Handler = Callable[[Any, Message], Message]
 """``handler(party, request) -> reply``; the party is a :class:`collabcausal.party.node.Party`, which
 imports this registry (so the registry does not import it back)."""
+
+ALWAYS_ACCEPTED = frozenset({"study"})
+"""Request parameters every operation accepts: :meth:`~collabcausal.party.node.Party.handle` checks ``study``
+against the study the party joined, and the audit log and the ledger record it."""
+
+IDEMPOTENCY_KEY = "request_id"
+"""The request parameter every differentially private operation accepts: ``Party.handle``'s idempotency key (a
+retry gets the recorded reply, uncharged); no other operation is charged, so none applies it."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,9 @@ class Operation:
         Wire name, e.g. ``"dc_representation"``.
     handler : callable
         ``handler(party, request) -> reply``.
+    parameters : frozenset of str
+        The request parameters the operation applies, :data:`ALWAYS_ACCEPTED` and (DP) :data:`IDEMPOTENCY_KEY`
+        included: a request carrying any other is refused (:meth:`check_parameters`).
     private_data : bool
         True when the reply is computed from the party's private rows (always audited).
     differentially_private : bool
@@ -52,6 +70,7 @@ class Operation:
 
     name: str
     handler: Handler
+    parameters: frozenset[str]
     private_data: bool = True
     differentially_private: bool = False
     exact_rows: bool = False
@@ -61,6 +80,16 @@ class Operation:
         """True when the operation can answer from ``table`` (any table in memory)."""
         return table.in_memory or self.out_of_core or not self.private_data
 
+    def check_parameters(self, request: Message) -> None:
+        """Refuse ``request`` if it carries a parameter this operation does not apply (a one-line :class:`InputError`
+        naming it and the accepted ones); it reads the request only, so it runs before anything else."""
+        unknown = sorted(str(key) for key in request.params if key not in self.parameters)
+        if unknown:
+            raise InputError(
+                f"{self.name} request carries parameters this party does not apply: {', '.join(unknown)}",
+                f"send only {', '.join(sorted(self.parameters))} (docs/protocol.md)",
+            )
+
 
 _REGISTRY: dict[str, Operation] = {}
 
@@ -68,19 +97,36 @@ _REGISTRY: dict[str, Operation] = {}
 def operation(
     name: str,
     *,
+    parameters: Iterable[str],
     private_data: bool = True,
     differentially_private: bool = False,
     exact_rows: bool = False,
     out_of_core: bool = False,
 ) -> Callable[[Handler], Handler]:
-    """Register ``handler`` as the party operation ``name`` (decorator)."""
+    """Register ``handler`` as the party operation ``name`` (decorator).
+
+    Parameters
+    ----------
+    name : str
+        The operation's wire name.
+    parameters : iterable of str
+        The request parameters its handler (and every helper it passes them to) applies; :data:`ALWAYS_ACCEPTED`
+        and, for a DP operation, :data:`IDEMPOTENCY_KEY` are added. Required: a request carrying any other key is
+        refused before the policy, the ledger or a row is read.
+    private_data, differentially_private, exact_rows, out_of_core : bool
+        The release's kind (:class:`Operation`).
+    """
+    if isinstance(parameters, str):
+        raise RuntimeError(f"party operation {name!r} declares its parameters as one string, not a set of names")
+    accepted = frozenset(parameters) | ALWAYS_ACCEPTED | ({IDEMPOTENCY_KEY} if differentially_private else set())
 
     def register(handler: Handler) -> Handler:
         if name in _REGISTRY:
             raise RuntimeError(f"party operation {name!r} is registered twice")
         if exact_rows and differentially_private:
             raise RuntimeError(f"party operation {name!r} cannot be both exact row-level and DP")
-        _REGISTRY[name] = Operation(name, handler, private_data, differentially_private, exact_rows, out_of_core)
+        _REGISTRY[name] = Operation(name, handler, accepted, private_data, differentially_private, exact_rows,
+                                    out_of_core)
         return handler
 
     return register

@@ -46,7 +46,7 @@ from collabcausal.party.operations import operation
 from collabcausal.party.reducer import StandardizedPCA
 
 
-@operation("describe", private_data=False)
+@operation("describe", parameters=(), private_data=False)
 def describe(party: Party, request: Message) -> Message:
     """Public metadata about the party's table (no values).
 
@@ -77,7 +77,8 @@ def describe(party: Party, request: Message) -> Message:
     )
 
 
-@operation("dc_representation", exact_rows=True, out_of_core=True)
+@operation("dc_representation", parameters={"n_anchors", "anchor_ranges", "n_components", "labels", "anchor_rows"},
+           exact_rows=True, out_of_core=True)
 def dc_representation(party: Party, request: Message) -> Message:
     """Intermediate representations X~_ij and A~_ij of the party's (resampled) rows.
 

@@ -108,7 +108,7 @@ class IdentityFiles:
         return Identity(Signer.from_files(cert, key), None if ca is None else load_certificate(ca), self.peers)
 
 
-@operation(KEYS_OPERATION, private_data=False)
+@operation(KEYS_OPERATION, parameters={"round"}, private_data=False)
 def secagg_keys(party: Party, request: Message) -> Message:
     """Stage 1: a fresh round key for ``params["round"]`` of ``params["study"]``, signed."""
     identity = require_identity(party)

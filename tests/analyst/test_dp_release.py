@@ -19,6 +19,7 @@ from collabcausal.anchor_key import simulation_anchor_key
 from collabcausal.errors import InputError
 from collabcausal.estimators.propensity import LogisticPropensity
 from collabcausal.ledger import PrivacyLedger
+from collabcausal.messages import Message
 from collabcausal.protocol.inprocess import InProcessGrid
 from collabcausal.simulations.datasets import load_lalonde
 from collabcausal.simulations.partition import build_parties, partition_grid
@@ -122,6 +123,22 @@ def test_only_ipw_is_offered_on_dp_representations(lalonde_grid):
     psm = DCQEPlan(**{**plan.__dict__, "estimators": ("psm", "ipw")})
     with pytest.raises(InputError, match="IPW estimator only"):
         run_dp_dcqe(InProcessGrid(parties), psm, DPRepresentationSpec(1.0, 1e-5, (0.0, 125.0)))
+
+
+def test_only_the_label_holders_are_sent_the_outcome_range(lalonde_grid):
+    """Only a label holder's release applies the outcome range, so only its request carries one (another party's
+    would accept the key and leave it unused)."""
+    parties, plan = lalonde_grid
+    sent: dict[str, Message] = {}
+
+    class Recording(InProcessGrid):
+        def send_and_receive(self, requests, *, timeout=None):
+            sent.update((p, m) for p, m in requests.items() if m.operation == "dp_representation")
+            return super().send_and_receive(requests, timeout=timeout)
+
+    request_release(Recording(parties), plan, DPRepresentationSpec(1e8, 1e-5, (0.0, 125.0)))
+    assert sorted(p for p, m in sent.items() if "outcome_range" in m.params) == sorted(plan.label_holders)
+    assert len(sent) == 4 and all(m.params["labels"] == ("outcome_range" in m.params) for m in sent.values())
 
 
 def test_given_a_release_the_analyst_side_is_a_function_of_the_study_seed(lalonde_grid):

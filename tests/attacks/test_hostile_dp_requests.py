@@ -2,10 +2,11 @@
 
 Seed-like keys in every DP request: the noise of a party's release must come from OpenDP's
 OS-entropy sampler whatever the request says (docs/threat-model.md), so a request carrying
-``seed``, ``rng``, ``random_state``, ``noise_seed`` or ``noise_rng`` must neither be refused for it
-nor reach a seeded (numpy) draw. Every noise draw of every DP operation is recorded (the
-mechanisms' ``rng`` argument) through ``Party.handle``. Idempotency keys of the study kinds'
-operations: a key names one request and one charge.
+``seed``, ``rng``, ``random_state``, ``noise_seed`` or ``noise_rng`` is refused uncharged (a
+parameter no operation applies, docs/protocol.md) and the request without it reaches no seeded
+(numpy) draw. Every noise draw of every DP operation is recorded (the mechanisms' ``rng``
+argument) through ``Party.handle``. Idempotency keys of the study kinds' operations: a key names
+one request and one charge.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 import collabcausal.estimators.dp.aggregates as aggregates
 import collabcausal.estimators.dp.mechanisms as mechanisms
 from collabcausal.anchor_key import simulation_anchor_key
-from collabcausal.errors import ProtocolError
+from collabcausal.errors import InputError, ProtocolError
 from collabcausal.estimators.dp.partitions import regular_cut
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
@@ -59,7 +60,11 @@ def test_no_request_key_reaches_a_seeded_noise_draw(tmp_path, monkeypatch, opera
                   ledger=PrivacyLedger(tmp_path / "l.sqlite", epsilon=100.0, delta=1e-2, dataset="d"),
                   anchor_key=simulation_anchor_key(0))
     params, arrays = REQUESTS[operation]
-    party.handle(Message(operation, {"study": "s", "epsilon": 1.0, **params, **SEEDS}, arrays))
+    for key, value in SEEDS.items():
+        with pytest.raises(InputError, match=f"does not apply: {key};"):
+            party.handle(Message(operation, {"study": "s", "epsilon": 1.0, **params, key: value}, arrays))
+    assert not rngs and party.ledger.history() == []
+    party.handle(Message(operation, {"study": "s", "epsilon": 1.0, **params}, arrays))
     assert rngs and all(r is None for r in rngs)
     assert len(party.ledger.history()) == 1
 

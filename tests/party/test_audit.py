@@ -12,7 +12,7 @@ import pytest
 from fault_injection import kill_loop
 
 import collabcausal.party  # noqa: F401  (registers the operations)
-from collabcausal.errors import ConfigError, PolicyError
+from collabcausal.errors import ConfigError, InputError, PolicyError
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -182,7 +182,8 @@ def test_params_nested_100000_deep_are_logged_as_such(tmp_path):
     nested: list = []
     for _ in range(100_000):
         nested = [nested]
-    _party(log).handle(Message("describe", {"x": nested}))
+    with pytest.raises(InputError, match="does not apply: x;"):  # refused, and logged first
+        _party(log).handle(Message("describe", {"x": nested}))
     assert log.entries()[0]["params"] == "params nested deeper than 64 levels"
 
 

@@ -191,7 +191,7 @@ def test_a_dp_moments_request_refuses_stacked_samples_before_any_charge(tmp_path
 
 def test_operations_that_need_the_rows_in_memory_and_resamples_are_refused(tmp_path, tables):
     party = ledger_party(tmp_path, tables[0])
-    dp_mean = Message("dp_mean", {"column": "a", "epsilon": 1.0, "bounds": [-4, 4]})
+    dp_mean = Message("dp_mean", {"epsilon": 1.0, "columns": ["a"], "sums": [{"column": "a", "bounds": [-4, 4]}]})
     with pytest.raises(PolicyError, match="out of core, and dp_mean needs it in memory"):
         party.handle(dp_mean)
     resample = Message("dc_representation", {"study": "s", "n_anchors": 60, "anchor_ranges": RANGES,

@@ -130,10 +130,12 @@ def test_a_malformed_request_is_refused_uncharged(tmp_path, change, error, match
 
 @pytest.mark.parametrize("op", [STATISTICS, SCORES])
 def test_a_request_stating_epsilon_instead_of_rho_is_refused_uncharged(tmp_path, op):
+    """dp_effects releases are charged in zCDP: an epsilon is a parameter they do not apply, and the refusal names
+    rho among those they do."""
     party = _party(tmp_path)
-    request = _request(op, **SCORE_PARAMS)
+    request = _request(op, **(SCORE_PARAMS if op == SCORES else {}))
     old = {k: v for k, v in request.params.items() if k != "rho"} | {"epsilon": 1.0}
-    with pytest.raises(InputError, match="states an epsilon; dp_effects releases are charged in zCDP"):
+    with pytest.raises(InputError, match=r"does not apply: epsilon; fix: send only .*\brho\b"):
         party.handle(Message(op, old))
     assert party.ledger.spent() == (0.0, 0.0) and party.ledger.history() == []
 

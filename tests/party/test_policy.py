@@ -46,9 +46,9 @@ def test_table_with_a_column_outside_the_policy_is_refused():
 
 
 def test_request_naming_a_forbidden_column_is_refused():
-    party = _party(PartyPolicy(OPS, ["a", "b"]))
+    party = _party(PartyPolicy(["dp_count"], ["a", "b"]))
     with pytest.raises(PolicyError, match="column 'c'"):
-        party.handle(Message("describe", {"columns": ["a", "c"]}))
+        party.handle(Message("dp_count", {"epsilon": 1.0, "columns": ["a", "c"]}))
 
 
 def test_table_below_the_minimum_subjects_is_refused():

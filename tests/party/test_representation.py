@@ -118,7 +118,8 @@ def test_a_later_anchor_block_needs_the_fit_of_the_same_request(changed: dict) -
 @pytest.mark.parametrize(
     ("req", "error", "message"),
     [
-        (Message("dc_representation", {"seed": 1}), ProtocolError, "lacks 'n_anchors'"),
+        (Message("dc_representation", {"study": "s"}), ProtocolError, "lacks 'n_anchors'"),
+        (Message("dc_representation", {"seed": 1}), InputError, "does not apply: seed;"),
         (request(anchor_rows=[5]), ProtocolError, "two integers"),
         (request(anchor_rows=[True, 5]), ProtocolError, "two integers"),
         (request(anchor_rows=[0, 41]), ProtocolError, "not a block of the 40 anchor rows"),

@@ -90,7 +90,7 @@ def test_params_nested_100000_deep_are_refused_without_recursion(party):
     nested: list = []
     for _ in range(100_000):
         nested = [nested]
-    _refused(party, Message("describe", {"x": nested}), "max_params_depth")
+    _refused(party, Message("dp_range", {"quantiles": nested}), "max_params_depth")
 
 
 def test_a_list_of_20000_quantiles_is_refused_before_the_charge(party):
@@ -102,7 +102,7 @@ def test_a_list_of_20000_quantiles_is_refused_before_the_charge(party):
 
 
 def test_params_above_max_params_bytes_are_refused(party):
-    _refused(party, Message("describe", {"note": "x" * (2 << 20)}), "max_params_bytes")
+    _refused(party, Message("describe", {"study": "x" * (2 << 20)}), "max_params_bytes")
 
 
 def test_anchor_rows_and_components_are_capped_before_any_work(party):

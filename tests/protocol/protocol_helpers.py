@@ -35,23 +35,23 @@ def small_party(name: str, n: int = 30) -> Party:
     return Party(name, PartyTable.from_frame(frame, ["x1", "x2"], treatment="t", outcome="y"))
 
 
-@operation("test_echo", private_data=False)
+@operation("test_echo", parameters={"k", "x", "z", "round"}, private_data=False)
 def _test_echo(party: Party, request: Message) -> Message:
-    """Test-only operation: echo params, double arrays."""
+    """Test-only operation: echo its params (those the tests send), double arrays."""
     return Message("test_echo", dict(request.params), {k: v * 2 for k, v in request.arrays.items()})
 
 
 RENDEZVOUS = threading.Barrier(2, timeout=20)
 
 
-@operation("test_rendezvous", private_data=False)
+@operation("test_rendezvous", parameters=(), private_data=False)
 def _test_rendezvous(party: Party, request: Message) -> Message:
     """Test-only operation: answers once two parties (threads of this process) are both running it."""
     RENDEZVOUS.wait()
     return Message("test_rendezvous", {"party": party.name})
 
 
-@operation("test_refuse", private_data=False)
+@operation("test_refuse", parameters=(), private_data=False)
 def _test_refuse(party: Party, request: Message) -> Message:
     """Test-only operation: always refused."""
     raise PolicyError(f"party {party.name!r} refuses the test", "do not ask")
@@ -93,7 +93,7 @@ def wait_until_joined(grid, names, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-@operation("test_bad_reply", private_data=False)
+@operation("test_bad_reply", parameters=(), private_data=False)
 def _test_bad_reply(party: Party, request: Message) -> Message:
     """Test-only operation: a reply whose params cannot travel as JSON."""
     return Message("test_bad_reply", {"value": np.float32(1.0)})

@@ -112,7 +112,6 @@ def test_party_killed_during_upload_and_restarted_completes_the_round(lalonde_2x
     request = Message(
         "dc_representation",
         {
-            "seed": 0,
             "n_anchors": 200_000,
             "n_components": 3,
             "labels": True,

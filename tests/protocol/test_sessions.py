@@ -33,7 +33,7 @@ from collabcausal.messages import Message
 from collabcausal.party.operations import operation
 from collabcausal.protocol.client import PartyClient
 
-@operation("test_hang", private_data=False)
+@operation("test_hang", parameters=(), private_data=False)
 def _hang(party, request):
     print("computing", flush=True)
     time.sleep(600)
@@ -43,7 +43,7 @@ PartyClient(small_party("b"), sys.argv[2], tls=tls_of(Path(sys.argv[3]), "b"), p
 """
 
 
-@operation("test_slow", private_data=False)
+@operation("test_slow", parameters={"seconds"}, private_data=False)
 def _test_slow(party: Party, request: Message) -> Message:
     """Test-only operation: answers after ``params["seconds"]`` seconds."""
     time.sleep(request.params["seconds"])

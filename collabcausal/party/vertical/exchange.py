@@ -37,6 +37,13 @@ from collabcausal.vertical.transcript import (
 
 SIGNS = "the vertical rounds' ciphertexts"
 """What a party's certificate signs here (named in the refusal of a party without one)."""
+CONTEXT_PARAMETERS = frozenset({"context_advertisement"})
+"""The request parameter :func:`verified_context` reads (the key owner's signed context)."""
+COLUMNS_PARAMETERS = CONTEXT_PARAMETERS | {"chunks", "columns_advertisement"}
+"""The request parameters :func:`verified_columns` reads (the key owner's context and its signed columns)."""
+SEAL_KEYS = "seal_keys"
+"""The request parameter whose round keys :func:`receiver_keys` verifies (the receivers of this party's sealed
+ciphertexts)."""
 
 
 def pinned_identity(party: Party) -> Identity:
@@ -53,8 +60,8 @@ def pinned_identity(party: Party) -> Identity:
     return identity
 
 
-__all__ = ["columns_reply", "pinned_identity", "receiver_keys", "sealed_columns", "sealed_reply", "totals_reply",
-           "verified_columns", "verified_context", "verified_totals"]
+__all__ = ["COLUMNS_PARAMETERS", "CONTEXT_PARAMETERS", "SEAL_KEYS", "columns_reply", "pinned_identity", "receiver_keys",
+           "sealed_columns", "sealed_reply", "totals_reply", "verified_columns", "verified_context", "verified_totals"]
 
 
 def columns_reply(party: Party, request: Message, req: VerticalRequest, owner: KeyOwner,

@@ -29,8 +29,15 @@ from collabcausal.party.vertical.rounds import KeyRound, close_round
 from collabcausal.secagg import NOISE_TAIL, SCALE_BITS, encode
 from collabcausal.vertical.dp_effects_rounds import open_totals
 from collabcausal.vertical.packing import packed_count
+from collabcausal.vertical.relay import totals_keys
 
-__all__ = ["open_release"]
+__all__ = ["open_parameters", "open_release"]
+
+
+def open_parameters(evaluators: int) -> frozenset[str]:
+    """The request parameters :func:`open_release` reads for a round of up to ``evaluators`` evaluators: ``round``,
+    optional ``secagg`` and each evaluator's totals signature (:func:`~collabcausal.vertical.relay.totals_keys`)."""
+    return frozenset({"round", "secagg", *(totals_keys(k)[1] for k in range(evaluators))})
 
 
 def open_release(party: Party, request: Message, release: str) -> Message:

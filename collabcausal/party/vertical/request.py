@@ -51,8 +51,12 @@ FURTHER = -2
 
 MAX_BATCH_ROWS = 262_144
 """Most subjects one batch of columns carries: 27 score inputs of 32 ciphertexts at N = 16384, about 0.8 GB."""
+VERTICAL_PARAMETERS = frozenset({"round", "rho", "delta", "design", "site", "column_groups", "parties", "n_subjects",
+                                 "norm_bounds", "batch_rows", "batch"})
+"""The parameters :func:`parse_vertical` applies (with ``study``, which every operation accepts): every vertical
+operation but the opening declares them."""
 __all__ = ["ANY_OTHER", "FURTHER", "KEY_OWNER", "LABEL_HOLDER", "MAX_BATCH_ROWS", "MAX_COLUMN_GROUPS",
-           "VerticalRequest", "charge", "parse_vertical"]
+           "VERTICAL_PARAMETERS", "VerticalRequest", "charge", "parse_vertical"]
 
 
 @dataclass(frozen=True)

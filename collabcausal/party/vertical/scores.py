@@ -38,6 +38,9 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.vertical.evaluations import add_batch, begin, count_batch, evaluation
 from collabcausal.party.vertical.exchange import (
+    COLUMNS_PARAMETERS,
+    CONTEXT_PARAMETERS,
+    SEAL_KEYS,
     columns_reply,
     pinned_identity,
     receiver_keys,
@@ -47,11 +50,12 @@ from collabcausal.party.vertical.exchange import (
     verified_columns,
     verified_context,
 )
-from collabcausal.party.vertical.opening import open_release
+from collabcausal.party.vertical.opening import open_parameters, open_release
 from collabcausal.party.vertical.request import (
     FURTHER,
     KEY_OWNER,
     LABEL_HOLDER,
+    VERTICAL_PARAMETERS,
     VerticalRequest,
     charge,
     parse_vertical,
@@ -60,6 +64,7 @@ from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_b
 from collabcausal.vertical.dp_effects_rounds import check_score_headroom, encrypt_score_inputs, score_summands
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.parameters import CKKSParameters, preset
+from collabcausal.vertical.relay import SEALED_FROM
 
 COLUMNS = "vertical_scores_columns"
 TOTALS = "vertical_scores_totals"
@@ -70,6 +75,9 @@ DEPTH = 7
 PARTS = "vertical_scores_parts"
 PARTS_RELEASE = "scores parts"
 """A further party's state between batches (the key owner's context, the batches encrypted so far)."""
+
+PROGRAM_PARAMETERS = VERTICAL_PARAMETERS | {"program"}
+"""The parameters every step of the scores round but the opening applies: the round's terms and its score program."""
 
 __all__ = ["COLUMNS", "OPEN", "PARTS", "TOTALS"]
 
@@ -94,7 +102,7 @@ def _inputs(program: ScoreProgram) -> int:
     return 3 * (1 + len(program.changes))
 
 
-@operation(COLUMNS, differentially_private=True)
+@operation(COLUMNS, parameters=PROGRAM_PARAMETERS, differentially_private=True)
 def vertical_scores_columns(party: Party, request: Message) -> Message:
     """P: encrypt its clipped parts of the request's batch for the scores round (module docstring); charged at
     batch 0, before it computes."""
@@ -118,7 +126,7 @@ def vertical_scores_columns(party: Party, request: Message) -> Message:
     return columns_reply(party, request, req, state.owner, encrypt_score_inputs(state.owner, inputs), terms)
 
 
-@operation(PARTS, differentially_private=True)
+@operation(PARTS, parameters=PROGRAM_PARAMETERS | CONTEXT_PARAMETERS | {SEAL_KEYS}, differentially_private=True)
 def vertical_scores_parts(party: Party, request: Message) -> Message:
     """A further party (three or more column groups): its clipped parts of the request's batch encrypted under P's
     public context and sealed to L (:mod:`~collabcausal.vertical.sealed`), so that neither the coordinator nor P, who
@@ -128,7 +136,7 @@ def vertical_scores_parts(party: Party, request: Message) -> Message:
     terms = _terms(req, program)
     state = evaluation(party, req, PARTS_RELEASE, terms)
     context = verified_context(party, request, req, req.parties[KEY_OWNER], None if state is None else state.context)
-    keys = receiver_keys(party, req, [LABEL_HOLDER], request.params.get("seal_keys"))
+    keys = receiver_keys(party, req, [LABEL_HOLDER], request.params.get(SEAL_KEYS))
     sigma = scores_sigma(program, req.rho)
     if state is None:
         _check_headroom(context.parameters, req, program, sigma)
@@ -141,7 +149,7 @@ def vertical_scores_parts(party: Party, request: Message) -> Message:
     return Message(request.operation, {"batch": req.batch, "sigma": sigma} | sealed[0], sealed[1])
 
 
-@operation(TOTALS, differentially_private=True)
+@operation(TOTALS, parameters=PROGRAM_PARAMETERS | COLUMNS_PARAMETERS | {SEALED_FROM}, differentially_private=True)
 def vertical_scores_totals(party: Party, request: Message) -> Message:
     """L: the released score sums under P's key, summed batch by batch, its noise share inside (module docstring);
     with three or more column groups the further parties' parts come sealed to L and are added under encryption.
@@ -175,7 +183,7 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
     return totals_reply(party, request, req, totals, terms, {"sigma": sigma})
 
 
-@operation(OPEN, differentially_private=True)
+@operation(OPEN, parameters=open_parameters(1), differentially_private=True)
 def vertical_scores_open(party: Party, request: Message) -> Message:
     """P: the released (scaled) score sums (module docstring)."""
     return open_release(party, request, RELEASE)

@@ -28,6 +28,7 @@ import numpy as np
 from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
 from collabcausal.estimators.dp.effects.vertical import (
+    MAX_COLUMN_GROUPS,
     CrossEntry,
     cross_entries,
     entry_parties,
@@ -44,6 +45,8 @@ from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.vertical.evaluations import add_batch, begin, evaluation
 from collabcausal.party.vertical.exchange import (
+    COLUMNS_PARAMETERS,
+    SEAL_KEYS,
     columns_reply,
     pinned_identity,
     receiver_keys,
@@ -52,8 +55,15 @@ from collabcausal.party.vertical.exchange import (
     totals_reply,
     verified_columns,
 )
-from collabcausal.party.vertical.opening import open_release
-from collabcausal.party.vertical.request import ANY_OTHER, LABEL_HOLDER, VerticalRequest, charge, parse_vertical
+from collabcausal.party.vertical.opening import open_parameters, open_release
+from collabcausal.party.vertical.request import (
+    ANY_OTHER,
+    LABEL_HOLDER,
+    VERTICAL_PARAMETERS,
+    VerticalRequest,
+    charge,
+    parse_vertical,
+)
 from collabcausal.party.vertical.rounds import KeyRound, check_new_round, next_batch, open_round
 from collabcausal.vertical.dp_effects_rounds import (
     ARM_PRODUCT,
@@ -66,6 +76,7 @@ from collabcausal.vertical.dp_effects_rounds import (
 from collabcausal.vertical.keys import KeyOwner
 from collabcausal.vertical.packing import check_headroom
 from collabcausal.vertical.parameters import preset
+from collabcausal.vertical.relay import SEALED_FROM
 
 COLUMNS = "vertical_statistics_columns"
 TOTALS = "vertical_statistics_totals"
@@ -105,7 +116,7 @@ def _receivers(req: VerticalRequest) -> list[int]:
     return list(range(req.me + 1, req.groups.n_parties))
 
 
-@operation(COLUMNS, differentially_private=True)
+@operation(COLUMNS, parameters=VERTICAL_PARAMETERS, differentially_private=True)
 def vertical_statistics_columns(party: Party, request: Message) -> Message:
     """L: encrypt its factors of the request's batch for the statistics round (module docstring); charged at
     batch 0, before it computes."""
@@ -139,7 +150,8 @@ def vertical_statistics_columns(party: Party, request: Message) -> Message:
     return columns_reply(party, request, req, state.owner, list(columns.values()), terms)
 
 
-@operation(TOTALS, differentially_private=True)
+@operation(TOTALS, parameters=VERTICAL_PARAMETERS | COLUMNS_PARAMETERS | {SEALED_FROM, SEAL_KEYS},
+           differentially_private=True)
 def vertical_statistics_totals(party: Party, request: Message) -> Message:
     """An evaluator: its cross entries under L's key, summed batch by batch, its noise share inside (module
     docstring); with three or more column groups it also multiplies the earlier parties' products of L's arm and
@@ -159,7 +171,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
                                   {s: len(req.columns_of(s)) for s in senders})
         encrypted |= {(ARM_PRODUCT, c): column for s in senders
                       for c, column in zip(req.columns_of(s), received[s], strict=True)}
-    keys = receiver_keys(party, req, receivers, request.params.get("seal_keys")) if receivers else {}
+    keys = receiver_keys(party, req, receivers, request.params.get(SEAL_KEYS)) if receivers else {}
     fm = req.feature_map
     sigma = statistics_sigma(fm, req.rho, req.groups)
     if state is None:
@@ -179,7 +191,7 @@ def vertical_statistics_totals(party: Party, request: Message) -> Message:
     return Message(request.operation, reply.params | sealed[0], reply.arrays | sealed[1])
 
 
-@operation(OPEN, differentially_private=True)
+@operation(OPEN, parameters=open_parameters(MAX_COLUMN_GROUPS - 1), differentially_private=True)
 def vertical_statistics_open(party: Party, request: Message) -> Message:
     """L: the released statistics vector (module docstring)."""
     return open_release(party, request, RELEASE)

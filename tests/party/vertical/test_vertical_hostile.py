@@ -134,10 +134,14 @@ def test_a_program_other_than_the_key_owners_is_refused_by_the_evaluator(w, prog
 
 def test_each_party_charges_the_sigma_it_recomputed_from_the_program_not_a_stated_one(w, program_spec) -> None:
     """The coordinator adds a tiny ``sigma`` (and forged ``unit``, ``parts``, ``poly``) to the program and to the
-    params: each party's charge records the sigma it derived from the model and limits, the signed terms carry
+    params: the params' ``sigma`` is refused uncharged by each party (a parameter it does not apply); with the forged
+    program alone, each party's charge records the sigma it derived from the model and limits, the signed terms carry
     the program without them, and the release's noise follows that sigma (its reply's ``sigma``)."""
     forged = program_spec | {"sigma": 1e-9, "unit": 1e9, "parts": [[0, 1e-9]], "poly": {"coefficients": [0.5]}}
-    sent = request(w, "scores", program=forged, sigma=1e-9)
+    sent = request(w, "scores", program=forged)
+    stated = "does not apply: sigma;"
+    refused_uncharged(w.other, request(w, "scores", program=forged, sigma=1e-9), InputError, stated)
+    refused_uncharged(w.label, Message("vertical_scores_totals", sent.params | {"sigma": 1e-9}), InputError, stated)
     reply = w.other.handle(sent)
     totals = w.label.handle(relayed("scores", sent, reply))
     expected = scores_sigma(honest_program(w), sent.params["rho"])
@@ -150,10 +154,13 @@ def test_each_party_charges_the_sigma_it_recomputed_from_the_program_not_a_state
 
 
 def test_a_stated_sigma_does_not_reach_the_statistics_either(w) -> None:
-    """The same for the statistics: L's charge and P's carry the sigma of the design's sensitivity."""
-    sent = request(w, "statistics", sigma=1e-9)
+    """The same for the statistics: a stated sigma is refused uncharged, and L's charge and P's carry the sigma of the
+    design's sensitivity."""
+    sent = request(w, "statistics")
+    refused_uncharged(w.label, request(w, "statistics", sigma=1e-9), InputError, "does not apply: sigma;")
     reply = w.label.handle(sent)
-    w.other.handle(relayed("statistics", sent, reply, sigma=1e-9))
+    refused_uncharged(w.other, relayed("statistics", sent, reply, sigma=1e-9), InputError, "does not apply: sigma;")
+    w.other.handle(relayed("statistics", sent, reply))
     expected = statistics_sigma(feature_map(w), sent.params["rho"], GROUPS)
     for party in (w.label, w.other):
         assert party.ledger.history()[-1].details["sigma"] == pytest.approx(expected, rel=1e-12)
