@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     terms, quantiles = np.zeros((len(clips), 3)), []
     for d in draws[:args.replicate_draws]:
         at_model = values(fold_models(d, fm.dim, fm.n_sites, sd)[0])
-        differences = [values(r[0]) - at_model for r in noise_replicates(d, fm.dim, fm.n_sites, sd, 8, rng)]
+        differences = [values(r.models[0]) - at_model for r in noise_replicates(d, fm.dim, fm.n_sites, sd, 8, rng)]
         quantiles.append(np.quantile(np.abs(np.concatenate([x[:, 0] for x in differences])), [0.5, 0.9, 0.99]))
         for k, c in enumerate(clips):
             steps = [np.linalg.solve(gram, np.clip(x, -c, c).sum(axis=0)) for x in differences]

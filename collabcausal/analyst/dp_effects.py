@@ -133,16 +133,18 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         rows = stats.total.reshape(spec.n_folds, length)
         sd, fit = stats.total_noise_sd, (feature_map.dim, feature_map.n_sites)
         shared = fold_models(rows, *fit, sd, ridge_scale=spec.ridge_scale)
-        shared_replicates = noise_replicates(rows, *fit, entry_noise_sd(sd, feature_map.dim, w),
-                                             spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale)
-        models = {p: (shared, shared_replicates) for p in stats.parties}
+        copies = noise_replicates(rows, *fit, entry_noise_sd(sd, feature_map.dim, w), spec.nuisance_replicates, rng,
+                                  ridge_scale=spec.ridge_scale)
+        models = {p: (shared, [r.models for r in copies]) for p in stats.parties}
     else:
-        models = {}
+        models, copies = {}, []  # site nuisances: no centre (refused by plan_projection), so no copy's pilot
         for p in stats.parties:
             rows, sd = stats.values[p].reshape(spec.n_folds, length), stats.party_noise_sd
             models[p] = (fold_models(rows, feature_map.dim, 1, sd, ridge_scale=spec.ridge_scale),
-                         noise_replicates(rows, feature_map.dim, 1, entry_noise_sd(sd, feature_map.dim, w),
-                                          spec.nuisance_replicates, rng, ridge_scale=spec.ridge_scale))
+                         [r.models for r in noise_replicates(rows, feature_map.dim, 1,
+                                                             entry_noise_sd(sd, feature_map.dim, w),
+                                                             spec.nuisance_replicates, rng,
+                                                             ridge_scale=spec.ridge_scale)])
 
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     every, sensitivity = parts, release_sensitivity(parts)
@@ -151,7 +153,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         for p in stats.parties:
             counts[sites[p]] += n_subjects[p]
         plan = allocate_projection(spec, plan, parts, stats, feature_map, sum(n_subjects[p] for p in stats.parties),
-                                   models[stats.parties[0]][0], counts)
+                                   models[stats.parties[0]][0], counts, copies)
         extra["projection"] = plan.projection.to_spec()
         every, sensitivity = parts + plan.layout.parts, plan.sensitivity
     release_scores = _secure_round if secure else _plain_round

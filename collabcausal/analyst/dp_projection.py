@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from collabcausal.analyst.dp_effects_spec import DPEffectsSpec, Round
 from collabcausal.errors import InputError
-from collabcausal.estimators.dp.effects.analysis import released_sums
+from collabcausal.estimators.dp.effects.analysis import NoiseReplicate, released_sums
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.projection import (
@@ -88,11 +89,13 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
     if "aipw_ate" not in {c.name for c in parts}:
         raise InputError("dp_effects modifiers and subgroups project the AIPW ATE's score",
                          'include "aipw" in estimators and "ate" in estimands')
+    line = (0.0,) * (len(spec.modifiers) + 1)  # with a centre, the pilots' placeholders until the statistics are in
+    centred = spec.projection_centre is not None
     projection = Projection(tuple(index(m, "modifier") for m in spec.modifiers),
                             tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
                             spec.projection_clip, gram_weight=spec.gram_weight, centre=spec.projection_centre,
-                            pilot=None if spec.projection_centre is None else (0.0,) * (len(spec.modifiers) + 1),
-                            residual_clip=spec.residual_clip)
+                            pilot=line if centred else None, residual_clip=spec.residual_clip,
+                            replicate_pilots=(line,) * spec.nuisance_replicates if centred else None)
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)
@@ -125,9 +128,10 @@ def _costs(projection: Projection, feature_map: FeatureMap, spec: DPEffectsSpec,
 
 def allocate_projection(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence[Component], stats: Round,
                         feature_map: FeatureMap, n: int, models: Sequence[NuisanceModel] = (),
-                        site_counts: Sequence[int] = ()) -> ProjectionPlan:
+                        site_counts: Sequence[int] = (), replicates: Sequence[NoiseReplicate] = ()) -> ProjectionPlan:
     """The plan with its modifier clips (``modifier_clip``), point sums' weights (``projection_allocation``) and
-    centre (``projection_centre``: the pilot from the fold ``models`` and the sites' subject counts).
+    centre (``projection_centre``: the pilot from the fold ``models`` and the sites' subject counts, and each noise
+    replicate's pilot from its statistics and models, computed the same way).
 
     Post-processing of the statistics release, before the score request
     (:mod:`~collabcausal.estimators.dp.effects.projection_budget`,
@@ -142,8 +146,13 @@ def allocate_projection(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequen
     rows = stats.total.reshape(spec.n_folds, -1)
     gram, _ = modifier_gram(rows, feature_map, projection, n, stats.total_noise_sd)
     if projection.centre is not None:
-        pilot = effect_projection(rows, feature_map, projection, models, site_counts, gram)
-        projection = replace(projection, pilot=tuple(float(v) for v in pilot))
+        def pilot(statistics: NDArray[np.float64], fold_models: Sequence[NuisanceModel]) -> tuple[float, ...]:
+            own_gram, _ = modifier_gram(statistics, feature_map, projection, n, stats.total_noise_sd)
+            return tuple(float(v) for v in effect_projection(statistics, feature_map, projection, fold_models,
+                                                             site_counts, own_gram))
+
+        projection = replace(projection, pilot=pilot(rows, models),
+                             replicate_pilots=tuple(pilot(r.statistics, r.models) for r in replicates))
 
     def layout_of(p: Projection) -> ProjectionLayout:
         return projection_layout(p, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
@@ -175,6 +184,8 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
                        "gram_weight": spec.gram_weight, "centre": projection.centre,
                        "residual_clip": projection.residual_clip,
                        "pilot": None if projection.pilot is None else list(projection.pilot),
+                       "replicate_pilots": None if projection.replicate_pilots is None else [
+                           list(g) for g in projection.replicate_pilots],
                        "sums": {c.name: {"weight": c.weight, "bound": c.high} for c in plan.layout.parts
                                 if c.point and c.name.startswith("blp_")}},
         "note": ("coefficients of the best linear projection of the CATE on (1, z) with z the modifiers scaled to "
@@ -187,7 +198,8 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
                                     noise)
         scales = [(feature_map.bounds[j][1] - feature_map.bounds[j][0]) / 2 for j in projection.modifiers]
         coefficients = best_linear_projection(sums, noise, gram, gram_sd, names, scales, replicates=replicates,
-                                              replicate_sd=replicate_sd, alpha=spec.alpha, pilot=projection.pilot)
+                                              replicate_sd=replicate_sd, alpha=spec.alpha, pilot=projection.pilot,
+                                              replicate_pilots=projection.replicate_pilots)
         out["coefficients"] = [c.to_dict() for c in coefficients]
     if projection.partitions:
         labels = bin_labels(projection, list(spec.columns))

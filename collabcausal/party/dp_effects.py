@@ -173,8 +173,9 @@ def _check_scores_arithmetic(party: Party, widths: list[float], models: list[Nui
     n = party.table.n_subjects
     if not all(math.isfinite(n * w) and w > 0.0 for w in widths):
         raise InputError(
-            f"{SCORES} score sums over {n} rows can overflow or underflow floating point with this outcome range and "
-            "trim", "declare the outcome range the data can take and a trim such as 0.1",
+            f"{SCORES} score sums over {n} rows can overflow or underflow floating point with this outcome range, "
+            "trim and projection bounds", "declare the outcome range the data can take, a trim such as 0.1 and a "
+            "projection clip and centre of a few outcome-range widths",
         )
     vectors = [v for m in models for v in (m.propensity_coef, *m.outcome_coef)]
     with np.errstate(over="ignore"):

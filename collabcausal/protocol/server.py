@@ -48,7 +48,7 @@ from collabcausal.protocol.sessions import (
 from collabcausal.protocol.tls import PARTY_METADATA, TlsFiles, peer_identity, require_loopback, server_credentials
 from collabcausal.protocol.wire import add_study_servicer
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 """v2: array bytes without v1's per-array SHA-256; v3: dp_effects' noise replicates range over 1/10 of a sum's range
 (1/40 in v2), so a v2 party's replicate sums would be read at the wrong scale; v4: so do the CATE projection's; v5:
 the statistics request's ``cross_weight``, which a v4 party would ignore, releasing unweighted cross sums that the

@@ -75,6 +75,30 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
         assert abs(pilot[0] - ate["estimate"]) < 0.2 and max(abs(v) for v in pilot[1:]) < 0.2
 
 
+def test_a_centred_study_sends_each_noise_replicate_its_own_pilot_from_its_own_statistics(tmp_path, monkeypatch):
+    # the copies' lines are the projection of each replicate's statistics and models (the pilot's parametric
+    # bootstrap): one per replicate, each its own, none the study's, and each as near the study's pilot as the
+    # statistics' noise puts it (at eps 1e4 a few thousandths of the effect's scale)
+    from collabcausal.analyst import dp_projection
+
+    seen = []
+    honest = dp_projection.effect_projection
+
+    def spy(statistics, *args):
+        seen.append(np.asarray(statistics).copy())
+        return honest(statistics, *args)
+
+    monkeypatch.setattr(dp_projection, "effect_projection", spy)
+    spec = replace(SPEC, projection_centre=1.0, nuisance_replicates=5)
+    allocation = _run(tmp_path, spec)["effect_modification"]["allocation"]
+    pilot = np.array(allocation["pilot"])
+    copies = np.array(allocation["replicate_pilots"])
+    assert copies.shape == (5, 3) and len(seen) == 6
+    assert len({tuple(c) for c in copies}) == 5 and not any(np.array_equal(c, pilot) for c in copies)
+    assert np.abs(copies - pilot).max() < 0.05
+    assert all(not np.array_equal(seen[0], s) for s in seen[1:])  # each copy's statistics, not the release's
+
+
 @pytest.mark.parametrize(("changes", "match"), [
     ({"modifiers": ("age",)}, "'age' is not a covariate"),
     ({"subgroups": (("x9", (0.0, 1.0, 0.5)),)}, "overlapping"),

@@ -94,8 +94,9 @@ def test_a_release_that_forgets_the_added_sums_in_its_sensitivity_is_caught(ledg
     assert audit.mu_lower > audit.claimed_mu, audit
 
 
-CENTRED = {"centre": 0.2, "pilot": (1.0, -3.0)}
-"""A centre (docs/dp-cate-projection.md): the blp sums add m_q (phi - m^T gamma) within 0.2 widths (1, A = 50)."""
+CENTRED = {"centre": 0.2, "pilot": (1.0, -3.0), "replicate_pilots": ((-2.0, 4.0),)}
+"""A centre (docs/dp-cate-projection.md): the blp sums add m_q (phi - m^T gamma) within 0.2 widths (1, A = 50), and
+the one replicate's copies centre on a line far from the study's (the most a copy's difference can reach)."""
 
 
 @pytest.mark.parametrize("shaping", [{}, {"weights": (0.6, 1.28), "modifier_clips": (0.5,), "gram_weight": 0.25},

@@ -84,10 +84,25 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
     ({"modifiers": [0], "modifier_clips": [0.5, 0.5]}, InputError, "modifier clips"),
     ({"modifiers": [0], "gram_weight": 0.0}, InputError, "gram_weight"),
     ({"modifiers": [0], "centre": 1.0}, InputError, "pilot"),  # a centre without its line
-    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5]}, InputError, "pilot"),  # one number short
-    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, "x"]}, InputError, "pilot"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5], "replicate_pilots": []}, InputError, "pilot"),  # one short
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, "x"], "replicate_pilots": []}, InputError, "pilot"),
     ({"modifiers": [0], "centre": 1.0, "pilot": "0.5"}, InputError, "malformed"),
-    ({"modifiers": [0], "centre": 0.0, "pilot": [0.5, 1.0]}, InputError, "centre"),
+    ({"modifiers": [0], "centre": 0.0, "pilot": [0.5, 1.0], "replicate_pilots": []}, InputError, "centre"),
+    # the noise replicates' own lines (docs/dp-cate-projection.md, "The pilot's noise")
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, 1.0]}, InputError, "replicate pilots"),  # none sent
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, 1.0], "replicate_pilots": [[0.5, 1.0]]}, InputError,
+     "1 dp_effects replicate pilots for 0 noise replicates"),  # more lines than replicates
+    ({"modifiers": [0], "replicate_pilots": []}, InputError, "replicate pilots"),  # without a centre
+    # a centre whose meat's range (its square) overflows: refused before the charge, not released as 0 / inf
+    ({"modifiers": [0], "centre": 1e200, "pilot": [0.5, 1.0], "replicate_pilots": []}, InputError,
+     "meat's range"),
+    # an option this party does not apply (a newer analyst's, a misspelling, a claimed bound): never ignored
+    ({"modifiers": [0], "sensitivity": 0.01}, InputError, "'sensitivity' is not one this party applies"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, 1.0], "replicate_pilot": []}, InputError,
+     "'replicate_pilot' is not one this party applies"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, 1.0], "replicate_pilots": "[]"}, InputError, "malformed"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [0.5, 1.0], "replicate_pilots": [0.5, 1.0]}, InputError,
+     "malformed"),
     ({"modifiers": [0], "residual_clip": 0.0}, InputError, "residual_clip"),
     ({"modifiers": [0], "residual_clip": 1.5}, InputError, "residual_clip"),  # beyond the outcome's width
     ({"modifiers": [0], "residual_clip": "0.3"}, InputError, "residual_clip"),
@@ -97,12 +112,15 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
       for rc in (math.nan, math.inf, -math.inf, -0.0, 1e-300, 1.0 + 1e-12, [0.3], {"rho": 0.3}, HUGE, 0.000999)],
     # with a residual clip, the other bounds as integers no float holds (an OverflowError before: not one line)
     ({"modifiers": [0], "clip": HUGE, "residual_clip": 0.2}, InputError, "clip"),
-    ({"modifiers": [0], "centre": HUGE, "pilot": [0.0, 0.0], "residual_clip": 0.2}, InputError, "centre"),
-    ({"modifiers": [0], "centre": 1.0, "pilot": [HUGE, 0.0], "residual_clip": 0.2}, InputError, "pilot"),
+    ({"modifiers": [0], "centre": HUGE, "pilot": [0.0, 0.0], "residual_clip": 0.2, "replicate_pilots": []},
+     InputError, "centre"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [HUGE, 0.0], "residual_clip": 0.2, "replicate_pilots": []},
+     InputError, "pilot"),
     ({"modifiers": [0], "weights": [HUGE], "residual_clip": 0.2}, InputError, "weights"),
     ({"subgroups": [{"column": 0, "edges": [0, HUGE]}], "residual_clip": 0.2}, InputError, "unbounded"),
     # a pilot whose line m^T gamma overflows (below: what it let a coordinator learn)
-    ({"modifiers": [0], "centre": 1.0, "pilot": [1e308, 1e308], "residual_clip": 0.2}, InputError, "pilot"),
+    ({"modifiers": [0], "centre": 1.0, "pilot": [1e308, 1e308], "residual_clip": 0.2, "replicate_pilots": []},
+     InputError, "pilot"),
 ])
 def test_a_bad_projection_is_refused_uncharged(tmp_path, projection, error, match):
     party = _party(tmp_path)
@@ -184,22 +202,27 @@ def test_with_a_residual_clip_a_hostile_model_is_refused_uncharged(tmp_path, whe
     assert party.ledger.history() == []
 
 
-def test_a_pilot_whose_line_overflows_is_refused_uncharged_whoever_is_in_the_table(tmp_path):
+@pytest.mark.parametrize("which", ["pilot", "a replicate's pilot"])
+def test_a_pilot_whose_line_overflows_is_refused_uncharged_whoever_is_in_the_table(tmp_path, which):
     """A hostile centre: pilot ``(1e308, 1e308, 0)`` on modifiers ``a`` and ``b``, ``b`` declared in ``(-1, 1)``.
 
     Its line ``m^T gamma`` overflows to inf where ``a > 9``, and a subject's product ``(phi - inf) z_b`` is then
     ``inf * 0 = NaN`` where ``b = 0``. Before the check the party charged the release and then answered (no such
     subject) or failed on the NaN (one): whether one subject with ``a > 9`` and ``b = 0`` is in the table, read off an
-    error whatever the epsilon. Now both neighbours are refused before any charge.
+    error whatever the epsilon. Now both neighbours are refused before any charge; the same for a noise replicate's
+    own line, which scores that replicate's copy.
     """
     design = FeatureMap(((0.0, 10.0), (-1.0, 1.0)), (0.0, 5.0), n_sites=1)
     rng = np.random.default_rng(5)
     frame = pd.DataFrame({"a": rng.uniform(0, 9, N), "b": rng.choice([-1.0, 1.0], N), "t": np.arange(N) % 2,
                           "y": rng.uniform(0, 5, N)})
     model = NuisanceModel(np.zeros(3), (np.zeros(3), np.zeros(3)))
-    projection = {"modifiers": [0, 1], "centre": 1.0, "pilot": [1e308, 1e308, 0.0], "residual_clip": 0.2}
+    hostile, fine = [1e308, 1e308, 0.0], [0.0, 0.0, 0.0]
+    pilot, copy = (hostile, fine) if which == "pilot" else (fine, hostile)
+    projection = {"modifiers": [0, 1], "centre": 1.0, "pilot": pilot, "residual_clip": 0.2, "replicate_pilots": [copy]}
     request = Message(SCORES, _request(projection).params | {
-        "rho": zcdp_rho(1.0, 1e-6), "design": design.to_spec(), "site": 0, "models": [model.to_spec()]})
+        "rho": zcdp_rho(1.0, 1e-6), "design": design.to_spec(), "site": 0, "models": [model.to_spec()],
+        "replicates": [[model.to_spec()]]})
     _refused_uncharged_with_and_without(tmp_path, frame, ["a", "b"], ([1.0, 1.0], [9.5, 0.0]), request, "pilot")
 
 
@@ -234,7 +257,7 @@ def test_at_the_residual_clips_ends_far_outcomes_hostile_models_and_the_widest_p
     hostile = NuisanceModel(big, (big[::-1], -big))
     mirror = NuisanceModel(-big, (-big[::-1], big))
     projection = Projection((0,), (Partition(1, (0.0, 0.5, 1.0)),), centre=1.0, pilot=(4e307, 4e307),
-                            residual_clip=residual_clip)
+                            residual_clip=residual_clip, replicate_pilots=((-4e307, -4e307),))  # the copy's mirrored
     request = Message(SCORES, _request(projection.to_spec()).params | {
         "models": [hostile.to_spec()], "replicates": [[mirror.to_spec()]]})
     reply = party.handle(request)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE, NuisanceModel, fit_nuisances
 from collabcausal.estimators.dp.effects.pooling import DPEffect, estimate_effect
@@ -38,22 +39,32 @@ def fold_models(
     ]
 
 
+class NoiseReplicate(NamedTuple):
+    """One copy of the released statistics plus fresh noise of their law, and :func:`fold_models` refitted on it."""
+
+    statistics: NDArray[np.float64]
+    models: list[NuisanceModel]
+
+
 def noise_replicates(
     statistics: ArrayLike, dim: int, n_sites: int, noise_sd: float | ArrayLike, n_replicates: int,
     rng: np.random.Generator, *, ridge_scale: float = RIDGE_SCALE,
-) -> list[list[NuisanceModel]]:
+) -> list[NoiseReplicate]:
     """``n_replicates`` refits of :func:`fold_models` on the statistics plus fresh noise of their own law.
 
-    A parametric bootstrap of the statistics' noise (Ferrando, Wang & Sheldon 2022): replicate ``b``'s
-    models differ from the study's as the study's differ from models fitted on the exact statistics,
-    to first order. Post-processing: ``noise_sd`` is public and ``rng`` the analyst's own. ``noise_sd``
-    is one sd for every entry, or one per entry of a row (column groups: docs/dp-effects-vertical.md);
-    the refits' ridge uses the largest.
+    A parametric bootstrap of the statistics' noise (Ferrando, Wang & Sheldon 2022): what the analyst
+    computes from copy ``b`` (its models, the projection's pilot) differs from what it computes from the
+    release as that differs from what the exact statistics would give, to first order. Post-processing:
+    ``noise_sd`` is public and ``rng`` the analyst's own. ``noise_sd`` is one sd for every entry, or one per
+    entry of a row (column groups: docs/dp-effects-vertical.md); the refits' ridge uses the largest.
     """
     rows = np.asarray(statistics, dtype=float)
     sd = np.asarray(noise_sd, dtype=float)
-    return [fold_models(rows + rng.normal(0.0, sd, rows.shape), dim, n_sites, float(sd.max()),
-                        ridge_scale=ridge_scale) for _ in range(n_replicates)]
+    out = []
+    for _ in range(n_replicates):
+        copy = rows + rng.normal(0.0, sd, rows.shape)
+        out.append(NoiseReplicate(copy, fold_models(copy, dim, n_sites, float(sd.max()), ridge_scale=ridge_scale)))
+    return out
 
 
 def effects_from_sums(

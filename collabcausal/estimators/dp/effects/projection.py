@@ -7,15 +7,17 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
 * ``blp_q = sum z_q phi`` (q = 1..p; ``sum phi`` is already ``aipw_ate``), in ``[-A, A]`` per subject:
   the right-hand side of the best linear projection ``beta = (sum m m^T)^{-1} sum m phi``
   (Semenova & Chernozhukov 2021, eq. 2.5; the DR-learner's final stage, Kennedy 2023);
-* ``blp_meat_a_b = sum phi^2 m_a m_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``), in
-  ``[0, A^2]`` on the diagonal and ``[-A^2, A^2]`` off it: the sandwich's meat, uncentred;
+* ``blp_meat_a_b = sum v_a v_b`` (a <= b, not both 0: ``sum phi^2`` is ``aipw_ate_sq``) with ``v_q`` the value
+  a subject adds to row ``q``'s point sum (``blp_q``; ``phi`` for the intercept row without its own), in
+  ``[0, h_a^2]`` on the diagonal and ``[-h_a h_b, h_a h_b]`` off it (``h_q`` the bound of ``v_q``): the
+  sandwich's meat, of exactly the values the point sums add (centred and clipped as they are);
 * with a ``gram_weight`` (:class:`Projection`), ``gram_0_q = sum z_q`` in ``[-1, 1]`` and
   ``gram_q_q = sum z_q^2`` in ``[0, 1]`` (q = 1..p): the modifiers' Gram entries that move the slopes
   most once more, for the analyst to average with the statistics release's (whose intercept row sums
   ``2 K S`` noisy entries; docs/dp-cate-projection.md, "Budget");
 * with a ``clip`` below ``A`` (:class:`Projection`), every added point value lies in ``[-a, a]``,
-  ``a = clip R``, squares in ``[0, a^2]``, and with modifiers the intercept row gets its own clipped
-  sums ``blp_0 = sum phi`` and ``blp_meat_0_0 = sum phi^2`` (the ATE's sums keep ``A``);
+  ``a = clip R``, the cells' squares in ``[0, a^2]``, and with modifiers the intercept row gets its own
+  clipped sums ``blp_0`` and ``blp_meat_0_0`` (the ATE's sums keep ``A``);
 * with a ``residual_clip`` (:class:`Projection`), ``phi`` is the score of the unclipped outcome with each
   residual clipped at ``rho = residual_clip R`` (:func:`~.scores.aipw_ate_score`), so ``A = R + rho / t``
   (:func:`score_bound`), and with modifiers the intercept row has its own ``blp_0`` and ``blp_meat_0_0``;
@@ -24,8 +26,10 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   ``b = centre R``: ``gamma`` (``pilot``) is a public vector fixed before the release (the analyst's
   projection of the outcome models' effect, :func:`~.projection_analysis.effect_projection`), so the clip
   cuts ``phi`` around a line near the CATE's projection instead of around 0, and the analyst adds
-  ``sum m m^T gamma = M gamma`` back (:mod:`.projection_analysis`); the meat and the cells keep ``phi``
-  and ``a``;
+  ``sum m m^T gamma = M gamma`` back (:mod:`.projection_analysis`); the intercept row has its own sums,
+  the meat is of the centred values, the cells keep ``phi`` and ``a``; replicate ``b`` of a centred sum
+  scores its copy's models around its copy's pilot ``gamma_b`` (``replicate_pilots``, one per replicate:
+  the same projection of the copy's statistics and models), so the replicates carry the pilot's noise;
 * per declared partition ``g`` (bins of one covariate) and bin ``c``: ``cell_g_c_n = sum 1[c]``,
   ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
   ratio of the first two);
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,6 +86,8 @@ MIN_WEIGHT = 1e-3
 """Smallest budget weight of a projection point sum (:class:`Projection`): below it a sum is noise."""
 MIN_CLIP = 1e-3
 """Smallest projection clip (outcome-range widths): below it the squares' ranges could underflow to width 0."""
+MAX_MEAT_BOUND = math.sqrt(sys.float_info.max) / 2.0
+"""Largest bound ``h`` of a point value whose meat range ``[-h^2, h^2]`` has a finite width ``2 h^2``."""
 COUNT_WEIGHT = SPREAD_WEIGHT
 """A bin's count is the ratio's denominator: its noise moves the effect by ``effect x sd / count``, against the
 sum's ``sd / count`` with a width ``2 R / t`` the count's 1 cannot match, so it weighs as a sum of squares."""
@@ -107,6 +114,11 @@ class Partition:
         return np.where((v < edges[0]) | (v > edges[-1]) | (index >= self.n_bins), -1, index).astype(np.int64)
 
 
+SPEC_KEYS = frozenset({"modifiers", "subgroups", "clip", "weights", "modifier_clips", "gram_weight", "centre", "pilot",
+                       "residual_clip", "replicate_pilots"})
+"""The keys of :meth:`Projection.to_spec`: a projection carrying any other is refused (:meth:`Projection.from_spec`)."""
+
+
 @dataclass(frozen=True)
 class Projection:
     """The declared modifiers (design columns) and subgroup partitions of a study.
@@ -124,9 +136,11 @@ class Projection:
     ``modifier_clips``: per modifier ``q``, ``kappa_q`` in ``[MIN_CLIP, 1]``: ``z_q phi`` is clipped to
     ``[-kappa_q a, kappa_q a]`` instead of ``[-a, a]`` (:mod:`.projection_budget`); ``None``: 1 each.
 
-    ``centre`` and ``pilot``: with modifiers, the ``blp_q`` sums add ``m_q (phi - m^T gamma)``
+    ``centre``, ``pilot`` and ``replicate_pilots``: with modifiers, the ``blp_q`` sums add ``m_q (phi - m^T gamma)``
     (module docstring), ``gamma = pilot`` (one number per entry of ``m``), clipped at ``centre``
-    outcome-range widths (times ``kappa_q``); ``None`` (both): ``m_q phi`` at the ``clip``.
+    outcome-range widths (times ``kappa_q``), and noise replicate ``b``'s copies centre on
+    ``replicate_pilots[b]`` (one per replicate, each like ``pilot``); ``None`` (all three): ``m_q phi`` at the
+    ``clip``.
 
     ``gram_weight``: with modifiers, the release also carries the Gram entries ``gram_0_q = sum z_q``
     and ``gram_q_q = sum z_q^2``, each with this weight in ``[MIN_WEIGHT, 1]``; ``None``: not (the
@@ -148,6 +162,7 @@ class Projection:
     centre: float | None = None
     pilot: tuple[float, ...] | None = None
     residual_clip: float | None = None
+    replicate_pilots: tuple[tuple[float, ...], ...] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -159,7 +174,8 @@ class Projection:
                 "clip": self.clip, "weights": None if self.weights is None else list(self.weights),
                 "modifier_clips": None if self.modifier_clips is None else list(self.modifier_clips),
                 "gram_weight": self.gram_weight, "centre": self.centre,
-                "pilot": None if self.pilot is None else list(self.pilot), "residual_clip": self.residual_clip}
+                "pilot": None if self.pilot is None else list(self.pilot), "residual_clip": self.residual_clip,
+                "replicate_pilots": None if self.replicate_pilots is None else [list(g) for g in self.replicate_pilots]}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -167,19 +183,26 @@ class Projection:
         if not isinstance(spec, dict) or not isinstance(spec.get("modifiers", []), list) or not isinstance(
                 spec.get("subgroups", []), list):
             raise InputError("malformed dp_effects projection", "send modifiers=[column index, ...], subgroups=[...]")
+        unknown = sorted(set(spec) - SPEC_KEYS, key=str)
+        if unknown:  # a newer analyst's option this party would not apply, or a misspelling: never ignored
+            raise InputError(f"dp_effects projection option {unknown[0]!r} is not one this party applies "
+                             f"({', '.join(sorted(SPEC_KEYS))})", "drop it, or run the analyst's collabcausal version")
         partitions = []
         for g in spec.get("subgroups", []):
             if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
                 raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
             partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
         weights, clips, pilot = spec.get("weights"), spec.get("modifier_clips"), spec.get("pilot")
-        if not all(v is None or isinstance(v, list) for v in (weights, clips, pilot)):
-            raise InputError("malformed dp_effects projection weights or modifier clips",
-                             "send weights=[w, ...] and modifier_clips=[kappa, ...], or leave them out")
+        copies = spec.get("replicate_pilots")
+        if not all(v is None or isinstance(v, list) for v in (weights, clips, pilot, copies)) or (
+                copies is not None and not all(isinstance(g, list) for g in copies)):
+            raise InputError("malformed dp_effects projection weights, modifier clips or pilots",
+                             "send weights=[w, ...], modifier_clips=[kappa, ...], pilot=[g, ...] and "
+                             "replicate_pilots=[[g, ...], ...], or leave them out")
         projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"),
                          None if weights is None else tuple(weights), None if clips is None else tuple(clips),
                          spec.get("gram_weight"), spec.get("centre"), None if pilot is None else tuple(pilot),
-                         spec.get("residual_clip"))
+                         spec.get("residual_clip"), None if copies is None else tuple(tuple(g) for g in copies))
         check_projection(projection, feature_map)
         return projection
 
@@ -216,16 +239,22 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
         raise InputError(f"dp_effects projection gram_weight {gram!r} is not a number in [{MIN_WEIGHT:g}, 1]",
                          "send e.g. 0.25, or none")
     mods = projection.modifiers
-    pilot = projection.pilot
-    # |m^T gamma| <= sum |gamma_q| (|z_q| <= 1): with twice that finite no partial sum of it overflows, in whatever
-    # order BLAS adds, nor phi minus it; else a subject with z_q = 0 scores inf * 0 = NaN, and the release fails after
-    # its charge or not depending on the rows (docs/dp-cate-projection.md, "Clipping the residual")
-    finite = pilot is not None and len(pilot) == len(mods) + 1 and all(is_finite_number(v) for v in pilot) and (
-        math.isfinite(2.0 * sum(abs(float(v)) for v in pilot)))
-    if (pilot is None) != (projection.centre is None) or (pilot is not None and not finite):
-        raise InputError(f"dp_effects projection centre {projection.centre!r} and pilot {pilot!r} are not both absent "
-                         "or a bound and one finite number per modifier and the intercept, with a finite sum of "
-                         "absolute values below half the largest float", "send the analyst's centre, or neither")
+    pilot, copies = projection.pilot, projection.replicate_pilots
+
+    def line(gamma: Sequence[float]) -> bool:
+        # |m^T gamma| <= sum |gamma_q| (|z_q| <= 1): with twice that finite no partial sum of it overflows, in whatever
+        # order BLAS adds, nor phi minus it; else a subject with z_q = 0 scores inf * 0 = NaN, and the release fails
+        # after its charge or not depending on the rows (docs/dp-cate-projection.md, "Clipping the residual")
+        return len(gamma) == len(mods) + 1 and all(is_finite_number(v) for v in gamma) and (
+            math.isfinite(2.0 * sum(abs(float(v)) for v in gamma)))
+
+    centred = projection.centre is not None
+    if (pilot is None) != (not centred) or (copies is None) != (not centred) or (
+            centred and not (line(pilot) and all(line(g) for g in copies))):  # type: ignore[arg-type]
+        raise InputError(f"dp_effects projection centre {projection.centre!r}, pilot {pilot!r} and replicate pilots "
+                         f"{copies!r} are not all absent or a bound and lines of one finite number per modifier and "
+                         "the intercept, each with a finite sum of absolute values below half the largest float",
+                         "send the analyst's centre and pilots, or none")
     kappas = projection.modifier_clips
     if kappas is not None and (len(kappas) != len(mods) or not all(number_in_range(k, MIN_CLIP, 1.0) for k in kappas)):
         raise InputError(f"dp_effects modifier clips {list(kappas)} are not one number in [{MIN_CLIP:g}, 1] per "
@@ -266,28 +295,37 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
 
     Point values range over ``[-a, a]`` with ``a = min(A, clip R)`` (``A`` the score's bound, :func:`score_bound`,
     ``projection.clip`` in widths ``R``; ``blp_q``'s over ``kappa_q`` times that with
-    ``projection.modifier_clips``), squares over ``[0, a^2]``; with a ``projection.centre`` the ``blp_q``
-    (q = 0..p) range over ``kappa_q b``, ``b = centre R``, instead. The ``blp_q`` weigh
-    ``projection.weights`` (one each; refused otherwise) or :data:`~.scores.POINT_WEIGHT`.
+    ``projection.modifier_clips``), the cells' squares over ``[0, a^2]``; with a ``projection.centre`` the
+    ``blp_q`` (q = 0..p) range over ``kappa_q b``, ``b = centre R``, instead; the meat's products over those
+    bounds' products. The ``blp_q`` weigh ``projection.weights`` (one each; refused otherwise) or
+    :data:`~.scores.POINT_WEIGHT`; a centred projection carries one replicate pilot per replicate (refused otherwise).
     """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
     bound = score_bound(projection, outcome_width, trim)
     a = bound if projection.clip is None else min(bound, float(projection.clip) * float(outcome_width))
     p = len(projection.modifiers)
-    # a clipped intercept row, or another score: blp_meat_0_0 replaces the ATE's sum of squares
-    own = int(bool(p) and (a < ate.high or projection.residual_clip is not None))
     centred = bool(p) and projection.centre is not None
+    # a clipped or centred intercept row, or another score: blp_0 and blp_meat_0_0 replace the ATE's sums
+    own = int(bool(p) and (a < ate.high or projection.residual_clip is not None or centred))
     b = float(projection.centre) * float(outcome_width) if centred else a  # type: ignore[arg-type]
-    first = 0 if own or centred else 1  # blp_0 replaces the ATE's sum when clipped or centred
+    first = 0 if own else 1
+    copies = projection.replicate_pilots
+    if projection.centre is not None and len(copies or ()) != n_replicates:
+        raise InputError(f"{len(copies or ())} dp_effects replicate pilots for {n_replicates} noise replicates",
+                         "send one pilot per replicate (the projection of its statistics and models)")
     weights = projection.weights if projection.weights is not None else (POINT_WEIGHT,) * (p + 1 - first)
     if len(weights) != p + 1 - first:
         raise InputError(f"{len(weights)} dp_effects projection weights for {p + 1 - first} projection sums",
                          "send one weight per blp sum (blp_0 first when a clip or a centre gives the intercept "
                          "its own)")
-    kappas = (1.0, *(projection.modifier_clips or (1.0,) * p))
-    parts = [Component(f"blp_{q}", True, -kappas[q] * b, kappas[q] * b, float(w))
-             for q, w in zip(range(first, p + 1), weights, strict=True)]
-    parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -a * a, a * a, SPREAD_WEIGHT)
+    h = b * np.array((1.0, *(projection.modifier_clips or (1.0,) * p)))  # h_0 = a = A when the ATE's phi is v_0
+    if p and b > MAX_MEAT_BOUND:
+        raise InputError(f"dp_effects projection bound {b:g} (its centre or clip times the outcome width) makes the "
+                         "meat's range, its square, overflow floating point",
+                         "declare a projection clip and centre of a few outcome-range widths")
+    parts = [Component(f"blp_{q}", True, -h[q], h[q], float(w)) for q, w in zip(range(first, p + 1), weights,
+                                                                                 strict=True)]
+    parts += [Component(f"blp_meat_{i}_{j}", False, 0.0 if i == j else -h[i] * h[j], h[i] * h[j], SPREAD_WEIGHT)
               for i in range(p + 1) for j in range(i, p + 1) if j > 0 or own]
     if p and projection.gram_weight is not None:  # model-free (no replicates), like the bins' counts
         w = float(projection.gram_weight)
@@ -342,18 +380,20 @@ def subject_projection_values(
 
     ``modifiers`` holds ``z_1..z_p`` (n x p), ``bins`` each subject's bin per partition (n x G, -1: none);
     with a ``pilot`` ``gamma`` (:class:`Projection`'s), each subject's ``m^T gamma`` is subtracted from ``phi``
-    in the ``blp_q``.
+    in the ``blp_q``. The meat multiplies the clipped ``blp`` values (``phi`` for row 0 without ``blp_0``).
     """
     m = np.column_stack([np.ones_like(phi), modifiers])
     centred = phi if pilot is None else phi - m @ np.asarray(pilot, dtype=float)
+    bounds = {c.name: (c.low, c.high) for c in parts}
+    v = np.column_stack([np.clip(centred * m[:, q], *bounds[f"blp_{q}"]) if f"blp_{q}" in bounds else phi
+                         for q in range(m.shape[1])])
     columns = []
     for c in parts:
         kind, *index = c.name.split("_")
         if c.name.startswith("blp_meat_"):
-            i, j = int(index[1]), int(index[2])
-            columns.append(phi * phi * m[:, i] * m[:, j])
+            columns.append(v[:, int(index[1])] * v[:, int(index[2])])
         elif kind == "blp":
-            columns.append(centred * m[:, int(index[0])])
+            columns.append(v[:, int(index[0])])
         elif kind == "gram":
             columns.append(m[:, int(index[0])] * m[:, int(index[1])])
         else:
@@ -404,20 +444,22 @@ def party_projection_sums(
     for k, model in enumerate(models):
         rows = folds == k
 
-        def values(m: NuisanceModel, rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
+        def values(m: NuisanceModel, pilot: Sequence[float] | None,
+                   rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
             Dk = D[rows]
             e, mu0, mu1 = m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map), m.outcome(Dk, 1, feature_map)
             if rho is None:
                 phi = subject_scores(ate, t[rows], y[rows], e, mu0, mu1)[:, 0]
             else:
                 phi = aipw_ate_score(t[rows].astype(float), y[rows], e, mu0, mu1, rho)  # within [-A, A]
-            return subject_projection_values(base, phi, Z[rows], bins[rows], projection.pilot)
+            return subject_projection_values(base, phi, Z[rows], bins[rows], pilot)
 
-        at_model = values(model)
+        at_model = values(model, projection.pilot)
         total[:n_base] += at_model.sum(axis=0)
         point_at = at_model[:, [j for j, c in enumerate(base) if c.point]]
         for b, replicate in enumerate(replicates):
             index = [j for j, c in enumerate(layout.parts) if c.copy == b]
-            at_copy = values(replicate[k])[:, [j for j, c in enumerate(base) if c.point]]
+            pilot = None if projection.replicate_pilots is None else projection.replicate_pilots[b]
+            at_copy = values(replicate[k], pilot)[:, [j for j, c in enumerate(base) if c.point]]
             total[index] += replicate_differences(point, [layout.parts[j] for j in index], point_at, at_copy).sum(0)
     return total

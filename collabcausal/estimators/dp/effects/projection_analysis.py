@@ -9,16 +9,18 @@ covariate cross-product, per arm and fold: summed over both; ``M_00 = n`` is pub
 has the parts of :mod:`.pooling`, as matrices:
 
 * sampling (HC0 sandwich, Semenova & Chernozhukov 2021, Theorem 2.1): ``M^{-1} Q M^{-1}`` with the
-  released uncentred meat ``Q = sum phi^2 m m^T``; with a CATE linear in ``m`` it exceeds the
-  centred meat by ``sum (m^T beta)^2 m m^T`` (positive semidefinite: conservative by about
-  ``beta^2 / var(phi)``, a few percent at the benchmark's effect sizes);
+  released meat ``Q = sum v v^T`` of the values ``v`` the point sums add (:mod:`.projection`). Centred on
+  a pilot near the projection, ``v_q = m_q (phi - m^T gamma)`` (clipped) and ``Q`` is the centred meat
+  ``sum (phi - m^T beta)^2 m m^T`` to first order; uncentred it exceeds that by about
+  ``sum (m^T beta)^2 m m^T`` (positive semidefinite: conservative by about ``beta^2 / var(phi)``);
 * DP noise of ``S``: ``M^{-1} diag(sd_S^2) M^{-1}``;
 * DP noise of ``M`` (delta method): ``d beta = -M^{-1} E beta``, each released entry of ``E``
   independent with a known sd; with a centre ``gamma`` (the ``blp_q`` sum ``m_q (phi - m^T gamma)``),
   ``beta = gamma + M^{-1} S`` and ``d beta = -M^{-1} E (beta - gamma)``;
 * the noise of ``Q``: one sd of the sandwich's diagonal, as :mod:`.pooling` adds for the ATE;
-* nuisance noise: copy ``b`` of the replicate sums moves ``beta`` by ``M^{-1} Delta^b``; the mean
-  square minus the replicate sums' own noise, floored at 0.
+* nuisance noise: copy ``b`` of the replicate sums moves ``beta`` by ``M^{-1} Delta^b``, and with a centre by
+  ``gamma_b - gamma + M^{-1} Delta^b`` (copy ``b``'s sums are centred on its own pilot ``gamma_b``, so the pilot's
+  noise, which the clip passes on, is counted); the mean square minus the replicate sums' own noise, floored at 0.
 
 Subgroup effects are ratios ``sum_{c} phi / n_c`` of released sums: :func:`~.pooling.estimate_effect`
 with their :class:`~.pooling.Ratio`. Simultaneous intervals over the subgroups: Bonferroni
@@ -163,13 +165,15 @@ def best_linear_projection(
     gram_sd: NDArray[np.float64], names: Sequence[str], scales: Sequence[float], *,
     replicates: Sequence[Mapping[str, float]] = (), replicate_sd: Mapping[str, float] | None = None,
     alpha: float = 0.05, pilot: Sequence[float] | None = None,
+    replicate_pilots: Sequence[Sequence[float]] | None = None,
 ) -> list[Coefficient]:
     """The projection's coefficients with intervals (module docstring).
 
     ``names`` are the modifiers, ``scales`` their ``(hi - lo) / 2``; ``sums`` and ``noise_sd`` map the
     released sums' names (:mod:`.projection`) to values and noise sds, ``replicates[b]`` a point sum's
     name to its replicate sum of copy ``b``. With a ``pilot`` ``gamma`` (centred ``blp_q``: :mod:`.projection`),
-    ``beta = gamma + M^{-1} S`` (module docstring).
+    ``beta = gamma + M^{-1} S``, and copy ``b``, centred on ``replicate_pilots[b]``, moves it by
+    ``gamma_b - gamma + M^{-1} Delta^b`` (module docstring).
     """
     p = len(names)
     keys = ["blp_0" if "blp_0" in sums else "aipw_ate"] + [f"blp_{q}" for q in range(1, p + 1)]
@@ -200,7 +204,9 @@ def best_linear_projection(
     nuisance = np.zeros(p + 1)
     if replicates:
         rsd = replicate_sd or {}
-        moves = np.array([Minv @ np.array([rep.get(k, 0.0) for k in keys]) for rep in replicates])
+        shifts = np.zeros((len(replicates), p + 1)) if replicate_pilots is None else (
+            np.asarray(replicate_pilots, dtype=float) - gamma)
+        moves = np.array([Minv @ np.array([rep.get(k, 0.0) for k in keys]) for rep in replicates]) + shifts
         own = np.diag(Minv @ np.diag(np.array([rsd.get(k, 0.0) for k in keys]) ** 2) @ Minv)
         nuisance = np.maximum((moves**2).mean(axis=0) - own, 0.0)
     var = sampling + noise + gram_noise + unc + nuisance

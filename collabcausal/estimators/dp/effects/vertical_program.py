@@ -148,7 +148,7 @@ def program_from_statistics(
     S, R, dim = feature_map.n_sites, feature_map.outcome_width, feature_map.dim
     rows = np.asarray(statistics, dtype=float)[None, :]
     model = fold_models(rows, dim, S, float(np.max(noise_sd)), ridge_scale=ridge_scale)[0]
-    copies = [r[0] for r in noise_replicates(rows, dim, S, noise_sd, n_replicates, rng, ridge_scale=ridge_scale)]
+    copies = [r.models[0] for r in noise_replicates(rows, dim, S, noise_sd, n_replicates, rng, ridge_scale=ridge_scale)]
     gram = ArmStatistics.unpack(rows[0], dim)
     moments = gram.gram[0] + gram.gram[1]
     limits = part_limits(model, moments, groups, S, R, PART_SDS)

@@ -16,6 +16,7 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.projection import (
     MAX_MODIFIERS,
+    SPEC_KEYS,
     Partition,
     Projection,
     check_projection,
@@ -51,6 +52,13 @@ def _data(n: int, seed: int):
     return X, t, y
 
 
+def _phi_of(model: NuisanceModel, X, t, y, site=1):
+    D = FM.design(X, site)
+    ate = components(["aipw"], ["ate"], FM.outcome_width, TRIM)[:1]
+    return subject_scores(ate, t, FM.centred_outcome(y), model.propensity(D, TRIM), model.outcome(D, 0, FM),
+                          model.outcome(D, 1, FM))[:, 0], D
+
+
 def _phi(X, t, y, site=1):
     D = FM.design(X, site)
     ate = components(["aipw"], ["ate"], FM.outcome_width, TRIM)[:1]
@@ -62,7 +70,7 @@ def _phi(X, t, y, site=1):
 # modifier, and the Gram entries again
 SHAPED = {"weights": (0.5, 1.5, 0.7), "modifier_clips": (0.4, 1.0), "gram_weight": 0.25}
 # a centre: the blp sums add m_q (phi - m^T gamma), clipped at 0.3 widths
-CENTRED = SHAPED | {"centre": 0.3, "pilot": (1.0, -2.0, 0.5)}
+CENTRED = SHAPED | {"centre": 0.3, "pilot": (1.0, -2.0, 0.5), "replicate_pilots": ()}
 # residuals clipped at 0.2 widths (rho = 1): the score of the unclipped outcome within R + rho / t = 15
 RESIDUAL = {"residual_clip": 0.2}
 
@@ -144,8 +152,8 @@ def test_with_a_clip_the_projection_uses_the_clipped_intercept_row_and_clipped_m
     coefficients = best_linear_projection(sums, dict.fromkeys(sums, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0])
     Minv = np.linalg.inv(m.T @ m)
     np.testing.assert_allclose([c.estimate for c in coefficients], Minv @ S, rtol=1e-9, atol=1e-12)
-    Q = np.einsum("ni,nj->nij", m, m) * (phi**2)[:, None, None]
-    Q = np.clip(Q, np.where(np.eye(3, dtype=bool), 0.0, -a * a), a * a).sum(axis=0)
+    released = np.clip(m * phi[:, None], -a, a)
+    Q = released.T @ released  # the meat of the values the point sums add, clipped as they are
     np.testing.assert_allclose([c.se**2 for c in coefficients], np.diag(Minv @ Q @ Minv), rtol=1e-9)
 
 
@@ -293,7 +301,7 @@ def test_a_centred_projection_adds_its_pilot_back_and_clips_only_around_it():
     ols = np.linalg.lstsq(m, phi, rcond=None)[0]
     pilot = (0.3, 1.0, -0.2)
     for bound in (1e6, 0.2):  # wide: least squares whatever the pilot; narrow: clipped around m^T gamma
-        projection = Projection(PROJECTION.modifiers, (), 1.0, centre=bound, pilot=pilot)
+        projection = Projection(PROJECTION.modifiers, (), 1.0, centre=bound, pilot=pilot, replicate_pilots=())
         sums = _sums_of(projection, X, t, y, [MODEL], folds)
         assert "blp_0" in sums and "blp_meat_0_0" in sums
         coefficients = best_linear_projection(sums, dict.fromkeys(sums, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0],
@@ -303,12 +311,11 @@ def test_a_centred_projection_adds_its_pilot_back_and_clips_only_around_it():
         expected = ols if bound > 1e3 else pilot + np.linalg.solve(m.T @ m, clipped)
         np.testing.assert_allclose([c.estimate for c in coefficients], expected, rtol=1e-9, atol=1e-12)
     assert np.abs(phi - m @ pilot).max() > 0.2 * FM.outcome_width  # the narrow bound binds on this data
-    # the meat stays phi^2 at the projection's clip, so the sampling variance is the uncentred sandwich's
-    a = FM.outcome_width
-    Q = np.clip(np.einsum("ni,nj->nij", m, m) * (phi**2)[:, None, None], np.where(np.eye(3, dtype=bool), 0, -a * a),
-                a * a).sum(axis=0)
+    # the meat is of the centred, clipped values the blp sums add: the sandwich of exactly what was summed
+    released = np.clip(m * (phi - m @ pilot)[:, None], -b, b)
     Minv = np.linalg.inv(m.T @ m)
-    np.testing.assert_allclose([c.sampling_var for c in coefficients], np.diag(Minv @ Q @ Minv), rtol=1e-9)
+    np.testing.assert_allclose([c.sampling_var for c in coefficients],
+                               np.diag(Minv @ released.T @ released @ Minv), rtol=1e-9)
 
 
 def test_with_a_pilot_the_gram_noise_multiplies_the_estimate_minus_the_pilot():
@@ -345,22 +352,100 @@ def test_the_pilot_is_least_squares_of_the_models_effect_on_the_modifiers_fold_b
     np.testing.assert_allclose(pilot, np.linalg.lstsq(m, effect, rcond=None)[0], rtol=1e-9, atol=1e-12)
 
 
+LINE = (0.0, 0.0, 0.0)
+"""A pilot for the two modifiers and the intercept."""
+
+
 @pytest.mark.parametrize(("changes", "match"), [
     ({"centre": 0.5}, "pilot"),
-    ({"pilot": (0.0, 0.0, 0.0)}, "pilot"),
-    ({"centre": 0.5, "pilot": (0.0, 0.0)}, "pilot"),
-    ({"centre": 0.5, "pilot": (0.0, math.nan, 0.0)}, "pilot"),
-    ({"centre": 0.0, "pilot": (0.0, 0.0, 0.0)}, "centre"),
-    ({"centre": math.inf, "pilot": (0.0, 0.0, 0.0)}, "centre"),
-    ({"centre": 10**400, "pilot": (0.0, 0.0, 0.0)}, "centre"),  # no float holds it: refused, not an OverflowError
-    ({"centre": 0.5, "pilot": (10**400, 0.0, 0.0)}, "pilot"),
+    ({"pilot": LINE}, "pilot"),
+    ({"replicate_pilots": (LINE,)}, "pilot"),  # a copy's line without a centre
+    ({"centre": 0.5, "pilot": LINE}, "pilot"),  # a centre without its copies' lines (none: an empty list)
+    ({"centre": 0.5, "pilot": (0.0, 0.0), "replicate_pilots": ()}, "pilot"),
+    ({"centre": 0.5, "pilot": (0.0, math.nan, 0.0), "replicate_pilots": ()}, "pilot"),
+    ({"centre": 0.0, "pilot": LINE, "replicate_pilots": ()}, "centre"),
+    ({"centre": math.inf, "pilot": LINE, "replicate_pilots": ()}, "centre"),
+    ({"centre": 10**400, "pilot": LINE, "replicate_pilots": ()}, "centre"),  # no float holds it: not an OverflowError
+    ({"centre": 0.5, "pilot": (10**400, 0.0, 0.0), "replicate_pilots": ()}, "pilot"),
     # each finite, but m^T gamma overflows: (phi - inf) z_q is NaN where z_q = 0 (BLAS may also add inf and -inf)
-    ({"centre": 0.5, "pilot": (1e308, 1e308, 0.0)}, "pilot"),
-    ({"centre": 0.5, "pilot": (0.6e308, 0.0, -0.6e308)}, "pilot"),
+    ({"centre": 0.5, "pilot": (1e308, 1e308, 0.0), "replicate_pilots": ()}, "pilot"),
+    ({"centre": 0.5, "pilot": (0.6e308, 0.0, -0.6e308), "replicate_pilots": ()}, "pilot"),
+    # a copy's line: the same checks
+    ({"centre": 0.5, "pilot": LINE, "replicate_pilots": (LINE, (0.0, 0.0))}, "pilot"),
+    ({"centre": 0.5, "pilot": LINE, "replicate_pilots": ((0.0, math.inf, 0.0),)}, "pilot"),
+    ({"centre": 0.5, "pilot": LINE, "replicate_pilots": ((1e308, 1e308, 0.0),)}, "pilot"),
+    ({"centre": 0.5, "pilot": LINE, "replicate_pilots": (LINE, (True, 0.0, 0.0))}, "pilot"),
 ])
 def test_a_bad_centre_is_refused(changes, match):
     with pytest.raises(InputError, match=match):
         check_projection(Projection(PROJECTION.modifiers, (), 2.0, **changes), FM)
+
+
+def test_every_option_a_projection_sends_is_one_the_party_reads_back():
+    projection = Projection((0, 1), PROJECTION.partitions, 2.0, (1.0, 1.0, 1.0), (0.5, 1.0), 0.25, 0.5, LINE, 0.3,
+                            (LINE,))
+    assert set(projection.to_spec()) == SPEC_KEYS
+    assert Projection.from_spec(projection.to_spec(), FM) == projection
+
+
+def test_a_centre_needs_one_copy_line_per_noise_replicate():
+    centred = Projection(PROJECTION.modifiers, (), 2.0, centre=0.5, pilot=LINE, replicate_pilots=(LINE,))
+    check_projection(centred, FM)
+    assert projection_layout(centred, FM.outcome_width, TRIM, 1).parts
+    for n_replicates in (0, 2):
+        with pytest.raises(InputError, match=f"1 dp_effects replicate pilots for {n_replicates} noise replicates"):
+            projection_layout(centred, FM.outcome_width, TRIM, n_replicates)
+
+
+def _replicate_sums(projection: Projection, X, t, y, folds, models, replicates):
+    """The point sums and each copy's replicate sums (by the point sum's name) of a one-fold release."""
+    layout = projection_layout(projection, FM.outcome_width, TRIM, len(replicates))
+    added = party_projection_sums(X, t, y, FM, 1, folds, models, layout, TRIM, projection, replicates)
+    sums = {c.name: v for c, v in zip(layout.parts, added, strict=True) if c.of is None}
+    copies = [{c.of: v for c, v in zip(layout.parts, added, strict=True) if c.copy == b}
+              for b in range(len(replicates))]
+    return sums | {"aipw_ate": 0.0}, copies  # the ATE's sum is not read: blp_0 is the intercept row's
+
+
+def _nuisance_var(sums, copies, gram, gram_sd, pilot, copy_pilots):
+    coefficients = best_linear_projection(sums, dict.fromkeys(sums, 0.0), gram, gram_sd, ["a", "b"], [5.0, 1.0],
+                                          pilot=pilot, replicates=copies,
+                                          replicate_sd=dict.fromkeys(copies[0], 0.0), replicate_pilots=copy_pilots)
+    return np.array([c.nuisance_var for c in coefficients])
+
+
+def test_a_centred_copy_is_scored_around_its_own_pilot_and_moves_the_estimate_by_the_pilots_difference_too():
+    # copy b of a centred sum is m_q (clip(phi_b - m^T gamma_b) - clip(phi - m^T gamma)), clipped at a tenth of its
+    # width; it moves beta = gamma + M^{-1} S by gamma_b - gamma + M^{-1} Delta_b, whose square is the nuisance term
+    X, t, y, folds, gram, gram_sd, phi, D = _one_fold()
+    m = np.column_stack([np.ones(len(t)), D[:, 2:4]])
+    other = NuisanceModel(MODEL.propensity_coef * 0.8, (MODEL.outcome_coef[0] + 0.05, MODEL.outcome_coef[1]))
+    pilot, copy = (0.3, 1.0, -0.2), (0.4, 0.9, -0.1)
+    projection = Projection(PROJECTION.modifiers, (), 1.0, centre=0.2, pilot=pilot, replicate_pilots=(copy,))
+    sums, copies = _replicate_sums(projection, X, t, y, folds, [MODEL], [[other]])
+    phi_b, _ = _phi_of(other, X, t, y)
+    b = 0.2 * FM.outcome_width
+    at_model = np.clip(m * (phi - m @ pilot)[:, None], -b, b)
+    at_copy = np.clip(m * (phi_b - m @ copy)[:, None], -b, b)
+    delta = np.clip(at_copy - at_model, -0.2 * b, 0.2 * b).sum(axis=0)  # a tenth of the width 2b
+    np.testing.assert_allclose([copies[0][f"blp_{q}"] for q in range(3)], delta, rtol=1e-9, atol=1e-9)
+    move = np.subtract(copy, pilot) + np.linalg.solve(gram, delta)
+    np.testing.assert_allclose(_nuisance_var(sums, copies, gram, gram_sd, pilot, (copy,)), move**2, rtol=1e-9)
+
+
+def test_where_nothing_is_clipped_a_copy_that_only_moves_the_pilot_moves_nothing():
+    # beta = gamma + M^{-1} sum m (phi - m^T gamma) = M^{-1} sum m phi whatever gamma when no value is clipped: a copy
+    # with the study's models and another pilot adds no nuisance variance (the pilots' difference and the sums'
+    # cancel); with a narrow centre they no longer cancel, the pilot's noise passing on through the clip
+    X, t, y, folds, gram, gram_sd, _, _ = _one_fold()
+    pilot, copy = (0.3, 1.0, -0.2), (0.32, 0.97, -0.18)
+    nuisance = {}
+    for centre in (1e6, 0.2):
+        projection = Projection(PROJECTION.modifiers, (), 1.0, centre=centre, pilot=pilot, replicate_pilots=(copy,))
+        sums, copies = _replicate_sums(projection, X, t, y, folds, [MODEL], [[MODEL]])
+        nuisance[centre] = _nuisance_var(sums, copies, gram, gram_sd, pilot, (copy,))
+    assert np.all(nuisance[1e6] < 1e-20)
+    assert np.all(nuisance[0.2] > 1e-6)
 
 
 def test_a_residual_clip_bounds_the_score_by_R_plus_rho_over_t_and_gives_the_intercept_row_its_own_sums():
@@ -412,7 +497,8 @@ def test_at_the_residual_clips_ends_the_widest_pilot_and_extreme_models_keep_eve
     # subjects with z_q = 0 and at the corners, outcomes up to the largest float, models whose coefficients' absolute
     # sums are just finite (so d @ coef is huge and R times it would overflow) and a mirrored replicate
     pilot = (2.9e307, 2.9e307, -2.9e307)
-    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, centre=1.0, pilot=pilot, residual_clip=rho)
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, centre=1.0, pilot=pilot, residual_clip=rho,
+                            replicate_pilots=(tuple(-v for v in pilot),))  # the replicate's line mirrored
     check_projection(projection, FM)
     big = 3e307 * np.array([1.0, -1.0, 1.0, -1.0, 1.0])
     models = [NuisanceModel(big, (-big, big[::-1])), NuisanceModel(-big, (big, -big[::-1]))]
