@@ -146,12 +146,14 @@ def allocate_projection(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequen
     rows = stats.total.reshape(spec.n_folds, -1)
     gram, _ = modifier_gram(rows, feature_map, projection, n, stats.total_noise_sd)
     if projection.centre is not None:
-        def pilot(statistics: NDArray[np.float64], fold_models: Sequence[NuisanceModel]) -> tuple[float, ...]:
-            own_gram, _ = modifier_gram(statistics, feature_map, projection, n, stats.total_noise_sd)
+        def pilot(statistics: NDArray[np.float64], fold_models: Sequence[NuisanceModel],
+                  own_gram: NDArray[np.float64] | None = None) -> tuple[float, ...]:
+            if own_gram is None:
+                own_gram, _ = modifier_gram(statistics, feature_map, projection, n, stats.total_noise_sd)
             return tuple(float(v) for v in effect_projection(statistics, feature_map, projection, fold_models,
                                                              site_counts, own_gram))
 
-        projection = replace(projection, pilot=pilot(rows, models),
+        projection = replace(projection, pilot=pilot(rows, models, gram),
                              replicate_pilots=tuple(pilot(r.statistics, r.models) for r in replicates))
 
     def layout_of(p: Projection) -> ProjectionLayout:

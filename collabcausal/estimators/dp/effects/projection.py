@@ -249,7 +249,7 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
             math.isfinite(2.0 * sum(abs(float(v)) for v in gamma)))
 
     centred = projection.centre is not None
-    if (pilot is None) != (not centred) or (copies is None) != (not centred) or (
+    if (pilot is not None) != centred or (copies is not None) != centred or (
             centred and not (line(pilot) and all(line(g) for g in copies))):  # type: ignore[arg-type]
         raise InputError(f"dp_effects projection centre {projection.centre!r}, pilot {pilot!r} and replicate pilots "
                          f"{copies!r} are not all absent or a bound and lines of one finite number per modifier and "
