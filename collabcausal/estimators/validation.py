@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -222,6 +223,40 @@ def number_in_range(value: object, low: float, high: float) -> bool:
     """A number, not a bool, in ``[low, high]`` (a 400-digit integer is refused, not raised:
     :func:`is_finite_number`)."""
     return is_finite_number(value) and low <= value <= high  # type: ignore[operator]
+
+
+def refuse_unknown_keys(spec: Mapping[str, object], accepted: Collection[str], what: str) -> None:
+    """Refuse a specification carrying a key its parser does not apply.
+
+    A nested specification of a request (a design, a nuisance model, a partition, a ``secagg`` round, ...)
+    is read by its own parser, which applies the keys it knows: an option from a newer protocol, a
+    misspelling or a claimed bound would otherwise be silently left aside and the request run as
+    something other than what was meant (docs/protocol.md, "Parameters a party does not apply"). Call
+    it on the specification as received, before anything is charged or any row is read.
+
+    Parameters
+    ----------
+    spec : mapping
+        The specification as received (its keys are checked, its values are not read).
+    accepted : collection of str
+        The keys the parser applies: those its ``to_spec`` emits.
+    what : str
+        The specification, as the message names it (e.g. ``"dp_effects projection"``).
+
+    Raises
+    ------
+    InputError
+        One line naming the unexpected keys (sorted, quoted: a key holding a line break stays on one
+        line) and the accepted ones.
+    """
+    unknown = sorted((key for key in spec if key not in accepted), key=str)
+    if unknown:
+        one = len(unknown) == 1
+        raise InputError(
+            f"{what} option{'' if one else 's'} {', '.join(repr(k) for k in unknown)} "
+            f"{'is not one' if one else 'are not ones'} this party applies ({', '.join(sorted(accepted))})",
+            f"drop {'it' if one else 'them'}, or run the analyst's collabcausal version",
+        )
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:

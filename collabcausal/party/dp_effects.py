@@ -84,7 +84,7 @@ from collabcausal.party.clipping import OUTCOME, count_outside, log_clipping
 from collabcausal.party.dp_queries import request_number, require_ledger
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
-from collabcausal.party.secagg import masked_release
+from collabcausal.party.secagg import masked_release, secagg_spec
 from collabcausal.party.table import DEFAULT_MIN_SUBJECTS, column_index
 
 STATISTICS = "dp_effects_statistics"
@@ -111,8 +111,13 @@ class EffectsRequest:
     secagg: Mapping[str, Any] | None
 
 
-def parse_request(party: Party, request: Message) -> EffectsRequest:
-    """Check the shared parameters of a ``dp_effects`` request against the party's table; no data read."""
+def parse_request(party: Party, request: Message, *, labels: bool = True) -> EffectsRequest:
+    """Check the shared parameters of a ``dp_effects`` request against the party's table; no data read.
+
+    With ``labels`` (the default) the last check is the party's arm counts (:func:`check_labels`, which reads
+    its treatment column); an operation with nested specifications of its own passes ``labels=False`` and
+    calls it once they are parsed, so that a malformed one is refused before any row is read.
+    """
     p, op = request.params, request.operation
     for key in ("rho", "delta", "columns", "design", "site", "n_folds"):
         if key not in p:
@@ -140,10 +145,9 @@ def parse_request(party: Party, request: Message) -> EffectsRequest:
         raise InputError(f"{op} site {site!r} is not in 0..{feature_map.n_sites - 1}", "send the party's index")
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or not 1 <= n_folds <= MAX_FOLDS:
         raise InputError(f"{op} n_folds {n_folds!r} is not in 1..{MAX_FOLDS}", "use 1, or 2..20 for cross-fitting")
-    secagg = p.get("secagg")
-    if secagg is not None and not isinstance(secagg, dict):
-        raise InputError(f"{op} secagg must be a mapping", "send the round's parameters (docs/secure-aggregation.md)")
-    check_labels(party, op, n_folds)
+    secagg = secagg_spec(p.get("secagg"), op)
+    if labels:
+        check_labels(party, op, n_folds)
     return EffectsRequest(str(p.get("study", "")), rho, delta, tuple(columns), feature_map, site, n_folds, secagg)
 
 
@@ -262,7 +266,7 @@ def dp_effects_statistics(party: Party, request: Message) -> Message:
                                                    "projection"}, differentially_private=True, out_of_core=True)
 def dp_effects_scores(party: Party, request: Message) -> Message:
     """``rho``-zCDP sums of bounded AIPW / Hajek scores (module docstring)."""
-    req = parse_request(party, request)
+    req = parse_request(party, request, labels=False)
     p = request.params
     models_spec = p.get("models")
     if not isinstance(models_spec, list) or len(models_spec) != req.n_folds:
@@ -284,7 +288,8 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
         raise InputError(f"{SCORES} trim {trim:g} makes the score ranges overflow floating point",
                          "declare a trim such as 0.1") from None
     parts += replicate_components(parts, len(replicates))
-    projection, layout = _projection(party, req, p.get("projection"), parts, trim, len(replicates))
+    projection, layout = _projection(req, p.get("projection"), parts, trim, len(replicates))
+    check_labels(party, SCORES, req.n_folds)  # every specification parsed: the first read of a row
     every = parts + (layout.parts if layout is not None else ())
     _check_scores_arithmetic(party, [c.width for c in every], models + [m for r in replicates for m in r])
     sensitivity = release_sensitivity(parts) if layout is None else scores_sensitivity(parts, layout)
@@ -305,7 +310,7 @@ def dp_effects_scores(party: Party, request: Message) -> Message:
     return _release(party, request, req, sensitivity, len(every), details, exact, release_reach(every))
 
 
-def _projection(party: Party, req: EffectsRequest, spec: object, parts: tuple[Component, ...], trim: float,
+def _projection(req: EffectsRequest, spec: object, parts: tuple[Component, ...], trim: float,
                 n_replicates: int) -> tuple[Projection, ProjectionLayout | None]:
     """The request's modifiers and subgroups (docs/dp-cate-projection.md), checked before any charge.
 

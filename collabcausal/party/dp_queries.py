@@ -41,7 +41,7 @@ from collabcausal.errors import InputError, PolicyError
 from collabcausal.estimators.dp.aggregates import OUTCOME, noisy_aggregates, sum_sensitivity
 from collabcausal.estimators.dp.mechanisms import check_quantiles, clip, dp_quantiles, laplace, quantile_candidates
 from collabcausal.estimators.dp.partitions import Partition, partition_from_spec
-from collabcausal.estimators.validation import check_bounds, check_epsilon
+from collabcausal.estimators.validation import check_bounds, check_epsilon, refuse_unknown_keys
 from collabcausal.ledger import Charge
 from collabcausal.messages import Message
 from collabcausal.party.operations import operation
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 DEFAULT_RANGE_QUANTILES = (0.025, 0.975)
 QUERY_PARAMETERS = frozenset({"epsilon", "columns"})
 """The parameters every query applies (:func:`_admit`, :func:`_charge`); each adds its own (module docstring)."""
+SUM_KEYS = frozenset({"column", "bounds"})
+"""The keys of one entry of ``sums``: an entry carrying any other is refused (:func:`_sum_specs`)."""
 
 
 def referenced_columns(request: Message) -> list[str]:
@@ -127,9 +129,12 @@ def dp_histogram(party: Party, request: Message) -> Message:
     Each subject is in one (cell, arm): epsilon covers the whole histogram (parallel composition).
     """
     eps = _admit(request)
-    partition = _partition(party, request)
+    partition = _partition(request)
+    names, bounds = _sum_specs(request, required=False)  # both specifications checked before any column is read
+    for name in partition.columns:
+        party.table.column(name)  # covariates only: the cells are read from the table's columns
     arms = _arms(party, request)
-    names, bounds = _sums(party, request, required=False)
+    _check_values(party, names)
     charge = _charge(party, request, eps, n_cells=partition.n_cells)
     cells = partition.assign(np.column_stack([party.table.column(c) for c in partition.columns]))
     values = np.column_stack([_values(party, name) for name in names]) if names else None
@@ -213,14 +218,11 @@ def annotate_clipping(party: Party, charge: Charge, names: list[str], n_clipped:
         log_clipping(party.name, charge.operation, clipped, party.table.n_subjects)
 
 
-def _partition(party: Party, request: Message) -> Partition:
+def _partition(request: Message) -> Partition:
     spec = request.params.get("partition")
     if spec is None:
         raise InputError("dp_histogram request has no partition", "pass partition=Partition.to_spec()")
-    partition = partition_from_spec(spec)
-    for name in partition.columns:
-        party.table.column(name)  # covariates only: the cells are read from the table's columns
-    return partition
+    return partition_from_spec(spec)
 
 
 def _arms(party: Party, request: Message) -> np.ndarray | None:
@@ -231,7 +233,14 @@ def _arms(party: Party, request: Message) -> np.ndarray | None:
     return party.table.treatment
 
 
-def _sums(party: Party, request: Message, *, required: bool = True) -> tuple[list[str], list[tuple[float, float]]]:
+def _sums(party: Party, request: Message) -> tuple[list[str], list[tuple[float, float]]]:
+    names, bounds = _sum_specs(request, required=True)
+    _check_values(party, names)
+    return names, bounds
+
+
+def _sum_specs(request: Message, *, required: bool) -> tuple[list[str], list[tuple[float, float]]]:
+    """The summed columns and their bounds, every entry checked from the request alone (no column read)."""
     specs = request.params.get("sums", [])
     if required and not specs:
         raise InputError(f"{request.operation} request has no sums", "pass sums=[{'column': ..., 'bounds': [lo, hi]}]")
@@ -239,15 +248,21 @@ def _sums(party: Party, request: Message, *, required: bool = True) -> tuple[lis
     for spec in specs:
         if not isinstance(spec, Mapping) or "column" not in spec or "bounds" not in spec:
             raise InputError(f"bad sum spec {spec!r}", "use {'column': name, 'bounds': [lo, hi]}")
+        refuse_unknown_keys(spec, SUM_KEYS, f"{request.operation} sum")
         names.append(str(spec["column"]))
         bounds.append(check_bounds(spec["bounds"], f"bounds of {spec['column']!r}"))
-        _values(party, names[-1])
     if bounds and not math.isfinite(sum_sensitivity(bounds, n_cells=2)):  # the larger of the two sensitivities
         raise InputError(
             f"the sum bounds of {request.operation} give an infinite sensitivity (their width overflows)",
             "declare bounds of a usable width",
         )
     return names, bounds
+
+
+def _check_values(party: Party, names: list[str]) -> None:
+    """Every summed column is one the party holds (the outcome only at its label holder), refused before the charge."""
+    for name in names:
+        _values(party, name)
 
 
 def _values(party: Party, name: str) -> np.ndarray:

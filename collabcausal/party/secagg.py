@@ -33,6 +33,7 @@ from cryptography import x509
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import IdentityError, InputError, PolicyError
+from collabcausal.estimators.validation import refuse_unknown_keys
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
@@ -56,6 +57,9 @@ from collabcausal.secagg.pins import DEFAULT_MIN_PARTIES, PeerPolicy
 
 MAX_OPEN_ROUNDS = 16
 """Round keys kept; an older round is closed, and its id can never be opened again."""
+SECAGG_KEYS = frozenset({"round", "advertisements"})
+"""The keys of a request's ``secagg`` (the analyst's :func:`~collabcausal.analyst.secure_sum.secure_sum`): a round
+carrying any other is refused (:func:`secagg_spec`)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,18 @@ def require_peers(identity: Identity) -> PeerPolicy:
     return identity.peers
 
 
+def secagg_spec(spec: object, operation_name: str) -> Mapping[str, Any] | None:
+    """A request's ``secagg`` checked from the request alone: ``None`` when absent, else a mapping of
+    :data:`SECAGG_KEYS` only (one-line :class:`InputError` otherwise), before anything is charged or read."""
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        raise InputError(f"{operation_name} secagg must be a mapping",
+                         "send the round's parameters (docs/secure-aggregation.md)")
+    refuse_unknown_keys(spec, SECAGG_KEYS, f"{operation_name} secagg")
+    return spec
+
+
 @dataclass(frozen=True)
 class MaskedRelease:
     """A checked secure-aggregation round for one release; :meth:`reply` noises and masks the values."""
@@ -224,7 +240,8 @@ def masked_release(
     study : str
         The request's study (the round key must be for it).
     secagg : mapping
-        ``round`` (id from ``secagg_keys``) and ``advertisements`` (every party's, as relayed).
+        ``round`` (id from ``secagg_keys``) and ``advertisements`` (every party's, as relayed); no other key
+        (:func:`secagg_spec`).
     label : str
         The release (the operation's name): one mask per label per round.
     sensitivity : float
@@ -240,9 +257,10 @@ def masked_release(
     ------
     PolicyError, IdentityError, InputError
         No identity or no ``[secure_aggregation]`` rules, an unknown or closed round, a used label, a
-        roster that fails verification or has fewer than ``min_parties`` parties, a low-order key, or
-        values that could wrap around.
+        roster that fails verification or has fewer than ``min_parties`` parties, a low-order key,
+        values that could wrap around, or a ``secagg`` key other than :data:`SECAGG_KEYS`.
     """
+    secagg_spec(secagg, label)  # the callers check it first, before their own state changes
     identity = require_identity(party)
     round_id = secagg.get("round")
     state = party.secagg_rounds.get(round_id) if isinstance(round_id, str) else None

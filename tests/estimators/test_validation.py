@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.validation import check_treatment, is_finite_number, number_in_range
+from collabcausal.estimators.validation import (
+    check_treatment,
+    is_finite_number,
+    number_in_range,
+    refuse_unknown_keys,
+)
 
 
 @pytest.mark.parametrize("t", [np.array([], np.int64), np.array([], np.float64), np.array([], bool)])
@@ -40,3 +45,25 @@ def test_a_request_number_that_is_not_a_finite_number_is_refused_not_raised(valu
                                                (np.nextafter(8.0, 9.0), False), (0.1249999, False)])
 def test_number_in_range_is_closed_at_both_ends(value, inside):
     assert is_finite_number(value) and bool(number_in_range(value, 0.125, 8.0)) is inside
+
+
+ACCEPTED = frozenset({"bounds", "n_sites"})
+
+
+def test_a_key_the_parser_does_not_apply_is_named_with_the_accepted_ones_in_one_line():
+    with pytest.raises(InputError) as caught:
+        refuse_unknown_keys({"bounds": [], "n_sites": 1, "sigma": 0.0}, ACCEPTED, "dp_effects design")
+    assert str(caught.value) == ("dp_effects design option 'sigma' is not one this party applies (bounds, n_sites); "
+                                 "fix: drop it, or run the analyst's collabcausal version")
+
+
+def test_every_unknown_key_is_named_sorted_and_quoted_on_one_line():
+    with pytest.raises(InputError, match=r"^sums options 'a\\nb', 'z' are not ones this party applies \(bounds, "
+                                         r"n_sites\); fix: drop them") as caught:
+        refuse_unknown_keys({"z": 1, "a\nb": 2, "n_sites": 1}, ACCEPTED, "sums")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spec", [{}, {"n_sites": 1}, {"bounds": [], "n_sites": 1}])
+def test_a_spec_of_accepted_keys_passes_whichever_it_leaves_out(spec):
+    assert refuse_unknown_keys(spec, ACCEPTED, "dp_effects design") is None  # the parser checks what it requires

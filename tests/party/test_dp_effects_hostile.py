@@ -17,10 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from dp_effects_requests import COLUMNS, DELTA, FM, MODEL, OTHER, RHO, hostile_frame, hostile_request
+from unread_rows import refused_unread
 
 from collabcausal.errors import InputError, ProtocolError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.projection import Partition, Projection
 from collabcausal.estimators.dp.effects.scores import components, release_sensitivity
 from collabcausal.estimators.dp.effects.statistics import statistics_reach, statistics_sensitivity
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma, zcdp_epsilon
@@ -322,4 +324,32 @@ def test_a_replayed_idempotency_key_cannot_carry_another_cross_weight(tmp_path, 
         party.handle(hostile_request(STATISTICS, request_id="k1", cross_weight=other))
     again = party.handle(hostile_request(STATISTICS, request_id="k1", cross_weight=2.0))
     np.testing.assert_array_equal(first.arrays["values"], again.arrays["values"])
+    assert _charges(party) == 1
+
+
+SUBGROUPS = Projection((0,), (Partition(1, (-1.0, 0.0, 1.0)),)).to_spec()
+NESTED = {  # a key the party does not apply, in each nested specification of a dp_effects request
+    "design": (STATISTICS, "dp_effects design", "n_site", lambda x: {"design": FM.to_spec() | x}),
+    "scores' design": (SCORES, "dp_effects design", "clip_outcome", lambda x: {"design": FM.to_spec() | x}),
+    "model": (SCORES, "dp_effects nuisance model", "sigma", lambda x: {"models": [MODEL.to_spec() | x]}),
+    "replicate's model": (SCORES, "dp_effects nuisance model", "ridge",
+                          lambda x: {"replicates": [[MODEL.to_spec()], [OTHER.to_spec() | x]]}),
+    "projection": (SCORES, "dp_effects projection", "sensitivity", lambda x: {"projection": SUBGROUPS | x}),
+    "subgroup": (SCORES, "dp_effects subgroup", "labels", lambda x: {"projection": SUBGROUPS | {
+        "subgroups": [SUBGROUPS["subgroups"][0] | x]}}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED))
+def test_a_nested_specification_key_the_party_does_not_apply_is_refused_unread_and_uncharged(tmp_path, case):
+    """A misspelling, a claimed bound or a newer analyst's option inside the design, a model, the projection or a
+    subgroup: refused in one line naming it, before the charge and before any row is read (the arm counts
+    included); the same request without it is answered, charged once."""
+    op, what, key, change = NESTED[case]
+    party = _party(tmp_path)
+    error = refused_unread(party, hostile_request(op, **change({key: 0.0})), f"^{what} option '{key}' is not one "
+                           "this party applies")
+    assert "fix: drop it, or run the analyst's collabcausal version" in str(error)
+    assert _charges(party) == 0
+    party.handle(hostile_request(op, **change({})))
     assert _charges(party) == 1

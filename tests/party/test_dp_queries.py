@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from unread_rows import refused_unread
 
 import collabcausal.party.dp_queries as dq
 from collabcausal.errors import BudgetExceededError, InputError, PolicyError
 from collabcausal.estimators.dp.aggregates import OUTCOME
-from collabcausal.estimators.dp.partitions import regular_cut
+from collabcausal.estimators.dp.partitions import CentersPartition, regular_cut
 from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
@@ -137,6 +138,33 @@ def test_bad_requests_are_input_errors_and_charge_nothing(party, op, params, mat
     with pytest.raises(InputError, match=match):
         _ask(party, op, **params)
     assert party.ledger.history() == []
+
+
+AGE = {"column": "age", "bounds": [0, 99]}
+CUT = regular_cut("age", (20, 80), 3).to_spec()
+CENTERS = CentersPartition(["age", "score"], [[30.0, 0.0], [60.0, 0.0]]).to_spec()
+NESTED = {  # a key the party does not apply, in each nested specification of a DP query
+    "grid partition": ("dp_histogram", "grid partition", "closed", lambda x: {"partition": CUT | x}),
+    "centers partition": ("dp_histogram", "centers partition", "n_cells", lambda x: {"partition": CENTERS | x}),
+    "histogram sum": ("dp_histogram", "dp_histogram sum", "weight", lambda x: {
+        "partition": CUT, "by_arm": True, "sums": [AGE, {"column": OUTCOME, "bounds": [0, 10]} | x]}),
+    "sum": ("dp_sum", "dp_sum sum", "clip", lambda x: {"sums": [AGE, {"column": "score", "bounds": [-5, 5]} | x]}),
+    "mean": ("dp_mean", "dp_mean sum", "sensitivity", lambda x: {"sums": [AGE | x]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED))
+def test_a_nested_specification_key_the_party_does_not_apply_is_refused_unread_and_uncharged(party, case):
+    """A misspelling, another partition kind's key or a claimed bound inside the partition or a summed column: refused
+    in one line naming it, before the charge and before any column is read (every specification of the request
+    first); the same request without it is answered, charged once."""
+    op, what, key, change = NESTED[case]
+    request = Message(op, {"study": "s1", "epsilon": BIG, **change({key: 1.0})})
+    request = Message(op, request.params | {"columns": dq.referenced_columns(request)})
+    refused_unread(party, request, f"^{what} option '{key}' is not one this party applies")
+    assert party.ledger.history() == []
+    reply = _ask(party, op, epsilon=BIG, **change({}))
+    assert reply.arrays and len(party.ledger.history()) == 1
 
 
 def test_a_request_reading_an_undeclared_column_is_refused(party):

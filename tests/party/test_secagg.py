@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from unread_rows import refused_unread
 
 from collabcausal.errors import IdentityError, PolicyError
 from collabcausal.estimators.dp.effects.design import FeatureMap
@@ -22,7 +23,7 @@ from collabcausal.ledger import PrivacyLedger
 from collabcausal.messages import Message
 from collabcausal.party import Party, PartyTable
 from collabcausal.party.dp_effects import STATISTICS
-from collabcausal.party.secagg import attach_identities
+from collabcausal.party.secagg import SECAGG_KEYS, attach_identities
 from collabcausal.secagg import KEYS_OPERATION as KEYS
 from collabcausal.secagg import SCALE_BITS, aggregate, decode, integer_sensitivity, share_sigma, simulation_identities
 
@@ -115,6 +116,24 @@ def test_a_bad_round_is_refused_before_the_charge(tmp_path, tamper):
     with pytest.raises((PolicyError, IdentityError)):
         parties[0].handle(_masked_request(0, ads, round_id=round_id))
     assert parties[0].ledger.spent() == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("extra", [{"n_honest": 5}, {"advertisement": []}, {"scale_bits": 8, "sigma_share": 0.0}])
+def test_a_secagg_key_the_party_does_not_apply_is_refused_unread_and_uncharged_and_the_round_stays_usable(
+        tmp_path, extra):
+    """A claimed roster size or noise share, or a misspelt field, in the request's ``secagg``: refused in one line
+    naming it, before the charge, before any row is read and before the round is touched; the honest request then
+    masks under the same round key."""
+    parties = _parties(tmp_path)
+    ads = _keys(parties)
+    hostile = _masked_request(0, ads)
+    hostile = Message(STATISTICS, hostile.params | {"secagg": hostile.params["secagg"] | extra})
+    assert set(_masked_request(0, ads).params["secagg"]) == SECAGG_KEYS
+    named = ", ".join(repr(k) for k in sorted(extra))
+    refused_unread(parties[0], hostile, f"^{STATISTICS} secagg options? {named} (is|are) not ones? this party applies "
+                                        r"\(advertisements, round\)")
+    assert parties[0].handle(_masked_request(0, ads)).params["n_parties"] == 3
+    assert len(parties[0].ledger.history()) == 1
 
 
 def test_a_certificate_from_another_study_ca_is_refused_before_the_charge(tmp_path):

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.validation import check_bounds, check_epsilon, check_matrix
+from collabcausal.estimators.validation import check_bounds, check_epsilon, check_matrix, refuse_unknown_keys
 from collabcausal.randomness import SeedLike, as_generator
 
 Aggregate = Callable[["CentersPartition", float], tuple[NDArray[np.float64], NDArray[np.float64]]]
@@ -153,10 +153,19 @@ class CentersPartition(Partition):
         return f"CentersPartition({list(self.columns)}, n_cells={self.n_cells})"
 
 
+SPEC_KEYS = {"grid": frozenset({"kind", "columns", "bounds", "n_cells"}),
+             "centers": frozenset({"kind", "columns", "centers"})}
+"""The keys of each kind's :meth:`Partition.to_spec`: a spec carrying any other is refused
+(:func:`partition_from_spec`)."""
+
+
 def partition_from_spec(spec: Mapping[str, Any]) -> Partition:
-    """Rebuild a partition from :meth:`Partition.to_spec` output (e.g. received in a request)."""
+    """Rebuild a partition from :meth:`Partition.to_spec` output (e.g. received in a request); a key its kind does
+    not have is refused."""
     if not isinstance(spec, Mapping) or "kind" not in spec:
         raise InputError(f"a partition spec must be a mapping with a 'kind', got {spec!r}", "use Partition.to_spec()")
+    if isinstance(spec["kind"], str) and spec["kind"] in SPEC_KEYS:
+        refuse_unknown_keys(spec, SPEC_KEYS[spec["kind"]], f"{spec['kind']} partition")
     try:
         if spec["kind"] == "grid":
             return GridPartition(spec["columns"], [tuple(b) for b in spec["bounds"]], spec["n_cells"])

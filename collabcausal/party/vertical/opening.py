@@ -23,7 +23,7 @@ from collabcausal.errors import ProtocolError
 from collabcausal.estimators.dp.effects.vertical_program import noise_share
 from collabcausal.messages import Message
 from collabcausal.party.node import Party
-from collabcausal.party.secagg import masked_release
+from collabcausal.party.secagg import masked_release, secagg_spec
 from collabcausal.party.vertical.exchange import verified_totals
 from collabcausal.party.vertical.rounds import KeyRound, close_round
 from collabcausal.secagg import NOISE_TAIL, SCALE_BITS, encode
@@ -42,7 +42,8 @@ def open_parameters(evaluators: int) -> frozenset[str]:
 
 def open_release(party: Party, request: Message, release: str) -> Message:
     """The released vector of ``release``: the key owner's own entries plus its shares, the opened totals (masked
-    for secure aggregation when the request carries ``secagg``)."""
+    for secure aggregation when the request carries ``secagg``, checked before the round closes)."""
+    secagg = secagg_spec(request.params.get("secagg"), request.operation)
     state = close_round(party, request.params.get("round"), release)
     if state.sent != state.batches:
         raise ProtocolError(f"round {state.terms['round']!r} is opened after {state.sent} of its {state.batches} "
@@ -50,7 +51,6 @@ def open_release(party: Party, request: Message, release: str) -> Message:
     slots = state.owner.parameters.slot_count
     totals = [verified_totals(party, request, peer, state.terms, packed_count(int(at.size), slots), k)
               for k, (peer, at) in enumerate(zip(state.peers, state.totals, strict=True))]
-    secagg = request.params.get("secagg")
     if secagg is None:
         released = _opened(state, totals, noise_share(state.parties, state.sigma))
         params = {"sigma": state.sigma, "round": state.terms["round"], "n_subjects": state.terms["n_subjects"]}

@@ -132,7 +132,7 @@ class VerticalRequest:
         return group_design(self.feature_map, X, self.site, self.groups, self.me)
 
 
-def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest:
+def parse_vertical(party: Party, request: Message, role: int, *, labels: bool = True) -> VerticalRequest:
     """Check a vertical request's public terms for this party in ``role`` (:data:`LABEL_HOLDER`, :data:`KEY_OWNER`,
     :data:`ANY_OTHER` or :data:`FURTHER`).
 
@@ -140,7 +140,9 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
     fewer than two or more than :data:`MAX_COLUMN_GROUPS` column groups, a covariate the party does not hold or one
     named twice, a declared range whose arithmetic overflows, a row count other than the aligned one, a delta not
     below ``1/n``, batches over :data:`MAX_BATCH_ROWS` subjects or a batch past the last, and for the label holder no
-    T and Y or an arm below ``min_subjects``.
+    T and Y or an arm below ``min_subjects`` (:func:`~collabcausal.party.dp_effects.check_labels`, which reads the
+    treatment column: a label holder's operation with a nested specification of its own passes ``labels=False`` and
+    calls it once that is parsed, so that a malformed one is refused before any row is read).
     """
     p, op = request.params, request.operation
     for key in ("study", "round", "rho", "delta", "design", "site", "column_groups", "parties", "n_subjects"):
@@ -181,7 +183,7 @@ def parse_vertical(party: Party, request: Message, role: int) -> VerticalRequest
     delta = check_delta(request_number(p["delta"], "delta", op), f"delta of {op}")
     if not 0.0 < delta < 1.0 / n:
         raise InputError(f"delta {delta:g} of {op} is not in (0, 1/n = 1/{n})", "e.g. delta = 1e-6")
-    if me == LABEL_HOLDER:
+    if me == LABEL_HOLDER and labels:
         check_labels(party, op, 1)
     bounds = p.get("norm_bounds")
     if bounds is not None and not (isinstance(bounds, list) and all(

@@ -34,6 +34,7 @@ from collabcausal.estimators.dp.effects.vertical_program import (
     share_sd,
 )
 from collabcausal.messages import Message
+from collabcausal.party.dp_effects import check_labels
 from collabcausal.party.node import Party
 from collabcausal.party.operations import operation
 from collabcausal.party.vertical.evaluations import add_batch, begin, count_batch, evaluation
@@ -154,8 +155,9 @@ def vertical_scores_totals(party: Party, request: Message) -> Message:
     """L: the released score sums under P's key, summed batch by batch, its noise share inside (module docstring);
     with three or more column groups the further parties' parts come sealed to L and are added under encryption.
     Charged at batch 0 once everything relayed verifies."""
-    req = parse_vertical(party, request, LABEL_HOLDER)
+    req = parse_vertical(party, request, LABEL_HOLDER, labels=False)
     program = _program(req, request)
+    check_labels(party, request.operation, 1)  # the program parsed: the first read of a row
     terms = _terms(req, program)
     state = evaluation(party, req, RELEASE, terms)
     context, columns = verified_columns(party, request, req, terms, req.parties[KEY_OWNER],

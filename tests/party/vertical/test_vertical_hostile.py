@@ -11,6 +11,7 @@ not repeated.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -21,10 +22,12 @@ from hostile_rounds import (
     feature_map,
     honest_program,
     opening,
+    parties,
     relayed,
     request,
     small_world,
 )
+from unread_rows import refused_unread
 from vertical_parties import STUDY, refused_uncharged, spent
 
 from collabcausal.errors import IdentityError, InputError, PolicyError, ProtocolError
@@ -132,15 +135,21 @@ def test_a_program_other_than_the_key_owners_is_refused_by_the_evaluator(w, prog
     refused_uncharged(w.label, relayed("scores", sent, reply, program=other), IdentityError)
 
 
-def test_each_party_charges_the_sigma_it_recomputed_from_the_program_not_a_stated_one(w, program_spec) -> None:
-    """The coordinator adds a tiny ``sigma`` (and forged ``unit``, ``parts``, ``poly``) to the program and to the
-    params: the params' ``sigma`` is refused uncharged by each party (a parameter it does not apply); with the forged
-    program alone, each party's charge records the sigma it derived from the model and limits, the signed terms carry
-    the program without them, and the release's noise follows that sigma (its reply's ``sigma``)."""
+def test_each_party_refuses_a_stated_sigma_and_charges_the_sigma_it_recomputed_from_the_program(w, program_spec
+                                                                                                  ) -> None:
+    """The coordinator adds a tiny ``sigma`` (and forged ``unit``, ``parts``, ``poly``) to the program, or a ``sigma``
+    to the params: each party refuses either uncharged, naming them (keys it does not apply; the program's were left
+    aside before); with the honest program each party's charge records the sigma it derived from the model and
+    limits, and the release's noise follows that sigma (its reply's ``sigma``)."""
     forged = program_spec | {"sigma": 1e-9, "unit": 1e9, "parts": [[0, 1e-9]], "poly": {"coefficients": [0.5]}}
-    sent = request(w, "scores", program=forged)
+    named = ("^vertical score program options 'parts', 'poly', 'sigma', 'unit' are not ones this party applies "
+             r"\(changes, limits, model, trim\)")
+    refused_uncharged(w.other, request(w, "scores", program=forged), InputError, named)
+    refused_uncharged(w.label, Message("vertical_scores_totals", request(w, "scores", program=forged).params),
+                      InputError, named)
+    sent = request(w, "scores")
     stated = "does not apply: sigma;"
-    refused_uncharged(w.other, request(w, "scores", program=forged, sigma=1e-9), InputError, stated)
+    refused_uncharged(w.other, request(w, "scores", sigma=1e-9), InputError, stated)
     refused_uncharged(w.label, Message("vertical_scores_totals", sent.params | {"sigma": 1e-9}), InputError, stated)
     reply = w.other.handle(sent)
     totals = w.label.handle(relayed("scores", sent, reply))
@@ -150,7 +159,48 @@ def test_each_party_charges_the_sigma_it_recomputed_from_the_program_not_a_state
     assert totals.params["sigma"] == pytest.approx(expected, rel=1e-12)
     opened = w.other.handle(opening("scores", sent.params["round"], totals))
     assert opened.params["sigma"] == pytest.approx(expected, rel=1e-12)
-    assert ScoreProgram.from_spec(forged, feature_map(w), GROUPS).to_spec() == program_spec
+    assert ScoreProgram.from_spec(program_spec, feature_map(w), GROUPS).to_spec() == program_spec
+
+
+NESTED = {  # a key the party does not apply, in each nested specification of a scores program (and the design)
+    "program": ("vertical score program", "noise_parties", lambda s: s),
+    "replicate": ("vertical score program replicate", "weight", lambda s: s["changes"][0]),
+    "limits": ("vertical score program clip limits", "margin", lambda s: s["limits"]),
+    "replicate's limits": ("vertical score program clip limits", "margin", lambda s: s["changes"][-1]["limits"]),
+    "model": ("dp_effects nuisance model", "ridge", lambda s: s["model"]),
+    "replicate's model": ("dp_effects nuisance model", "sigma", lambda s: s["changes"][1]["model"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED))
+def test_a_program_key_the_party_does_not_apply_is_refused_unread_and_uncharged_by_both(w, program_spec, case
+                                                                                        ) -> None:
+    """A misspelling, a claimed bound or a newer coordinator's option anywhere in the program: the key owner and the
+    label holder each refuse it in one line naming it, before their charge and before any row is read (the label
+    holder's arm counts included); the honest program is then encrypted for, charged once."""
+    what, key, where = NESTED[case]
+    hostile = json.loads(json.dumps(program_spec))
+    where(hostile)[key] = 0.0
+    sent = request(w, "scores", program=hostile)
+    match = f"^{what} option '{key}' is not one this party applies"
+    refused_unread(w.other, sent, match)
+    refused_unread(w.label, Message("vertical_scores_totals", sent.params), match)
+    assert spent(w.other) == spent(w.label) == 0.0
+    w.other.handle(request(w, "scores", program=program_spec))
+    assert spent(w.other) > 0.0 and len(w.other.ledger.history()) == 1
+
+
+@pytest.mark.parametrize("release", ["statistics", "scores"])
+def test_a_design_key_the_party_does_not_apply_is_refused_unread_and_uncharged(w, release) -> None:
+    """The design of a vertical round carries a key the map does not apply: the round's key owner refuses it before
+    its charge and before any row is read, and the honest design is then charged once."""
+    owner = parties(w, release)[0]
+    design = feature_map(w).to_spec()
+    refused_unread(owner, request(w, release, design=design | {"clip_outcome": False}),
+                   "^dp_effects design option 'clip_outcome' is not one this party applies")
+    assert spent(owner) == 0.0
+    owner.handle(request(w, release))
+    assert len(owner.ledger.history()) == 1
 
 
 def test_a_stated_sigma_does_not_reach_the_statistics_either(w) -> None:
@@ -198,6 +248,19 @@ def test_more_rounds_than_max_open_rounds_close_the_oldest_which_then_never_open
     assert spent(w.label) == charged
     refused_uncharged(w.label, request(w, "statistics", **share, round=sent[0].params["round"]), PolicyError,
                        "already encrypted")
+
+
+def test_a_secagg_key_the_key_owner_does_not_apply_is_refused_before_the_round_closes(w, statistics_round) -> None:
+    """The opening's ``secagg`` carries a key the party does not apply (a claimed ``n_honest``): refused in one line
+    naming it, before the round is closed, so the honest opening still opens it, once."""
+    sent, _reply, totals = statistics_round
+    round_id = sent.params["round"]
+    hostile = {"round": f"{round_id}/secagg", "advertisements": [], "n_honest": 9}
+    refused_uncharged(w.label, opening("statistics", round_id, totals, secagg=hostile), InputError,
+                      "^vertical_statistics_open secagg option 'n_honest' is not one this party applies "
+                      r"\(advertisements, round\)")
+    assert np.isfinite(w.label.handle(opening("statistics", round_id, totals)).array("values")).all()
+    refused_uncharged(w.label, opening("statistics", round_id, totals), PolicyError, "closed")
 
 
 def test_a_statistics_round_opened_as_scores_is_refused_and_stays_open(w, statistics_round) -> None:

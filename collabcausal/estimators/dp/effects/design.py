@@ -21,7 +21,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from collabcausal.errors import InputError
-from collabcausal.estimators.validation import check_bounds, check_matrix, check_vector
+from collabcausal.estimators.validation import check_bounds, check_matrix, check_vector, refuse_unknown_keys
+
+SPEC_KEYS = frozenset({"bounds", "outcome_range", "n_sites"})
+"""The keys of :meth:`FeatureMap.to_spec`, each required: a design carrying any other is refused
+(:meth:`FeatureMap.from_spec`)."""
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,11 @@ class FeatureMap:
 
     @classmethod
     def from_spec(cls, spec: object) -> FeatureMap:
-        """Inverse of :meth:`to_spec`; a one-line :class:`InputError` for a malformed spec."""
-        if not isinstance(spec, dict) or not {"bounds", "outcome_range", "n_sites"} <= set(spec):
+        """Inverse of :meth:`to_spec`; a one-line :class:`InputError` for a malformed spec or one with a key it
+        does not apply."""
+        if not isinstance(spec, dict) or not SPEC_KEYS <= set(spec):
             raise InputError("malformed dp_effects feature map", "send bounds, outcome_range and n_sites")
+        refuse_unknown_keys(spec, SPEC_KEYS, "dp_effects design")
         bounds = spec["bounds"]
         n_sites = spec["n_sites"]
         if not isinstance(bounds, Sequence) or isinstance(n_sites, bool) or not isinstance(n_sites, int):

@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.statistics import ArmStatistics
+from collabcausal.estimators.validation import refuse_unknown_keys
 
 RIDGE_SCALE = 1.0
 """Default ``ridge_scale``. Smaller ones lowered the benchmark design's RMSE (0.25: 2.8% less at eps 1, paired over
@@ -39,6 +40,9 @@ MIN_RIDGE = 1.0
 """The smallest ridge: one pseudo-observation on the [-1, 1] design scale. Without it a near-singular arm
 (LaLonde's 185 treated, whose earnings sit at one end of their range) turns noise of 1e-2 into swings of
 the extrapolated outcome model that dominate the ATE."""
+SPEC_KEYS = ("propensity", "outcome_0", "outcome_1")
+"""The keys of :meth:`NuisanceModel.to_spec`, each required: a model carrying any other is refused
+(:meth:`NuisanceModel.from_spec`)."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +80,12 @@ class NuisanceModel:
 
     @classmethod
     def from_spec(cls, spec: object, dim: int) -> NuisanceModel:
-        """Inverse of :meth:`to_spec`, checked: three finite vectors of length ``dim``."""
+        """Inverse of :meth:`to_spec`, checked: three finite vectors of length ``dim``, and no other key."""
         if not isinstance(spec, dict):
             raise InputError("malformed dp_effects nuisance model", "send propensity, outcome_0 and outcome_1")
+        refuse_unknown_keys(spec, SPEC_KEYS, "dp_effects nuisance model")
         vectors = []
-        for key in ("propensity", "outcome_0", "outcome_1"):
+        for key in SPEC_KEYS:
             try:
                 v = np.asarray(spec[key], dtype=float)
             except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit int

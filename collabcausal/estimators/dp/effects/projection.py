@@ -77,7 +77,13 @@ from collabcausal.estimators.dp.effects.scores import (
     residual_score_bound,
     subject_scores,
 )
-from collabcausal.estimators.validation import check_treatment, check_vector, is_finite_number, number_in_range
+from collabcausal.estimators.validation import (
+    check_treatment,
+    check_vector,
+    is_finite_number,
+    number_in_range,
+    refuse_unknown_keys,
+)
 
 MAX_MODIFIERS = 6
 MAX_BINS = 12
@@ -117,6 +123,8 @@ class Partition:
 SPEC_KEYS = frozenset({"modifiers", "subgroups", "clip", "weights", "modifier_clips", "gram_weight", "centre", "pilot",
                        "residual_clip", "replicate_pilots"})
 """The keys of :meth:`Projection.to_spec`: a projection carrying any other is refused (:meth:`Projection.from_spec`)."""
+SUBGROUP_KEYS = frozenset({"column", "edges"})
+"""The keys of a subgroup partition in :meth:`Projection.to_spec`; any other is refused likewise."""
 
 
 @dataclass(frozen=True)
@@ -183,14 +191,12 @@ class Projection:
         if not isinstance(spec, dict) or not isinstance(spec.get("modifiers", []), list) or not isinstance(
                 spec.get("subgroups", []), list):
             raise InputError("malformed dp_effects projection", "send modifiers=[column index, ...], subgroups=[...]")
-        unknown = sorted(set(spec) - SPEC_KEYS, key=str)
-        if unknown:  # a newer analyst's option this party would not apply, or a misspelling: never ignored
-            raise InputError(f"dp_effects projection option {unknown[0]!r} is not one this party applies "
-                             f"({', '.join(sorted(SPEC_KEYS))})", "drop it, or run the analyst's collabcausal version")
+        refuse_unknown_keys(spec, SPEC_KEYS, "dp_effects projection")  # a newer analyst's option: never ignored
         partitions = []
         for g in spec.get("subgroups", []):
             if not isinstance(g, dict) or not isinstance(g.get("edges"), list):
                 raise InputError("malformed dp_effects subgroup", "send {column: index, edges: [e0, e1, ...]}")
+            refuse_unknown_keys(g, SUBGROUP_KEYS, "dp_effects subgroup")
             partitions.append(Partition(g.get("column"), tuple(g["edges"])))  # type: ignore[arg-type]
         weights, clips, pilot = spec.get("weights"), spec.get("modifier_clips"), spec.get("pilot")
         copies = spec.get("replicate_pilots")

@@ -48,11 +48,20 @@ from collabcausal.estimators.dp.effects.vertical import (
 )
 from collabcausal.estimators.dp.mechanisms import draw_noise
 from collabcausal.estimators.dp.zcdp import gaussian_zcdp_sigma
+from collabcausal.estimators.validation import refuse_unknown_keys
 
 SCORE_NOISE_PARTIES = 2
 """Parties that add a noise share to each score sum, whatever the number of column groups: the label holder (it
 evaluates and totals) and the scores key owner (it opens). A further party's parts go in encrypted, per subject:
 it never holds a sum to add noise to."""
+
+PROGRAM_KEYS = frozenset({"model", "limits", "trim", "changes"})
+"""The keys of :meth:`ScoreProgram.to_spec`: a program carrying any other (a stated ``sigma``, ``unit``, ``parts`` or
+``poly``: each party recomputes them) is refused (:meth:`ScoreProgram.from_spec`)."""
+CHANGE_KEYS = frozenset({"model", "limits"})
+"""The keys of a replicate's change in :meth:`ScoreProgram.to_spec`; any other is refused likewise."""
+LIMITS_KEYS = frozenset({"low", "high"})
+"""The keys of clip limits in :meth:`ScoreProgram.to_spec`; any other is refused likewise."""
 
 __all__ = ["SCORE_NOISE_PARTIES", "ScoreProgram", "noise_share", "program_from_statistics", "score_inputs",
            "scores_bound", "scores_sigma", "share_sd", "statistics_bound", "statistics_sigma", "vertical_effect"]
@@ -96,6 +105,7 @@ class ScoreProgram:
         """Inverse of :meth:`to_spec`, checked; raises :class:`~collabcausal.errors.InputError` on malformed input."""
         if not isinstance(spec, dict) or not isinstance(spec.get("changes"), list):
             raise InputError("malformed vertical score program", "send ScoreProgram.to_spec() of the fitted models")
+        refuse_unknown_keys(spec, PROGRAM_KEYS, "vertical score program")
         if len(spec["changes"]) > MAX_REPLICATES:
             raise InputError(f"the score program has more than {MAX_REPLICATES} replicates", "send fewer replicates")
         dim = feature_map.dim
@@ -105,6 +115,7 @@ class ScoreProgram:
         for change in spec["changes"]:
             if not isinstance(change, dict):
                 raise InputError("malformed replicate in the score program", "send {model, limits} per replicate")
+            refuse_unknown_keys(change, CHANGE_KEYS, "vertical score program replicate")
             changes.append((NuisanceModel.from_spec(change.get("model"), dim), _limits_from(change.get("limits"),
                                                                                              groups)))
         trim = spec.get("trim")
@@ -119,6 +130,8 @@ def _limits_spec(limits: PartLimits) -> dict[str, list[list[float]]]:
 
 def _limits_from(spec: object, groups: ColumnGroups) -> PartLimits:
     shape = (3, groups.n_parties)
+    if isinstance(spec, dict):  # anything else is refused below, as not numeric low/high arrays
+        refuse_unknown_keys(spec, LIMITS_KEYS, "vertical score program clip limits")
     try:
         low = np.asarray(spec["low"], dtype=float)  # type: ignore[index]
         high = np.asarray(spec["high"], dtype=float)  # type: ignore[index]

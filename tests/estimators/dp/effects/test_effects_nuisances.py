@@ -9,7 +9,7 @@ from collabcausal.errors import InputError
 from collabcausal.estimators.dp.effects.analysis import fold_models
 from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.folds import assign_folds, fold_seed
-from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
+from collabcausal.estimators.dp.effects.nuisances import SPEC_KEYS, NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.simulations.multisite import OUTCOME_RANGE, covariate_bounds, simulate_sites
 
@@ -55,3 +55,15 @@ def test_folds_are_balanced_keyed_and_stable():
 def test_a_malformed_model_spec_is_refused(spec):
     with pytest.raises(InputError):
         NuisanceModel.from_spec(spec, 2)
+
+
+def test_a_model_key_the_party_does_not_apply_is_refused_by_name():
+    """A stated ``sigma`` or a newer analyst's ``ridge`` beside the three coefficient lists: refused, not left aside;
+    the keys a model sends are exactly those a party reads back."""
+    model = NuisanceModel(np.array([0.0, 0.5]), (np.array([0.1, -0.2]), np.array([0.3, 0.0])))
+    assert set(model.to_spec()) == set(SPEC_KEYS)
+    again = NuisanceModel.from_spec(model.to_spec(), 2)
+    assert again.to_spec() == model.to_spec()
+    with pytest.raises(InputError, match=r"^dp_effects nuisance model options 'ridge', 'sigma' are not ones this "
+                                         r"party applies \(outcome_0, outcome_1, propensity\); fix: drop them"):
+        NuisanceModel.from_spec(model.to_spec() | {"sigma": 0.0, "ridge": 1.0}, 2)

@@ -13,6 +13,9 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.statistics import fold_statistics
 from collabcausal.estimators.dp.effects.vertical import ColumnGroups, entry_parties, group_design, released_variance
 from collabcausal.estimators.dp.effects.vertical_program import (
+    CHANGE_KEYS,
+    LIMITS_KEYS,
+    PROGRAM_KEYS,
     ScoreProgram,
     noise_share,
     program_from_statistics,
@@ -79,6 +82,34 @@ def test_a_replicate_equal_to_the_model_is_refused(program) -> None:
     none = {"low": [[0.0, 0.0]] * 3, "high": [[0.0, 0.0]] * 3}
     with pytest.raises(InputError, match="positive and finite"):
         ScoreProgram.from_spec(spec | {"changes": [{"model": zero, "limits": none}]}, FM, GROUPS)
+
+
+def test_the_accepted_keys_are_what_to_spec_emits(program) -> None:
+    spec = program.to_spec()
+    assert set(spec) == PROGRAM_KEYS and spec["changes"]
+    assert all(set(c) == CHANGE_KEYS and set(c["limits"]) == LIMITS_KEYS for c in spec["changes"])
+    assert set(spec["limits"]) == LIMITS_KEYS
+
+
+@pytest.mark.parametrize(("where", "key", "what", "accepted"), [
+    ("program", "sigma", "vertical score program", "changes, limits, model, trim"),
+    ("change", "weight", "vertical score program replicate", "limits, model"),
+    ("limits", "margin", "vertical score program clip limits", "high, low"),
+    ("change limits", "margin", "vertical score program clip limits", "high, low"),
+    ("model", "ridge", "dp_effects nuisance model", "outcome_0, outcome_1, propensity"),
+])
+def test_a_program_key_the_party_does_not_apply_is_refused_by_name_at_every_level(program, where, key, what,
+                                                                                   accepted) -> None:
+    """A stated ``sigma`` (each party recomputes its own), a newer coordinator's option in a replicate, its limits or
+    its model: refused in one line naming it, where it used to be left aside."""
+    spec = json.loads(json.dumps(program.to_spec()))
+    target = {"program": spec, "change": spec["changes"][0], "limits": spec["limits"],
+              "change limits": spec["changes"][-1]["limits"], "model": spec["changes"][0]["model"]}[where]
+    target[key] = 0.0
+    with pytest.raises(InputError, match=f"^{what} option '{key}' is not one this party applies \\({accepted}\\)"):
+        ScoreProgram.from_spec(spec, FM, GROUPS)
+    del target[key]
+    assert ScoreProgram.from_spec(spec, FM, GROUPS).to_spec() == program.to_spec()
 
 
 def test_noise_shares_are_calibrated_per_entry() -> None:
