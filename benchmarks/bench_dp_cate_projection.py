@@ -66,7 +66,8 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
               clip: float | None = None, nuisance_share: float = 0.5,
               allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
               gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
-              residual_clip: float | None = None, cross_weight: float = 1.0) -> dict[str, object]:
+              residual_clip: float | None = None, cross_weight: float = 1.0,
+              clip_compensation: float | None = None) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
@@ -75,7 +76,8 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
     spec = study_spec(outcome, epsilon, projection_clip=clip, nuisance_share=nuisance_share,  # type: ignore[arg-type]
                       projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight,
-                      projection_centre=centre, residual_clip=residual_clip, cross_weight=cross_weight)
+                      projection_centre=centre, residual_clip=residual_clip, cross_weight=cross_weight,
+                      clip_compensation=clip_compensation)
     run = run_private(sites, spec)
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
@@ -85,7 +87,7 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
         "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
         "nuisance_share": nuisance_share, "projection_allocation": allocation,
         "modifier_clip": modifier_clip, "gram_weight": gram_weight, "projection_centre": centre,
-        "residual_clip": residual_clip, "cross_weight": cross_weight,
+        "residual_clip": residual_clip, "cross_weight": cross_weight, "clip_compensation": clip_compensation,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -184,14 +186,16 @@ def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log:
                 peers: int = 0, clip: float | None = None, nuisance_share: float = 0.5,
                 allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
                 gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
-                residual_clip: float | None = None, cross_weight: float = 1.0) -> list[dict[str, object]]:
+                residual_clip: float | None = None, cross_weight: float = 1.0,
+                clip_compensation: float | None = None) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
     for r in range(reps):
         row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip, nuisance_share=nuisance_share,
                         allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight, centre=centre,
-                        residual_clip=residual_clip, cross_weight=cross_weight)
+                        residual_clip=residual_clip, cross_weight=cross_weight,
+                        clip_compensation=clip_compensation)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -294,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--residual-clip", type=float, default=None, metavar="F",
                         help="the projection's scores with the outcome unclipped and each residual y - mu_t clipped "
                              "at F outcome-range widths (docs/dp-cate-projection.md; default: not)")
+    parser.add_argument("--clip-compensation", type=float, default=None, metavar="B",
+                        help="[dp_effects] clip_compensation (binary outcome, with --projection-clip): each clipped "
+                             "score gets back its clip's loss expected under the nuisance models, at most B "
+                             "outcome-range widths (docs/dp-cate-projection.md; default: not)")
     parser.add_argument("--cross-weight", type=float, default=1.0, metavar="W",
                         help="[dp_effects] cross_weight: the statistics release's outcome cross sums weighted by W "
                              "(docs/dp-effects.md; default 1)")
@@ -319,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
                                       args.projection_clip, args.nuisance_share, args.projection_allocation,
                                       args.modifier_clip, args.gram_weight, args.projection_centre,
-                                      args.residual_clip, args.cross_weight)
+                                      args.residual_clip, args.cross_weight, args.clip_compensation)
                       for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:

@@ -43,6 +43,7 @@ class DPEffectsSpec:
     gram_weight: float | None = GRAM_WEIGHT
     projection_centre: float | None = None
     residual_clip: float | None = None
+    clip_compensation: float | None = None
     cross_weight: float = 1.0
     norm_bounds: tuple[float, ...] | None = None
 

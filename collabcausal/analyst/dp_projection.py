@@ -95,7 +95,8 @@ def plan_projection(spec: DPEffectsSpec, feature_map: FeatureMap,
                             tuple(Partition(index(name, "subgroup"), tuple(edges)) for name, edges in spec.subgroups),
                             spec.projection_clip, gram_weight=spec.gram_weight, centre=spec.projection_centre,
                             pilot=line if centred else None, residual_clip=spec.residual_clip,
-                            replicate_pilots=(line,) * spec.nuisance_replicates if centred else None)
+                            replicate_pilots=(line,) * spec.nuisance_replicates if centred else None,
+                            clip_compensation=spec.clip_compensation)
     check_projection(projection, feature_map, columns)
     layout = projection_layout(projection, feature_map.outcome_width, spec.trim, spec.nuisance_replicates)
     base = release_sensitivity(parts)
@@ -184,7 +185,7 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
         "noise_growth": plan.sensitivity / plan.base_sensitivity,
         "allocation": {"rule": spec.projection_allocation, "modifier_clip": spec.modifier_clip,
                        "gram_weight": spec.gram_weight, "centre": projection.centre,
-                       "residual_clip": projection.residual_clip,
+                       "residual_clip": projection.residual_clip, "clip_compensation": projection.clip_compensation,
                        "pilot": None if projection.pilot is None else list(projection.pilot),
                        "replicate_pilots": None if projection.replicate_pilots is None else [
                            list(g) for g in projection.replicate_pilots],

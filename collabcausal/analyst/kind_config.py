@@ -201,6 +201,11 @@ class DPEffectsSection(Section):
         None, gt=0, le=1, description="the projection's and subgroups' scores take the outcome unclipped with each "
         "residual y - mu_t clipped at this many outcome-range widths, e.g. 0.33 (default: the outcome clipped to its "
         "range; docs/dp-cate-projection.md, \"Clipping the residual\")")
+    clip_compensation: float | None = Field(
+        None, gt=0, le=1, description="for a binary outcome, with projection_clip: each clipped modifier-weighted "
+        "and subgroup score gets back the loss its clip is expected to cost under the nuisance models, at most this "
+        "many outcome-range widths, e.g. 0.1 (default: not; docs/dp-cate-projection.md, \"The clip's expected loss "
+        "added back\")")
     cross_weight: float = Field(
         1.0, ge=CROSS_WEIGHT_RANGE[0], le=CROSS_WEIGHT_RANGE[1], description="the statistics release's outcome "
         "cross sums weighted by this against its Gram matrices (1: unweighted); 2 halved the outcome models' "

@@ -64,6 +64,7 @@ def dp_effects_spec(config: StudyConfig) -> DPEffectsSpec:
         modifier_clip=None if section.modifier_clip == "none" else section.modifier_clip,
         gram_weight=None if section.gram_weight == "none" else section.gram_weight,
         projection_centre=section.projection_centre, residual_clip=section.residual_clip,
+        clip_compensation=section.clip_compensation,
         cross_weight=section.cross_weight,
         norm_bounds=None if section.norm_bounds is None else tuple(section.norm_bounds),
     )

@@ -89,6 +89,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "projection_clip": (("dp_effects",), None),
     "projection_centre": (("dp_effects",), None),
     "residual_clip": (("dp_effects",), None),
+    "clip_compensation": (("dp_effects",), None),
     "cross_weight": (("dp_effects",), None),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
@@ -147,6 +148,10 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
         help="dp_effects: the modifier-weighted and subgroup scores take the outcome unclipped, each residual clipped "
         "at F outcome-range widths, e.g. 0.33 (default: the outcome clipped to its range; for an outcome whose tails "
         "pass its declared range, not a bounded one; docs/dp-cate-projection.md)")
+    add("--clip-compensation", type=float, metavar="B",
+        help="dp_effects, binary outcome, with --projection-clip: each clipped modifier-weighted and subgroup score "
+        "gets back the loss its clip is expected to cost under the nuisance models, at most B outcome-range widths, "
+        "e.g. 0.1 (default: not; docs/dp-cate-projection.md)")
     add("--cross-weight", type=float, metavar="W",
         help="dp_effects: the statistics release's outcome cross sums weighted by W against its Gram matrices "
         "(default 1; 2 helped a continuous outcome, not a binary one; docs/dp-effects.md)")
@@ -341,7 +346,8 @@ def simulated_study(
             "estimands": [estimand], "nuisance": args.nuisance,
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
-        } | {key: value for key in ("projection_clip", "projection_centre", "residual_clip", "cross_weight")
+        } | {key: value for key in ("projection_clip", "projection_centre", "residual_clip",
+                                  "clip_compensation", "cross_weight")
                if (value := getattr(args, key)) is not None}
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,

@@ -37,7 +37,7 @@ def _run(tmp_path, spec: DPEffectsSpec) -> dict:
 
 @pytest.mark.parametrize(("clip", "shaping"), [
     (None, {}), (2.0, {}), (2.0, {"projection_allocation": "equal", "modifier_clip": None, "gram_weight": None}),
-    (None, {"projection_centre": 0.5}), (None, {"residual_clip": 0.25}),
+    (None, {"projection_centre": 0.5}), (None, {"residual_clip": 0.25}), (2.0, {"clip_compensation": 0.1}),
 ])
 def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_json(tmp_path, clip, shaping):
     report = _run(tmp_path, replace(SPEC, projection_clip=clip, **shaping))
@@ -58,6 +58,10 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
     centre, rho = shaping.get("projection_centre"), shaping.get("residual_clip")
     assert list(sums) == (["blp_0"] if clip or centre or rho else []) + ["blp_1", "blp_2"]
     assert cate["allocation"]["residual_clip"] == rho
+    beta = shaping.get("clip_compensation")
+    assert cate["allocation"]["clip_compensation"] == beta
+    if beta is not None:  # the clipped point sums' ranges widen by beta R: a = 2 R, R = 12
+        assert sums["blp_0"]["bound"] == pytest.approx((2.0 + beta) * 12.0)
     if rho is not None:  # R + rho / t, R = 12, t = 0.1: the intercept's own sum at the residual-clipped score's bound
         assert sums["blp_0"]["bound"] == pytest.approx(12.0 + rho * 12.0 / 0.1)
     assert np.sum(weights**2) == pytest.approx(weights.size)  # the point sums' budget is shared out, not grown
@@ -65,7 +69,8 @@ def test_the_report_gives_the_projection_and_subgroups_with_intervals_in_strict_
         assert np.all(weights == 1.0)
     else:  # x0 (a standard normal on [-3.5, 3.5]) has 12x the slope's noise amplification of binary x8
         assert sums["blp_1"]["weight"] > 1.5 * sums["blp_2"]["weight"]
-    bound = sums["blp_1"]["bound"] / sums["blp_2"]["bound"]
+    back = (beta or 0.0) * 12.0  # the loss added back widens both sums' bounds by as much
+    bound = (sums["blp_1"]["bound"] - back) / (sums["blp_2"]["bound"] - back)
     assert bound == (1.0 if "modifier_clip" in shaping else pytest.approx(2 / 3.5, rel=0.05))  # k rms(z0) = 2 / 3.5
     assert cate["allocation"]["gram_weight"] == shaping.get("gram_weight", 0.25)
     pilot = cate["allocation"]["pilot"]
@@ -110,6 +115,8 @@ def test_a_centred_study_sends_each_noise_replicate_its_own_pilot_from_its_own_s
     ({"projection_centre": -1.0}, "centre"),
     ({"projection_centre": 1.0, "nuisance": "site"}, "pooled nuisance"),
     ({"residual_clip": 2.0}, "residual_clip"),
+    ({"clip_compensation": 0.1}, "clip_compensation .* beside a projection clip"),
+    ({"projection_clip": 2.0, "clip_compensation": 3.0}, "clip_compensation"),
     ({"modifiers": COLUMNS[:6], "subgroups": tuple((c, (-3.5, 0.0, 3.5)) for c in COLUMNS[:6])},
      r"one modifier alone \d\.\d\dx"),
 ])

@@ -135,6 +135,7 @@ def test_dp_effects_projection_shaping_keys_reach_the_spec(tmp_path, keys, expec
     spec = dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section)))
     assert (spec.projection_allocation, spec.modifier_clip, spec.gram_weight, spec.projection_centre) == expected
     assert spec.residual_clip is None  # the outcome clipped to its range unless declared
+    assert spec.clip_compensation is None  # nothing added back unless declared
 
 
 def test_a_residual_clip_reaches_the_spec(tmp_path):
@@ -145,9 +146,18 @@ def test_a_residual_clip_reaches_the_spec(tmp_path):
     assert dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section))).residual_clip == 0.33
 
 
+def test_a_clip_compensation_reaches_the_spec(tmp_path):
+    from collabcausal.analyst.kind_dp_effects import dp_effects_spec
+
+    section = ('[dp_effects]\nepsilon = 1.0\noutcome_range = [0, 1]\ntrim = 0.1\nmodifiers = ["age"]\n'
+               "projection_clip = 5\nclip_compensation = 0.1\n")
+    assert dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section))).clip_compensation == 0.1
+
+
 @pytest.mark.parametrize("keys", ["modifier_clip = 0\n", "gram_weight = 2\n", 'projection_allocation = "best"\n',
                                   'modifier_clip = "off"\n', "projection_centre = 0\n", "residual_clip = 0\n",
-                                  "residual_clip = 1.5\n", 'residual_clip = "0.3"\n'])
+                                  "residual_clip = 1.5\n", 'residual_clip = "0.3"\n', "clip_compensation = 0\n",
+                                  "clip_compensation = 2\n"])
 def test_bad_dp_effects_shaping_keys_are_one_config_error(tmp_path, keys):
     section = '[dp_effects]\nepsilon = 1.0\noutcome_range = [0, 125]\ntrim = 0.1\nmodifiers = ["age"]\n' + keys
     with pytest.raises(ConfigError):

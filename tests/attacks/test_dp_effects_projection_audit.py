@@ -100,13 +100,15 @@ the one replicate's copies centre on a line far from the study's (the most a cop
 
 
 @pytest.mark.parametrize("shaping", [{}, {"weights": (0.6, 1.28), "modifier_clips": (0.5,), "gram_weight": 0.25},
-                                     CENTRED | {"weights": (0.6, 1.28), "modifier_clips": (0.5,)}])
+                                     CENTRED | {"weights": (0.6, 1.28), "modifier_clips": (0.5,)},
+                                     {"clip_compensation": 0.05}])
 def test_with_a_projection_clip_the_worst_neighbours_stay_within_the_sensitivity_and_the_party_within_eps(
         ledger_dir, shaping):
     # projection_clip 1 (a = R = 5 against A = R / t = 50): the intercept row's own sums join, every added range
     # narrows; the same derivation bounds the move, and the party's release stays within its claim at eps 1; also
     # with the analyst's shaping (projection_budget): weights sharing two unit sums' budget, the modifier's
-    # products clipped at half the bound, the modifiers' Gram entries again; and with the blp sums centred on a line
+    # products clipped at half the bound, the modifiers' Gram entries again; with the blp sums centred on a line; and
+    # with each clip's loss under the model added back (the point ranges 0.05 R wider)
     clipped = Projection(PROJECTION.modifiers, PROJECTION.partitions, 1.0, **shaping)
     layout = projection_layout(clipped, FM.outcome_width, TRIM, len(REPLICAS))
     request = Message(SCORES, _request(1.0).params | {"projection": clipped.to_spec()})
@@ -134,9 +136,9 @@ def test_a_centred_release_that_clips_at_the_scores_bound_is_caught(ledger_dir, 
     wide = FM.outcome_width / TRIM
     honest = projection_module.subject_projection_values
 
-    def clipped_at_the_bound(parts, phi, modifiers, bins, centre=None):
+    def clipped_at_the_bound(parts, phi, modifiers, bins, centre=None, losses=None):
         widened = [replace(c, low=-wide, high=wide) if c.point and c.name.startswith("blp_") else c for c in parts]
-        return honest(widened, phi, modifiers, bins, centre)
+        return honest(widened, phi, modifiers, bins, centre, losses)
 
     monkeypatch.setattr(projection_module, "subject_projection_values", clipped_at_the_bound)
     bound = scores_sensitivity(ALL_PARTS, projection_layout(centred, FM.outcome_width, TRIM, len(REPLICAS)))
@@ -216,9 +218,9 @@ def test_a_release_that_calibrates_for_clipped_residuals_but_scores_without_them
     correct = [exact_values(audit_table(f, COLUMNS), request) for f in neighbours]
     honest_values, honest_score = projection_module.subject_projection_values, projection_module.aipw_ate_score
 
-    def unclipped(parts, phi, modifiers, bins, centre=None):
+    def unclipped(parts, phi, modifiers, bins, centre=None, losses=None):
         widened = [replace(c, low=-math.inf, high=math.inf) if c.point else c for c in parts]
-        return honest_values(widened, phi, modifiers, bins, centre)
+        return honest_values(widened, phi, modifiers, bins, centre, losses)
 
     monkeypatch.setattr(projection_module, "subject_projection_values", unclipped)
     monkeypatch.setattr(projection_module, "aipw_ate_score", lambda *args: honest_score(*args[:5]))  # rho dropped

@@ -170,6 +170,7 @@ FLAG_KEYS = {
     "--projection-clip": ("dp_effects", [], "dp_effects", "projection_clip", 2.0),
     "--projection-centre": ("dp_effects", [], "dp_effects", "projection_centre", 1.0),
     "--residual-clip": ("dp_effects", [], "dp_effects", "residual_clip", 0.25),
+    "--clip-compensation": ("dp_effects", ["--projection-clip", "2"], "dp_effects", "clip_compensation", 0.1),
     "--cross-weight": ("dp_effects", [], "dp_effects", "cross_weight", 2.0),
 }
 # switches (no value): flag -> (kind, section, key, the value the flag sets)
@@ -274,7 +275,8 @@ READS = {
     "discovery": {"--epsilon", "--pairs", "--release", "--group-size", "--rule"},
     "dp_effects": {"--columns", "--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
                    "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous",
-                   "--projection-clip", "--projection-centre", "--residual-clip", "--cross-weight"},
+                   "--projection-clip", "--projection-centre", "--residual-clip", "--clip-compensation",
+                   "--cross-weight"},
 }
 EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
               "--transport", "--out", "--quiet", "--help"}
@@ -288,7 +290,7 @@ VALUES = {
     "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
     "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"], "--modifiers": ["age"], "--subgroups": ["age=17,30,55"],
     "--simultaneous": ["bonferroni"], "--projection-clip": ["2"], "--projection-centre": ["1"],
-    "--residual-clip": ["0.25"], "--cross-weight": ["2"], "--release": ["vote"],
+    "--residual-clip": ["0.25"], "--clip-compensation": ["0.1"], "--cross-weight": ["2"], "--release": ["vote"],
     "--group-size": ["50"],
     "--rule": ["krr"],
 }

@@ -118,6 +118,9 @@ def test_the_release_is_todays_sums_then_the_added_ones_with_noise_for_both(tmp_
      InputError, "pilot"),
     ({"modifiers": [0], "weights": [HUGE], "residual_clip": 0.2}, InputError, "weights"),
     ({"subgroups": [{"column": 0, "edges": [0, HUGE]}], "residual_clip": 0.2}, InputError, "unbounded"),
+    # a hostile coordinator's clip compensations: without a clip, not numbers, not finite, out of [1e-3, 1]
+    *[({"modifiers": [0], "clip": None if beta == 0.1 else 1.0, "clip_compensation": beta}, InputError,
+       "clip_compensation") for beta in (0.1, math.nan, math.inf, -0.0, 1e-300, 1.0 + 1e-12, True, "0.1", [0.1], HUGE)],
     # a pilot whose line m^T gamma overflows (below: what it let a coordinator learn)
     ({"modifiers": [0], "centre": 1.0, "pilot": [1e308, 1e308], "residual_clip": 0.2, "replicate_pilots": []},
      InputError, "pilot"),
@@ -240,12 +243,13 @@ def _refused_uncharged_with_and_without(tmp_path, frame: pd.DataFrame, columns: 
         assert party.ledger.history() == []
 
 
-@pytest.mark.parametrize("residual_clip", [1e-3, 1])  # the two ends the party accepts
+@pytest.mark.parametrize(("residual_clip", "compensation"), [(1e-3, None), (1, None), (1e-3, 1.0), (1, 1e-3)])
 def test_at_the_residual_clips_ends_far_outcomes_hostile_models_and_the_widest_pilot_stay_in_range(
-        tmp_path, residual_clip):
+        tmp_path, residual_clip, compensation):
     # outcomes up to the largest float, models whose coefficients' absolute sums are just finite (mu_t and e at
-    # their clips), a replicate mirroring them, the widest pilot accepted and subjects with z_a = 0: one charge, a
-    # finite release of the party's exact sums, each within n times its per-subject range
+    # their clips), a replicate mirroring them, the widest pilot accepted and subjects with z_a = 0, and each clip's
+    # loss under those models added back at either end of its bound: one charge, a finite release of the party's exact
+    # sums, each within n times its per-subject range
     rng = np.random.default_rng(6)
     far = np.finfo(float).max
     frame = pd.DataFrame({"a": rng.uniform(0, 10, N), "b": rng.integers(0, 2, N), "t": np.arange(N) % 2,
@@ -256,8 +260,10 @@ def test_at_the_residual_clips_ends_far_outcomes_hostile_models_and_the_widest_p
     big = 4e307 * np.array([1.0, -1.0, 1.0, -1.0])
     hostile = NuisanceModel(big, (big[::-1], -big))
     mirror = NuisanceModel(-big, (-big[::-1], big))
-    projection = Projection((0,), (Partition(1, (0.0, 0.5, 1.0)),), centre=1.0, pilot=(4e307, 4e307),
-                            residual_clip=residual_clip, replicate_pilots=((-4e307, -4e307),))  # the copy's mirrored
+    projection = Projection((0,), (Partition(1, (0.0, 0.5, 1.0)),), None if compensation is None else 1.0, centre=1.0,
+                            pilot=(4e307, 4e307), residual_clip=residual_clip,
+                            replicate_pilots=((-4e307, -4e307),),  # the copy's mirrored
+                            clip_compensation=compensation)
     request = Message(SCORES, _request(projection.to_spec()).params | {
         "models": [hostile.to_spec()], "replicates": [[mirror.to_spec()]]})
     reply = party.handle(request)
@@ -266,7 +272,7 @@ def test_at_the_residual_clips_ends_far_outcomes_hostile_models_and_the_widest_p
     exact = exact_values(party.table, request)
     reach = np.array([c.weight * max(-c.low, c.high) / c.width for c in every])
     assert len(party.ledger.history()) == 1 and np.isfinite(reply.arrays["values"]).all()
-    assert (np.abs(exact) <= N * reach).all()
+    assert (np.abs(exact) <= N * reach * (1 + 1e-12)).all()  # a float sum of N values each within reach: a few ulps
     assert np.abs(reply.arrays["values"] - exact).max() < 8 * reply.params["sigma"]
 
 

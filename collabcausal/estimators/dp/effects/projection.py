@@ -30,6 +30,12 @@ modifiers' design columns (``|z_q| <= 1``, :mod:`.design`), the release adds to 
   the meat is of the centred values, the cells keep ``phi`` and ``a``; replicate ``b`` of a centred sum
   scores its copy's models around its copy's pilot ``gamma_b`` (``replicate_pilots``, one per replicate:
   the same projection of the copy's statistics and models), so the replicates carry the pilot's noise;
+* with a ``clip_compensation`` ``beta`` (:class:`Projection`; for a binary outcome), each clipped point value
+  (``blp_q``, the cells' ``1[c] phi``) gets back the loss its clip is expected to cost under the nuisance models:
+  the subject's ``sum_s p_s (u_s - clip(u_s))`` over the four outcomes ``s = (t, y)``, ``y`` either end of the
+  range, ``p_s`` their model probabilities (``e`` and ``(mu_t + R/2) / R``) and ``u_s`` the value the subject
+  would add had it had them (:func:`model_clip_losses`), itself clipped to ``[-beta R, beta R]``; the sums'
+  ranges widen by ``beta R`` (docs/dp-cate-projection.md, "The clip's expected loss added back");
 * per declared partition ``g`` (bins of one covariate) and bin ``c``: ``cell_g_c_n = sum 1[c]``,
   ``cell_g_c = sum 1[c] phi``, ``cell_g_c_sq = sum 1[c] phi^2`` (the subgroup AIPW effect is the
   ratio of the first two);
@@ -121,7 +127,7 @@ class Partition:
 
 
 SPEC_KEYS = frozenset({"modifiers", "subgroups", "clip", "weights", "modifier_clips", "gram_weight", "centre", "pilot",
-                       "residual_clip", "replicate_pilots"})
+                       "residual_clip", "replicate_pilots", "clip_compensation"})
 """The keys of :meth:`Projection.to_spec`: a projection carrying any other is refused (:meth:`Projection.from_spec`)."""
 SUBGROUP_KEYS = frozenset({"column", "edges"})
 """The keys of a subgroup partition in :meth:`Projection.to_spec`; any other is refused likewise."""
@@ -159,6 +165,10 @@ class Projection:
     (:func:`~.scores.aipw_ate_score`), so ``|phi| <= A = R + rho / t`` (:func:`score_bound`); with modifiers
     the intercept row then always has its own sums (``blp_0``, ``blp_meat_0_0``). ``None``: the ATE's
     score, ``y`` clipped, ``A = R / t``.
+
+    ``clip_compensation``: with a ``clip``, ``beta`` in ``[MIN_CLIP, 1]`` outcome-range widths: each clipped point
+    value gets back its clip's loss expected under the nuisance models for a binary outcome (module docstring),
+    at most ``beta R`` in size, and its sum's range widens by that; ``None``: not.
     """
 
     modifiers: tuple[int, ...] = ()
@@ -171,6 +181,7 @@ class Projection:
     pilot: tuple[float, ...] | None = None
     residual_clip: float | None = None
     replicate_pilots: tuple[tuple[float, ...], ...] | None = None
+    clip_compensation: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.modifiers or self.partitions)
@@ -183,7 +194,8 @@ class Projection:
                 "modifier_clips": None if self.modifier_clips is None else list(self.modifier_clips),
                 "gram_weight": self.gram_weight, "centre": self.centre,
                 "pilot": None if self.pilot is None else list(self.pilot), "residual_clip": self.residual_clip,
-                "replicate_pilots": None if self.replicate_pilots is None else [list(g) for g in self.replicate_pilots]}
+                "replicate_pilots": None if self.replicate_pilots is None else [list(g) for g in self.replicate_pilots],
+                "clip_compensation": self.clip_compensation}
 
     @classmethod
     def from_spec(cls, spec: object, feature_map: FeatureMap) -> Projection:
@@ -208,7 +220,8 @@ class Projection:
         projection = cls(tuple(spec.get("modifiers", [])), tuple(partitions), spec.get("clip"),
                          None if weights is None else tuple(weights), None if clips is None else tuple(clips),
                          spec.get("gram_weight"), spec.get("centre"), None if pilot is None else tuple(pilot),
-                         spec.get("residual_clip"), None if copies is None else tuple(tuple(g) for g in copies))
+                         spec.get("residual_clip"), None if copies is None else tuple(tuple(g) for g in copies),
+                         spec.get("clip_compensation"))
         check_projection(projection, feature_map)
         return projection
 
@@ -234,6 +247,11 @@ def check_projection(projection: Projection, feature_map: FeatureMap, names: Seq
     if rho is not None and not number_in_range(rho, MIN_CLIP, 1.0):
         raise InputError(f"dp_effects projection residual_clip {rho!r} is not a number in [{MIN_CLIP:g}, 1]",
                          "declare it in outcome-range widths, e.g. 0.33, or leave it out")
+    compensation = projection.clip_compensation
+    if compensation is not None and (projection.clip is None or not number_in_range(compensation, MIN_CLIP, 1.0)):
+        raise InputError(f"dp_effects projection clip_compensation {compensation!r} is not a number in "
+                         f"[{MIN_CLIP:g}, 1] beside a projection clip", "declare it with projection_clip, e.g. 0.1, "
+                         "or leave it out")
     weights = projection.weights
     if weights is not None and not (
             all(is_finite_number(w) and w >= MIN_WEIGHT for w in weights)
@@ -303,7 +321,8 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
     ``projection.clip`` in widths ``R``; ``blp_q``'s over ``kappa_q`` times that with
     ``projection.modifier_clips``), the cells' squares over ``[0, a^2]``; with a ``projection.centre`` the
     ``blp_q`` (q = 0..p) range over ``kappa_q b``, ``b = centre R``, instead; the meat's products over those
-    bounds' products. The ``blp_q`` weigh ``projection.weights`` (one each; refused otherwise) or
+    bounds' products; a ``projection.clip_compensation`` ``beta`` widens the point ranges (``blp_q``, the cells') by
+    ``beta R``. The ``blp_q`` weigh ``projection.weights`` (one each; refused otherwise) or
     :data:`~.scores.POINT_WEIGHT`; a centred projection carries one replicate pilot per replicate (refused otherwise).
     """
     ate = components(["aipw"], ["ate"], outcome_width, trim)[0]
@@ -324,7 +343,9 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
         raise InputError(f"{len(weights)} dp_effects projection weights for {p + 1 - first} projection sums",
                          "send one weight per blp sum (blp_0 first when a clip or a centre gives the intercept "
                          "its own)")
-    h = b * np.array((1.0, *(projection.modifier_clips or (1.0,) * p)))  # h_0 = a = A when the ATE's phi is v_0
+    back = 0.0 if projection.clip_compensation is None else float(projection.clip_compensation) * float(outcome_width)
+    # h_0 = a = A when the ATE's phi is v_0 (nothing clipped: nothing added back)
+    h = b * np.array((1.0, *(projection.modifier_clips or (1.0,) * p))) + back * np.array([own] + [1] * p)
     if p and b > MAX_MEAT_BOUND:
         raise InputError(f"dp_effects projection bound {b:g} (its centre or clip times the outcome width) makes the "
                          "meat's range, its square, overflow floating point",
@@ -339,7 +360,8 @@ def projection_layout(projection: Projection, outcome_width: float, trim: float,
         parts += [Component(f"gram_{q}_{q}", False, 0.0, 1.0, w) for q in range(1, p + 1)]
     kinds: list[list[int]] = []
     for g, part in enumerate(projection.partitions):
-        for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT), ("", True, -a, a, POINT_WEIGHT),
+        for name, point, low, high, weight in (("_n", False, 0.0, 1.0, COUNT_WEIGHT),
+                                               ("", True, -a - back, a + back, POINT_WEIGHT),
                                                ("_sq", False, 0.0, a * a, SPREAD_WEIGHT)):
             kinds.append(list(range(len(parts), len(parts) + part.n_bins)))
             parts += [Component(f"cell_{g}_{c}{name}", point, low, high, weight) for c in range(part.n_bins)]
@@ -378,21 +400,75 @@ def scores_sensitivity(parts: Sequence[Component], layout: ProjectionLayout | No
     return math.sqrt(base * base + projection_sensitivity_squared(layout))
 
 
+@dataclass(frozen=True)
+class ClipLosses:
+    """Per subject, the clip losses added back (:func:`model_clip_losses`): ``rows`` (n x (p + 1)) of the ``blp_q``
+    values, ``cells`` (n) of ``1[c] phi``'s, each within ``[-bound, bound]``."""
+
+    rows: NDArray[np.float64]
+    cells: NDArray[np.float64]
+    bound: float
+
+
+def _clip_bounds(parts: Sequence[Component], back: float) -> dict[str, tuple[float, float]]:
+    """Each point sum's clip before a loss of at most ``back`` is added back (its range narrowed by ``back``)."""
+    return {c.name: (c.low + back, c.high - back) if c.point else (c.low, c.high) for c in parts}
+
+
+def _row_values(centred: NDArray[np.float64], phi: NDArray[np.float64], m: NDArray[np.float64],
+                bounds: dict[str, tuple[float, float]]) -> NDArray[np.float64]:
+    """``clip(m_q (phi - m^T gamma))`` for each row with its own ``blp_q``, ``phi`` for the intercept row without."""
+    return np.column_stack([np.clip(centred * m[:, q], *bounds[f"blp_{q}"]) if f"blp_{q}" in bounds else phi
+                            for q in range(m.shape[1])])
+
+
+def _cell_bounds(bounds: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    return next((v for k, v in bounds.items() if k.startswith("cell_") and k.count("_") == 2), (-np.inf, np.inf))
+
+
+def model_clip_losses(
+    parts: Sequence[Component], outcomes: Sequence[tuple[NDArray[np.float64], NDArray[np.float64]]],
+    modifiers: NDArray[np.float64], pilot: Sequence[float] | None, bound: float,
+) -> ClipLosses:
+    """The loss each subject's point values are expected to take from their clips (module docstring).
+
+    ``outcomes`` are ``(p_s, phi_s)``: per subject, the model probability of outcome ``s`` and the score it would
+    have with it (summing to 1 over ``s``); a value ``u`` clipped to ``[lo, hi]`` loses ``u - clip(u)``, and the
+    subject's loss is ``sum_s p_s (u_s - clip(u_s))``, clipped to ``[-bound, bound]``. Under the models it makes the
+    clipped value unbiased for the unclipped one: ``E[clip(u)] + loss = E[u]`` when the loss is within the bound.
+    """
+    m = np.column_stack([np.ones(modifiers.shape[0]), modifiers])
+    bounds = _clip_bounds(parts, bound)
+    lo, hi = _cell_bounds(bounds)
+    gamma = np.zeros(m.shape[1]) if pilot is None else np.asarray(pilot, dtype=float)
+    rows, cells = np.zeros(m.shape), np.zeros(m.shape[0])
+    for p_s, phi_s in outcomes:
+        centred = phi_s - m @ gamma
+        raw = np.column_stack([centred * m[:, q] if f"blp_{q}" in bounds else phi_s for q in range(m.shape[1])])
+        rows += p_s[:, None] * (raw - _row_values(centred, phi_s, m, bounds))
+        cells += p_s * (phi_s - np.clip(phi_s, lo, hi))
+    return ClipLosses(np.clip(rows, -bound, bound), np.clip(cells, -bound, bound), float(bound))
+
+
 def subject_projection_values(
     parts: Sequence[Component], phi: NDArray[np.float64], modifiers: NDArray[np.float64], bins: NDArray[np.int64],
-    pilot: Sequence[float] | None = None,
+    pilot: Sequence[float] | None = None, losses: ClipLosses | None = None,
 ) -> NDArray[np.float64]:
     """Per-subject values (n x J) of the non-replicate ``parts`` (module docstring), clipped to their ranges.
 
     ``modifiers`` holds ``z_1..z_p`` (n x p), ``bins`` each subject's bin per partition (n x G, -1: none);
     with a ``pilot`` ``gamma`` (:class:`Projection`'s), each subject's ``m^T gamma`` is subtracted from ``phi``
-    in the ``blp_q``. The meat multiplies the clipped ``blp`` values (``phi`` for row 0 without ``blp_0``).
+    in the ``blp_q``; with ``losses`` (:func:`model_clip_losses`), each clipped point value gets its loss back.
+    The meat multiplies the ``blp`` values (``phi`` for row 0 without ``blp_0``).
     """
     m = np.column_stack([np.ones_like(phi), modifiers])
     centred = phi if pilot is None else phi - m @ np.asarray(pilot, dtype=float)
-    bounds = {c.name: (c.low, c.high) for c in parts}
-    v = np.column_stack([np.clip(centred * m[:, q], *bounds[f"blp_{q}"]) if f"blp_{q}" in bounds else phi
-                         for q in range(m.shape[1])])
+    bounds = _clip_bounds(parts, 0.0 if losses is None else losses.bound)
+    v = _row_values(centred, phi, m, bounds)
+    cell = np.clip(phi, *_cell_bounds(bounds))
+    if losses is not None:
+        v = v + losses.rows * np.array([f"blp_{q}" in bounds for q in range(m.shape[1])])
+        cell = cell + losses.cells
     columns = []
     for c in parts:
         kind, *index = c.name.split("_")
@@ -405,7 +481,7 @@ def subject_projection_values(
         else:
             inside = (bins[:, int(index[0])] == int(index[1])).astype(float)
             suffix = index[2] if len(index) > 2 else ""
-            columns.append(inside * {"n": 1.0, "": phi, "sq": phi * phi}[suffix])
+            columns.append(inside * {"n": 1.0, "": cell, "sq": phi * phi}[suffix])
     out = np.column_stack(columns) if columns else np.zeros((phi.size, 0))
     return np.clip(out, [c.low for c in parts], [c.high for c in parts])
 
@@ -428,8 +504,9 @@ def party_projection_sums(
     The AIPW score is :func:`~.scores.subject_scores`' ``aipw_ate``, clipped to ``[-R/t, R/t]``, or with a
     ``projection.residual_clip`` :func:`~.scores.aipw_ate_score` of the unclipped outcome with its residuals
     clipped, within ``[-A, A]`` (:func:`score_bound`; every value is clipped to its sum's range in the end,
-    :func:`subject_projection_values`); a sum over rows like :func:`~.release.party_score_sums`, whose fold
-    checks the caller has run.
+    :func:`subject_projection_values`); with a ``projection.clip_compensation``, each subject's clip losses under
+    the scoring model (:func:`model_clip_losses`, the four outcomes of a binary ``y``) are added back; a sum over
+    rows like :func:`~.release.party_score_sums`, whose fold checks the caller has run.
     """
     arr = np.asarray(X, dtype=float)
     D = feature_map.design(arr, site)
@@ -454,11 +531,21 @@ def party_projection_sums(
                    rows: NDArray[np.bool_] = rows) -> NDArray[np.float64]:
             Dk = D[rows]
             e, mu0, mu1 = m.propensity(Dk, trim), m.outcome(Dk, 0, feature_map), m.outcome(Dk, 1, feature_map)
-            if rho is None:
-                phi = subject_scores(ate, t[rows], y[rows], e, mu0, mu1)[:, 0]
-            else:
-                phi = aipw_ate_score(t[rows].astype(float), y[rows], e, mu0, mu1, rho)  # within [-A, A]
-            return subject_projection_values(base, phi, Z[rows], bins[rows], pilot)
+
+            def score(arm: NDArray[np.int8], value: NDArray[np.float64]) -> NDArray[np.float64]:
+                if rho is None:
+                    return subject_scores(ate, arm, value, e, mu0, mu1)[:, 0]
+                return aipw_ate_score(arm.astype(float), value, e, mu0, mu1, rho)  # within [-A, A]
+
+            losses = None
+            if projection.clip_compensation is not None:  # the four outcomes of a binary y at the range's ends
+                half = feature_map.outcome_width / 2.0
+                outcomes = [((e if arm else 1.0 - e) * ((mu + half) if top else (half - mu)) / (2.0 * half),
+                             score(np.full(e.size, arm, dtype=np.int8), np.full(e.size, half if top else -half)))
+                            for arm, mu in ((0, mu0), (1, mu1)) for top in (False, True)]
+                losses = model_clip_losses(base, outcomes, Z[rows], pilot,
+                                           float(projection.clip_compensation) * feature_map.outcome_width)
+            return subject_projection_values(base, score(t[rows], y[rows]), Z[rows], bins[rows], pilot, losses)
 
         at_model = values(model, projection.pilot)
         total[:n_base] += at_model.sum(axis=0)

@@ -17,9 +17,11 @@ from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.projection import (
     MAX_MODIFIERS,
     SPEC_KEYS,
+    ClipLosses,
     Partition,
     Projection,
     check_projection,
+    model_clip_losses,
     party_projection_sums,
     projection_layout,
     projection_sensitivity_squared,
@@ -383,7 +385,7 @@ def test_a_bad_centre_is_refused(changes, match):
 
 def test_every_option_a_projection_sends_is_one_the_party_reads_back():
     projection = Projection((0, 1), PROJECTION.partitions, 2.0, (1.0, 1.0, 1.0), (0.5, 1.0), 0.25, 0.5, LINE, 0.3,
-                            (LINE,))
+                            (LINE,), 0.1)
     assert set(projection.to_spec()) == SPEC_KEYS
     assert Projection.from_spec(projection.to_spec(), FM) == projection
 
@@ -545,3 +547,121 @@ def test_the_residual_clip_travels_in_the_request_so_analyst_and_party_lay_out_t
     assert projection_layout(received, FM.outcome_width, TRIM, 2) == projection_layout(projection, FM.outcome_width,
                                                                                         TRIM, 2)
     assert Projection.from_spec(Projection(PROJECTION.modifiers).to_spec(), FM).residual_clip is None
+
+
+def _four_outcomes(e, mu0, mu1, rho=None):
+    """(p_s, phi_s) of the four outcomes of a binary y at the range's ends, as the party forms them."""
+    ate = components(["aipw"], ["ate"], FM.outcome_width, TRIM)[:1]
+    half = FM.outcome_width / 2
+    out = []
+    for arm, mu in ((0, mu0), (1, mu1)):
+        for y in (-half, half):
+            t, value = np.full(e.size, arm, dtype=np.int8), np.full(e.size, y)
+            phi = (subject_scores(ate, t, value, e, mu0, mu1)[:, 0] if rho is None
+                   else aipw_ate_score(t.astype(float), value, e, mu0, mu1, rho))
+            out.append(((e if arm else 1 - e) * (mu + half if y > 0 else half - mu) / FM.outcome_width, phi))
+    return out
+
+
+@pytest.mark.parametrize("shaping", [{}, SHAPED, CENTRED, RESIDUAL | SHAPED])
+def test_the_clip_loss_added_back_makes_each_clipped_value_unbiased_under_the_models(shaping):
+    # E_s[clip(u_s) + loss] = E_s[u_s] exactly, subject by subject, for every blp row and cell, when the loss is within
+    # its bound: the identity the compensation rests on (docs/dp-cate-projection.md, "The clip's expected loss added
+    # back"); without it the clipped mean is off
+    rng = np.random.default_rng(5)
+    n = 400
+    e, mu0, mu1 = rng.uniform(TRIM, 1 - TRIM, n), rng.uniform(-2.5, 2.5, n), rng.uniform(-2.5, 2.5, n)
+    Z, bins = rng.uniform(-1, 1, (n, 2)), np.column_stack([rng.integers(0, 2, n), rng.integers(-1, 3, n)])
+    rho = None if "residual_clip" not in shaping else shaping["residual_clip"] * FM.outcome_width
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, 0.5, clip_compensation=1.0, **shaping)
+    parts = [c for c in projection_layout(projection, FM.outcome_width, TRIM, 0).parts if c.point]
+    outcomes = _four_outcomes(e, mu0, mu1, rho)
+    np.testing.assert_allclose(sum(p for p, _ in outcomes), 1.0, rtol=1e-12)
+    losses = model_clip_losses(parts, outcomes, Z, projection.pilot, 1.0 * FM.outcome_width)
+    m = np.column_stack([np.ones(n), Z])
+    gamma = np.zeros(3) if projection.pilot is None else np.array(projection.pilot)
+    inside = np.abs(losses.rows).max(axis=1) < losses.bound  # the loss within its bound: nothing cut
+    assert inside.mean() > 0.5 and losses.rows[:, 0].std() > 0
+    compensated = sum(p[:, None] * subject_projection_values(parts, phi, Z, bins, projection.pilot, losses)
+                      for p, phi in outcomes)
+    plain = sum(p[:, None] * subject_projection_values(parts, phi, Z, bins, projection.pilot) for p, phi in outcomes)
+    raw = sum(p[:, None] * np.column_stack([(phi - m @ gamma)[:, None] * m,
+                                            *[(bins[:, g] == c) * phi for g, part in enumerate(projection.partitions)
+                                              for c in range(part.n_bins)]]) for p, phi in outcomes)
+    names = [c.name for c in parts]
+    cells = [f"cell_{g}_{c}" for g, part in enumerate(projection.partitions) for c in range(part.n_bins)]
+    columns = [names.index(f"blp_{q}") for q in range(3)] + [names.index(c) for c in cells]
+    np.testing.assert_allclose(compensated[inside][:, columns], raw[inside], atol=1e-9)
+    assert np.abs(plain[inside][:, columns] - raw[inside]).max() > 0.1
+
+
+def test_a_clip_compensation_widens_the_point_ranges_by_its_bound_and_keeps_the_sensitivity():
+    plain = Projection(PROJECTION.modifiers, PROJECTION.partitions, 0.5, **SHAPED)
+    compensated = Projection(PROJECTION.modifiers, PROJECTION.partitions, 0.5, clip_compensation=0.2, **SHAPED)
+    before, after = (projection_layout(p, FM.outcome_width, TRIM, 2) for p in (plain, compensated))
+    back = 0.2 * FM.outcome_width
+    for old, new in zip(before.parts, after.parts, strict=True):
+        point = old.point and old.of is None
+        widen = back if point else 0.0
+        if old.name.startswith("blp_meat_"):
+            i, j = map(int, old.name.split("_")[2:])
+            h = [after.parts[[c.name for c in after.parts].index(f"blp_{q}")].high for q in (i, j)]
+            assert (new.low, new.high) == pytest.approx((0.0 if i == j else -h[0] * h[1], h[0] * h[1]))
+        elif old.of is not None:  # a replicate: a tenth of its point sum's range
+            assert new.width == pytest.approx(old.width * (1 + 2 * back / before.parts[[c.name for c in before.parts]
+                                                                                     .index(old.of)].width))
+        else:
+            assert (new.low, new.high) == pytest.approx((old.low - widen, old.high + widen)), old.name
+        assert new.weight == old.weight
+    assert projection_sensitivity_squared(after) == pytest.approx(projection_sensitivity_squared(before))
+
+
+@pytest.mark.parametrize("shaping", [{}, SHAPED, CENTRED])
+def test_with_a_clip_compensation_the_added_sums_never_move_further_than_the_derived_sensitivity(shaping):
+    # extreme subjects as above, now also with every row's and cell's loss at -beta R, 0 or beta R
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, 0.5, clip_compensation=0.2, **shaping)
+    layout = projection_layout(projection, FM.outcome_width, TRIM, 0)
+    parts = [c for c in layout.parts if c.of is None]
+    scale = np.array([c.weight / c.width for c in parts])
+    bound, back = score_bound(projection, FM.outcome_width, TRIM), 0.2 * FM.outcome_width
+    rows = []
+    for phi, z0, z1, b0, b1, loss in itertools.product((-bound, 0.0, bound), (-1.0, 0.0, 1.0), (-1.0, 1.0),
+                                                       (-1, 0, 1), (-1, 0, 2), (-back, 0.0, back)):
+        losses = ClipLosses(np.full((1, 3), loss), np.full(1, loss), back)
+        rows.append(subject_projection_values(parts, np.array([phi]), np.array([[z0, z1]]), np.array([[b0, b1]]),
+                                              projection.pilot, losses)[0])
+    scaled = np.array(rows) * scale
+    worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(scaled, 2))
+    derived = math.sqrt(projection_sensitivity_squared(layout))
+    assert derived * 0.8 <= worst <= derived + 1e-12
+
+
+@pytest.mark.parametrize(("clip", "beta"), [(None, 0.1), (2.0, 0.0), (2.0, 1e-300), (2.0, -0.1), (2.0, 1.5),
+                                            (2.0, math.nan), (2.0, math.inf), (2.0, True), (2.0, "0.1"), (2.0, [0.1])])
+def test_a_bad_clip_compensation_is_refused(clip, beta):
+    with pytest.raises(InputError, match="clip_compensation"):
+        check_projection(Projection((0,), (), clip, clip_compensation=beta), FM)
+
+
+def test_the_clip_compensation_travels_in_the_request_and_the_party_adds_the_models_losses_back():
+    X, t, y = _data(2000, 4)
+    folds = np.zeros(len(t), dtype=np.int64)
+    projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, 0.5, clip_compensation=0.1)
+    received = Projection.from_spec(projection.to_spec(), FM)
+    assert received == projection
+    layout = projection_layout(received, FM.outcome_width, TRIM, 0)
+    compensated = party_projection_sums(X, t, y, FM, 1, folds, [MODEL], layout, TRIM, received)
+    plain_projection = Projection(PROJECTION.modifiers, PROJECTION.partitions, 0.5)
+    plain = party_projection_sums(X, t, y, FM, 1, folds, [MODEL], projection_layout(plain_projection,
+                                                                                    FM.outcome_width, TRIM, 0),
+                                  TRIM, plain_projection)
+    # the point sums move by the subjects' losses under MODEL, summed: computed here from the four outcomes
+    D = FM.design(X, 1)
+    e, mu0, mu1 = MODEL.propensity(D, TRIM), MODEL.outcome(D, 0, FM), MODEL.outcome(D, 1, FM)
+    parts = [c for c in layout.parts if c.point]
+    losses = model_clip_losses(parts, _four_outcomes(e, mu0, mu1), D[:, [2, 3]], None, 0.1 * FM.outcome_width)
+    names = [c.name for c in layout.parts]
+    for q in range(3):
+        assert compensated[names.index(f"blp_{q}")] - plain[names.index(f"blp_{q}")] == pytest.approx(
+            losses.rows[:, q].sum(), rel=1e-9, abs=1e-9)
+    assert np.abs(losses.rows).sum() > 0
