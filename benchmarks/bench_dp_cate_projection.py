@@ -37,6 +37,7 @@ import numpy as np
 from _run_mode import BenchmarkParser
 
 from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
+from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES
 from collabcausal.simulations.cate_benchmark import (
     cate,
     clipped_outcome_projection,
@@ -67,7 +68,8 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
               allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
               gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
               residual_clip: float | None = None, cross_weight: float = 1.0,
-              clip_compensation: float | None = None) -> dict[str, object]:
+              clip_compensation: float | None = None, nuisance_replicates: int = DEFAULT_REPLICATES,
+              ) -> dict[str, object]:
     """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
@@ -77,7 +79,7 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
     spec = study_spec(outcome, epsilon, projection_clip=clip, nuisance_share=nuisance_share,  # type: ignore[arg-type]
                       projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight,
                       projection_centre=centre, residual_clip=residual_clip, cross_weight=cross_weight,
-                      clip_compensation=clip_compensation)
+                      clip_compensation=clip_compensation, nuisance_replicates=nuisance_replicates)
     run = run_private(sites, spec)
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
@@ -88,6 +90,7 @@ def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = Fal
         "nuisance_share": nuisance_share, "projection_allocation": allocation,
         "modifier_clip": modifier_clip, "gram_weight": gram_weight, "projection_centre": centre,
         "residual_clip": residual_clip, "cross_weight": cross_weight, "clip_compensation": clip_compensation,
+        "nuisance_replicates": nuisance_replicates,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -187,7 +190,8 @@ def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log:
                 allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
                 gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
                 residual_clip: float | None = None, cross_weight: float = 1.0,
-                clip_compensation: float | None = None) -> list[dict[str, object]]:
+                clip_compensation: float | None = None,
+                nuisance_replicates: int = DEFAULT_REPLICATES) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
@@ -195,7 +199,7 @@ def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log:
         row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip, nuisance_share=nuisance_share,
                         allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight, centre=centre,
                         residual_clip=residual_clip, cross_weight=cross_weight,
-                        clip_compensation=clip_compensation)
+                        clip_compensation=clip_compensation, nuisance_replicates=nuisance_replicates)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -302,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="[dp_effects] clip_compensation (binary outcome, with --projection-clip): each clipped "
                              "score gets back its clip's loss expected under the nuisance models, at most B "
                              "outcome-range widths (docs/dp-cate-projection.md; default: not)")
+    parser.add_argument("--nuisance-replicates", type=int, default=DEFAULT_REPLICATES, metavar="B",
+                        help=f"[dp_effects] nuisance_replicates: noise replicates of the nuisance models (default "
+                             f"{DEFAULT_REPLICATES}; each weighs 1/B of their budget share)")
     parser.add_argument("--cross-weight", type=float, default=1.0, metavar="W",
                         help="[dp_effects] cross_weight: the statistics release's outcome cross sums weighted by W "
                              "(docs/dp-effects.md; default 1)")
@@ -327,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
                                       args.projection_clip, args.nuisance_share, args.projection_allocation,
                                       args.modifier_clip, args.gram_weight, args.projection_centre,
-                                      args.residual_clip, args.cross_weight, args.clip_compensation)
+                                      args.residual_clip, args.cross_weight, args.clip_compensation,
+                                      args.nuisance_replicates)
                       for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
