@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from collabcausal.estimators.dp.effects.analysis import fold_models
 from collabcausal.estimators.dp.effects.design import FeatureMap
-from collabcausal.estimators.dp.effects.projection import model_clip_losses
+from collabcausal.estimators.dp.effects.projection import binary_outcomes, model_clip_losses
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.scores import Component
 from collabcausal.simulations.cate_benchmark import (
@@ -47,12 +47,11 @@ def _score(t: NDArray[np.float64], y: NDArray[np.float64], e: NDArray[np.float64
 
 
 def _losses(m: NDArray[np.float64], e: NDArray[np.float64], mu0: NDArray[np.float64], mu1: NDArray[np.float64],
-            low: float, width: float, a: float, back: float) -> NDArray[np.float64]:
+            mid: float, width: float, a: float, back: float) -> NDArray[np.float64]:
     """Each subject's clip losses of its three point values (intercept, z0, z8) at a binary outcome's two values."""
     parts = [Component(f"blp_{q}", True, -a - back, a + back, 1.0) for q in range(3)]
-    outcomes = [((e if arm else 1 - e) * ((mu - low) / width if top else 1 - (mu - low) / width),
-                 _score(np.full(e.size, float(arm)), np.full(e.size, low + width * top), e, mu0, mu1, width))
-                for arm, mu in ((0, mu0), (1, mu1)) for top in (0, 1)]
+    c0, c1 = mu0 - mid, mu1 - mid  # centred, as the party's models give them
+    outcomes = binary_outcomes(e, c0, c1, width, lambda arm, value: _score(arm, value, e, c0, c1, width))
     return model_clip_losses(parts, outcomes, m[:, 1:], None, back).rows
 
 
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             fitted = (model.propensity(D, TRIM), model.outcome(D, 0, fm) + fm.outcome_mid,
                       model.outcome(D, 1, fm) + fm.outcome_mid)
             for name, (pe, p0, p1) in (("true nuisances", (e, mu0, mu1)), ("fitted models", fitted)):
-                added = values + _losses(m, pe, p0, p1, lo, width, a, back)
+                added = values + _losses(m, pe, p0, p1, lo + width / 2, width, a, back)
                 compensated[name].append(np.linalg.solve(gram, added.sum(axis=0)))
         for k in KAPPAS:
             clipped = values.copy()

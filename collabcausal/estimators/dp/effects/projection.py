@@ -62,7 +62,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -426,6 +426,21 @@ def _cell_bounds(bounds: dict[str, tuple[float, float]]) -> tuple[float, float]:
     return next((v for k, v in bounds.items() if k.startswith("cell_") and k.count("_") == 2), (-np.inf, np.inf))
 
 
+def binary_outcomes(
+    e: NDArray[np.float64], mu0: NDArray[np.float64], mu1: NDArray[np.float64], outcome_width: float,
+    score: Callable[[NDArray[np.int8], NDArray[np.float64]], NDArray[np.float64]],
+) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
+    """``(p_s, phi_s)`` of a binary outcome's four records ``s = (t, y)``, ``y`` at either end of the range.
+
+    ``p_s = P(T = t) P(Y = y | t)`` with ``P(T = 1) = e`` and ``P(Y = R/2 | t) = (mu_t + R/2) / R`` (``mu_t`` centred,
+    in ``[-R/2, R/2]``); ``phi_s = score(t, y)`` on the centred scale: the input of :func:`model_clip_losses`.
+    """
+    half = float(outcome_width) / 2.0
+    return [((e if arm else 1.0 - e) * ((mu + half) if top else (half - mu)) / (2.0 * half),
+             score(np.full(e.size, arm, dtype=np.int8), np.full(e.size, half if top else -half)))
+            for arm, mu in ((0, mu0), (1, mu1)) for top in (False, True)]
+
+
 def model_clip_losses(
     parts: Sequence[Component], outcomes: Sequence[tuple[NDArray[np.float64], NDArray[np.float64]]],
     modifiers: NDArray[np.float64], pilot: Sequence[float] | None, bound: float,
@@ -538,11 +553,8 @@ def party_projection_sums(
                 return aipw_ate_score(arm.astype(float), value, e, mu0, mu1, rho)  # within [-A, A]
 
             losses = None
-            if projection.clip_compensation is not None:  # the four outcomes of a binary y at the range's ends
-                half = feature_map.outcome_width / 2.0
-                outcomes = [((e if arm else 1.0 - e) * ((mu + half) if top else (half - mu)) / (2.0 * half),
-                             score(np.full(e.size, arm, dtype=np.int8), np.full(e.size, half if top else -half)))
-                            for arm, mu in ((0, mu0), (1, mu1)) for top in (False, True)]
+            if projection.clip_compensation is not None:
+                outcomes = binary_outcomes(e, mu0, mu1, feature_map.outcome_width, score)
                 losses = model_clip_losses(base, outcomes, Z[rows], pilot,
                                            float(projection.clip_compensation) * feature_map.outcome_width)
             return subject_projection_values(base, score(t[rows], y[rows]), Z[rows], bins[rows], pilot, losses)
