@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,9 @@ from collabcausal.simulations.cate_peers import run_peers
 from collabcausal.simulations.dp_effects_benchmark import quiet_clipping_log
 
 Z95 = 1.959963984540054
+# the dp_effects settings the command line sets: DPEffectsSpec fields, each the dest of its option
+SETTINGS = ("projection_clip", "nuisance_share", "projection_allocation", "modifier_clip", "gram_weight",
+            "projection_centre", "residual_clip", "clip_compensation", "nuisance_replicates", "cross_weight")
 
 
 def _coverage(estimates: np.ndarray, ses: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -63,34 +67,24 @@ def _pehe(estimate: np.ndarray | float, tau: np.ndarray) -> float:
     return float(np.sqrt(np.mean((estimate - tau) ** 2)))
 
 
-def replicate(outcome: str, n: int, epsilon: float, seed: int, peers: bool = False,
-              clip: float | None = None, nuisance_share: float = 0.5,
-              allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
-              gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
-              residual_clip: float | None = None, cross_weight: float = 1.0,
-              clip_compensation: float | None = None, nuisance_replicates: int = DEFAULT_REPLICATES,
-              ) -> dict[str, object]:
-    """One replication of one outcome (data seed ``seed``): every method's figures, JSON-ready.
+def replicate(outcome: str, n: int, epsilon: float, seed: int, settings: Mapping[str, object],
+              peers: bool = False) -> dict[str, object]:
+    """One replication of one outcome (data seed ``seed``) under the ``dp_effects`` ``settings`` (fields of
+    :class:`~collabcausal.analyst.dp_effects_spec.DPEffectsSpec` by name, :data:`SETTINGS`): every method's figures,
+    JSON-ready, the settings among them.
 
     With ``peers``, each private CATE peer's PEHE at its evaluation rows (and the constant private
     ATE's and the private projection's at the same rows) and its implied projection on ``(1, z0, z8)``.
     """
     sites = simulate_cate_sites(n, outcome, np.random.default_rng(seed))  # type: ignore[arg-type]
-    spec = study_spec(outcome, epsilon, projection_clip=clip, nuisance_share=nuisance_share,  # type: ignore[arg-type]
-                      projection_allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight,
-                      projection_centre=centre, residual_clip=residual_clip, cross_weight=cross_weight,
-                      clip_compensation=clip_compensation, nuisance_replicates=nuisance_replicates)
+    spec = study_spec(outcome, epsilon, **settings)  # type: ignore[arg-type]
     run = run_private(sites, spec)
     coef, se = linear_dr_learner(sites, seed)
     X = np.vstack([s.X for s in sites])
     tau = cate(X, outcome)  # type: ignore[arg-type]
     Z = modifier_matrix(X)
     row: dict[str, object] = {
-        "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, "projection_clip": clip,
-        "nuisance_share": nuisance_share, "projection_allocation": allocation,
-        "modifier_clip": modifier_clip, "gram_weight": gram_weight, "projection_centre": centre,
-        "residual_clip": residual_clip, "cross_weight": cross_weight, "clip_compensation": clip_compensation,
-        "nuisance_replicates": nuisance_replicates,
+        "outcome": outcome, "seed": seed, "n": n, "epsilon": epsilon, **settings,
         "private": run.coef.tolist(), "private_se": run.coef_se.tolist(), "learner": coef.tolist(),
         "learner_se": se.tolist(), "subgroup": run.subgroup.tolist(), "subgroup_se": run.subgroup_se.tolist(),
         "pehe_projection": _pehe(Z @ run.coef, tau), "pehe_constant": _pehe(run.ate, tau),
@@ -185,21 +179,13 @@ def _peer_summary(rows: list[dict[str, object]], truth: np.ndarray) -> dict[str,
     return out
 
 
-def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, log: Path | None = None,
-                peers: int = 0, clip: float | None = None, nuisance_share: float = 0.5,
-                allocation: str = "noise-trace", modifier_clip: float | None = MODIFIER_CLIP,
-                gram_weight: float | None = GRAM_WEIGHT, centre: float | None = None,
-                residual_clip: float | None = None, cross_weight: float = 1.0,
-                clip_compensation: float | None = None,
-                nuisance_replicates: int = DEFAULT_REPLICATES) -> list[dict[str, object]]:
+def run_outcome(outcome: str, reps: int, n: int, epsilon: float, seed: int, settings: Mapping[str, object],
+                log: Path | None = None, peers: int = 0) -> list[dict[str, object]]:
     """Every replication of one outcome (seeds ``seed .. seed + reps - 1``), each appended to ``log`` as it ends;
     the first ``peers`` of them also run the private CATE peers."""
     rows = []
     for r in range(reps):
-        row = replicate(outcome, n, epsilon, seed + r, peers=r < peers, clip=clip, nuisance_share=nuisance_share,
-                        allocation=allocation, modifier_clip=modifier_clip, gram_weight=gram_weight, centre=centre,
-                        residual_clip=residual_clip, cross_weight=cross_weight,
-                        clip_compensation=clip_compensation, nuisance_replicates=nuisance_replicates)
+        row = replicate(outcome, n, epsilon, seed + r, settings, peers=r < peers)
         rows.append(row)
         if log is not None:
             with log.open("a") as fh:
@@ -331,11 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         reps, n = args.reps, args.n
         print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "
               f"4 sites x {n}, seeds {args.seed}..{args.seed + reps - 1}")
-        by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, args.log, args.peers,
-                                      args.projection_clip, args.nuisance_share, args.projection_allocation,
-                                      args.modifier_clip, args.gram_weight, args.projection_centre,
-                                      args.residual_clip, args.cross_weight, args.clip_compensation,
-                                      args.nuisance_replicates)
+        settings = {name: getattr(args, name) for name in SETTINGS}
+        by_outcome = {o: run_outcome(o, reps, n, args.epsilon, args.seed, settings, args.log, args.peers)
                       for o in outcomes}
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
