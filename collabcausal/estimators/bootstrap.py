@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -158,15 +160,32 @@ def run_replicates(
         chunks = np.array_split(np.arange(n_boot), min(n_boot, CHUNKS_PER_WORKER * workers))
         payload = fn if START_METHOD == "fork" else cloudpickle.dumps(fn)
         context = multiprocessing.get_context(START_METHOD)
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(payload,))
-        try:
-            out: list[T] = []
-            for results in pool.map(_run_chunk, [chunk.tolist() for chunk in chunks]):
-                out.extend(results)
-                bar.update(len(results))
-            return out
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        with _heap_frozen_for_fork() if START_METHOD == "fork" else nullcontext():
+            pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_install, initargs=(payload,))
+            try:
+                out: list[T] = []
+                for results in pool.map(_run_chunk, [chunk.tolist() for chunk in chunks]):
+                    out.extend(results)
+                    bar.update(len(results))
+                return out
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def _heap_frozen_for_fork() -> Iterator[None]:
+    """This process's garbage finalized now, and what it holds never collected in a worker forked meanwhile.
+
+    A forked worker that runs the destructor of an object of its parent, e.g. a DuckDB connection or a gRPC
+    channel left in a reference cycle by earlier work, joins threads it does not have and aborts (or hangs):
+    Python's documentation of :func:`gc.freeze` on fork without exec.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 _worker_fn: Callable[[int], object] | None = None

@@ -1,3 +1,5 @@
+import gc
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,26 @@ def test_run_replicates_spawned_workers_get_closures_by_cloudpickle(monkeypatch)
     monkeypatch.setattr(bootstrap, "START_METHOD", "spawn")
     offset = 7
     assert run_replicates(lambda b: b + offset, 5, n_jobs=2) == [7, 8, 9, 10, 11]
+
+
+def test_forked_workers_never_finalize_the_parents_garbage():
+    # A DuckDB connection left in a reference cycle (as earlier work in the same test process leaves one): a forked
+    # worker whose garbage collector destroyed it aborted ("std::system_error: Invalid argument"), the pool broke.
+    duckdb = pytest.importorskip("duckdb")
+    gc.disable()
+    try:
+        cycle: dict[str, object] = {"connection": duckdb.connect()}
+        cycle["self"] = cycle
+        cycle["connection"].execute("SELECT 1")  # type: ignore[attr-defined]
+        del cycle
+        assert run_replicates(_collected, 4, n_jobs=2) == [0, 1, 2, 3]
+    finally:
+        gc.enable()
+
+
+def _collected(b: int) -> int:
+    gc.collect()
+    return b
 
 
 def test_run_replicates_raises_a_failed_replicates_error():
