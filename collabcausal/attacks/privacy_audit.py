@@ -33,6 +33,7 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +113,12 @@ class AuditResult:
     counts: tuple[int, int] = field(default=(0, 0))
 
 
+@lru_cache(maxsize=65536)
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
-    """One-sided Clopper-Pearson bounds ``(lower, upper)`` of a binomial p, each at level ``alpha``."""
+    """One-sided Clopper-Pearson bounds ``(lower, upper)`` of a binomial p, each at level ``alpha``.
+
+    Cached: the attack's threshold search asks for the same counts many times.
+    """
     lower = 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
     upper = 1.0 if k == n else float(beta.ppf(1.0 - alpha, k + 1, n - k))
     return lower, upper

@@ -15,6 +15,7 @@ Steinke 2020, Proposition 12), never ours.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import opendp.prelude as dp
 
@@ -41,11 +42,14 @@ def check_rho(rho: object, name: str = "rho") -> float:
     return value
 
 
+@lru_cache(maxsize=4096)
 def zcdp_epsilon(rho: float, delta: float) -> float:
     """The epsilon at ``delta`` of a ``rho``-zCDP release (OpenDP's conversion).
 
     ``rho``-zCDP is exactly the guarantee of OpenDP's Gaussian measurement at sensitivity 1 and
-    scale ``1/sqrt(2 rho)``; OpenDP converts its privacy map with ``make_zCDP_to_approxDP``.
+    scale ``1/sqrt(2 rho)``; OpenDP converts its privacy map with ``make_zCDP_to_approxDP``. Cached: one
+    conversion takes milliseconds (OpenDP searches the optimal Renyi order), and a ledger converts the
+    same running totals again on every fresh ledger of a study's design.
     """
     r, d = check_rho(rho), _positive_delta(delta)
     try:
