@@ -35,7 +35,7 @@ postgresql:
 	|| echo "warning: could not install the postgresql package (needs root and apt-get); the PostgreSQL tests will be skipped" >&2
 
 ## test: the fast suite (slow reproductions excluded), plus lint; TEST_JOBS pytest-xdist workers, one test file
-## each at a time (module fixtures such as the PostgreSQL server start once per file): about 11 minutes on 2 cores
+## each at a time (module fixtures such as the PostgreSQL server start once per file): about 13 minutes on 2 cores
 ## with 2 workers, 18 with TEST_JOBS=0 (one process)
 TEST_JOBS ?= 2
 test: $(STAMP) postgresql
