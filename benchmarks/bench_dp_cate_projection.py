@@ -20,8 +20,8 @@ replications, the private CATE peers at the same epsilon (collabcausal/simulatio
 the constant's and the projection's at its evaluation rows, and the RMSE of its implied projection.
 
 Targets (full mode, exit 1 when one is missed): per outcome, at eps 1, the RMSE over the three
-coefficients (root of their mean squared error) <= 1.5x the DR-learner's; each coefficient's
-coverage in [0.93, 0.97] (at >= 200 replications: fewer prints the figures and fails the count);
+coefficients (root of their mean squared error) <= 1.5x the DR-learner's; each coefficient's and each
+subgroup effect's coverage in [0.93, 0.97] (at >= 200 replications: fewer prints the figures and fails the count);
 projection beats the constant in PEHE on >= 95% of replications. ``--quick`` checks that every
 number is finite.
 """
@@ -235,9 +235,10 @@ def misses(s: dict[str, object]) -> list[str]:
     out = []
     if float(s["rmse_ratio"]) > 1.5:  # type: ignore[arg-type]
         out.append(f"{s['outcome']}: RMSE ratio {s['rmse_ratio']:.3f} > 1.5")
-    cov = np.asarray(s["coverage_private"])
-    if ((cov < 0.93) | (cov > 0.97)).any():
-        out.append(f"{s['outcome']}: coverage {np.round(cov, 3).tolist()} outside [0.93, 0.97]")
+    for name, key in (("coverage", "coverage_private"), ("subgroups' coverage", "subgroup_coverage")):
+        cov = np.asarray(s[key])
+        if ((cov < 0.93) | (cov > 0.97)).any():
+            out.append(f"{s['outcome']}: {name} {np.round(cov, 3).tolist()} outside [0.93, 0.97]")
     if int(s["reps"]) < 200:  # type: ignore[call-overload]
         out.append(f"{s['outcome']}: {s['reps']} replications < 200")
     if float(s["pehe_wins"]) < 0.95:  # type: ignore[arg-type]

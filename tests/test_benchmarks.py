@@ -117,6 +117,14 @@ def test_a_time_or_memory_target_is_judged_in_full_runs_only(run_mode):
     assert run_mode.target_ok(False, True) and run_mode.target_ok(True, False) and not run_mode.target_ok(False, False)
 
 
+def test_the_projection_benchmark_judges_the_subgroups_intervals_as_well():
+    bench = _script("bench_dp_cate_projection")
+    summary = {"outcome": "binary", "rmse_ratio": 1.3, "coverage_private": [0.95, 0.96, 0.94], "reps": 1000,
+               "subgroup_coverage": [0.95, 0.975, 0.955, 0.96], "pehe_wins": 1.0}
+    assert bench.misses(summary) == ["binary: subgroups' coverage [0.95, 0.975, 0.955, 0.96] outside [0.93, 0.97]"]
+    assert bench.misses({**summary, "subgroup_coverage": [0.95, 0.97, 0.93, 0.96]}) == []
+
+
 def test_bench_load_stops_at_once_naming_an_attacker_that_died_without_a_word():
     bench_load, context = _script("bench_load"), multiprocessing.get_context("fork")
     reports, dead = context.Queue(), context.Process(target=sys.exit, args=(3,))
