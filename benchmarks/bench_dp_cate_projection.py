@@ -56,7 +56,8 @@ from collabcausal.simulations.dp_effects_benchmark import quiet_clipping_log
 Z95 = 1.959963984540054
 # the dp_effects settings the command line sets: DPEffectsSpec fields, each the dest of its option
 SETTINGS = ("projection_clip", "nuisance_share", "projection_allocation", "modifier_clip", "gram_weight",
-            "projection_centre", "residual_clip", "clip_compensation", "nuisance_replicates", "cross_weight")
+            "projection_centre", "residual_clip", "clip_compensation", "nuisance_replicates", "replicate_step",
+            "cross_weight")
 
 
 def _coverage(estimates: np.ndarray, ses: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -296,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nuisance-replicates", type=int, default=DEFAULT_REPLICATES, metavar="B",
                         help=f"[dp_effects] nuisance_replicates: noise replicates of the nuisance models (default "
                              f"{DEFAULT_REPLICATES}; each weighs 1/B of their budget share)")
+    parser.add_argument("--replicate-step", type=float, default=1.0, metavar="S",
+                        help="[dp_effects] replicate_step: each noise replicate re-noises the statistics with S times "
+                             "their noise sd, its move divided by S (docs/dp-cate-projection.md; default 1)")
     parser.add_argument("--cross-weight", type=float, default=1.0, metavar="W",
                         help="[dp_effects] cross_weight: the statistics release's outcome cross sums weighted by W "
                              "(docs/dp-effects.md; default 1)")

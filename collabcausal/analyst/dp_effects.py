@@ -134,7 +134,7 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
         sd, fit = stats.total_noise_sd, (feature_map.dim, feature_map.n_sites)
         shared = fold_models(rows, *fit, sd, ridge_scale=spec.ridge_scale)
         copies = noise_replicates(rows, *fit, entry_noise_sd(sd, feature_map.dim, w), spec.nuisance_replicates, rng,
-                                  ridge_scale=spec.ridge_scale)
+                                  ridge_scale=spec.ridge_scale, step=spec.replicate_step)
         models = {p: (shared, [r.models for r in copies]) for p in stats.parties}
     else:
         models, copies = {}, []  # site nuisances: no centre (refused by plan_projection), so no copy's pilot
@@ -144,7 +144,8 @@ def dp_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, parties: Seq
                          [r.models for r in noise_replicates(rows, feature_map.dim, 1,
                                                              entry_noise_sd(sd, feature_map.dim, w),
                                                              spec.nuisance_replicates, rng,
-                                                             ridge_scale=spec.ridge_scale)])
+                                                             ridge_scale=spec.ridge_scale,
+                                                             step=spec.replicate_step)])
 
     extra = {"estimators": list(spec.estimators), "estimands": list(spec.estimands), "trim": spec.trim}
     every, sensitivity = parts, release_sensitivity(parts)
@@ -189,7 +190,7 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
 
     assert scores.total is not None
     effects = effects_from_sums(unscale(scores.total), unscaled_noise_sd(scores.total_noise_sd, parts), parts, n,
-                                spec.estimators, spec.estimands, alpha=spec.alpha)
+                                spec.estimators, spec.estimands, alpha=spec.alpha, replicate_step=spec.replicate_step)
     floor = {c.name: float(sd) for c, sd in zip(parts, unscaled_noise_sd(scores.total_noise_sd, parts), strict=True)}
     estimates = {}
     for e in effects:
@@ -201,7 +202,8 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
     if scores.values:
         site_effects = {
             p: effects_from_sums(unscale(v), unscaled_noise_sd(scores.party_noise_sd, parts), parts, n_subjects[p],
-                                 spec.estimators, spec.estimands, alpha=spec.alpha)
+                                 spec.estimators, spec.estimands, alpha=spec.alpha,
+                                 replicate_step=spec.replicate_step)
             for p, v in scores.values.items()
         }
         per_party = {p: {f"{e.estimator}-{e.estimand}": e.to_dict() for e in es} for p, es in site_effects.items()}
@@ -232,7 +234,7 @@ def _report(spec: DPEffectsSpec, parts: tuple[Component, ...], scores: Round, n_
             "secure_aggregation": spec.secure_aggregation, "secure_aggregation_unpinned": unpinned,
             "statistics_noise_sd": stats.total_noise_sd,
             "scores_noise_sd": {c.name: floor[c.name] for c in parts}, "design": feature_map.to_spec(),
-            "trim": spec.trim,
+            "trim": spec.trim, "nuisance_replicates": spec.nuisance_replicates, "replicate_step": spec.replicate_step,
         },
         "notes": [NOTE, SEED_NOTE.format(seed=spec.seed)],
         "warnings": warnings,

@@ -33,6 +33,7 @@ class DPEffectsSpec:
     ridge_scale: float = RIDGE_SCALE
     alpha: float = 0.05
     nuisance_replicates: int = DEFAULT_REPLICATES
+    replicate_step: float = 1.0
     seed: int = 0
     modifiers: tuple[str, ...] = ()
     subgroups: tuple[tuple[str, tuple[float, ...]], ...] = ()

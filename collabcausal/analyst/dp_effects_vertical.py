@@ -220,12 +220,13 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     stats_sd = np.sqrt(stats_var)
     program = program_from_statistics(stats, stats_sd, feature_map, groups, trim=spec.trim,
                                       ridge_scale=spec.ridge_scale, n_replicates=spec.nuisance_replicates,
-                                      rng=np.random.default_rng(spec.seed))
+                                      rng=np.random.default_rng(spec.seed), replicate_step=spec.replicate_step)
     released, scores_var = rounds.release("scores", lambda s: terms(s, rho_s, delta_s), {"program": program.to_spec()},
                                           scores_bound(program), rho_s,
                                           np.full(len(program.parts), SCORE_NOISE_PARTIES))
     n = sum(plan.n_subjects)
-    effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
+    effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha,
+                                  replicate_step=spec.replicate_step)
     return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
 
 

@@ -177,7 +177,8 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
     widths = np.array([c.width for c in parts])
     weights = np.array([c.weight for c in parts])
     sums, noise, replicates, replicate_sd = released_sums(
-        scores.total * widths / weights, unscaled_noise_sd(scores.total_noise_sd, parts), parts)
+        scores.total * widths / weights, unscaled_noise_sd(scores.total_noise_sd, parts), parts,
+        step=spec.replicate_step)
     projection = plan.projection
     names = [spec.columns[j] for j in projection.modifiers]
     out: dict[str, Any] = {
@@ -202,7 +203,7 @@ def projection_report(spec: DPEffectsSpec, plan: ProjectionPlan, parts: Sequence
         scales = [(feature_map.bounds[j][1] - feature_map.bounds[j][0]) / 2 for j in projection.modifiers]
         coefficients = best_linear_projection(sums, noise, gram, gram_sd, names, scales, replicates=replicates,
                                               replicate_sd=replicate_sd, alpha=spec.alpha, pilot=projection.pilot,
-                                              replicate_pilots=projection.replicate_pilots)
+                                              replicate_pilots=_pilots_per_step(projection, spec.replicate_step))
         out["coefficients"] = [c.to_dict() for c in coefficients]
     if projection.partitions:
         labels = bin_labels(projection, list(spec.columns))
@@ -226,3 +227,12 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def _pilots_per_step(projection: Projection, step: float) -> list[NDArray[np.float64]] | None:
+    """Each copy's pilot as it would be one noise sd away: ``gamma + (gamma_b - gamma) / step``
+    (:func:`~collabcausal.estimators.dp.effects.analysis.noise_replicates`), like its sums."""
+    if projection.replicate_pilots is None or projection.pilot is None:
+        return None
+    gamma = np.asarray(projection.pilot, dtype=float)
+    return [gamma + (np.asarray(g, dtype=float) - gamma) / step for g in projection.replicate_pilots]

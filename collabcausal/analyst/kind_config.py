@@ -52,7 +52,7 @@ from collabcausal.analyst.kinds import KINDS
 from collabcausal.config_schema import Section
 from collabcausal.estimators.dp.effects.nuisances import RIDGE_SCALE
 from collabcausal.estimators.dp.effects.projection_budget import GRAM_WEIGHT, MODIFIER_CLIP
-from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES, MAX_REPLICATES
+from collabcausal.estimators.dp.effects.scores import DEFAULT_REPLICATES, MAX_REPLICATE_STEP, MAX_REPLICATES
 from collabcausal.estimators.dp.effects.statistics import CROSS_WEIGHT_RANGE
 
 __all__ = ["KINDS", "AdumSection", "CateSection", "DPEffectsSection", "DiscoverySection", "KindSection"]
@@ -175,6 +175,12 @@ class DPEffectsSection(Section):
         DEFAULT_REPLICATES, ge=0, le=MAX_REPLICATES,
         description=f"refits on re-noised statistics whose effect the interval counts, 0..{MAX_REPLICATES} (0: none)",
     )
+    replicate_step: float = Field(
+        1.0, ge=1.0, le=MAX_REPLICATE_STEP, description="each noise replicate re-noises the statistics with this many "
+        f"times their noise sd and its move is divided by it, 1..{MAX_REPLICATE_STEP:g} (default 1): the copies' own "
+        "release noise then weighs 1/step^2 as much in the interval; raise it only while each subject's replicate "
+        "differences stay within their clip, e.g. 3 for a binary outcome with projection_clip "
+        "(docs/dp-cate-projection.md, \"A larger replicate step\")")
     modifiers: list[str] = Field([], description='covariates the CATE is projected on, e.g. ["age", "hba1c"] '
                                  "(docs/dp-cate-projection.md)")
     subgroups: dict[str, list[float]] = Field({}, description="bin edges per covariate, e.g. { age = [18, 50, 95] }")

@@ -91,6 +91,7 @@ KIND_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "residual_clip": (("dp_effects",), None),
     "clip_compensation": (("dp_effects",), None),
     "cross_weight": (("dp_effects",), None),
+    "replicate_step": (("dp_effects",), None),
     "balance_epsilon": (("dcqe", "cate"), None),
     "balance_delta": (("dcqe", "cate"), 1e-6),
 }
@@ -155,6 +156,9 @@ def add_kind_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cross-weight", type=float, metavar="W",
         help="dp_effects: the statistics release's outcome cross sums weighted by W against its Gram matrices "
         "(default 1; 2 helped a continuous outcome, not a binary one; docs/dp-effects.md)")
+    add("--replicate-step", type=float, metavar="S",
+        help="dp_effects: each noise replicate re-noises the statistics with S times their noise sd and its move is "
+        "divided by S (default 1; 3 for a binary outcome with --projection-clip; docs/dp-cate-projection.md)")
     group = parser.add_argument_group("DP balance moments, dcqe and cate (study.toml [balance], docs/protocol.md)")
     add = partial(group.add_argument, default=argparse.SUPPRESS)
     add("--balance-epsilon", type=float, metavar="EPS",
@@ -347,7 +351,7 @@ def simulated_study(
             "secure_aggregation": args.secure_aggregation, "modifiers": _names(args.modifiers),
             "subgroups": _subgroups(args.subgroups), "simultaneous": args.simultaneous,
         } | {key: value for key in ("projection_clip", "projection_centre", "residual_clip",
-                                  "clip_compensation", "cross_weight")
+                                  "clip_compensation", "cross_weight", "replicate_step")
                if (value := getattr(args, key)) is not None}
     else:
         sections["cate"] = {"epsilon": args.epsilon, "delta": args.delta or 1e-5, "outcome_range": outcome,

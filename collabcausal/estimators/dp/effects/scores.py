@@ -65,6 +65,7 @@ share is fixed); end to end, 1/10 with 8 replicates was the one of six (clip, co
 (docs/dp-cate-projection.md, "The replicate clip at 1/10")."""
 DEFAULT_REPLICATES = 8
 MAX_REPLICATES = 32
+MAX_REPLICATE_STEP = 10.0
 MODEL_FREE = frozenset({"n_treated", "att_y1", "att_yy1"})
 """Sums whose per-subject values do not depend on the nuisance models (no replicates)."""
 
