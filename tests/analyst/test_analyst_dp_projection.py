@@ -104,6 +104,40 @@ def test_a_centred_study_sends_each_noise_replicate_its_own_pilot_from_its_own_s
     assert all(not np.array_equal(seen[0], s) for s in seen[1:])  # each copy's statistics, not the release's
 
 
+def test_a_replicate_step_widens_the_copies_and_reads_them_back_per_noise_sd_at_the_same_charge(tmp_path, monkeypatch):
+    # replicate_step = 3: each copy's statistics sit exactly 3 times as far from the release as at step 1 (the same
+    # seeded draws), the interval reads each copy's pilot (and sums) back per noise sd, and the parties are charged
+    # exactly what a step-1 study costs: nothing released changes
+    from collabcausal.analyst import dp_projection
+
+    seen, read = [], []
+    honest, blp = dp_projection.effect_projection, dp_projection.best_linear_projection
+
+    def spy(statistics, *args):
+        seen.append(np.asarray(statistics).copy())
+        return honest(statistics, *args)
+
+    def reader(*args, **kwargs):
+        read.append(kwargs["replicate_pilots"])
+        return blp(*args, **kwargs)
+
+    monkeypatch.setattr(dp_projection, "effect_projection", spy)
+    monkeypatch.setattr(dp_projection, "best_linear_projection", reader)
+    offsets, reports = [], []
+    for step in (1.0, 3.0):
+        seen.clear()
+        folder = tmp_path / f"step{step:g}"
+        folder.mkdir()
+        reports.append(_run(folder, replace(SPEC, projection_centre=1.0, nuisance_replicates=3, replicate_step=step)))
+        offsets.append(np.array([s - seen[0] for s in seen[1:]]))
+    np.testing.assert_allclose(offsets[1], 3.0 * offsets[0], rtol=1e-6, atol=1e-6 * np.abs(offsets[0]).max())
+    allocation = reports[1]["effect_modification"]["allocation"]
+    pilot, copies = np.array(allocation["pilot"]), np.array(allocation["replicate_pilots"])
+    np.testing.assert_allclose(np.array(read[1]), pilot + (copies - pilot) / 3.0)
+    assert [r["dp_effects"]["replicate_step"] for r in reports] == [1.0, 3.0]
+    assert reports[0]["privacy"] == reports[1]["privacy"]
+
+
 @pytest.mark.parametrize(("changes", "match"), [
     ({"modifiers": ("age",)}, "'age' is not a covariate"),
     ({"subgroups": (("x9", (0.0, 1.0, 0.5)),)}, "overlapping"),

@@ -146,6 +146,15 @@ def test_a_residual_clip_reaches_the_spec(tmp_path):
     assert dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section))).residual_clip == 0.33
 
 
+def test_a_replicate_step_reaches_the_spec(tmp_path):
+    from collabcausal.analyst.kind_dp_effects import dp_effects_spec
+
+    section = '[dp_effects]\nepsilon = 1.0\noutcome_range = [0, 1]\ntrim = 0.1\n'
+    assert dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section))).replicate_step == 1.0
+    spec = dp_effects_spec(load_study_config(write(tmp_path, "dp_effects", section + "replicate_step = 3\n")))
+    assert spec.replicate_step == 3.0
+
+
 def test_a_clip_compensation_reaches_the_spec(tmp_path):
     from collabcausal.analyst.kind_dp_effects import dp_effects_spec
 
@@ -157,7 +166,8 @@ def test_a_clip_compensation_reaches_the_spec(tmp_path):
 @pytest.mark.parametrize("keys", ["modifier_clip = 0\n", "gram_weight = 2\n", 'projection_allocation = "best"\n',
                                   'modifier_clip = "off"\n', "projection_centre = 0\n", "residual_clip = 0\n",
                                   "residual_clip = 1.5\n", 'residual_clip = "0.3"\n', "clip_compensation = 0\n",
-                                  "clip_compensation = 2\n"])
+                                  "clip_compensation = 2\n", "replicate_step = 0.5\n", "replicate_step = 11\n",
+                                  "replicate_step = nan\n", 'replicate_step = "3"\n'])
 def test_bad_dp_effects_shaping_keys_are_one_config_error(tmp_path, keys):
     section = '[dp_effects]\nepsilon = 1.0\noutcome_range = [0, 125]\ntrim = 0.1\nmodifiers = ["age"]\n' + keys
     with pytest.raises(ConfigError):

@@ -172,6 +172,7 @@ FLAG_KEYS = {
     "--residual-clip": ("dp_effects", [], "dp_effects", "residual_clip", 0.25),
     "--clip-compensation": ("dp_effects", ["--projection-clip", "2"], "dp_effects", "clip_compensation", 0.1),
     "--cross-weight": ("dp_effects", [], "dp_effects", "cross_weight", 2.0),
+    "--replicate-step": ("dp_effects", [], "dp_effects", "replicate_step", 3.0),
 }
 # switches (no value): flag -> (kind, section, key, the value the flag sets)
 SWITCH_KEYS = {
@@ -276,7 +277,7 @@ READS = {
     "dp_effects": {"--columns", "--estimand", "--epsilon", "--delta", "--outcome-range", "--trim", "--nuisance",
                    "--secure-aggregation", "--no-secure-aggregation", "--modifiers", "--subgroups", "--simultaneous",
                    "--projection-clip", "--projection-centre", "--residual-clip", "--clip-compensation",
-                   "--cross-weight"},
+                   "--cross-weight", "--replicate-step"},
 }
 EVERY_KIND = {"--dataset", "--data", "--covariates", "--treatment", "--outcome", "--rows", "--row-rule", "--seed",
               "--transport", "--out", "--quiet", "--help"}
@@ -290,7 +291,8 @@ VALUES = {
     "--trim": ["0.05"], "--nuisance": ["site"], "--secure-aggregation": [], "--no-secure-aggregation": [],
     "--balance-epsilon": ["1"], "--balance-delta": ["1e-7"], "--modifiers": ["age"], "--subgroups": ["age=17,30,55"],
     "--simultaneous": ["bonferroni"], "--projection-clip": ["2"], "--projection-centre": ["1"],
-    "--residual-clip": ["0.25"], "--clip-compensation": ["0.1"], "--cross-weight": ["2"], "--release": ["vote"],
+    "--residual-clip": ["0.25"], "--clip-compensation": ["0.1"], "--cross-weight": ["2"], "--replicate-step": ["3"],
+    "--release": ["vote"],
     "--group-size": ["50"],
     "--rule": ["krr"],
 }
