@@ -118,6 +118,10 @@ def check_vertical_spec(spec: DPEffectsSpec) -> None:
     if spec.cross_weight != 1.0:
         raise InputError("dp_effects on column groups releases unweighted cross sums (computed under encryption)",
                          "leave cross_weight out of [dp_effects], or run the study on row groups of one party each")
+    if spec.replicate_step != 1.0:  # a replicate's range is proved from its change, so it would widen as much
+        raise InputError("dp_effects on column groups bounds each noise replicate by its own change, so a "
+                         "replicate_step widens its range and noise as much and gains nothing",
+                         "leave replicate_step out of [dp_effects], or run the study on row groups of one party each")
 
 
 def vertical_plan(described: Mapping[str, Message], row_groups: Sequence[Sequence[str]], label_holders: Sequence[str],
@@ -220,13 +224,12 @@ def vertical_effects_results(grid: Grid, spec: DPEffectsSpec, study: str, row_gr
     stats_sd = np.sqrt(stats_var)
     program = program_from_statistics(stats, stats_sd, feature_map, groups, trim=spec.trim,
                                       ridge_scale=spec.ridge_scale, n_replicates=spec.nuisance_replicates,
-                                      rng=np.random.default_rng(spec.seed), replicate_step=spec.replicate_step)
+                                      rng=np.random.default_rng(spec.seed))
     released, scores_var = rounds.release("scores", lambda s: terms(s, rho_s, delta_s), {"program": program.to_spec()},
                                           scores_bound(program), rho_s,
                                           np.full(len(program.parts), SCORE_NOISE_PARTIES))
     n = sum(plan.n_subjects)
-    effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha,
-                                  replicate_step=spec.replicate_step)
+    effect, sds = vertical_effect(released, float(np.sqrt(scores_var.max())), program.parts, n, alpha=spec.alpha)
     return _report(spec, plan, feature_map, program, effect, sds, n, float(np.max(stats_sd)), rounds)
 
 

@@ -180,7 +180,7 @@ class DPEffectsSection(Section):
         f"times their noise sd and its move is divided by it, 1..{MAX_REPLICATE_STEP:g} (default 1): the copies' own "
         "release noise then weighs 1/step^2 as much in the interval; raise it only while each subject's replicate "
         "differences stay within their clip, e.g. 3 for a binary outcome with projection_clip "
-        "(docs/dp-cate-projection.md, \"A larger replicate step\")")
+        "(docs/dp-cate-projection.md, \"A larger replicate step\"); row groups only")
     modifiers: list[str] = Field([], description='covariates the CATE is projected on, e.g. ["age", "hba1c"] '
                                  "(docs/dp-cate-projection.md)")
     subgroups: dict[str, list[float]] = Field({}, description="bin edges per covariate, e.g. { age = [18, 50, 95] }")

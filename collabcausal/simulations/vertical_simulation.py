@@ -122,7 +122,7 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
     program = program_from_statistics(
         np.asarray(statistics), stats_sd, feature_map, groups, trim=spec.trim, ridge_scale=spec.ridge_scale,
         n_replicates=spec.nuisance_replicates, rng=np.random.default_rng(spec.seed),
-        estimators=spec.estimators, estimands=spec.estimands, replicate_step=spec.replicate_step)
+        estimators=spec.estimators, estimands=spec.estimands)
     sigma_s = scores_sigma(program, rho_s)
     k_scores = np.full(len(program.parts), SCORE_NOISE_PARTIES)
     released = sum(
@@ -130,8 +130,7 @@ def vertical_study(row_groups: Sequence[RowGroup], groups: ColumnGroups, spec: D
         for D, rg in zip(designs, row_groups, strict=True))
     scores_sd = float(sigma_s * np.sqrt(released_variance(SCORE_NOISE_PARTIES) * len(row_groups)))
     n = sum(rg.n for rg in row_groups)
-    effect, sds = vertical_effect(np.asarray(released), scores_sd, program.parts, n, alpha=spec.alpha,
-                                  replicate_step=spec.replicate_step)
+    effect, sds = vertical_effect(np.asarray(released), scores_sd, program.parts, n, alpha=spec.alpha)
     return VerticalResult(effect, stats_sd, sds, program.poly, float(sds[0] / n), wire)
 
 

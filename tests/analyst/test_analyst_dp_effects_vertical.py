@@ -80,7 +80,8 @@ def test_a_covariate_nobody_holds_or_unaligned_rows_are_refused_uncharged(tmp_pa
 
 
 @pytest.mark.parametrize("change", [{"estimands": ("att",)}, {"estimators": ("aipw", "ipw")}, {"n_folds": 2},
-                                    {"nuisance": "site"}, {"modifiers": ("a0",)}, {"cross_weight": 2.0}])
+                                    {"nuisance": "site"}, {"modifiers": ("a0",)}, {"cross_weight": 2.0},
+                                    {"replicate_step": 3.0}])
 def test_what_column_groups_do_not_serve_is_refused_before_anything_is_sent(tmp_path, change) -> None:
     w = world(tmp_path)
     with pytest.raises(InputError):

@@ -149,21 +149,19 @@ def _limits_from(spec: object, groups: ColumnGroups) -> PartLimits:
 def program_from_statistics(
     statistics: NDArray[np.float64], noise_sd: NDArray[np.float64], feature_map: FeatureMap, groups: ColumnGroups,
     *, trim: float, ridge_scale: float, n_replicates: int, rng: np.random.Generator,
-    estimators: Sequence[str] = ("aipw",), estimands: Sequence[str] = ("ate",), replicate_step: float = 1.0,
+    estimators: Sequence[str] = ("aipw",), estimands: Sequence[str] = ("ate",),
 ) -> ScoreProgram:
     """The coordinator's post-processing of the released statistics (one vector, summed over row groups).
 
     ``noise_sd`` is each entry's released noise sd (it differs between entries computed by one and by two
     parties). The model is the ridge fit at the largest sd; the replicates refit on the statistics plus
-    fresh noise of their law times ``replicate_step`` (:func:`~.analysis.noise_replicates`, seeded by ``rng``);
-    the limits are
+    fresh noise of their law (:func:`~.analysis.noise_replicates`, seeded by ``rng``); the limits are
     :func:`~.vertical.part_limits` of the released Gram (summed over arms).
     """
     S, R, dim = feature_map.n_sites, feature_map.outcome_width, feature_map.dim
     rows = np.asarray(statistics, dtype=float)[None, :]
     model = fold_models(rows, dim, S, float(np.max(noise_sd)), ridge_scale=ridge_scale)[0]
-    copies = [r.models[0] for r in noise_replicates(rows, dim, S, noise_sd, n_replicates, rng, ridge_scale=ridge_scale,
-                                                         step=replicate_step)]
+    copies = [r.models[0] for r in noise_replicates(rows, dim, S, noise_sd, n_replicates, rng, ridge_scale=ridge_scale)]
     gram = ArmStatistics.unpack(rows[0], dim)
     moments = gram.gram[0] + gram.gram[1]
     limits = part_limits(model, moments, groups, S, R, PART_SDS)
@@ -183,7 +181,7 @@ def score_inputs(program: ScoreProgram, design: NDArray[np.float64], group: int,
 
 
 def vertical_effect(released: NDArray[np.float64], noise_sd: float, parts: Sequence[Component], n: int, *,
-                    alpha: float = 0.05, replicate_step: float = 1.0) -> tuple[DPEffect, NDArray[np.float64]]:
+                    alpha: float = 0.05) -> tuple[DPEffect, NDArray[np.float64]]:
     """The AIPW ATE, its interval and each sum's unscaled noise sd from the released (scaled) score sums.
 
     ``noise_sd`` is the released scaled sums' noise sd (every sum the same); the sums are unscaled by
@@ -191,8 +189,7 @@ def vertical_effect(released: NDArray[np.float64], noise_sd: float, parts: Seque
     """
     sums = np.asarray(released, dtype=float) * np.array([c.width for c in parts]) / np.array([c.weight for c in parts])
     sds = unscaled_noise_sd(noise_sd, parts)
-    return effects_from_sums(sums, sds, parts, n, ("aipw",), ("ate",), alpha=alpha,
-                             replicate_step=replicate_step)[0], sds
+    return effects_from_sums(sums, sds, parts, n, ("aipw",), ("ate",), alpha=alpha)[0], sds
 
 
 def statistics_bound(feature_map: FeatureMap, groups: ColumnGroups) -> float:
