@@ -5,7 +5,8 @@ the study's statistics noise sd), scores every subject as the release's added su
 outcome unclipped, each residual clipped at ``F`` widths; without it the outcome clipped to its range), with no DP
 noise on the scores and no per-subject clip, and prints the projection on ``(1, z0, z8)``:
 
-* with the models fitted from the exact statistics;
+* with the models fitted from the exact statistics without a ridge, and with the study's ridge (the one its noise sd
+  sets): the ridge's own shrinkage;
 * with the models fitted from the statistics plus ``--draws`` draws of their noise (mean and its standard error): what
   the nuisance noise does to the estimate on average, the drift a symmetric interval does not hold;
 * the mean move of ``--copies`` parametric-bootstrap copies around each noisy fit (refits on the noisy statistics plus
@@ -50,9 +51,10 @@ def projection(sites: Sequence[Site], feature_map: FeatureMap, model: NuisanceMo
 
 
 def drift(sites: Sequence[Site], residual_clip: float | None, cross_weight: float, draws: int, copies: int,
-          rng: np.random.Generator, *, noise_factor: float = 1.0) -> tuple[NDArray, NDArray, NDArray]:
-    """``(exact, noisy, moves)``: the projection from the exact statistics, one row per noisy draw, and one row per
-    copy's move around its draw's fit; the noise is ``noise_factor`` times the study's (0: none, for checks)."""
+          rng: np.random.Generator, *, noise_factor: float = 1.0) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """``(unridged, exact, noisy, moves)``: the projection from the exact statistics without and with the study's
+    ridge, one row per noisy draw, and one row per copy's move around its draw's fit; the noise is ``noise_factor``
+    times the study's (0: none, for checks)."""
     outcome = "binary" if all(np.isin(s.Y, (0.0, 1.0)).all() for s in sites) else "continuous"
     spec = study_spec(outcome, 1.0, cross_weight=cross_weight)
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(sites))
@@ -61,8 +63,8 @@ def drift(sites: Sequence[Site], residual_clip: float | None, cross_weight: floa
     stats = sum(party_statistics(s.X, s.T, s.Y, feature_map, i, np.zeros(len(s.T), dtype=np.int64), 1)
                 for i, s in enumerate(sites))
 
-    def fitted(statistics: NDArray[np.float64]) -> NDArray[np.float64]:
-        model = fold_models(statistics, feature_map.dim, len(sites), sd, ridge_scale=spec.ridge_scale)[0]
+    def fitted(statistics: NDArray[np.float64], ridge_scale: float = spec.ridge_scale) -> NDArray[np.float64]:
+        model = fold_models(statistics, feature_map.dim, len(sites), sd, ridge_scale=ridge_scale)[0]
         return projection(sites, feature_map, model, spec.trim, residual_clip)
 
     exact, noisy, moves = fitted(stats), [], []
@@ -71,7 +73,7 @@ def drift(sites: Sequence[Site], residual_clip: float | None, cross_weight: floa
         at = fitted(release)
         noisy.append(at)
         moves += [fitted(release + rng.normal(0.0, 1.0, stats.shape) * noise) - at for _ in range(copies)]
-    return exact, np.array(noisy), np.array(moves).reshape(-1, exact.size)
+    return fitted(stats, 0.0), exact, np.array(noisy), np.array(moves).reshape(-1, exact.size)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,10 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=25_000, help="subjects per site")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    exact, noisy, moves = [], [], []
+    unridged, exact, noisy, moves = [], [], [], []
     for d in range(args.datasets):
         sites = simulate_cate_sites(args.n, args.outcome, np.random.default_rng(args.seed + d))
-        e, n, m = drift(sites, args.residual_clip, args.cross_weight, args.draws, args.copies, rng)
+        u, e, n, m = drift(sites, args.residual_clip, args.cross_weight, args.draws, args.copies, rng)
+        unridged.append(u)
         exact.append(e)
         noisy.append(n)
         moves.append(m)
@@ -103,7 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.outcome}, {args.datasets} data sets x {args.draws} noise draws x {args.copies} copies; projection "
           "intercept / z0 / z8 (standard error)")
     row("true projection", true_projection(args.outcome))
+    row("models from the exact statistics, no ridge", np.mean(unridged, axis=0))
     row("models from the exact statistics", np.mean(exact, axis=0))
+    row("ridge: exact minus no ridge, paired", np.mean(np.subtract(exact, unridged), axis=0),
+        np.std(np.subtract(exact, unridged), axis=0) / np.sqrt(len(exact)))
     row("models from noisy statistics", noisy_all.mean(axis=0), noisy_all.std(axis=0) / np.sqrt(len(noisy_all)))
     row("drift: noisy minus exact, paired", (noisy_all - np.repeat(exact, args.draws, axis=0)).mean(axis=0),
         (noisy_all - np.repeat(exact, args.draws, axis=0)).std(axis=0) / np.sqrt(len(noisy_all)))
