@@ -33,7 +33,7 @@ from collabcausal.estimators.dp.effects.scores import aipw_ate_score
 from collabcausal.estimators.dp.effects.statistics import entry_noise_sd
 from collabcausal.simulations.cate_benchmark import modifier_matrix, simulate_cate_sites, study_spec, true_projection
 from collabcausal.simulations.dp_effects_decomposition import study_noise_sds
-from collabcausal.simulations.multisite import Site
+from collabcausal.simulations.multisite import Outcome, Site
 
 
 def projection(sites: Sequence[Site], feature_map: FeatureMap, model: NuisanceModel, trim: float,
@@ -50,12 +50,12 @@ def projection(sites: Sequence[Site], feature_map: FeatureMap, model: NuisanceMo
     return np.linalg.lstsq(np.vstack(rows), np.concatenate(scores), rcond=None)[0]
 
 
-def drift(sites: Sequence[Site], residual_clip: float | None, cross_weight: float, draws: int, copies: int,
-          rng: np.random.Generator, *, noise_factor: float = 1.0) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+def drift(sites: Sequence[Site], outcome: Outcome, residual_clip: float | None, cross_weight: float, draws: int,
+          copies: int, rng: np.random.Generator, *, noise_factor: float = 1.0,
+          ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """``(unridged, exact, noisy, moves)``: the projection from the exact statistics without and with the study's
     ridge, one row per noisy draw, and one row per copy's move around its draw's fit; the noise is ``noise_factor``
     times the study's (0: none, for checks)."""
-    outcome = "binary" if all(np.isin(s.Y, (0.0, 1.0)).all() for s in sites) else "continuous"
     spec = study_spec(outcome, 1.0, cross_weight=cross_weight)
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(sites))
     sd, _ = study_noise_sds(spec, len(sites), max(len(s.T) for s in sites))
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unridged, exact, noisy, moves = [], [], [], []
     for d in range(args.datasets):
         sites = simulate_cate_sites(args.n, args.outcome, np.random.default_rng(args.seed + d))
-        u, e, n, m = drift(sites, args.residual_clip, args.cross_weight, args.draws, args.copies, rng)
+        u, e, n, m = drift(sites, args.outcome, args.residual_clip, args.cross_weight, args.draws, args.copies, rng)
         unridged.append(u)
         exact.append(e)
         noisy.append(n)
@@ -103,19 +103,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                           zip(values, se if se is not None else values, strict=True))
         print(f"  {name:44} {cells}")
 
+    def mean_and_se(rows: NDArray) -> tuple[NDArray, NDArray]:
+        return rows.mean(axis=0), rows.std(axis=0) / np.sqrt(len(rows))
+
     print(f"{args.outcome}, {args.datasets} data sets x {args.draws} noise draws x {args.copies} copies; projection "
           "intercept / z0 / z8 (standard error)")
     row("true projection", true_projection(args.outcome))
     row("models from the exact statistics, no ridge", np.mean(unridged, axis=0))
     row("models from the exact statistics", np.mean(exact, axis=0))
-    row("ridge: exact minus no ridge, paired", np.mean(np.subtract(exact, unridged), axis=0),
-        np.std(np.subtract(exact, unridged), axis=0) / np.sqrt(len(exact)))
-    row("models from noisy statistics", noisy_all.mean(axis=0), noisy_all.std(axis=0) / np.sqrt(len(noisy_all)))
-    row("drift: noisy minus exact, paired", (noisy_all - np.repeat(exact, args.draws, axis=0)).mean(axis=0),
-        (noisy_all - np.repeat(exact, args.draws, axis=0)).std(axis=0) / np.sqrt(len(noisy_all)))
+    row("ridge: exact minus no ridge, paired", *mean_and_se(np.subtract(exact, unridged)))
+    row("models from noisy statistics", *mean_and_se(noisy_all))
+    row("drift: noisy minus exact, paired", *mean_and_se(noisy_all - np.repeat(exact, args.draws, axis=0)))
     if len(moves_all):
-        row("copies' mean move around the noisy fit", moves_all.mean(axis=0),
-            moves_all.std(axis=0) / np.sqrt(len(moves_all)))
+        row("copies' mean move around the noisy fit", *mean_and_se(moves_all))
     return 0
 
 
