@@ -9,8 +9,17 @@ noise on the scores and no per-subject clip, and prints the projection on ``(1, 
   sets): the ridge's own shrinkage;
 * with the models fitted from the statistics plus ``--draws`` draws of their noise (mean and its standard error): what
   the nuisance noise does to the estimate on average, the drift a symmetric interval does not hold;
-* the mean move of ``--copies`` parametric-bootstrap copies around each noisy fit (refits on the noisy statistics plus
-  fresh noise), unclipped: what the noise replicates would estimate of that drift without their per-subject clip.
+* where that drift comes from: the propensity from the noisy fit with the outcome models from the exact one, the
+  reverse, and the two from independent noise draws. The AIPW score is linear in the outcome models and, given
+  them, its mean does not move with the propensity to first order, so what is left is the cross term of
+  their errors, ``E[d_mu_t' (sum_i w_ti d_i d_i') d_e]`` (``w_1i = T_i (1 - e_i) / e_i``, ``w_0i = (1 - T_i) e_i /
+  (1 - e_i)``), which is not zero only because both models are fitted from the same noisy Gram matrices;
+* that cross term predicted from the release alone: ``E[w_1i | x_i] = 1 - e_i``, so the weighted Gram is about the
+  other arm's released Gram, and ``E[d_mu_t d_e']`` is the mean over ``--copies`` parametric-bootstrap copies around
+  each noisy fit (refits on the noisy statistics plus fresh noise); its intercept is ``(R / n) sum_t tr(G_(1-t)
+  C_t')`` and it does not move the slopes;
+* the mean move of those copies, unclipped: what the noise replicates would estimate of the drift without their
+  per-subject clip.
 
     .venv/bin/python scripts/projection_nuisance_drift.py --outcome continuous --residual-clip 0.3333333333333333 \\
         --cross-weight 2 --datasets 20
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,7 +40,7 @@ from collabcausal.estimators.dp.effects.design import FeatureMap
 from collabcausal.estimators.dp.effects.nuisances import NuisanceModel
 from collabcausal.estimators.dp.effects.release import party_statistics
 from collabcausal.estimators.dp.effects.scores import aipw_ate_score
-from collabcausal.estimators.dp.effects.statistics import entry_noise_sd
+from collabcausal.estimators.dp.effects.statistics import ArmStatistics, entry_noise_sd
 from collabcausal.simulations.cate_benchmark import modifier_matrix, simulate_cate_sites, study_spec, true_projection
 from collabcausal.simulations.dp_effects_decomposition import study_noise_sds
 from collabcausal.simulations.multisite import Outcome, Site
@@ -50,12 +60,38 @@ def projection(sites: Sequence[Site], feature_map: FeatureMap, model: NuisanceMo
     return np.linalg.lstsq(np.vstack(rows), np.concatenate(scores), rcond=None)[0]
 
 
+class Drift(NamedTuple):
+    """What :func:`drift` measures on one data set (module docstring): projections on ``(1, z0, z8)``, one row per
+    noise draw (``moves``: per copy; ``predicted``: the cross term's predicted shift)."""
+
+    unridged: NDArray[np.float64]
+    exact: NDArray[np.float64]
+    noisy: NDArray[np.float64]
+    propensity_only: NDArray[np.float64]
+    outcome_only: NDArray[np.float64]
+    independent: NDArray[np.float64]
+    predicted: NDArray[np.float64]
+    moves: NDArray[np.float64]
+
+
+def cross_term(statistics: NDArray[np.float64], model: NuisanceModel, copies: Sequence[NuisanceModel],
+               feature_map: FeatureMap) -> NDArray[np.float64]:
+    """The projection's shift predicted from the release (module docstring): the intercept
+    ``(R / n) sum_t tr(G_(1-t) C_t')`` with ``C_t`` the copies' mean of ``d_mu_t d_e'`` around ``model``."""
+    gram = ArmStatistics.unpack(statistics, feature_map.dim).gram
+    n_sites = feature_map.n_sites
+    n = float(np.trace(gram[0][:n_sites, :n_sites]) + np.trace(gram[1][:n_sites, :n_sites]))  # the one-hot counts
+    d_e = np.array([c.propensity_coef - model.propensity_coef for c in copies])
+    shift = 0.0
+    for arm in (0, 1):
+        d_mu = np.array([c.outcome_coef[arm] - model.outcome_coef[arm] for c in copies])
+        shift += float(np.trace(gram[1 - arm] @ (d_e.T @ d_mu))) / len(copies)
+    return np.array([feature_map.outcome_width * shift / n, 0.0, 0.0])
+
+
 def drift(sites: Sequence[Site], outcome: Outcome, residual_clip: float | None, cross_weight: float, draws: int,
-          copies: int, rng: np.random.Generator, *, noise_factor: float = 1.0,
-          ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-    """``(unridged, exact, noisy, moves)``: the projection from the exact statistics without and with the study's
-    ridge, one row per noisy draw, and one row per copy's move around its draw's fit; the noise is ``noise_factor``
-    times the study's (0: none, for checks)."""
+          copies: int, rng: np.random.Generator, *, noise_factor: float = 1.0) -> Drift:
+    """:class:`Drift` on ``sites``; the noise is ``noise_factor`` times the study's (0: none, for checks)."""
     spec = study_spec(outcome, 1.0, cross_weight=cross_weight)
     feature_map = FeatureMap(spec.bounds, spec.outcome_range, len(sites))
     sd, _ = study_noise_sds(spec, len(sites), max(len(s.T) for s in sites))
@@ -63,17 +99,32 @@ def drift(sites: Sequence[Site], outcome: Outcome, residual_clip: float | None, 
     stats = sum(party_statistics(s.X, s.T, s.Y, feature_map, i, np.zeros(len(s.T), dtype=np.int64), 1)
                 for i, s in enumerate(sites))
 
-    def fitted(statistics: NDArray[np.float64], ridge_scale: float = spec.ridge_scale) -> NDArray[np.float64]:
-        model = fold_models(statistics, feature_map.dim, len(sites), sd, ridge_scale=ridge_scale)[0]
-        return projection(sites, feature_map, model, spec.trim, residual_clip)
+    def model(statistics: NDArray[np.float64], ridge_scale: float = spec.ridge_scale) -> NuisanceModel:
+        return fold_models(statistics, feature_map.dim, len(sites), sd, ridge_scale=ridge_scale)[0]
 
-    exact, noisy, moves = fitted(stats), [], []
+    def project(m: NuisanceModel) -> NDArray[np.float64]:
+        return projection(sites, feature_map, m, spec.trim, residual_clip)
+
+    def noisy(statistics: NDArray[np.float64]) -> NDArray[np.float64]:
+        return statistics + rng.normal(0.0, 1.0, statistics.shape) * noise
+
+    exact_model = model(stats)
+    exact = project(exact_model)
+    rows: dict[str, list[NDArray[np.float64]]] = {k: [] for k in Drift._fields[2:]}
     for _ in range(draws):
-        release = stats + rng.normal(0.0, 1.0, stats.shape) * noise
-        at = fitted(release)
-        noisy.append(at)
-        moves += [fitted(release + rng.normal(0.0, 1.0, stats.shape) * noise) - at for _ in range(copies)]
-    return fitted(stats, 0.0), exact, np.array(noisy), np.array(moves).reshape(-1, exact.size)
+        release = noisy(stats)
+        at, other = model(release), model(noisy(stats))
+        point = project(at)
+        refits = [model(noisy(release)) for _ in range(copies)]
+        rows["noisy"].append(point)
+        rows["propensity_only"].append(project(NuisanceModel(at.propensity_coef, exact_model.outcome_coef)))
+        rows["outcome_only"].append(project(NuisanceModel(exact_model.propensity_coef, at.outcome_coef)))
+        rows["independent"].append(project(NuisanceModel(at.propensity_coef, other.outcome_coef)))
+        if refits:
+            rows["predicted"].append(cross_term(release[0], at, refits, feature_map))
+        rows["moves"] += [project(r) - point for r in refits]
+    return Drift(project(model(stats, 0.0)), exact,
+                 **{k: np.array(v).reshape(-1, exact.size) for k, v in rows.items()})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,20 +139,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=25_000, help="subjects per site")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    unridged, exact, noisy, moves = [], [], [], []
-    for d in range(args.datasets):
-        sites = simulate_cate_sites(args.n, args.outcome, np.random.default_rng(args.seed + d))
-        u, e, n, m = drift(sites, args.outcome, args.residual_clip, args.cross_weight, args.draws, args.copies, rng)
-        unridged.append(u)
-        exact.append(e)
-        noisy.append(n)
-        moves.append(m)
-    noisy_all, moves_all = np.vstack(noisy), np.vstack(moves)
+    runs = [drift(simulate_cate_sites(args.n, args.outcome, np.random.default_rng(args.seed + d)), args.outcome,
+                  args.residual_clip, args.cross_weight, args.draws, args.copies, rng) for d in range(args.datasets)]
+
+    def stacked(field: str) -> NDArray:
+        return np.vstack([getattr(r, field) for r in runs])
 
     def row(name: str, values: NDArray, se: NDArray | None = None) -> None:
         cells = "  ".join(f"{v:+.4f}" + ("" if se is None else f" ({s:.4f})") for v, s in
                           zip(values, se if se is not None else values, strict=True))
-        print(f"  {name:44} {cells}")
+        print(f"  {name:52} {cells}")
+
+    def paired(field: str) -> tuple[NDArray, NDArray]:
+        """Mean and standard error of ``field`` minus the exact fit's projection, over every draw."""
+        rows = stacked(field) - np.repeat(stacked("exact"), args.draws, axis=0)
+        return rows.mean(axis=0), rows.std(axis=0) / np.sqrt(len(rows))
 
     def mean_and_se(rows: NDArray) -> tuple[NDArray, NDArray]:
         return rows.mean(axis=0), rows.std(axis=0) / np.sqrt(len(rows))
@@ -109,13 +161,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.outcome}, {args.datasets} data sets x {args.draws} noise draws x {args.copies} copies; projection "
           "intercept / z0 / z8 (standard error)")
     row("true projection", true_projection(args.outcome))
-    row("models from the exact statistics, no ridge", np.mean(unridged, axis=0))
-    row("models from the exact statistics", np.mean(exact, axis=0))
-    row("ridge: exact minus no ridge, paired", *mean_and_se(np.subtract(exact, unridged)))
-    row("models from noisy statistics", *mean_and_se(noisy_all))
-    row("drift: noisy minus exact, paired", *mean_and_se(noisy_all - np.repeat(exact, args.draws, axis=0)))
-    if len(moves_all):
-        row("copies' mean move around the noisy fit", *mean_and_se(moves_all))
+    row("models from the exact statistics, no ridge", stacked("unridged").mean(axis=0))
+    row("models from the exact statistics", stacked("exact").mean(axis=0))
+    row("ridge: exact minus no ridge, paired", *mean_and_se(stacked("exact") - stacked("unridged")))
+    row("models from noisy statistics", *mean_and_se(stacked("noisy")))
+    row("drift: noisy minus exact, paired", *paired("noisy"))
+    row("  noisy propensity alone", *paired("propensity_only"))
+    row("  noisy outcome models alone", *paired("outcome_only"))
+    row("  both noisy, from independent draws", *paired("independent"))
+    if args.copies:
+        row("  cross term predicted from the release", *mean_and_se(stacked("predicted")))
+        row("copies' mean move around the noisy fit", *mean_and_se(stacked("moves")))
     return 0
 
 
