@@ -9,6 +9,12 @@ beside its error variance about the truth, how often the replicate term was floo
 the studies (sd over mean) and its coverage. ``--setting NAME=VALUE`` sets any other ``[dp_effects]`` key of the
 study (a field of :class:`~collabcausal.analyst.dp_effects_spec.DPEffectsSpec`; ``none`` for None).
 
+With ``--measured`` each data set is also run twice more: with the study's statistics noise but (nearly) noiseless
+scores, and with neither noise (eps 1e3 for the scores, the statistics' rho kept or raised alike). Over the seeds,
+the noiseless run's error variance is the sampling part's truth, and the variance of the first run minus the second
+is the truth of what the statistics' noise does (through the nuisance models, the pilot and the Gram matrix: the
+reported Gram-noise and nuisance-replicate parts together); the mean of that difference is its drift.
+
     .venv/bin/python scripts/projection_variance_parts.py --outcome continuous --projection-clip 1 --seed 1007
     .venv/bin/python scripts/projection_variance_parts.py --outcome continuous --projection-clip 1 --seed 1007 \\
         --projection-centre 1
@@ -16,15 +22,20 @@ study (a field of :class:`~collabcausal.analyst.dp_effects_spec.DPEffectsSpec`; 
     .venv/bin/python scripts/projection_variance_parts.py --outcome continuous --projection-clip 1 \\
         --projection-centre 1 --setting residual_clip=0.3333333333333333 --setting cross_weight=2 \\
         --setting replicate_step=2 --seeds 1000-1199
+    .venv/bin/python scripts/projection_variance_parts.py --outcome binary --projection-clip 5 \\
+        --setting clip_compensation=0.1 --setting replicate_step=3 --seeds 1000-1299 --measured
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 import numpy as np
 
+from collabcausal.analyst.dp_effects_spec import DPEffectsSpec
+from collabcausal.estimators.dp.zcdp import zcdp_rho
 from collabcausal.simulations.cate_benchmark import (
     private_report,
     simulate_cate_sites,
@@ -35,6 +46,8 @@ from collabcausal.simulations.cate_benchmark import (
 
 PARTS = ("sampling_var", "noise_var", "gram_noise_var", "variance_uncertainty", "nuisance_var")
 LABELS = ("sampling", "DP noise", "Gram noise", "meat's noise", "nuisance replicates")
+NOISELESS_EPSILON = 1e3
+"""The total eps of :func:`noise_free`'s studies: the noise sd about 1/200 of eps 1's (delta 1e-6)."""
 
 
 def seed_range(text: str) -> range:
@@ -61,6 +74,16 @@ def setting(text: str) -> tuple[str, object]:
     return name, value
 
 
+def noise_free(spec: DPEffectsSpec) -> tuple[DPEffectsSpec, DPEffectsSpec]:
+    """``spec`` with the scores' noise removed and its statistics' kept, and with both removed: eps
+    :data:`NOISELESS_EPSILON` in total, the statistics' share chosen so their rho is the study's (first) or the share
+    kept (second)."""
+    rho = zcdp_rho(spec.epsilon, spec.delta) * spec.nuisance_share
+    share = rho / zcdp_rho(NOISELESS_EPSILON, spec.delta)
+    return (replace(spec, epsilon=NOISELESS_EPSILON, nuisance_share=share),
+            replace(spec, epsilon=NOISELESS_EPSILON))
+
+
 def cells(report: dict) -> list[dict]:
     """The report's intervals in order: coefficients, then subgroup effects (named by their bins)."""
     section = report["effect_modification"]
@@ -80,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="FIRST-LAST: one study per data seed; print each part's mean, the error variance about "
                              "the truth, how often the replicate term was floored at 0, the SE's spread and the "
                              "intervals' coverage")
+    parser.add_argument("--measured", action="store_true",
+                        help="with --seeds: also run each data set with the scores' noise removed and with all noise "
+                             "removed, and print the sampling part's and the statistics noise's measured truths")
     parser.add_argument("--n", type=int, default=25_000, help="subjects per site")
     args = parser.parse_args(argv)
     settings = dict(args.setting)
@@ -90,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds if args.seeds is not None else range(args.seed, args.seed + 1)
     truth = np.concatenate([true_projection(args.outcome), true_subgroup_effects(args.outcome)])
     parts, estimates, ses, covered, names = [], [], [], [], []
+    statistics_only, noiseless = [], []
     for seed in seeds:
         sites = simulate_cate_sites(args.n, args.outcome, np.random.default_rng(seed))
         rows = cells(private_report(sites, spec))
@@ -98,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         estimates.append([r["estimate"] for r in rows])
         ses.append([r["se"] for r in rows])
         covered.append([r["ci_low"] <= t <= r["ci_high"] for r, t in zip(rows, truth, strict=True)])
+        if args.measured:
+            with_statistics_noise, without_noise = noise_free(spec)
+            statistics_only.append([r["estimate"] for r in cells(private_report(sites, with_statistics_noise))])
+            noiseless.append([r["estimate"] for r in cells(private_report(sites, without_noise))])
         if args.seeds is None:
             for r in rows:
                 print(f"  {r['name']:>10}: estimate {r['estimate']:.4f}, se {r['se']:.4f}; "
@@ -112,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"(bias^2 {np.mean(error[:, j]) ** 2:.2e}); replicate term floored at 0 in "
                   f"{np.mean(table[:, j, -1] == 0.0):.2f}; SE spread {se[:, j].std() / se[:, j].mean():.2f}; "
                   f"interval's coverage {np.mean(np.array(covered)[:, j]):.3f}")
+            if args.measured:
+                moved = np.array(statistics_only)[:, j] - np.array(noiseless)[:, j]
+                print(f"  {'':>10}  measured: sampling {np.var(np.array(noiseless)[:, j] - truth[j]):.2e}; the "
+                      f"statistics' noise {np.var(moved):.2e} (reported Gram noise + nuisance replicates "
+                      f"{mean[2] + mean[4]:.2e}), its drift {moved.mean():+.5f} "
+                      f"(SE {moved.std() / np.sqrt(len(moved)):.5f})")
     return 0
 
 

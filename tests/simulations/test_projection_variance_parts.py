@@ -34,3 +34,27 @@ def test_the_means_over_seeds_name_every_interval_beside_its_error_variance(caps
         line = next(line for line in out.splitlines() if line.strip().startswith(f"{name}:"))
         assert "error variance about the truth" in line and "floored at 0 in" in line
         assert "SE spread" in line and "interval's coverage" in line
+
+
+def test_the_noise_free_studies_keep_the_statistics_rho_and_drop_the_rest():
+    script = load_script("projection_variance_parts")
+    from collabcausal.simulations.cate_benchmark import study_spec
+
+    spec = study_spec("binary", 1.0)
+    with_statistics_noise, without_noise = script.noise_free(spec)
+    (rho_n, delta_n), (rho_s, _) = spec.budgets
+    (kept_n, kept_delta), (scores_rho, _) = with_statistics_noise.budgets
+    assert kept_n == pytest.approx(rho_n, rel=1e-12) and kept_delta == delta_n
+    assert scores_rho > 1e3 * rho_s  # the scores' noise sd is sqrt(1e3) times smaller, at least
+    assert without_noise.budgets[0][0] > 1e3 * rho_n and without_noise.budgets[1][0] > 1e3 * rho_s
+
+
+def test_measured_prints_the_truths_under_every_interval(capsys):
+    script = load_script("projection_variance_parts")
+    assert script.main(["--outcome", "binary", "--projection-clip", "5", "--seeds", "3-4", "--n", "1500",
+                        "--measured"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    named = [i for i, line in enumerate(lines) if "error variance about the truth" in line]
+    assert len(named) == 7
+    for i in named:
+        assert lines[i + 1].strip().startswith("measured: sampling") and "its drift" in lines[i + 1]
