@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                              "removed, and print the sampling part's and the statistics noise's measured truths")
     parser.add_argument("--n", type=int, default=25_000, help="subjects per site")
     args = parser.parse_args(argv)
+    if args.measured and args.seeds is None:
+        parser.error("--measured needs --seeds FIRST-LAST: it measures variances over data sets")
     settings = dict(args.setting)
     spec = study_spec(args.outcome, 1.0, projection_clip=args.projection_clip,  # type: ignore[arg-type]
                       projection_centre=args.projection_centre, **settings)
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = np.concatenate([true_projection(args.outcome), true_subgroup_effects(args.outcome)])
     parts, estimates, ses, covered, names = [], [], [], [], []
     statistics_only, noiseless = [], []
+    with_statistics_noise, without_noise = noise_free(spec)
     for seed in seeds:
         sites = simulate_cate_sites(args.n, args.outcome, np.random.default_rng(seed))
         rows = cells(private_report(sites, spec))
@@ -126,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
         ses.append([r["se"] for r in rows])
         covered.append([r["ci_low"] <= t <= r["ci_high"] for r, t in zip(rows, truth, strict=True)])
         if args.measured:
-            with_statistics_noise, without_noise = noise_free(spec)
             statistics_only.append([r["estimate"] for r in cells(private_report(sites, with_statistics_noise))])
             noiseless.append([r["estimate"] for r in cells(private_report(sites, without_noise))])
         if args.seeds is None:

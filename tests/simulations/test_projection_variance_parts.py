@@ -58,3 +58,10 @@ def test_measured_prints_the_truths_under_every_interval(capsys):
     assert len(named) == 7
     for i in named:
         assert lines[i + 1].strip().startswith("measured: sampling") and "its drift" in lines[i + 1]
+
+
+def test_measured_without_a_seed_range_is_refused(capsys):
+    script = load_script("projection_variance_parts")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--outcome", "binary", "--measured"])
+    assert exit_info.value.code == 2 and "--measured needs --seeds" in capsys.readouterr().err
