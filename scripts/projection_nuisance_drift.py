@@ -150,13 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                           zip(values, se if se is not None else values, strict=True))
         print(f"  {name:52} {cells}")
 
-    def paired(field: str) -> tuple[NDArray, NDArray]:
-        """Mean and standard error of ``field`` minus the exact fit's projection, over every draw."""
-        rows = stacked(field) - np.repeat(stacked("exact"), args.draws, axis=0)
-        return rows.mean(axis=0), rows.std(axis=0) / np.sqrt(len(rows))
-
     def mean_and_se(rows: NDArray) -> tuple[NDArray, NDArray]:
         return rows.mean(axis=0), rows.std(axis=0) / np.sqrt(len(rows))
+
+    def paired(field: str) -> tuple[NDArray, NDArray]:
+        """:func:`mean_and_se` of ``field`` minus the exact fit's projection, over every draw."""
+        return mean_and_se(stacked(field) - np.repeat(stacked("exact"), args.draws, axis=0))
 
     print(f"{args.outcome}, {args.datasets} data sets x {args.draws} noise draws x {args.copies} copies; projection "
           "intercept / z0 / z8 (standard error)")

@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
                       + ", ".join(f"{label} {r.get(k) or 0.0:.2e}" for label, k in zip(LABELS, PARTS, strict=True)))
     if args.seeds is not None:
         table, error, se = np.array(parts), np.array(estimates) - truth, np.array(ses)
+        coverage = np.mean(covered, axis=0)
+        if args.measured:
+            moved, sampling_error = np.subtract(statistics_only, noiseless), np.array(noiseless) - truth
+        statistics_parts = [PARTS.index("gram_noise_var"), PARTS.index("nuisance_var")]
         print(f"means over data seeds {seeds.start}-{seeds.stop - 1} ({len(seeds)} studies)")
         for j, name in enumerate(names):
             mean = table[:, j, :].mean(axis=0)
@@ -144,13 +148,12 @@ def main(argv: list[str] | None = None) -> int:
                   + f"; total {mean.sum():.2e}; error variance about the truth {np.mean(error[:, j] ** 2):.2e} "
                   f"(bias^2 {np.mean(error[:, j]) ** 2:.2e}); replicate term floored at 0 in "
                   f"{np.mean(table[:, j, -1] == 0.0):.2f}; SE spread {se[:, j].std() / se[:, j].mean():.2f}; "
-                  f"interval's coverage {np.mean(np.array(covered)[:, j]):.3f}")
+                  f"interval's coverage {coverage[j]:.3f}")
             if args.measured:
-                moved = np.array(statistics_only)[:, j] - np.array(noiseless)[:, j]
-                print(f"  {'':>10}  measured: sampling {np.var(np.array(noiseless)[:, j] - truth[j]):.2e}; the "
-                      f"statistics' noise {np.var(moved):.2e} (reported Gram noise + nuisance replicates "
-                      f"{mean[2] + mean[4]:.2e}), its drift {moved.mean():+.5f} "
-                      f"(SE {moved.std() / np.sqrt(len(moved)):.5f})")
+                print(f"  {'':>10}  measured: sampling {np.var(sampling_error[:, j]):.2e}; the statistics' noise "
+                      f"{np.var(moved[:, j]):.2e} (reported Gram noise + nuisance replicates "
+                      f"{mean[statistics_parts].sum():.2e}), its drift {moved[:, j].mean():+.5f} "
+                      f"(SE {moved[:, j].std() / np.sqrt(len(moved)):.5f})")
     return 0
 
 
