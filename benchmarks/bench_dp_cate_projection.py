@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_dp_cate_projection.py --quick        # 2 replications, small n: sanity
     .venv/bin/python benchmarks/bench_dp_cate_projection.py --reps 30 --peers 30   # with the private CATE peers
     .venv/bin/python benchmarks/bench_dp_cate_projection.py --log runs.jsonl ...   # each replication as it ends
-    .venv/bin/python benchmarks/bench_dp_cate_projection.py --from-log runs.jsonl  # summarize such a file
+    .venv/bin/python benchmarks/bench_dp_cate_projection.py --from-log runs.jsonl more.jsonl  # summarize, pooled
 
 Design (collabcausal/simulations/cate_benchmark.py): 4 sites x 25,000, 10 confounders, a CATE linear
 in x0 (Gaussian) and x8 (binary), binary then continuous outcome; modifiers (x0, x8), subgroups:
@@ -247,6 +247,48 @@ def misses(s: dict[str, object]) -> list[str]:
     return out
 
 
+def read_logs(paths: list[Path], outcomes: list[str]) -> dict[str, list[dict[str, object]]]:
+    """Each outcome's replications from ``--log`` files, pooled.
+
+    Raises
+    ------
+    SystemExit
+        One line naming the problem: an unreadable file, a line that is not a replication, runs of one outcome at
+        different settings (pooling them would mix two designs), or a data seed met twice (one
+        replication would count twice).
+    """
+    by_outcome: dict[str, list[dict[str, object]]] = {o: [] for o in outcomes}
+    seen: dict[tuple[str, int], Path] = {}
+    design: dict[str, tuple[tuple[str, object], ...]] = {}
+    for path in paths:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise SystemExit(f"--from-log {path}: {exc.strerror}; give a file that --log wrote") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                outcome, seed = str(row["outcome"]), int(row["seed"])
+            except (ValueError, KeyError, TypeError):
+                raise SystemExit(f"{path}:{number} is not a replication line of a --log file: remove it or "
+                                 "re-run that replication") from None
+            if outcome not in by_outcome:
+                continue
+            settings = tuple((k, row.get(k)) for k in ("n", "epsilon", *SETTINGS))
+            if design.setdefault(outcome, settings) != settings:
+                differ = [k for (k, v), (_, w) in zip(settings, design[outcome], strict=True) if v != w]
+                raise SystemExit(f"{path}:{number}: the {outcome} runs differ in {', '.join(differ)}; pool only "
+                                 "replications of one declaration")
+            if (outcome, seed) in seen:
+                raise SystemExit(f"{path}:{number}: {outcome} data seed {seed} is also in {seen[outcome, seed]}; "
+                                 "pool runs of different seeds")
+            seen[outcome, seed] = path
+            by_outcome[outcome].append(row)
+    return by_outcome
+
+
 def _numbers(value: object) -> list[np.ndarray]:
     """Every number of a summary (nested mappings flattened; the outcome's name left out)."""
     if isinstance(value, dict):
@@ -307,17 +349,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --from-log: also the RMSE ratio over that of LOG's replications of the same seeds")
     parser.add_argument("--log", type=Path, default=None,
                         help="append each replication's figures to this JSON-lines file as it ends")
-    parser.add_argument("--from-log", type=Path, default=None,
-                        help="summarize the replications of a --log file (no new run)")
+    parser.add_argument("--from-log", type=Path, nargs="+", default=None, metavar="LOG",
+                        help="summarize the replications of --log files, pooled (no new run; refused if they mix "
+                             "settings or repeat a data seed)")
     args = parser.parse_args(argv)
     quiet_clipping_log()  # the designs' public ranges clip a few simulated values on purpose
     outcomes = args.outcomes.split(",")
     if args.from_log is not None:
-        rows = [json.loads(line) for line in args.from_log.read_text().splitlines() if line.strip()]
-        first = rows[0] if rows else {"epsilon": math.nan, "n": 0}
+        by_outcome = read_logs(args.from_log, outcomes)
+        first = next((rs[0] for rs in by_outcome.values() if rs), {"epsilon": math.nan, "n": 0})
         print(f"dp_effects effect modification at eps {first['epsilon']:g} per party in total, delta 1e-6, "
-              f"4 sites x {first['n']}, from {args.from_log}")
-        by_outcome = {o: [r for r in rows if r["outcome"] == o] for o in outcomes}
+              f"4 sites x {first['n']}, from {', '.join(map(str, args.from_log))}")
     else:
         reps, n = args.reps, args.n
         print(f"dp_effects effect modification at eps {args.epsilon:g} per party in total, delta 1e-6, "

@@ -3,6 +3,7 @@ cannot land (the full runs print the README's figures; benchmarks/_run_mode.py s
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import re
@@ -123,6 +124,26 @@ def test_the_projection_benchmark_judges_the_subgroups_intervals_as_well():
                "subgroup_coverage": [0.95, 0.975, 0.955, 0.96], "pehe_wins": 1.0}
     assert bench.misses(summary) == ["binary: subgroups' coverage [0.95, 0.975, 0.955, 0.96] outside [0.93, 0.97]"]
     assert bench.misses({**summary, "subgroup_coverage": [0.95, 0.97, 0.93, 0.96]}) == []
+
+
+def test_the_projection_benchmark_pools_logs_and_refuses_mixed_settings_repeated_seeds_and_broken_lines(tmp_path):
+    bench = _script("bench_dp_cate_projection")
+    row = {"outcome": "binary", "seed": 0, "n": 25000, "epsilon": 1.0, **dict.fromkeys(bench.SETTINGS), "private": [1]}
+    first, second, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    first.write_text(json.dumps(row) + "\n" + json.dumps({**row, "outcome": "continuous"}) + "\n")
+    second.write_text(json.dumps({**row, "seed": 1}) + "\n\n")
+    pooled = bench.read_logs([first, second], ["binary", "continuous"])
+    assert [r["seed"] for r in pooled["binary"]] == [0, 1] and len(pooled["continuous"]) == 1
+    other.write_text(json.dumps({**row, "seed": 2, "replicate_step": 3.0}) + "\n")
+    with pytest.raises(SystemExit, match=r"c\.jsonl:1: the binary runs differ in replicate_step; pool only"):
+        bench.read_logs([first, other], ["binary"])
+    with pytest.raises(SystemExit, match=r"a\.jsonl:1: binary data seed 0 is also in .*a\.jsonl; pool runs of"):
+        bench.read_logs([first, first], ["binary"])
+    other.write_text(json.dumps(row)[:-5] + "\n")
+    with pytest.raises(SystemExit, match=r"c\.jsonl:1 is not a replication line of a --log file"):
+        bench.read_logs([other], ["binary"])
+    with pytest.raises(SystemExit, match=r"--from-log .*missing\.jsonl: No such file"):
+        bench.read_logs([tmp_path / "missing.jsonl"], ["binary"])
 
 
 def test_bench_load_stops_at_once_naming_an_attacker_that_died_without_a_word():
