@@ -355,8 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quiet_clipping_log()  # the designs' public ranges clip a few simulated values on purpose
     outcomes = args.outcomes.split(",")
+    baseline = None
     if args.from_log is not None:
         by_outcome = read_logs(args.from_log, outcomes)
+        baseline = read_logs([args.paired], outcomes) if args.paired is not None else None
         first = next((rs[0] for rs in by_outcome.values() if rs), {"epsilon": math.nan, "n": 0})
         print(f"dp_effects effect modification at eps {first['epsilon']:g} per party in total, delta 1e-6, "
               f"4 sites x {first['n']}, from {', '.join(map(str, args.from_log))}")
@@ -370,9 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     summaries = [summarize(o, rows) for o, rows in by_outcome.items() if rows]
     for s in summaries:
         report(s)
-        if args.from_log is not None and args.paired is not None:
-            baseline = [json.loads(line) for line in args.paired.read_text().splitlines() if line.strip()]
-            print(paired_ratio(str(s["outcome"]), by_outcome[str(s["outcome"])], baseline))
+        if baseline is not None:
+            print(paired_ratio(str(s["outcome"]), by_outcome[str(s["outcome"])], baseline[str(s["outcome"])]))
     if args.quick:
         finite = all(np.isfinite(v).all() for s in summaries for v in _numbers(s))
         print("quick: every figure finite" if finite else "quick: a figure is not finite")
